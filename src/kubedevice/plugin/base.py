@@ -100,7 +100,7 @@ class PreferredAllocator(Protocol):
 class PreStarter(Protocol):
     """Requires PreStartContainer before every container start (30 s kubelet deadline)."""
 
-    def pre_start_container(self, devices: Sequence[Device]) -> None | Awaitable[None]: ...
+    def pre_start_container(self, devices: Sequence[Device]) -> Awaitable[None] | None: ...
 
 
 def options_of(plugin: Plugin) -> tuple[bool, bool]:
