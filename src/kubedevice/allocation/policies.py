@@ -1,0 +1,85 @@
+"""Preferred-allocation policies and the contract every answer must meet.
+
+The kubelet asks for ``allocation_size`` IDs out of ``available``, including
+``must_include``. It trusts nothing: it intersects the answer with what is available and
+falls back to its own choice when short, so a wrong answer silently loses the plugin's
+topology knowledge. The runtime therefore checks requests and answers here, around any
+policy, and policies only decide *which* devices.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Sequence
+
+from ..device import Device
+
+
+class AllocationRequestError(ValueError):
+    """A preferred-allocation request that contradicts itself or names unknown devices."""
+
+
+def check_request(available: Sequence[str], must_include: Sequence[str], size: int) -> None:
+    """Refuse requests no answer can satisfy, naming the offending IDs."""
+    if size < 0:
+        raise AllocationRequestError(f"allocation_size {size} is negative")
+    missing = sorted(set(must_include) - set(available))
+    if missing:
+        raise AllocationRequestError(f"must_include devices not in available: {', '.join(missing)}")
+    if size < len(set(must_include)):
+        raise AllocationRequestError(
+            f"allocation_size {size} is smaller than the {len(set(must_include))} must_include devices"
+        )
+    if size > len(set(available)):
+        raise AllocationRequestError(
+            f"allocation_size {size} is larger than the {len(set(available))} available devices"
+        )
+
+
+def check_answer(answer: Sequence[str], available: Sequence[str], must_include: Sequence[str], size: int) -> None:
+    """Raise ``ValueError`` if a policy's answer breaks the contract (a bug in the policy)."""
+    problems = []
+    if len(set(answer)) != len(answer):
+        problems.append("repeats devices")
+    if len(answer) != size:
+        problems.append(f"has {len(answer)} devices, not {size}")
+    if not set(must_include) <= set(answer):
+        problems.append(f"omits must_include {', '.join(sorted(set(must_include) - set(answer)))}")
+    if not set(answer) <= set(available):
+        problems.append(f"names unavailable {', '.join(sorted(set(answer) - set(available)))}")
+    if problems:
+        raise ValueError(f"preferred allocation policy answer {list(answer)} " + "; ".join(problems))
+
+
+def pack_numa(available: Sequence[Device], must_include: Sequence[Device], size: int) -> list[str]:
+    """Choose ``size`` devices on as few NUMA nodes as possible, deterministically.
+
+    Must-include devices come first; then nodes already in use are filled, then the
+    fullest remaining nodes (fewest nodes to cover the rest). Devices without topology
+    count as a node of their own, used last. Ties break by node, then by device ID.
+    """
+    chosen = [d.id for d in must_include]
+    taken = set(chosen)
+    used_nodes = {n for d in must_include for n in d.numa_nodes}
+    groups: dict[tuple[int, ...], list[str]] = defaultdict(list)
+    for device in available:
+        if device.id not in taken:
+            groups[device.numa_nodes].append(device.id)
+
+    def rank(key: tuple[int, ...]) -> tuple[bool, bool, int, tuple[int, ...]]:
+        return (not key, not set(key) <= used_nodes, -len(groups[key]), key)
+
+    for key in sorted(groups, key=rank):
+        if len(chosen) >= size:
+            break
+        chosen.extend(sorted(groups[key])[: size - len(chosen)])
+    return chosen
+
+
+class NumaPacking:
+    """Mixin that offers GetPreferredAllocation with :func:`pack_numa` (the default policy)."""
+
+    def preferred_allocation(
+        self, available: Sequence[Device], must_include: Sequence[Device], size: int
+    ) -> Sequence[str]:
+        return pack_numa(available, must_include, size)

@@ -1,0 +1,63 @@
+"""Kubernetes name rules that a device plugin must meet before the kubelet sees it.
+
+Ports of ``IsExtendedResourceName`` (pkg/apis/core/v1/helper) and ``IsQualifiedName`` /
+``IsDNS1123Subdomain`` (apimachinery/pkg/util/validation), so a bad resource name fails
+locally with the same verdict the kubelet would give, instead of at Register time.
+"""
+
+from __future__ import annotations
+
+import re
+
+_QUALIFIED_NAME = re.compile(r"^([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]$")
+_DNS1123_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
+_REQUESTS_PREFIX = "requests."
+_NATIVE_DOMAIN = "kubernetes.io/"
+
+
+def is_dns1123_subdomain(value: str) -> bool:
+    return len(value) <= 253 and bool(_DNS1123_SUBDOMAIN.match(value))
+
+
+def qualified_name_errors(value: str) -> list[str]:
+    """Why ``value`` is not a qualified name (``[prefix/]name``); empty when it is."""
+    parts = value.split("/")
+    if len(parts) > 2:
+        return ["a qualified name has at most one '/'"]
+    name = parts[-1]
+    errors = []
+    if len(parts) == 2:
+        prefix = parts[0]
+        if not prefix:
+            errors.append("prefix part must be non-empty")
+        elif not is_dns1123_subdomain(prefix):
+            errors.append(f"prefix part {prefix!r} must be a lowercase RFC 1123 subdomain")
+    if not name:
+        errors.append("name part must be non-empty")
+    elif len(name) > 63:
+        errors.append("name part must be no more than 63 characters")
+    elif not _QUALIFIED_NAME.match(name):
+        errors.append(
+            f"name part {name!r} must consist of alphanumeric characters, '-', '_' or '.', "
+            "and must start and end with an alphanumeric character"
+        )
+    return errors
+
+
+def extended_resource_name_error(name: str) -> str | None:
+    """Why the kubelet would refuse ``name`` as a device plugin resource, or ``None``."""
+    if "/" not in name:
+        return f"resource name {name!r} must be domain-qualified, like 'vendor.com/device'"
+    if _NATIVE_DOMAIN in name:
+        return f"resource name {name!r} is in the reserved kubernetes.io domain"
+    if name.startswith(_REQUESTS_PREFIX):
+        return f"resource name {name!r} must not start with {_REQUESTS_PREFIX!r}"
+    errors = qualified_name_errors(_REQUESTS_PREFIX + name)
+    if errors:
+        return f"resource name {name!r} is not a valid extended resource name: {'; '.join(errors)}"
+    return None
+
+
+def endpoint_for(resource_name: str) -> str:
+    """The socket file name kubedevice serves a resource on (a bare name, as Register needs)."""
+    return "kubedevice-" + resource_name.replace("/", "_") + ".sock"

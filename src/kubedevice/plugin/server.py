@@ -1,0 +1,291 @@
+"""Serve one :class:`Plugin` as the ``v1beta1.DevicePlugin`` gRPC service on a unix socket.
+
+One asyncio event loop carries every stream and call: ListAndWatch streams wait on an
+event that each device change replaces, so a change reaches all streams in one loop turn.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import inspect
+import logging
+import os
+import socket
+import stat
+import time
+from collections import Counter
+from collections.abc import Awaitable, Callable, Sequence
+from pathlib import Path
+from typing import Any, NoReturn, TypeVar
+
+import grpc
+from grpc import aio
+
+from ..allocation.policies import AllocationRequestError, check_answer, check_request
+from ..api import PRE_START_TIMEOUT_SECONDS, pb, pb_grpc
+from ..api.convert import allocation_to_pb, ids, list_response, options_to_pb
+from ..device import ContainerAllocation, Device, Health
+from .base import Plugin, PreferredAllocator, PreStarter, options_of
+
+log = logging.getLogger(__name__)
+T = TypeVar("T")
+Ctx = aio.ServicerContext[Any, Any]
+RpcObserver = Callable[[str, str, float, str], None]
+"""Called after every unary RPC with (resource, method, seconds, result)."""
+
+
+class SocketInUse(Exception):
+    """Another live process serves on our endpoint path."""
+
+
+class RpcFailure(Exception):
+    """An RPC answer that is a gRPC error status (raised inside handlers, aborted at the edge)."""
+
+    def __init__(self, code: grpc.StatusCode, message: str) -> None:
+        super().__init__(message)
+        self.code = code
+
+
+class PluginServer(pb_grpc.DevicePluginServicer):  # type: ignore[misc]
+    """The gRPC face of one plugin, on ``socket_path``. Restartable: :meth:`serve` again after a stop."""
+
+    def __init__(self, plugin: Plugin, socket_path: Path, observe: RpcObserver | None = None) -> None:
+        self.plugin = plugin
+        self.socket_path = socket_path
+        self.options = options_of(plugin)
+        self._observe = observe
+        self._server: aio.Server | None = None
+        self._inode: tuple[int, int] | None = None
+        self._version = 0
+        self._changed = asyncio.Event()
+        self._final = False
+        self._streams = 0
+        self._loop = asyncio.get_running_loop()
+        self._unsubscribe = plugin.subscribe(self._on_change)
+
+    # -- lifecycle ------------------------------------------------------------------
+    async def serve(self) -> None:
+        """Bind the socket (clearing only a stale one of ours) and start serving."""
+        _clear_stale_socket(self.socket_path)
+        self._final = False
+        server = aio.server(options=[("grpc.so_reuseport", 0)])
+        pb_grpc.add_DevicePluginServicer_to_server(self, server)
+        server.add_insecure_port(f"unix://{self.socket_path}")
+        await server.start()
+        st = self.socket_path.stat()
+        self._server, self._inode = server, (st.st_dev, st.st_ino)
+        log.debug("serving %s on %s", self.plugin.resource_name, self.socket_path)
+
+    async def stop(self, grace: float = 1.0) -> None:
+        """Send every stream a final all-Unhealthy list, stop serving, remove our socket."""
+        self._final = True
+        self._bump()
+        server, self._server = self._server, None
+        if server is not None:
+            await server.stop(grace)
+        self.remove_socket()
+
+    def close(self) -> None:
+        self._unsubscribe()
+
+    def owns_socket(self) -> bool:
+        """Whether the socket file on disk is still the one we bound (not deleted or replaced)."""
+        try:
+            st = self.socket_path.stat()
+        except FileNotFoundError:
+            return False
+        return self._inode == (st.st_dev, st.st_ino)
+
+    def remove_socket(self) -> None:
+        """Unlink our socket, and never a file someone else put at that path."""
+        if self.owns_socket():
+            self.socket_path.unlink(missing_ok=True)
+        self._inode = None
+
+    @property
+    def serving(self) -> bool:
+        return self._server is not None
+
+    @property
+    def open_streams(self) -> int:
+        return self._streams
+
+    # -- change propagation ---------------------------------------------------------
+    def _on_change(self) -> None:
+        """Plugin listener: may run on any thread, so hop onto the loop."""
+        try:
+            if asyncio.get_running_loop() is self._loop:
+                self._bump()
+                return
+        except RuntimeError:
+            pass
+        self._loop.call_soon_threadsafe(self._bump)
+
+    def _bump(self) -> None:
+        self._version += 1
+        changed, self._changed = self._changed, asyncio.Event()
+        changed.set()
+
+    # -- RPCs -----------------------------------------------------------------------
+    async def GetDevicePluginOptions(self, request: pb.Empty, context: Ctx) -> pb.DevicePluginOptions:
+        return options_to_pb(*self.options)
+
+    async def ListAndWatch(self, request: pb.Empty, context: Ctx) -> Any:
+        """The full list at once, then again after every change, until the client or we stop."""
+        self._streams += 1
+        try:
+            sent = -1
+            while True:
+                if self._final:
+                    yield list_response(self.plugin.devices(), Health.UNHEALTHY)
+                    return
+                if sent != self._version:
+                    sent = self._version
+                    yield list_response(self.plugin.devices())
+                    continue
+                await self._changed.wait()
+        finally:
+            self._streams -= 1
+
+    async def Allocate(self, request: pb.AllocateRequest, context: Ctx) -> pb.AllocateResponse:
+        return await self._unary("Allocate", context, self._allocate(request))
+
+    async def GetPreferredAllocation(
+        self, request: pb.PreferredAllocationRequest, context: Ctx
+    ) -> pb.PreferredAllocationResponse:
+        return await self._unary("GetPreferredAllocation", context, self._preferred(request))
+
+    async def PreStartContainer(
+        self, request: pb.PreStartContainerRequest, context: Ctx
+    ) -> pb.PreStartContainerResponse:
+        return await self._unary("PreStartContainer", context, self._pre_start(request, context))
+
+    # -- RPC bodies (raise RpcFailure for error statuses) ---------------------------
+    async def _allocate(self, request: pb.AllocateRequest) -> pb.AllocateResponse:
+        response = pb.AllocateResponse()
+        for number, container in enumerate(request.container_requests):
+            devices = self._resolve(container.devices_ids, f"container request {number}")
+            unhealthy = [d.id for d in devices if not d.healthy]
+            if unhealthy:
+                raise RpcFailure(grpc.StatusCode.FAILED_PRECONDITION, f"unhealthy devices: {ids(unhealthy)}")
+            allocation = await self._hook("allocate", self.plugin.allocate, devices)
+            if not isinstance(allocation, ContainerAllocation):
+                raise RpcFailure(grpc.StatusCode.INTERNAL, f"allocate hook returned {type(allocation).__name__}")
+            response.container_responses.append(allocation_to_pb(allocation))
+        return response
+
+    async def _preferred(self, request: pb.PreferredAllocationRequest) -> pb.PreferredAllocationResponse:
+        plugin = self.plugin
+        if not isinstance(plugin, PreferredAllocator):
+            raise RpcFailure(grpc.StatusCode.UNIMPLEMENTED, f"{plugin.resource_name} offers no preferred allocation")
+        response = pb.PreferredAllocationResponse()
+        for number, container in enumerate(request.container_requests):
+            where = f"container request {number}"
+            available = self._resolve(container.available_deviceIDs, where, allow_empty=True)
+            must = self._resolve(container.must_include_deviceIDs, where, allow_empty=True)
+            size = container.allocation_size
+            try:
+                check_request([d.id for d in available], [d.id for d in must], size)
+            except AllocationRequestError as err:
+                raise RpcFailure(grpc.StatusCode.INVALID_ARGUMENT, f"{where}: {err}") from err
+            answer = list(await self._hook("preferred_allocation", plugin.preferred_allocation, available, must, size))
+            try:
+                check_answer(answer, [d.id for d in available], [d.id for d in must], size)
+            except ValueError as err:
+                raise RpcFailure(grpc.StatusCode.INTERNAL, str(err)) from err
+            response.container_responses.add(deviceIDs=answer)
+        return response
+
+    async def _pre_start(
+        self, request: pb.PreStartContainerRequest, context: Ctx
+    ) -> pb.PreStartContainerResponse:
+        devices = self._resolve(request.devices_ids, "PreStartContainer")
+        plugin = self.plugin
+        if isinstance(plugin, PreStarter):
+            remaining = context.time_remaining()
+            budget = min(remaining, PRE_START_TIMEOUT_SECONDS) if remaining else PRE_START_TIMEOUT_SECONDS
+            try:
+                async with asyncio.timeout(budget):
+                    await self._hook("pre_start_container", plugin.pre_start_container, devices, offload=True)
+            except TimeoutError as err:
+                message = f"pre_start_container exceeded {budget:.0f} s for {ids([d.id for d in devices])}"
+                raise RpcFailure(grpc.StatusCode.DEADLINE_EXCEEDED, message) from err
+        return pb.PreStartContainerResponse()
+
+    # -- helpers --------------------------------------------------------------------
+    def _resolve(self, device_ids: Sequence[str], where: str, allow_empty: bool = False) -> list[Device]:
+        """Our devices for ``device_ids``; unknown or repeated IDs are the caller's error."""
+        if not device_ids and not allow_empty:
+            raise RpcFailure(grpc.StatusCode.INVALID_ARGUMENT, f"{where} names no devices")
+        found: list[Device] = []
+        unknown: list[str] = []
+        for device_id in device_ids:
+            device = self.plugin.device(device_id)
+            if device is None:
+                unknown.append(device_id)
+            else:
+                found.append(device)
+        if unknown:
+            raise RpcFailure(
+                grpc.StatusCode.INVALID_ARGUMENT,
+                f"{where}: unknown devices for {self.plugin.resource_name}: {ids(unknown)}",
+            )
+        repeated = [i for i, n in Counter(device_ids).items() if n > 1]
+        if repeated:
+            raise RpcFailure(grpc.StatusCode.INVALID_ARGUMENT, f"{where}: repeated devices: {ids(repeated)}")
+        return found
+
+    async def _hook(self, name: str, hook: Callable[..., T | Awaitable[T]], *args: Any, offload: bool = False) -> T:
+        """Run a plugin hook; a crash becomes INTERNAL and never reaches the server loop."""
+        try:
+            if offload and not inspect.iscoroutinefunction(hook):
+                result = await asyncio.to_thread(hook, *args)
+            else:
+                result = hook(*args)
+            if inspect.isawaitable(result):
+                result = await result
+        except RpcFailure:
+            raise
+        except Exception as err:
+            log.exception("%s hook of %s failed", name, self.plugin.resource_name)
+            raise RpcFailure(grpc.StatusCode.INTERNAL, f"{name} hook failed: {type(err).__name__}: {err}") from err
+        return result
+
+    async def _unary(self, method: str, context: Ctx, body: Awaitable[T]) -> T:
+        start = time.perf_counter()
+        result = "ok"
+        try:
+            return await body
+        except RpcFailure as failure:
+            result = failure.code.name.lower()
+            log.warning(
+                "%s refused", method, extra={"resource": self.plugin.resource_name, "reason": str(failure)}
+            )
+            await _abort(context, failure)
+        finally:
+            if self._observe is not None:
+                self._observe(self.plugin.resource_name, method, time.perf_counter() - start, result)
+
+
+async def _abort(context: Ctx, failure: RpcFailure) -> NoReturn:
+    await context.abort(failure.code, str(failure))
+    raise AssertionError("context.abort returned")  # pragma: no cover - abort always raises
+
+
+def _clear_stale_socket(path: Path) -> None:
+    """Remove a dead socket at our endpoint (a crashed predecessor); refuse to touch anything else."""
+    try:
+        mode = path.lstat().st_mode
+    except FileNotFoundError:
+        return
+    if not stat.S_ISSOCK(mode):
+        raise SocketInUse(f"{path} exists and is not a socket; refusing to replace it")
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as probe:
+        try:
+            probe.connect(str(path))
+        except (ConnectionRefusedError, FileNotFoundError):
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(path)
+            return
+    raise SocketInUse(f"{path} is served by another live process")

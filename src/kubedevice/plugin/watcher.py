@@ -1,0 +1,57 @@
+"""Kernel notifications for a directory, delivered on the asyncio loop.
+
+Kubelet restarts are seen the moment they happen: the kubelet deletes every socket in
+the plugin directory (ours included) and creates a new ``kubelet.sock``. inotify reports
+both without polling, which is what lets kubedevice re-register in milliseconds where
+plugins that poll take seconds.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Callable
+from pathlib import Path
+
+from inotify_simple import INotify, flags
+
+log = logging.getLogger(__name__)
+
+Handler = Callable[[str, bool], None]
+"""Called with (file name, created) for each entry created/moved in (True) or deleted/moved out (False)."""
+
+_CREATED = flags.CREATE | flags.MOVED_TO
+_REMOVED = flags.DELETE | flags.MOVED_FROM
+
+
+class DirectoryWatcher:
+    """Watch one directory's entries; call ``handler`` on the loop for each change."""
+
+    def __init__(self, directory: Path, handler: Handler) -> None:
+        self.directory = directory
+        self._handler = handler
+        self._inotify: INotify | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+
+    def start(self) -> None:
+        self._loop = asyncio.get_running_loop()
+        self._inotify = INotify()
+        self._inotify.add_watch(str(self.directory), _CREATED | _REMOVED)
+        self._loop.add_reader(self._inotify.fileno(), self._read)
+
+    def stop(self) -> None:
+        if self._inotify is None or self._loop is None:
+            return
+        self._loop.remove_reader(self._inotify.fileno())
+        self._inotify.close()
+        self._inotify = None
+
+    def _read(self) -> None:
+        assert self._inotify is not None
+        for event in self._inotify.read(timeout=0):
+            if not event.name:
+                continue
+            try:
+                self._handler(event.name, bool(event.mask & _CREATED))
+            except Exception:  # a handler bug must not stop the watch
+                log.exception("handling %s in %s failed", event.name, self.directory)
