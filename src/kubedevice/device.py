@@ -89,6 +89,11 @@ class ContainerAllocation:
         object.__setattr__(self, "devices", tuple(self.devices))
         object.__setattr__(self, "cdi_devices", tuple(self.cdi_devices))
 
+    def __hash__(self) -> int:  # the mappings are read-only views; hash their items
+        return hash(
+            (tuple(self.envs.items()), self.mounts, self.devices, tuple(self.annotations.items()), self.cdi_devices)
+        )
+
     @classmethod
     def merge(cls, parts: Iterable[ContainerAllocation]) -> ContainerAllocation:
         """Combine several grants; the first occurrence of a path, key or name wins."""

@@ -60,9 +60,7 @@ class Plugin:
             device = self._devices.get(device_id)
             if device is None or device.health == health:
                 return
-            self._devices = {
-                k: (_with_health(v, health) if k == device_id else v) for k, v in self._devices.items()
-            }
+            self._devices = {k: (_with_health(v, health) if k == device_id else v) for k, v in self._devices.items()}
         self._notify()
 
     def subscribe(self, listener: Listener) -> Callable[[], None]:

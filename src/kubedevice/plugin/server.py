@@ -197,9 +197,7 @@ class PluginServer(pb_grpc.DevicePluginServicer):  # type: ignore[misc]
             response.container_responses.add(deviceIDs=answer)
         return response
 
-    async def _pre_start(
-        self, request: pb.PreStartContainerRequest, context: Ctx
-    ) -> pb.PreStartContainerResponse:
+    async def _pre_start(self, request: pb.PreStartContainerRequest, context: Ctx) -> pb.PreStartContainerResponse:
         devices = self._resolve(request.devices_ids, "PreStartContainer")
         plugin = self.plugin
         if isinstance(plugin, PreStarter):
@@ -259,9 +257,7 @@ class PluginServer(pb_grpc.DevicePluginServicer):  # type: ignore[misc]
             return await body
         except RpcFailure as failure:
             result = failure.code.name.lower()
-            log.warning(
-                "%s refused", method, extra={"resource": self.plugin.resource_name, "reason": str(failure)}
-            )
+            log.warning("%s refused", method, extra={"resource": self.plugin.resource_name, "reason": str(failure)})
             await _abort(context, failure)
         finally:
             if self._observe is not None:

@@ -1,0 +1,5 @@
+"""``python -m kubedevice``."""
+
+from .cli import main
+
+main()

@@ -1,0 +1,93 @@
+"""``kubedevice serve``: the config-driven daemon, from config file to registered resources."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from dataclasses import dataclass
+from pathlib import Path
+
+from .config import Config
+from .logs import setup_logging
+from .metrics import Metrics, MetricsServer, Readiness, start_http_server
+from .plugin.base import Plugin
+from .plugin.manager import Manager, ManagerHooks, run
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class DaemonOptions:
+    """Command-line settings; each one overrides its config-file counterpart."""
+
+    config_path: Path
+    plugin_dir: Path | None = None
+    host_root: Path | None = None
+    cdi_dir: Path | None = None
+    metrics_address: str | None = None
+    log_level: str = "info"
+    log_format: str = "text"
+
+
+def build_plugins(config: Config, host_root: Path | None = None, cdi_dir: Path | None = None) -> list[Plugin]:
+    """One plugin per configured resource, all looking at the host through ``host_root``."""
+    from .sources.configured import ConfiguredPlugin  # noqa: PLC0415 - keeps `kubedevice --help` light
+
+    root = host_root or config.host_root
+    if not root.is_dir():
+        raise ValueError(f"host root {root} does not exist or is not a directory")
+    return [ConfiguredPlugin(resource, root, cdi_dir or config.cdi_dir) for resource in config.resources]
+
+
+def observe(metrics: Metrics, readiness: Readiness) -> ManagerHooks:
+    """Runtime events to metrics and readiness."""
+    results = {"Allocate": metrics.allocation, "GetPreferredAllocation": metrics.preferred_allocation}
+
+    def on_rpc(resource: str, method: str, seconds: float, result: str) -> None:
+        metrics.observe_rpc(resource, method, seconds)
+        count = results.get(method)
+        if count is not None:
+            count(resource, result)
+
+    return ManagerHooks(
+        on_rpc=on_rpc,
+        on_registration=metrics.registration,
+        on_ready=readiness.set_registered,
+        on_kubelet_restart=metrics.kubelet_restart,
+    )
+
+
+def count_devices(plugin: Plugin, metrics: Metrics) -> None:
+    """Keep the per-health device gauge of ``plugin`` current."""
+
+    def update() -> None:
+        devices = plugin.devices()
+        healthy = sum(d.healthy for d in devices)
+        metrics.set_devices(plugin.resource_name, healthy, len(devices) - healthy)
+
+    update()
+    plugin.subscribe(update)
+
+
+def run_daemon(config: Config, options: DaemonOptions) -> int:
+    """Serve until SIGTERM/SIGINT; the process exit code."""
+    setup_logging(options.log_level, "json" if options.log_format == "json" else "text")
+    plugins = build_plugins(config, options.host_root, options.cdi_dir)
+    return asyncio.run(_serve(config, options, plugins))
+
+
+async def _serve(config: Config, options: DaemonOptions, plugins: list[Plugin]) -> int:
+    metrics = Metrics() if options.metrics_address else Metrics.disabled()
+    readiness = Readiness(p.resource_name for p in plugins)
+    for plugin in plugins:
+        count_devices(plugin, metrics)
+    manager = Manager(plugins, config.resolved_plugin_dir(options.plugin_dir), observe(metrics, readiness))
+    http: MetricsServer | None = None
+    if options.metrics_address:
+        http = await start_http_server(options.metrics_address, metrics, readiness)
+        log.info("serving metrics and probes", extra={"port": http.port})
+    try:
+        return await run(manager)
+    finally:
+        if http is not None:
+            await http.close()
