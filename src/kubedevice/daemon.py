@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import signal
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -12,6 +13,7 @@ from .logs import setup_logging
 from .metrics import Metrics, MetricsServer, Readiness, start_http_server
 from .plugin.base import Plugin
 from .plugin.manager import Manager, ManagerHooks, run
+from .reload import Reloader
 
 log = logging.getLogger(__name__)
 
@@ -82,6 +84,20 @@ async def _serve(config: Config, options: DaemonOptions, plugins: list[Plugin]) 
     for plugin in plugins:
         count_devices(plugin, metrics)
     manager = Manager(plugins, config.resolved_plugin_dir(options.plugin_dir), observe(metrics, readiness))
+
+    def applied(new: Config, added: list[Plugin]) -> None:
+        names = {r.name for r in new.resources}
+        for gone in set(readiness.detail()) - names:
+            metrics.forget(gone)
+        readiness.configure(names)
+        for plugin in added:
+            count_devices(plugin, metrics)
+
+    reloader = Reloader(
+        options.config_path, config, manager, lambda c: build_plugins(c, options.host_root, options.cdi_dir), applied
+    )
+    asyncio.get_running_loop().add_signal_handler(signal.SIGHUP, reloader.trigger)
+    reloader.start()
     http: MetricsServer | None = None
     if options.metrics_address:
         http = await start_http_server(options.metrics_address, metrics, readiness)
@@ -89,5 +105,6 @@ async def _serve(config: Config, options: DaemonOptions, plugins: list[Plugin]) 
     try:
         return await run(manager)
     finally:
+        reloader.stop()
         if http is not None:
             await http.close()

@@ -44,7 +44,8 @@ class DeviceSpec:
             object.__setattr__(self, "container_path", self.host_path)
         elif not self.container_path.startswith("/"):
             raise DeviceError(f"device container path {self.container_path!r} is not absolute")
-        if not self.permissions or not set(self.permissions) <= PERMISSIONS:
+        # Empty means the runtime's default ("rwm"); the kubelet passes it through, so must we.
+        if not set(self.permissions) <= PERMISSIONS:
             raise DeviceError(f"permissions {self.permissions!r} must be letters from 'rwm'")
 
 

@@ -9,6 +9,7 @@ policy, and policies only decide *which* devices.
 
 from __future__ import annotations
 
+import heapq
 from collections import defaultdict
 from collections.abc import Sequence
 
@@ -23,30 +24,29 @@ def check_request(available: Sequence[str], must_include: Sequence[str], size: i
     """Refuse requests no answer can satisfy, naming the offending IDs."""
     if size < 0:
         raise AllocationRequestError(f"allocation_size {size} is negative")
-    missing = sorted(set(must_include) - set(available))
+    pool, must = set(available), set(must_include)
+    missing = sorted(must - pool)
     if missing:
         raise AllocationRequestError(f"must_include devices not in available: {', '.join(missing)}")
-    if size < len(set(must_include)):
-        raise AllocationRequestError(
-            f"allocation_size {size} is smaller than the {len(set(must_include))} must_include devices"
-        )
-    if size > len(set(available)):
-        raise AllocationRequestError(
-            f"allocation_size {size} is larger than the {len(set(available))} available devices"
-        )
+    if size < len(must):
+        raise AllocationRequestError(f"allocation_size {size} is smaller than the {len(must)} must_include devices")
+    if size > len(pool):
+        raise AllocationRequestError(f"allocation_size {size} is larger than the {len(pool)} available devices")
 
 
 def check_answer(answer: Sequence[str], available: Sequence[str], must_include: Sequence[str], size: int) -> None:
     """Raise ``ValueError`` if a policy's answer breaks the contract (a bug in the policy)."""
+    chosen, must = set(answer), set(must_include)
     problems = []
-    if len(set(answer)) != len(answer):
+    if len(chosen) != len(answer):
         problems.append("repeats devices")
     if len(answer) != size:
         problems.append(f"has {len(answer)} devices, not {size}")
-    if not set(must_include) <= set(answer):
-        problems.append(f"omits must_include {', '.join(sorted(set(must_include) - set(answer)))}")
-    if not set(answer) <= set(available):
-        problems.append(f"names unavailable {', '.join(sorted(set(answer) - set(available)))}")
+    if not must <= chosen:
+        problems.append(f"omits must_include {', '.join(sorted(must - chosen))}")
+    outside = chosen.difference(available)
+    if outside:
+        problems.append(f"names unavailable {', '.join(sorted(outside))}")
     if problems:
         raise ValueError(f"preferred allocation policy answer {list(answer)} " + "; ".join(problems))
 
@@ -70,9 +70,10 @@ def pack_numa(available: Sequence[Device], must_include: Sequence[Device], size:
         return (not key, not set(key) <= used_nodes, -len(groups[key]), key)
 
     for key in sorted(groups, key=rank):
-        if len(chosen) >= size:
+        need = size - len(chosen)
+        if need <= 0:
             break
-        chosen.extend(sorted(groups[key])[: size - len(chosen)])
+        chosen.extend(heapq.nsmallest(need, groups[key]))  # the first few IDs, without sorting them all
     return chosen
 
 

@@ -54,7 +54,7 @@ class Manager:
     """Serve ``plugins`` from ``plugin_dir`` and (re-)register each with the kubelet."""
 
     def __init__(self, plugins: Sequence[Plugin], plugin_dir: Path, hooks: ManagerHooks | None = None) -> None:
-        check_plugins(plugins)
+        check_plugins(plugins)  # fail before touching the directory
         self.plugin_dir = plugin_dir
         self.kubelet_socket = plugin_dir / KUBELET_SOCKET
         self.hooks = hooks or ManagerHooks()
@@ -70,31 +70,48 @@ class Manager:
         """Watch the directory, serve every plugin, register if the kubelet is there."""
         self.plugin_dir.mkdir(parents=True, exist_ok=True)
         self._watcher.start()  # before serving, so no kubelet.sock creation can slip past
-        for plugin in self._plugins:
-            server = PluginServer(plugin, self.plugin_dir / endpoint_for(plugin.resource_name), self.hooks.on_rpc)
-            await server.serve()
-            resource = _Resource(server)
-            resource.watch = asyncio.create_task(self._watch(resource), name=f"run {resource.name}")
-            self._resources[endpoint_for(plugin.resource_name)] = resource
-        if self.kubelet_socket.exists():
-            self._seen_kubelet = True
-            for resource in self._resources.values():
-                self._schedule(resource)
-        else:
+        self._seen_kubelet = self.kubelet_socket.exists()
+        if not self._seen_kubelet:
             log.info("waiting for the kubelet", extra={"socket": str(self.kubelet_socket)})
+        for plugin in self._plugins:
+            await self.add(plugin)
+
+    async def add(self, plugin: Plugin) -> None:
+        """Serve one more plugin (at start, or on a config reload)."""
+        check_plugins([*self.plugins, plugin])
+        endpoint = endpoint_for(plugin.resource_name)
+        server = PluginServer(plugin, self.plugin_dir / endpoint, self.hooks.on_rpc)
+        await server.serve()
+        resource = _Resource(server)
+        resource.watch = asyncio.create_task(self._watch(resource), name=f"run {resource.name}")
+        self._resources[endpoint] = resource
+        if self._seen_kubelet:
+            self._schedule(resource)
+
+    async def remove(self, resource_name: str) -> None:
+        """Stop serving one resource: final Unhealthy list, stream closed, socket removed."""
+        resource = self._resources.pop(endpoint_for(resource_name))
+        await self._shutdown(resource)
+
+    @property
+    def plugins(self) -> list[Plugin]:
+        return [r.server.plugin for r in self._resources.values()]
 
     async def stop(self) -> None:
         """Final all-Unhealthy lists, stop serving, remove only our own sockets."""
         self._watcher.stop()
-        tasks = [t for r in self._resources.values() for t in (r.registration, r.watch) if t is not None]
+        resources, self._resources = list(self._resources.values()), {}
+        await asyncio.gather(*(self._shutdown(r) for r in resources))
+        self._done.set()
+
+    async def _shutdown(self, resource: _Resource) -> None:
+        tasks = [t for t in (resource.registration, resource.watch) if t is not None]
         for task in tasks:
             task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
-        await asyncio.gather(*(r.server.stop() for r in self._resources.values()))
-        for resource in self._resources.values():
-            resource.server.close()
-            self.hooks.on_ready(resource.name, False)
-        self._done.set()
+        await resource.server.stop()
+        resource.server.close()
+        self.hooks.on_ready(resource.name, False)
 
     def request_stop(self) -> None:
         self._done.set()

@@ -27,16 +27,18 @@ _REMOVED = flags.DELETE | flags.MOVED_FROM
 class DirectoryWatcher:
     """Watch one directory's entries; call ``handler`` on the loop for each change."""
 
-    def __init__(self, directory: Path, handler: Handler) -> None:
+    def __init__(self, directory: Path, handler: Handler, writes: bool = False) -> None:
         self.directory = directory
         self._handler = handler
+        # Files rewritten in place (an editor, `cp`) report CLOSE_WRITE; count them as created.
+        self._created = _CREATED | flags.CLOSE_WRITE if writes else _CREATED
         self._inotify: INotify | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
 
     def start(self) -> None:
         self._loop = asyncio.get_running_loop()
         self._inotify = INotify()
-        self._inotify.add_watch(str(self.directory), _CREATED | _REMOVED)
+        self._inotify.add_watch(str(self.directory), self._created | _REMOVED)
         self._loop.add_reader(self._inotify.fileno(), self._read)
 
     def stop(self) -> None:
@@ -52,6 +54,6 @@ class DirectoryWatcher:
             if not event.name:
                 continue
             try:
-                self._handler(event.name, bool(event.mask & _CREATED))
+                self._handler(event.name, bool(event.mask & self._created))
             except Exception:  # a handler bug must not stop the watch
                 log.exception("handling %s in %s failed", event.name, self.directory)

@@ -1,0 +1,29 @@
+"""A kubelet device-manager simulator for testing device plugins over real unix sockets."""
+
+from .model import (
+    UNEXPECTED_ADMISSION_ERROR,
+    AdmissionError,
+    Call,
+    Container,
+    ContainerAdmission,
+    ContainerStartError,
+    PluginOptions,
+    Pod,
+    Registration,
+    Resource,
+)
+from .simulator import KubeletSimulator
+
+__all__ = [
+    "UNEXPECTED_ADMISSION_ERROR",
+    "AdmissionError",
+    "Call",
+    "Container",
+    "ContainerAdmission",
+    "ContainerStartError",
+    "KubeletSimulator",
+    "PluginOptions",
+    "Pod",
+    "Registration",
+    "Resource",
+]
