@@ -84,9 +84,11 @@ def demo(
 
 
 def _register_subcommands() -> None:
+    from .dra.cli import app as dra_app
     from .kubelet.cli import kubelet
 
     app.command(help="Run the kubelet simulator: live capacity, admit pods, restart.")(kubelet)
+    app.add_typer(dra_app, name="dra")
 
 
 def main() -> None:

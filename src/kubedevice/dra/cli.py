@@ -1,0 +1,263 @@
+"""``kubedevice dra``: validate, explain, allocate and generate DRA objects offline.
+
+Exit codes: 0 all good; 1 something is invalid, does not match or cannot be allocated;
+2 a file cannot be read or parsed, or the command line is wrong (one line, no traceback).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Annotated, Any, Literal, NoReturn
+
+import typer
+
+from . import models
+from .allocator import AllocationError, DeviceID, Node, Unallocatable, allocate
+from .explain import explain, render, requests_using
+from .models import DecodeError, DeviceClass, DRAObject, ResourceClaim, ResourceSlice, of_kind
+from .slices import SliceError, slices_for
+from .validation import validate
+
+app = typer.Typer(
+    help="Dynamic Resource Allocation: validate, explain and allocate like the API server and scheduler.",
+    no_args_is_help=True,
+)
+
+Output = Literal["yaml", "json"]
+
+
+def _fail(message: str, code: int = 2) -> NoReturn:
+    typer.echo(f"error: {message}", err=True)
+    raise typer.Exit(code)
+
+
+def _documents(path: Path) -> list[tuple[int, Any]]:
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as error:
+        _fail(f"{path}: cannot read: {error}")
+    try:
+        return models.load_documents(text, str(path))
+    except DecodeError as error:
+        _fail(str(error))
+
+
+def _load(path: Path) -> list[DRAObject]:
+    """Every object of a file, or exit 2 naming the first undecodable document."""
+    try:
+        return models.load_text(path.read_text(encoding="utf-8"), str(path))
+    except (OSError, UnicodeDecodeError) as error:
+        _fail(f"{path}: cannot read: {error}")
+    except DecodeError as error:
+        _fail(error.messages[0] if error.messages else str(error))
+
+
+def _describe(obj: DRAObject) -> str:
+    meta = obj.metadata
+    name = f"{meta.namespace}/{meta.name}" if meta.namespace else meta.name or meta.generate_name
+    return f'{obj.kind} "{name}"'
+
+
+@app.command("validate")
+def validate_command(
+    files: Annotated[list[Path], typer.Argument(help="YAML or JSON files; kinds may be mixed.")],
+) -> None:
+    """Validate DeviceClasses, ResourceSlices and ResourceClaims as the API server would."""
+    problems = checked = 0
+    for path in files:
+        for line, document in _documents(path):
+            where = f"{path}:{line}"
+            checked += 1
+            try:
+                obj = models.from_document(document, where)
+            except DecodeError as error:
+                problems += 1
+                for message in error.messages:
+                    typer.echo(f"{where}: {message}")
+                continue
+            errors = validate(obj)
+            problems += bool(errors)
+            for field_error in errors:
+                typer.echo(f"{where}: {_describe(obj)} is invalid: {field_error}")
+    if problems:
+        typer.echo(f"{problems} of {checked} objects invalid", err=True)
+        raise typer.Exit(1)
+    typer.echo(f"{checked} objects valid")
+
+
+def _one_claim(path: Path | None) -> ResourceClaim | None:
+    if path is None:
+        return None
+    claims = of_kind(_load(path), ResourceClaim)
+    if len(claims) != 1:
+        _fail(f"{path}: expected exactly one ResourceClaim, found {len(claims)}")
+    return claims[0]
+
+
+def _classes_to_explain(path: Path, claim: ResourceClaim | None) -> list[DeviceClass]:
+    classes = of_kind(_load(path), DeviceClass)
+    if not classes:
+        _fail(f"{path}: no DeviceClass found")
+    if claim is not None:
+        classes = [c for c in classes if requests_using(c, claim)]
+        if not classes:
+            _fail(f"{path}: no DeviceClass used by the claim's requests")
+    return classes
+
+
+@app.command("explain")
+def explain_command(
+    class_file: Annotated[Path, typer.Option("--class", help="File with the DeviceClass(es).")],
+    slices_file: Annotated[Path, typer.Option("--slices", help="File with the ResourceSlices.")],
+    claim_file: Annotated[
+        Path | None, typer.Option("--claim", help="A ResourceClaim whose request selectors count too.")
+    ] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Machine-readable output.")] = False,
+) -> None:
+    """For each device, whether each selector matches; for a miss, the failing clause or the error.
+
+    Exits 1 when some class matches no device at all.
+    """
+    claim = _one_claim(claim_file)
+    classes = _classes_to_explain(class_file, claim)
+    slices = of_kind(_load(slices_file), ResourceSlice)
+    report: list[dict[str, Any]] = []
+    unmatched = 0
+    for device_class in classes:
+        verdicts = explain(device_class, slices, claim)
+        unmatched += not any(v.matched for v in verdicts)
+        if as_json:
+            report.append(_verdicts_json(device_class, verdicts))
+        else:
+            typer.echo(f"DeviceClass {device_class.metadata.name}:")
+            typer.echo(render(verdicts), nl=False)
+    if as_json:
+        typer.echo(json.dumps(report, indent=2))
+    if unmatched:
+        raise typer.Exit(1)
+
+
+def _verdicts_json(device_class: DeviceClass, verdicts: Sequence[Any]) -> dict[str, Any]:
+    devices = [
+        {
+            "driver": v.driver,
+            "pool": v.pool,
+            "device": v.device,
+            "matches": v.matched,
+            "selectors": [{k: val for k, val in vars(s).items() if val is not None} for s in v.selectors],
+        }
+        for v in verdicts
+    ]
+    return {"class": device_class.metadata.name, "devices": devices}
+
+
+def _parse_labels(labels: Sequence[str]) -> dict[str, str]:
+    parsed = {}
+    for label in labels:
+        key, eq, value = label.partition("=")
+        if not eq or not key:
+            _fail(f"--label {label!r}: expected KEY=VALUE")
+        parsed[key] = value
+    return parsed
+
+
+@app.command("allocate")
+def allocate_command(
+    files: Annotated[list[Path], typer.Argument(help="Files with DeviceClasses, ResourceSlices and ResourceClaims.")],
+    node: Annotated[str, typer.Option("--node", help="The node to allocate on.")],
+    labels: Annotated[list[str] | None, typer.Option("--label", help="A node label KEY=VALUE (repeatable).")] = None,
+    output: Annotated[str, typer.Option("--output", "-o", help="yaml or json.")] = "yaml",
+) -> None:
+    """Allocate all claims together on one node like the scheduler; print them with status.allocation.
+
+    Claims that already have ``status.allocation`` keep it, and their devices are in use.
+    Exits 1 with the reason when the claims cannot be allocated.
+    """
+    fmt = _output(output)
+    objects = [obj for path in files for obj in _load(path)]
+    claims = of_kind(objects, ResourceClaim)
+    if not claims:
+        _fail("no ResourceClaim given")
+    pending = [c for c in claims if not (c.status or {}).get("allocation")]
+    in_use = _allocated_devices([c for c in claims if c not in pending])
+    target = Node(node, _parse_labels(labels or []))
+    try:
+        results = allocate(pending, of_kind(objects, DeviceClass), of_kind(objects, ResourceSlice), target, in_use)
+    except (AllocationError, Unallocatable) as error:
+        typer.echo(f"cannot allocate on node {node}: {error}", err=True)
+        raise typer.Exit(1) from None
+    allocated = []
+    for result in results:
+        claim = result.claim.model_copy(deep=True)
+        claim.status = {**(claim.status or {}), "allocation": result.as_status(node)}
+        allocated.append(claim)
+    typer.echo(models.dump(list(allocated), fmt), nl=False)
+
+
+def _allocated_devices(claims: Sequence[ResourceClaim]) -> list[DeviceID]:
+    found = []
+    for claim in claims:
+        for result in claim.status["allocation"].get("devices", {}).get("results", []) if claim.status else []:
+            found.append(DeviceID(result.get("driver", ""), result.get("pool", ""), result.get("device", "")))
+    return found
+
+
+def _output(value: str) -> Output:
+    if value not in ("yaml", "json"):
+        _fail(f"--output {value!r}: expected yaml or json")
+    return "yaml" if value == "yaml" else "json"
+
+
+@app.command("slices")
+def slices_command(
+    config: Annotated[Path, typer.Option("--config", help="The kubedevice config file.")],
+    node: Annotated[str, typer.Option("--node", help="Node name: the pool and nodeName of the slices.")],
+    host_root: Annotated[
+        Path | None, typer.Option("--host-root", help="Where the host's / is (default: the config's hostRoot).")
+    ] = None,
+    driver: Annotated[str, typer.Option("--driver", help="DRA driver name (a DNS subdomain).")] = "kubedevice.io",
+    output: Annotated[str, typer.Option("--output", "-o", help="yaml or json.")] = "yaml",
+) -> None:
+    """Print ResourceSlices for the devices a kubedevice config discovers, ready to apply."""
+    fmt = _output(output)
+    discover = _discovery()
+    try:
+        resources = discover(config, host_root)
+        slices = slices_for(driver, node, resources)
+    except SliceError as error:
+        _fail(str(error))
+    except (OSError, ValueError) as error:
+        _fail(f"{config}: {error}")
+    problems = [f"{s.metadata.name}: {e}" for s in slices for e in validate(s)]
+    if problems:
+        _fail(f"generated slice is invalid: {problems[0]}", 1)
+    typer.echo(models.dump(list(slices), fmt), nl=False)
+
+
+def _discovery() -> Callable[[Path, Path | None], Any]:
+    """Config loading and discovery are imported only for this command: the rest needs neither."""
+    from kubedevice.config import ConfigError, load_config  # noqa: PLC0415 - lazy on purpose
+    from kubedevice.sources import HostRootError, discover_resources  # noqa: PLC0415 - lazy on purpose
+
+    def run(config: Path, host_root: Path | None) -> Any:
+        try:
+            loaded = load_config(config)
+            return discover_resources(loaded, host_root or loaded.host_root)
+        except (ConfigError, HostRootError) as error:
+            _fail(str(error))
+
+    return run
+
+
+def _register_cel() -> None:
+    """``dra cel`` comes from the CEL engine's package when it is installed alongside."""
+    try:
+        from .cel.cli import cel_command  # type: ignore[import-not-found, unused-ignore]  # noqa: PLC0415
+    except ImportError:
+        return
+    app.command("cel")(cel_command)
+
+
+_register_cel()

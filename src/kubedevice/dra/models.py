@@ -1,0 +1,472 @@
+"""Pydantic models of the DRA objects (``resource.k8s.io``) kubedevice reads and writes.
+
+Every apiVersion is parsed into one canonical shape, the one of ``resource.k8s.io/v1`` (the
+shape of the API server's internal type), so validation, ``explain`` and the allocator are
+written once and report the same field paths as the API server. ``to_document`` converts
+back to the apiVersion the object came in. Unknown fields are refused, as ``kubectl`` does
+with strict field validation.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import re
+from collections.abc import Iterator
+from typing import Any, Literal, TypeVar
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic.alias_generators import to_camel
+
+GROUP = "resource.k8s.io"
+VERSIONS = ("v1alpha3", "v1beta1", "v1beta2", "v1")
+KINDS = ("DeviceClass", "ResourceSlice", "ResourceClaim")
+# resource.Quantity's parser regex (apimachinery/pkg/api/resource/quantity.go).
+_QUANTITY = re.compile(r"^([+-]?[0-9.]+)([eEinumkKMGTP]*[-+]?[0-9]*)$")
+_QUANTITY_MESSAGE = "quantities must match the regular expression '^([+-]?[0-9.]+)([eEinumkKMGTP]*[-+]?[0-9]*)$'"
+
+
+class DecodeError(ValueError):
+    """A document the API server would refuse before validation (syntax, kind, unknown field)."""
+
+    def __init__(self, messages: list[str], source: str = "") -> None:
+        self.messages = messages
+        self.source = source
+        prefix = f"{source}: " if source else ""
+        super().__init__("; ".join(prefix + m for m in messages))
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(extra="forbid", alias_generator=to_camel, populate_by_name=True)
+
+
+# --- shared -------------------------------------------------------------------------------
+
+
+class ObjectMeta(BaseModel):
+    """The metadata fields validation looks at; the rest (labels, uid, ...) is kept as is."""
+
+    model_config = ConfigDict(extra="allow", alias_generator=to_camel, populate_by_name=True)
+
+    name: str = ""
+    generate_name: str = ""
+    namespace: str = ""
+
+
+class CELDeviceSelector(_Model):
+    expression: str = ""
+
+
+class DeviceSelector(_Model):
+    cel: CELDeviceSelector | None = None
+
+
+class OpaqueDeviceConfiguration(_Model):
+    driver: str = ""
+    parameters: Any = None
+
+
+class DeviceConfiguration(_Model):
+    opaque: OpaqueDeviceConfiguration | None = None
+
+
+class NodeSelectorRequirement(_Model):
+    key: str = ""
+    operator: str = ""
+    values: list[str] = Field(default_factory=list)
+
+
+class NodeSelectorTerm(_Model):
+    match_expressions: list[NodeSelectorRequirement] = Field(default_factory=list)
+    match_fields: list[NodeSelectorRequirement] = Field(default_factory=list)
+
+
+class NodeSelector(_Model):
+    node_selector_terms: list[NodeSelectorTerm] = Field(default_factory=list)
+
+
+# --- DeviceClass --------------------------------------------------------------------------
+
+
+class DeviceClassSpec(_Model):
+    selectors: list[DeviceSelector] = Field(default_factory=list)
+    config: list[DeviceConfiguration] = Field(default_factory=list)
+    suitable_nodes: NodeSelector | None = None  # v1alpha3 only
+    extended_resource_name: str | None = None  # v1beta1 and later
+
+
+class DeviceClass(_Model):
+    api_version: str = f"{GROUP}/v1"
+    kind: Literal["DeviceClass"] = "DeviceClass"
+    metadata: ObjectMeta = Field(default_factory=ObjectMeta)
+    spec: DeviceClassSpec = Field(default_factory=DeviceClassSpec)
+
+
+# --- ResourceSlice ------------------------------------------------------------------------
+
+
+class DeviceAttribute(_Model):
+    """Exactly one of the value fields is set; the keys are the ones of the API."""
+
+    int_: int | None = Field(default=None, alias="int")
+    bool_: bool | None = Field(default=None, alias="bool")
+    string: str | None = None
+    version: str | None = None
+    ints: list[int] | None = None
+    bools: list[bool] | None = None
+    strings: list[str] | None = None
+    versions: list[str] | None = None
+
+    def as_value(self) -> dict[str, Any]:
+        """The one-key form the CEL engine takes (``{"int": 5}``)."""
+        return self.model_dump(by_alias=True, exclude_none=True)
+
+
+class DeviceCapacity(_Model):
+    value: str = "0"
+    request_policy: dict[str, Any] | None = None
+
+    @field_validator("value", mode="before")
+    @classmethod
+    def _quantity(cls, value: Any) -> str:
+        text = str(value)
+        if not _QUANTITY.match(text):
+            raise ValueError(_QUANTITY_MESSAGE)
+        return text
+
+
+class Device(_Model):
+    name: str = ""
+    attributes: dict[str, DeviceAttribute] = Field(default_factory=dict)
+    capacity: dict[str, DeviceCapacity] = Field(default_factory=dict)
+    consumes_counters: list[dict[str, Any]] | None = None
+    node_name: str | None = None
+    node_selector: NodeSelector | None = None
+    all_nodes: bool | None = None
+    taints: list[dict[str, Any]] | None = None
+    binding_conditions: list[str] | None = None
+    binding_failure_conditions: list[str] | None = None
+    binds_to_node: bool | None = None
+    allow_multiple_allocations: bool | None = None
+
+
+class ResourcePool(_Model):
+    name: str = ""
+    generation: int = 0
+    resource_slice_count: int = 0
+
+
+class ResourceSliceSpec(_Model):
+    driver: str = ""
+    pool: ResourcePool = Field(default_factory=ResourcePool)
+    node_name: str | None = None
+    node_selector: NodeSelector | None = None
+    all_nodes: bool | None = None
+    per_device_node_selection: bool | None = None
+    devices: list[Device] = Field(default_factory=list)
+    shared_counters: list[dict[str, Any]] | None = None
+
+
+class ResourceSlice(_Model):
+    api_version: str = f"{GROUP}/v1"
+    kind: Literal["ResourceSlice"] = "ResourceSlice"
+    metadata: ObjectMeta = Field(default_factory=ObjectMeta)
+    spec: ResourceSliceSpec = Field(default_factory=ResourceSliceSpec)
+
+
+# --- ResourceClaim ------------------------------------------------------------------------
+
+
+class ExactDeviceRequest(_Model):
+    device_class_name: str = ""
+    selectors: list[DeviceSelector] = Field(default_factory=list)
+    allocation_mode: str = ""
+    count: int = 0
+    admin_access: bool | None = None
+    tolerations: list[dict[str, Any]] | None = None
+
+
+class DeviceSubRequest(ExactDeviceRequest):
+    name: str = ""
+
+
+class DeviceRequest(_Model):
+    name: str = ""
+    exactly: ExactDeviceRequest | None = None
+    first_available: list[DeviceSubRequest] = Field(default_factory=list)
+
+
+class DeviceConstraint(_Model):
+    requests: list[str] = Field(default_factory=list)
+    match_attribute: str | None = None
+    distinct_attribute: str | None = None
+
+
+class DeviceClaimConfiguration(_Model):
+    requests: list[str] = Field(default_factory=list)
+    opaque: OpaqueDeviceConfiguration | None = None
+
+
+class DeviceClaim(_Model):
+    requests: list[DeviceRequest] = Field(default_factory=list)
+    constraints: list[DeviceConstraint] = Field(default_factory=list)
+    config: list[DeviceClaimConfiguration] = Field(default_factory=list)
+
+
+class ResourceClaimSpec(_Model):
+    devices: DeviceClaim = Field(default_factory=DeviceClaim)
+
+
+class ResourceClaim(_Model):
+    api_version: str = f"{GROUP}/v1"
+    kind: Literal["ResourceClaim"] = "ResourceClaim"
+    metadata: ObjectMeta = Field(default_factory=ObjectMeta)
+    spec: ResourceClaimSpec = Field(default_factory=ResourceClaimSpec)
+    status: dict[str, Any] | None = None
+
+
+DRAObject = DeviceClass | ResourceSlice | ResourceClaim
+_MODELS: dict[str, type[DeviceClass] | type[ResourceSlice] | type[ResourceClaim]] = {
+    "DeviceClass": DeviceClass,
+    "ResourceSlice": ResourceSlice,
+    "ResourceClaim": ResourceClaim,
+}
+
+
+def version_of(obj: DRAObject) -> str:
+    return obj.api_version.rpartition("/")[2]
+
+
+# --- version conversion (on plain dicts) --------------------------------------------------
+
+_FLAT_REQUEST_FIELDS = ("deviceClassName", "selectors", "allocationMode", "count", "adminAccess", "tolerations")
+_OLD_STYLE = ("v1alpha3", "v1beta1")  # flat requests and devices under "basic"
+_VERSION_ONLY_FIELDS = {  # spec field -> versions that have it
+    "suitableNodes": ("v1alpha3",),
+    "extendedResourceName": ("v1beta1", "v1beta2", "v1"),
+}
+
+
+def _each(items: Any) -> Iterator[dict[str, Any]]:
+    if isinstance(items, list):
+        yield from (item for item in items if isinstance(item, dict))
+
+
+def _requests(spec: dict[str, Any]) -> Iterator[dict[str, Any]]:
+    devices = spec.get("devices")
+    return _each(devices.get("requests") if isinstance(devices, dict) else None)
+
+
+def _claim_up(spec: dict[str, Any]) -> None:
+    for request in _requests(spec):
+        flat = {k: request.pop(k) for k in _FLAT_REQUEST_FIELDS if k in request}
+        if flat:
+            request["exactly"] = flat
+
+
+def _claim_down(spec: dict[str, Any]) -> None:
+    for request in _requests(spec):
+        request.update(request.pop("exactly", None) or {})
+
+
+def _slice_up(spec: dict[str, Any], version: str) -> None:
+    for device in _each(spec.get("devices")):
+        basic = device.pop("basic", None)
+        if isinstance(basic, dict):
+            device.update(basic)
+        if version == "v1alpha3" and isinstance(device.get("capacity"), dict):
+            device["capacity"] = {k: {"value": v} for k, v in device["capacity"].items()}
+
+
+def _slice_down(spec: dict[str, Any], version: str) -> None:
+    for device in _each(spec.get("devices")):
+        if version == "v1alpha3" and "capacity" in device:
+            device["capacity"] = {k: v["value"] for k, v in device["capacity"].items()}
+        rest = {k: device.pop(k) for k in list(device) if k != "name"}
+        device["basic"] = rest
+
+
+def _check_version_fields(kind: str, version: str, spec: dict[str, Any]) -> list[str]:
+    if kind != "DeviceClass":
+        return []
+    return [
+        f'unknown field "spec.{name}"'
+        for name, versions in _VERSION_ONLY_FIELDS.items()
+        if name in spec and version not in versions
+    ]
+
+
+def _to_canonical(kind: str, version: str, document: dict[str, Any]) -> dict[str, Any]:
+    doc = copy.deepcopy(document)
+    spec = doc.get("spec")
+    if isinstance(spec, dict) and version in _OLD_STYLE:
+        if kind == "ResourceClaim":
+            _claim_up(spec)
+        elif kind == "ResourceSlice":
+            _slice_up(spec, version)
+    return doc
+
+
+def to_document(obj: DRAObject) -> dict[str, Any]:
+    """The object as a plain dict in its own apiVersion, ready for YAML or JSON."""
+    doc = obj.model_dump(by_alias=True, exclude_none=True, exclude_defaults=False)
+    doc["metadata"] = {k: v for k, v in doc["metadata"].items() if v not in ("", None)}
+    if isinstance(obj, ResourceSlice):
+        for device in doc["spec"]["devices"]:
+            for name in ("attributes", "capacity"):
+                if not device[name]:
+                    del device[name]
+    version = version_of(obj)
+    if version in _OLD_STYLE:
+        if isinstance(obj, ResourceClaim):
+            _claim_down(doc["spec"])
+        elif isinstance(obj, ResourceSlice):
+            _slice_down(doc["spec"], version)
+    return doc
+
+
+# --- decoding -----------------------------------------------------------------------------
+
+
+def _render_loc(loc: tuple[int | str, ...]) -> str:
+    text = ""
+    for part in loc:
+        if isinstance(part, int) or "/" in part or "." in part or not part.isidentifier():
+            text += f"[{part}]"
+        else:
+            text += f".{part}" if text else part
+    return text
+
+
+def _pydantic_messages(error: ValidationError) -> list[str]:
+    messages = []
+    for item in error.errors():
+        loc = tuple(p for p in item["loc"] if not (isinstance(p, str) and p.startswith("function-")))
+        path = _render_loc(loc)
+        if item["type"] == "extra_forbidden":
+            messages.append(f'unknown field "{path}"')
+        else:
+            detail = item["msg"].removeprefix("Value error, ")
+            messages.append(f"{path}: Invalid value: {json.dumps(item.get('input'), default=str)}: {detail}")
+    return messages
+
+
+def from_document(document: Any, source: str = "") -> DRAObject:
+    """Decode one parsed YAML/JSON document into its canonical model."""
+    if not isinstance(document, dict):
+        raise DecodeError([f"expected an object with apiVersion and kind, got {type(document).__name__}"], source)
+    api_version, kind = document.get("apiVersion"), document.get("kind")
+    if not api_version or not kind:
+        missing = [name for name, value in (("apiVersion", api_version), ("kind", kind)) if not value]
+        raise DecodeError([f"Object 'Kind' is missing: {', '.join(missing)} not set"], source)
+    group, _, version = str(api_version).rpartition("/")
+    if group != GROUP or version not in VERSIONS:
+        want = f"{GROUP}/{{{','.join(VERSIONS)}}}"
+        raise DecodeError([f'no matches for apiVersion "{api_version}" (want {want})'], source)
+    if kind not in _MODELS:
+        want = ", ".join(KINDS)
+        raise DecodeError([f'no matches for kind "{kind}" in version "{api_version}" (want {want})'], source)
+    spec = document.get("spec")
+    problems = _check_version_fields(kind, version, spec) if isinstance(spec, dict) else []
+    try:
+        obj = _MODELS[kind].model_validate(_to_canonical(kind, version, document))
+    except ValidationError as error:
+        raise DecodeError(problems + _pydantic_messages(error), source) from None
+    if problems:
+        raise DecodeError(problems, source)
+    _apply_defaults(obj)
+    return obj
+
+
+def _default_request(request: ExactDeviceRequest) -> None:
+    """API-server defaulting: ExactCount of one device unless told otherwise."""
+    if not request.allocation_mode:
+        request.allocation_mode = "ExactCount"
+    if request.allocation_mode == "ExactCount" and request.count == 0:
+        request.count = 1
+
+
+def _apply_defaults(obj: DRAObject) -> None:
+    if isinstance(obj, ResourceClaim):
+        for request in obj.spec.devices.requests:
+            for sub in ([request.exactly] if request.exactly else []) + list(request.first_available):
+                _default_request(sub)
+
+
+class _LineLoader(yaml.SafeLoader):
+    """SafeLoader that remembers where each document starts, for error messages."""
+
+
+def load_documents(text: str, source: str = "<input>") -> list[tuple[int, Any]]:
+    """Parse YAML (or JSON) text into (first line, document) pairs, skipping empty documents.
+
+    A ``List`` document (``kind: List`` or ``...List``) contributes its ``items``.
+    """
+    loader = _LineLoader(text)
+    documents: list[tuple[int, Any]] = []
+    try:
+        while loader.check_node():
+            node = loader.get_node()
+            if node is None:
+                continue
+            line = node.start_mark.line + 1
+            document = loader.construct_document(node)
+            documents.extend((line, item) for item in _expand_list(document))
+    except yaml.MarkedYAMLError as error:
+        mark = error.problem_mark or error.context_mark
+        where = f"line {mark.line + 1}, column {mark.column + 1}" if mark else "unknown position"
+        raise DecodeError([f"{where}: {error.problem or error.context}"], source) from None
+    except yaml.YAMLError as error:
+        raise DecodeError([str(error)], source) from None
+    finally:
+        loader.dispose()
+    return documents
+
+
+def _expand_list(document: Any) -> list[Any]:
+    if document is None:
+        return []
+    if isinstance(document, dict) and str(document.get("kind", "")).endswith("List") and "items" in document:
+        items = document["items"]
+        return list(items) if isinstance(items, list) else [items]
+    return [document]
+
+
+def load_text(text: str, source: str = "<input>") -> list[DRAObject]:
+    """Every DRA object in a YAML/JSON text; kinds may be mixed in one multi-document file."""
+    objects: list[DRAObject] = []
+    errors: list[str] = []
+    for line, document in load_documents(text, source):
+        try:
+            objects.append(from_document(document, f"{source}:{line}"))
+        except DecodeError as error:
+            errors.extend(f"{error.source}: {m}" for m in error.messages)
+    if errors:
+        raise DecodeError(errors)
+    return objects
+
+
+def load_file(path: str) -> list[DRAObject]:
+    try:
+        with open(path, encoding="utf-8") as handle:
+            text = handle.read()
+    except (OSError, UnicodeDecodeError) as error:
+        raise DecodeError([f"cannot read: {error}"], path) from None
+    return load_text(text, path)
+
+
+def dump(objects: list[DRAObject], fmt: Literal["yaml", "json"] = "yaml") -> str:
+    """Serialise objects in their own apiVersions: a YAML stream or a JSON object/List."""
+    documents = [to_document(obj) for obj in objects]
+    if fmt == "json":
+        payload: Any = documents[0] if len(documents) == 1 else {"apiVersion": "v1", "kind": "List", "items": documents}
+        return json.dumps(payload, indent=2) + "\n"
+    return yaml.safe_dump_all(documents, sort_keys=False)
+
+
+_T = TypeVar("_T", DeviceClass, ResourceSlice, ResourceClaim)
+
+
+def of_kind(objects: list[DRAObject], kind: type[_T]) -> list[_T]:
+    return [obj for obj in objects if isinstance(obj, kind)]

@@ -1,0 +1,257 @@
+"""The one-node allocator: scheduler semantics (ExactCount/All, matchAttribute, DFS, limits)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from kubedevice.dra.allocator import (
+    AllocationError,
+    DeviceID,
+    Node,
+    Unallocatable,
+    allocate,
+    gather_pools,
+)
+from kubedevice.dra.models import DeviceClass, ResourceClaim, ResourceSlice, from_document
+
+DRIVER = "gpu.example.com"
+NODE = Node("node-1", {"zone": "a"})
+
+
+def gpu_class(name: str = "gpu", selectors: list[str] | None = None, config: bool = False) -> DeviceClass:
+    spec: dict[str, Any] = {
+        "selectors": [{"cel": {"expression": e}} for e in selectors or [f'device.driver == "{DRIVER}"']]
+    }
+    if config:
+        spec["config"] = [{"opaque": {"driver": DRIVER, "parameters": {"sharing": "none"}}}]
+    obj = from_document(
+        {"apiVersion": "resource.k8s.io/v1", "kind": "DeviceClass", "metadata": {"name": name}, "spec": spec}
+    )
+    assert isinstance(obj, DeviceClass)
+    return obj
+
+
+def gpu_slice(
+    devices: list[tuple[str, str]], node: str = "node-1", pool: str = "node-1", **pool_fields: Any
+) -> ResourceSlice:
+    """Devices as (name, model)."""
+    obj = from_document(
+        {
+            "apiVersion": "resource.k8s.io/v1",
+            "kind": "ResourceSlice",
+            "metadata": {"name": f"{pool}-slice"},
+            "spec": {
+                "driver": DRIVER,
+                "nodeName": node,
+                "pool": {"name": pool, "resourceSliceCount": 1, **pool_fields},
+                "devices": [{"name": n, "attributes": {"model": {"string": m}}} for n, m in devices],
+            },
+        }
+    )
+    assert isinstance(obj, ResourceSlice)
+    return obj
+
+
+def claim(
+    requests: list[dict[str, Any]], name: str = "claim", constraints: list[dict[str, Any]] | None = None
+) -> ResourceClaim:
+    devices: dict[str, Any] = {"requests": requests}
+    if constraints:
+        devices["constraints"] = constraints
+    obj = from_document(
+        {
+            "apiVersion": "resource.k8s.io/v1",
+            "kind": "ResourceClaim",
+            "metadata": {"name": name, "namespace": "default"},
+            "spec": {"devices": devices},
+        }
+    )
+    assert isinstance(obj, ResourceClaim)
+    return obj
+
+
+def exact(
+    name: str, count: int = 1, cls: str = "gpu", selectors: list[str] | None = None, **extra: Any
+) -> dict[str, Any]:
+    exactly: dict[str, Any] = {"deviceClassName": cls, "count": count, **extra}
+    if selectors:
+        exactly["selectors"] = [{"cel": {"expression": e}} for e in selectors]
+    return {"name": name, "exactly": exactly}
+
+
+def devices_of(result: Any) -> list[tuple[str, str]]:
+    return [(r.request, r.id.device) for r in result.results]
+
+
+SLICE = gpu_slice([("gpu-0", "a100"), ("gpu-1", "h100"), ("gpu-2", "a100"), ("gpu-3", "h100")])
+
+
+def test_exact_count_takes_the_first_matching_devices_in_slice_order() -> None:
+    [result] = allocate([claim([exact("gpus", 2)])], [gpu_class()], [SLICE], NODE)
+    assert devices_of(result) == [("gpus", "gpu-0"), ("gpus", "gpu-1")]
+    status = result.as_status("node-1")
+    assert status["devices"]["results"][0] == {"request": "gpus", "driver": DRIVER, "pool": "node-1", "device": "gpu-0"}
+    assert status["nodeSelector"]["nodeSelectorTerms"][0]["matchFields"][0]["values"] == ["node-1"]
+
+
+def test_request_selectors_narrow_the_class() -> None:
+    req = exact("gpus", 2, selectors=[f'device.attributes["{DRIVER}"].model == "h100"'])
+    [result] = allocate([claim([req])], [gpu_class()], [SLICE], NODE)
+    assert devices_of(result) == [("gpus", "gpu-1"), ("gpus", "gpu-3")]
+
+
+def test_match_attribute_backtracks_to_a_consistent_set() -> None:
+    # First pick gpu-0 (a100) then gpu-1 (h100) violates the constraint: DFS must backtrack to gpu-2.
+    c = claim([exact("a", 1), exact("b", 1)], constraints=[{"matchAttribute": f"{DRIVER}/model"}])
+    [result] = allocate([c], [gpu_class()], [SLICE], NODE)
+    assert devices_of(result) == [("a", "gpu-0"), ("b", "gpu-2")]
+
+
+def test_match_attribute_limited_to_named_requests() -> None:
+    c = claim(
+        [exact("a", 1), exact("b", 1), exact("c", 1)],
+        constraints=[{"requests": ["a", "c"], "matchAttribute": f"{DRIVER}/model"}],
+    )
+    [result] = allocate([c], [gpu_class()], [SLICE], NODE)
+    assert devices_of(result) == [("a", "gpu-0"), ("b", "gpu-1"), ("c", "gpu-2")]
+
+
+def test_all_mode_takes_every_matching_device() -> None:
+    req = {"name": "all", "exactly": {"deviceClassName": "gpu", "allocationMode": "All"}}
+    [result] = allocate(
+        [claim([req])], [gpu_class(selectors=[f'device.attributes["{DRIVER}"].model == "a100"'])], [SLICE], NODE
+    )
+    assert devices_of(result) == [("all", "gpu-0"), ("all", "gpu-2")]
+
+
+def test_all_mode_fails_when_one_is_in_use_or_none_match() -> None:
+    req = {"name": "all", "exactly": {"deviceClassName": "gpu", "allocationMode": "All"}}
+    with pytest.raises(Unallocatable):
+        allocate([claim([req])], [gpu_class()], [SLICE], NODE, in_use=[DeviceID(DRIVER, "node-1", "gpu-3")])
+    with pytest.raises(Unallocatable, match="asks for all devices of class gpu, but none on node node-1 match"):
+        allocate([claim([req])], [gpu_class(selectors=["false"])], [SLICE], NODE)
+
+
+def test_devices_are_not_shared_between_claims_and_in_use_devices_are_skipped() -> None:
+    claims = [claim([exact("g", 2)], name="one"), claim([exact("g", 1)], name="two")]
+    first, second = allocate(claims, [gpu_class()], [SLICE], NODE, in_use=[DeviceID(DRIVER, "node-1", "gpu-0")])
+    assert devices_of(first) == [("g", "gpu-1"), ("g", "gpu-2")]
+    assert devices_of(second) == [("g", "gpu-3")]
+
+
+def test_not_enough_devices_names_the_request() -> None:
+    with pytest.raises(
+        Unallocatable, match=r"claim default/claim, request gpus: needs 5 device\(s\) of class gpu, but only 4"
+    ):
+        allocate([claim([exact("gpus", 5)])], [gpu_class()], [SLICE], NODE)
+
+
+def test_unsatisfiable_constraint_is_named() -> None:
+    c = claim([exact("a", 3)], constraints=[{"matchAttribute": f"{DRIVER}/model"}])
+    with pytest.raises(Unallocatable, match=f"matchAttribute {DRIVER}/model"):
+        allocate([c], [gpu_class()], [SLICE], NODE)
+
+
+def test_contention_between_requests() -> None:
+    c = claim([exact("a", 3), exact("b", 2)])
+    with pytest.raises(Unallocatable, match="contended"):
+        allocate([c], [gpu_class()], [SLICE], NODE)
+
+
+def test_the_32_device_claim_limit() -> None:
+    big = gpu_slice([(f"gpu-{i}", "a100") for i in range(40)])
+    with pytest.raises(AllocationError, match="number of requested devices 33 exceeds the claim limit of 32"):
+        allocate([claim([exact("g", 33)])], [gpu_class()], [big], NODE)
+    [result] = allocate([claim([exact("g", 32)])], [gpu_class()], [big], NODE)
+    assert len(result.results) == 32
+
+
+def test_first_available_falls_back_to_a_later_subrequest() -> None:
+    req = {
+        "name": "gpu",
+        "firstAvailable": [
+            {"name": "big", "deviceClassName": "gpu", "count": 8},
+            {"name": "small", "deviceClassName": "gpu", "count": 2},
+        ],
+    }
+    [result] = allocate([claim([req])], [gpu_class()], [SLICE], NODE)
+    assert devices_of(result) == [("gpu/small", "gpu-0"), ("gpu/small", "gpu-1")]
+
+
+def test_missing_class_and_cel_runtime_errors_abort_like_the_scheduler() -> None:
+    with pytest.raises(
+        AllocationError, match=r'could not retrieve device class nope: deviceclass\.resource\.k8s\.io "nope" not found'
+    ):
+        allocate([claim([exact("g", 1, cls="nope")])], [gpu_class()], [SLICE], NODE)
+    broken = gpu_class(selectors=[f'device.attributes["{DRIVER}"].nosuch == "x"'])
+    with pytest.raises(
+        AllocationError, match=r"class gpu: selector #0 on device gpu.example.com/node-1/gpu-0: CEL runtime error"
+    ):
+        allocate([claim([exact("g", 1)])], [broken], [SLICE], NODE)
+
+
+def test_slices_of_other_nodes_and_old_generations_are_ignored() -> None:
+    other = gpu_slice([("x-0", "a100")], node="node-2", pool="node-2")
+    old = gpu_slice([("old-0", "a100")], pool="p", generation=1)
+    new = gpu_slice([("new-0", "a100")], pool="p", generation=2)
+    pools = gather_pools([other, old, new], NODE)
+    assert [(p.name, [d.name for s in p.slices for d in s.spec.devices]) for p in pools] == [("p", ["new-0"])]
+    with pytest.raises(Unallocatable, match="no ResourceSlice targets node node-1"):
+        allocate([claim([exact("g", 1)])], [gpu_class()], [other], NODE)
+
+
+def test_incomplete_pool_is_not_used() -> None:
+    partial = gpu_slice([("gpu-0", "a100")], resourceSliceCount=2)
+    with pytest.raises(Unallocatable):
+        allocate([claim([exact("g", 1)])], [gpu_class()], [partial], NODE)
+
+
+def test_node_selector_slices_match_labels() -> None:
+    doc = SLICE.model_dump(by_alias=True, exclude_none=True)
+    del doc["spec"]["nodeName"]
+    doc["spec"]["nodeSelector"] = {
+        "nodeSelectorTerms": [{"matchExpressions": [{"key": "zone", "operator": "In", "values": ["a"]}]}]
+    }
+    selected = from_document(doc)
+    assert isinstance(selected, ResourceSlice)
+    [result] = allocate([claim([exact("g", 1)])], [gpu_class()], [selected], NODE)
+    assert "nodeSelector" not in result.as_status("node-1")
+    with pytest.raises(Unallocatable):
+        allocate([claim([exact("g", 1)])], [gpu_class()], [selected], Node("node-1", {"zone": "b"}))
+
+
+def test_tainted_devices_need_a_toleration() -> None:
+    doc = SLICE.model_dump(by_alias=True, exclude_none=True)
+    for device in doc["spec"]["devices"]:
+        device["taints"] = [{"key": "broken", "effect": "NoSchedule"}]
+    tainted = from_document(doc)
+    assert isinstance(tainted, ResourceSlice)
+    with pytest.raises(Unallocatable):
+        allocate([claim([exact("g", 1)])], [gpu_class()], [tainted], NODE)
+    tolerant = exact("g", 1, tolerations=[{"key": "broken", "operator": "Exists"}])
+    [result] = allocate([claim([tolerant])], [gpu_class()], [tainted], NODE)
+    assert devices_of(result) == [("g", "gpu-0")]
+
+
+def test_class_and_claim_config_are_carried_into_the_result() -> None:
+    c = from_document(
+        {
+            "apiVersion": "resource.k8s.io/v1",
+            "kind": "ResourceClaim",
+            "metadata": {"name": "c"},
+            "spec": {
+                "devices": {
+                    "requests": [exact("a"), exact("b")],
+                    "config": [{"requests": ["b"], "opaque": {"driver": DRIVER, "parameters": {"x": 1}}}],
+                }
+            },
+        }
+    )
+    assert isinstance(c, ResourceClaim)
+    [result] = allocate([c], [gpu_class(config=True)], [SLICE], NODE)
+    assert result.config == (
+        {"source": "FromClass", "opaque": {"driver": DRIVER, "parameters": {"sharing": "none"}}},
+        {"source": "FromClaim", "requests": ["b"], "opaque": {"driver": DRIVER, "parameters": {"x": 1}}},
+    )

@@ -1,0 +1,211 @@
+"""`kubedevice dra` end to end on real files: exit codes, messages, generated objects."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import yaml
+from typer.testing import CliRunner
+
+from kubedevice.dra.cli import app
+from kubedevice.dra.models import ResourceClaim, ResourceSlice, load_text
+from kubedevice.dra.validation import validate
+from kubedevice.testing import FakeHost
+
+runner = CliRunner()
+DRIVER = "gpu.example.com"
+
+CLASS = f"""\
+apiVersion: resource.k8s.io/v1
+kind: DeviceClass
+metadata: {{name: a100}}
+spec:
+  selectors:
+  - cel: {{expression: 'device.driver == "{DRIVER}" && device.attributes["{DRIVER}"].model == "a100"'}}
+"""
+SLICES = f"""\
+apiVersion: resource.k8s.io/v1beta1
+kind: ResourceSlice
+metadata: {{name: node-1-gpus}}
+spec:
+  driver: {DRIVER}
+  nodeName: node-1
+  pool: {{name: node-1, resourceSliceCount: 1}}
+  devices:
+  - {{name: gpu-0, basic: {{attributes: {{model: {{string: t4}}}}}}}}
+  - {{name: gpu-1, basic: {{attributes: {{model: {{string: a100}}}}}}}}
+  - {{name: gpu-2, basic: {{attributes: {{model: {{string: a100}}}}}}}}
+"""
+CLAIM = """\
+apiVersion: resource.k8s.io/v1
+kind: ResourceClaim
+metadata: {name: pair, namespace: default}
+spec:
+  devices:
+    requests:
+    - name: gpus
+      exactly: {deviceClassName: a100, count: 2}
+"""
+
+
+def write(tmp_path: Path, name: str, text: str) -> str:
+    path = tmp_path / name
+    path.write_text(text)
+    return str(path)
+
+
+def test_validate_accepts_good_files(tmp_path: Path) -> None:
+    result = runner.invoke(app, ["validate", write(tmp_path, "all.yaml", "---\n".join([CLASS, SLICES, CLAIM]))])
+    assert result.exit_code == 0, result.output
+    assert "3 objects valid" in result.output
+
+
+def test_validate_reports_api_server_errors_with_file_and_line(tmp_path: Path) -> None:
+    bad = CLASS.replace("name: a100", "name: A100").replace('== "a100"', "== ")
+    path = write(tmp_path, "bad.yaml", CLAIM + "---\n" + bad)
+    result = runner.invoke(app, ["validate", path])
+    assert result.exit_code == 1
+    line = CLAIM.count("\n") + 2
+    assert f'{path}:{line}: DeviceClass "A100" is invalid: metadata.name: Invalid value: "A100": ' in result.output
+    assert (
+        f'{path}:{line}: DeviceClass "A100" is invalid: spec.selectors[0].cel.expression: Invalid value: '
+        in result.output
+    )
+    assert "1 of 2 objects invalid" in result.output
+
+
+def test_validate_unknown_kind_is_invalid_and_malformed_yaml_is_exit_2(tmp_path: Path) -> None:
+    unknown = runner.invoke(
+        app, ["validate", write(tmp_path, "k.yaml", "apiVersion: resource.k8s.io/v1\nkind: Gadget\n")]
+    )
+    assert unknown.exit_code == 1 and 'no matches for kind "Gadget"' in unknown.output
+    broken = runner.invoke(app, ["validate", write(tmp_path, "b.yaml", "kind: DeviceClass\n  bad: [\n")])
+    assert broken.exit_code == 2
+    assert "b.yaml: line 2" in broken.output and "Traceback" not in broken.output
+    missing = runner.invoke(app, ["validate", str(tmp_path / "nope.yaml")])
+    assert missing.exit_code == 2 and "cannot read" in missing.output
+
+
+def test_validate_refuses_a_huge_expression_quickly(tmp_path: Path) -> None:
+    huge = "device.driver == 'x' && " * 2000 + "true"
+    doc = {
+        "apiVersion": "resource.k8s.io/v1",
+        "kind": "DeviceClass",
+        "metadata": {"name": "huge"},
+        "spec": {"selectors": [{"cel": {"expression": huge}}]},
+    }
+    result = runner.invoke(app, ["validate", write(tmp_path, "h.json", json.dumps(doc))])
+    assert result.exit_code == 1
+    assert "spec.selectors[0].cel.expression: Too long: must have at most 10240 bytes" in result.output
+
+
+def test_explain_text_and_json(tmp_path: Path) -> None:
+    args = ["explain", "--class", write(tmp_path, "c.yaml", CLASS), "--slices", write(tmp_path, "s.yaml", SLICES)]
+    text = runner.invoke(app, args)
+    assert text.exit_code == 0, text.output
+    assert f"{DRIVER}/node-1/gpu-0: does not match" in text.output
+    assert f'first failing clause: device.attributes["{DRIVER}"].model == "a100"' in text.output
+    assert "2 of 3 devices match" in text.output
+    report = json.loads(runner.invoke(app, [*args, "--json"]).output)
+    assert [d["matches"] for d in report[0]["devices"]] == [False, True, True]
+
+
+def test_explain_exits_1_when_nothing_matches(tmp_path: Path) -> None:
+    slices = SLICES.replace("a100", "v100")
+    result = runner.invoke(
+        app, ["explain", "--class", write(tmp_path, "c.yaml", CLASS), "--slices", write(tmp_path, "s.yaml", slices)]
+    )
+    assert result.exit_code == 1
+    assert "0 of 3 devices match" in result.output
+
+
+def test_allocate_prints_the_claim_with_its_allocation(tmp_path: Path) -> None:
+    path = write(tmp_path, "all.yaml", "---\n".join([CLASS, SLICES, CLAIM]))
+    result = runner.invoke(app, ["allocate", path, "--node", "node-1"])
+    assert result.exit_code == 0, result.output
+    [claim] = load_text(result.output)
+    assert isinstance(claim, ResourceClaim) and claim.status is not None
+    devices = [r["device"] for r in claim.status["allocation"]["devices"]["results"]]
+    assert devices == ["gpu-1", "gpu-2"]
+
+
+def test_allocate_explains_why_not(tmp_path: Path) -> None:
+    path = write(tmp_path, "all.yaml", "---\n".join([CLASS, SLICES, CLAIM.replace("count: 2", "count: 3")]))
+    result = runner.invoke(app, ["allocate", path, "--node", "node-1"])
+    assert result.exit_code == 1
+    assert "needs 3 device(s) of class a100, but only 2 on node node-1 match" in result.output
+    other = runner.invoke(app, ["allocate", path, "--node", "node-2"])
+    assert other.exit_code == 1 and "no ResourceSlice targets node node-2" in other.output
+
+
+def test_allocate_skips_devices_of_already_allocated_claims(tmp_path: Path) -> None:
+    first = runner.invoke(
+        app, ["allocate", write(tmp_path, "a.yaml", "---\n".join([CLASS, SLICES, CLAIM])), "--node", "node-1"]
+    )
+    second_claim = CLAIM.replace("name: pair", "name: single").replace("count: 2", "count: 1")
+    files = [
+        write(tmp_path, "b.yaml", "---\n".join([CLASS, SLICES, second_claim])),
+        write(tmp_path, "done.yaml", first.output),
+    ]
+    result = runner.invoke(app, ["allocate", *files, "--node", "node-1"])
+    assert result.exit_code == 1 and "only 0 on node node-1" in result.output
+
+
+@pytest.fixture
+def pci_host(tmp_path: Path) -> Path:
+    host = FakeHost(tmp_path / "root")
+    host.pci_device("0000:3b:00.0", "10de", "20b0", "030200", numa_node=1, iommu_group=41, driver="vfio-pci")
+    host.pci_device("0000:5e:00.0", "10de", "20b0", "030200", numa_node=0, iommu_group=42, driver="vfio-pci")
+    host.pci_device("0000:af:00.0", "8086", "0d5c", "120000", numa_node=1, iommu_group=43, driver="vfio-pci")
+    return tmp_path / "root"
+
+
+def test_slices_from_a_real_config_and_fake_host(tmp_path: Path, pci_host: Path) -> None:
+    config = write(
+        tmp_path, "config.yaml", 'resources:\n  - name: example.com/gpu\n    pci: {vendor: "10de", vfio: true}\n'
+    )
+    result = runner.invoke(
+        app, ["slices", "--config", config, "--host-root", str(pci_host), "--node", "node-1", "--driver", DRIVER]
+    )
+    assert result.exit_code == 0, result.output
+    [slice_] = load_text(result.output)
+    assert isinstance(slice_, ResourceSlice) and validate(slice_) == []
+    ids = [d.attributes["id"].string for d in slice_.spec.devices]
+    assert ids == ["0000:3b:00.0", "0000:5e:00.0"]
+    numa = sorted(d.attributes["numaNode"].int_ or 0 for d in slice_.spec.devices)
+    assert numa == [0, 1]
+    as_json = runner.invoke(
+        app, ["slices", "--config", config, "--host-root", str(pci_host), "--node", "node-1", "-o", "json"]
+    )
+    assert json.loads(as_json.output)["kind"] == "ResourceSlice"
+
+
+def test_slices_bad_config_is_one_line_exit_2(tmp_path: Path) -> None:
+    config = write(tmp_path, "config.yaml", "resources: [{name: gpu}]\n")
+    result = runner.invoke(app, ["slices", "--config", config, "--node", "n"])
+    assert result.exit_code == 2
+    assert len(result.output.strip().splitlines()) == 1 and "Traceback" not in result.output
+
+
+def test_generated_slices_explain_against_a_class(tmp_path: Path, pci_host: Path) -> None:
+    config = write(
+        tmp_path, "config.yaml", 'resources:\n  - name: example.com/gpu\n    pci: {vendor: "10de", vfio: true}\n'
+    )
+    out = runner.invoke(
+        app, ["slices", "--config", config, "--host-root", str(pci_host), "--node", "n", "--driver", DRIVER]
+    ).output
+    numa1 = yaml.safe_dump(
+        {
+            "apiVersion": "resource.k8s.io/v1",
+            "kind": "DeviceClass",
+            "metadata": {"name": "numa1"},
+            "spec": {"selectors": [{"cel": {"expression": f'device.attributes["{DRIVER}"].numaNode == 1'}}]},
+        }
+    )
+    result = runner.invoke(
+        app, ["explain", "--class", write(tmp_path, "c.yaml", numa1), "--slices", write(tmp_path, "s.yaml", out)]
+    )
+    assert result.exit_code == 0, result.output
+    assert "1 of 2 devices match" in result.output

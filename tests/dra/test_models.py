@@ -1,0 +1,191 @@
+"""Decoding every apiVersion into one shape, and back; bad documents name what is wrong."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+import yaml
+
+from kubedevice.dra.models import (
+    DecodeError,
+    DeviceClass,
+    ResourceClaim,
+    ResourceSlice,
+    dump,
+    from_document,
+    load_text,
+    to_document,
+)
+
+MIXED = """\
+apiVersion: resource.k8s.io/v1alpha3
+kind: DeviceClass
+metadata: {name: gpu.example.com}
+spec:
+  selectors:
+  - cel: {expression: 'device.driver == "gpu.example.com"'}
+  suitableNodes:
+    nodeSelectorTerms:
+    - matchExpressions: [{key: gpu, operator: Exists}]
+---
+apiVersion: resource.k8s.io/v1beta1
+kind: ResourceClaim
+metadata: {name: two-gpus, namespace: default}
+spec:
+  devices:
+    requests:
+    - name: gpus
+      deviceClassName: gpu.example.com
+      count: 2
+    constraints:
+    - matchAttribute: gpu.example.com/model
+---
+apiVersion: resource.k8s.io/v1beta1
+kind: ResourceSlice
+metadata: {name: node-1-gpu}
+spec:
+  driver: gpu.example.com
+  nodeName: node-1
+  pool: {name: node-1, resourceSliceCount: 1}
+  devices:
+  - name: gpu-0
+    basic:
+      attributes: {model: {string: a100}}
+      capacity: {memory: {value: 40Gi}}
+"""
+
+
+def test_mixed_kinds_in_one_file_decode_to_the_canonical_shape() -> None:
+    device_class, claim, slice_ = load_text(MIXED)
+    assert isinstance(device_class, DeviceClass) and isinstance(claim, ResourceClaim)
+    assert isinstance(slice_, ResourceSlice)
+    assert device_class.spec.suitable_nodes is not None
+    request = claim.spec.devices.requests[0]
+    assert request.exactly is not None
+    assert (request.exactly.device_class_name, request.exactly.count) == ("gpu.example.com", 2)
+    assert request.exactly.allocation_mode == "ExactCount"  # API-server default
+    device = slice_.spec.devices[0]
+    assert device.attributes["model"].as_value() == {"string": "a100"}
+    assert device.capacity["memory"].value == "40Gi"
+
+
+def test_round_trip_keeps_each_objects_own_api_version_shape() -> None:
+    documents = list(yaml.safe_load_all(MIXED))
+    for obj, original in zip(load_text(MIXED), documents, strict=True):
+        out = to_document(obj)
+        assert out["apiVersion"] == original["apiVersion"]
+        assert to_document(from_document(out)) == out
+    slice_doc = to_document(load_text(MIXED)[2])
+    assert slice_doc["spec"]["devices"][0]["basic"]["capacity"] == {"memory": {"value": "40Gi"}}
+    claim_doc = to_document(load_text(MIXED)[1])
+    assert claim_doc["spec"]["devices"]["requests"][0]["deviceClassName"] == "gpu.example.com"
+
+
+def test_v1alpha3_capacity_is_a_bare_quantity_and_v1_is_flat() -> None:
+    alpha = {
+        "apiVersion": "resource.k8s.io/v1alpha3",
+        "kind": "ResourceSlice",
+        "metadata": {"name": "s"},
+        "spec": {
+            "driver": "d.example.com",
+            "nodeName": "n",
+            "pool": {"name": "n", "resourceSliceCount": 1},
+            "devices": [{"name": "a", "basic": {"capacity": {"memory": "1Gi"}}}],
+        },
+    }
+    obj = from_document(alpha)
+    assert isinstance(obj, ResourceSlice)
+    assert obj.spec.devices[0].capacity["memory"].value == "1Gi"
+    assert to_document(obj)["spec"]["devices"][0] == {"name": "a", "basic": {"capacity": {"memory": "1Gi"}}}
+    v1 = json.loads(dump([obj.model_copy(update={"api_version": "resource.k8s.io/v1"})], "json"))
+    assert v1["spec"]["devices"][0]["capacity"] == {"memory": {"value": "1Gi"}}
+
+
+def test_v1_claim_with_exactly_and_first_available() -> None:
+    obj = from_document(
+        yaml.safe_load("""
+apiVersion: resource.k8s.io/v1
+kind: ResourceClaim
+metadata: {name: c}
+spec:
+  devices:
+    requests:
+    - name: big
+      firstAvailable:
+      - {name: one, deviceClassName: big.example.com}
+      - {name: two, deviceClassName: small.example.com, count: 2}
+    - name: all
+      exactly: {deviceClassName: x.example.com, allocationMode: All}
+""")
+    )
+    assert isinstance(obj, ResourceClaim)
+    big, every = obj.spec.devices.requests
+    assert [(s.name, s.count) for s in big.first_available] == [("one", 1), ("two", 2)]
+    assert every.exactly is not None and (every.exactly.allocation_mode, every.exactly.count) == ("All", 0)
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        (
+            "kind: DeviceClass\napiVersion: resource.k8s.io/v2\nmetadata: {name: x}\n",
+            'no matches for apiVersion "resource.k8s.io/v2"',
+        ),
+        ("kind: Pod\napiVersion: resource.k8s.io/v1\nmetadata: {name: x}\n", 'no matches for kind "Pod"'),
+        ("kind: DeviceClass\nmetadata: {name: x}\n", "apiVersion not set"),
+        ("apiVersion: resource.k8s.io/v1\nkind: DeviceClass\nspec: {selector: []}\n", 'unknown field "spec.selector"'),
+        (
+            "apiVersion: resource.k8s.io/v1\nkind: DeviceClass\nspec: {suitableNodes: {}}\n",
+            'unknown field "spec.suitableNodes"',
+        ),
+        (
+            "apiVersion: resource.k8s.io/v1alpha3\nkind: DeviceClass\nspec: {extendedResourceName: a/b}\n",
+            'unknown field "spec.extendedResourceName"',
+        ),
+        (
+            "apiVersion: resource.k8s.io/v1\nkind: ResourceClaim\n"
+            "spec: {devices: {requests: [{name: a, exactly: {count: many}}]}}\n",
+            "spec.devices.requests[0].exactly.count: Invalid value",
+        ),
+        (
+            "apiVersion: resource.k8s.io/v1\nkind: ResourceSlice\n"
+            "spec: {devices: [{name: a, capacity: {m: {value: lots}}}]}\n",
+            "quantities must match the regular expression",
+        ),
+    ],
+)
+def test_bad_documents_say_what_is_wrong(text: str, expected: str) -> None:
+    with pytest.raises(DecodeError) as caught:
+        load_text(text, "f.yaml")
+    assert expected in str(caught.value)
+    assert "f.yaml:1" in str(caught.value)
+
+
+def test_malformed_yaml_names_the_line() -> None:
+    text = "apiVersion: resource.k8s.io/v1\nkind: DeviceClass\nmetadata:\n  name: [unclosed\n"
+    with pytest.raises(DecodeError) as caught:
+        load_text(text, "bad.yaml")
+    assert "bad.yaml: line 5" in str(caught.value) or "bad.yaml: line 4" in str(caught.value)
+
+
+def test_second_document_line_is_reported() -> None:
+    text = MIXED + "---\napiVersion: resource.k8s.io/v1\nkind: Nope\n"
+    with pytest.raises(DecodeError) as caught:
+        load_text(text, "f.yaml")
+    line = MIXED.count("\n") + 2
+    assert f"f.yaml:{line}: " in str(caught.value)
+
+
+def test_list_documents_contribute_their_items() -> None:
+    text = json.dumps(
+        {
+            "apiVersion": "v1",
+            "kind": "List",
+            "items": [
+                {"apiVersion": "resource.k8s.io/v1", "kind": "DeviceClass", "metadata": {"name": "a"}},
+                {"apiVersion": "resource.k8s.io/v1", "kind": "DeviceClass", "metadata": {"name": "b"}},
+            ],
+        }
+    )
+    assert [o.metadata.name for o in load_text(text)] == ["a", "b"]
