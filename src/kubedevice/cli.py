@@ -6,6 +6,7 @@ does not pay (in start-up time or RSS) for the DRA tools or the simulator.
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, NoReturn
 
@@ -83,14 +84,25 @@ def demo(
     raise typer.Exit(run_demo(config))
 
 
-def _register_subcommands() -> None:
-    from .dra.cli import app as dra_app
+def _kubelet() -> None:
     from .kubelet.cli import kubelet
 
     app.command(help="Run the kubelet simulator: live capacity, admit pods, restart.")(kubelet)
+
+
+def _dra() -> None:
+    from .dra.cli import app as dra_app
+
     app.add_typer(dra_app, name="dra")
 
 
+# Registered only when named (or for help): importing every tool would cost `serve` ~1 s.
+LAZY_COMMANDS = {"kubelet": _kubelet, "dra": _dra}
+
+
 def main() -> None:
-    _register_subcommands()
+    named = next((arg for arg in sys.argv[1:] if not arg.startswith("-")), None)
+    for name, register in LAZY_COMMANDS.items():
+        if named in (None, name) or named not in {*LAZY_COMMANDS, "serve", "demo"}:
+            register()
     app()

@@ -60,12 +60,19 @@ def observe(metrics: Metrics, readiness: Readiness) -> ManagerHooks:
 
 
 def count_devices(plugin: Plugin, metrics: Metrics) -> None:
-    """Keep the per-health device gauge of ``plugin`` current."""
+    """Keep the per-health device gauge of ``plugin`` current, and count devices coming and going."""
+    known = {d.id for d in plugin.devices()}
 
     def update() -> None:
+        nonlocal known
         devices = plugin.devices()
         healthy = sum(d.healthy for d in devices)
         metrics.set_devices(plugin.resource_name, healthy, len(devices) - healthy)
+        ids = {d.id for d in devices}
+        for action, delta in (("added", ids - known), ("removed", known - ids)):
+            for _ in delta:
+                metrics.hotplug(plugin.resource_name, action)
+        known = ids
 
     update()
     plugin.subscribe(update)

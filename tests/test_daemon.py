@@ -1,0 +1,249 @@
+"""`kubedevice serve` as a process under the kubelet simulator: metrics, probes, reload, bad config."""
+
+from __future__ import annotations
+
+import asyncio
+import re
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
+from pathlib import Path
+
+import grpc
+from grpc import aio
+
+from kubedevice.api import pb, pb_grpc
+from kubedevice.kubelet import Container, KubeletSimulator, Pod
+from kubedevice.names import endpoint_for
+
+TIMEOUT = 10.0
+NULL = "example.com/null"
+SERIAL = "example.com/serial"
+
+
+def config_text(*resources: str) -> str:
+    blocks = {
+        NULL: f"  - name: {NULL}\n    static: {{count: 4, paths: [/dev/null]}}\n",
+        SERIAL: f'  - name: {SERIAL}\n    glob: {{paths: ["/dev/ttyUSB*"]}}\n',
+        "example.com/extra": "  - name: example.com/extra\n    static: {count: 2, paths: [/dev/null]}\n",
+    }
+    return "resources:\n" + "".join(blocks[r] for r in resources)
+
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+class Daemon:
+    """A `kubedevice serve` process over a fake host root with /dev/null and a ttyUSB."""
+
+    def __init__(self, tmp: Path, config: str) -> None:
+        self.plugin_dir = tmp / "plugins"
+        self.host = tmp / "host"
+        (self.host / "dev").mkdir(parents=True)
+        (self.host / "dev" / "null").touch()
+        (self.host / "dev" / "ttyUSB0").touch()
+        self.plugin_dir.mkdir()
+        self.config = tmp / "config.yaml"
+        self.config.write_text(config)
+        self.port = free_port()
+        self.log = tmp / "daemon.log"
+        self.proc: subprocess.Popen[bytes] | None = None
+
+    def start(self) -> None:
+        args = [sys.executable, "-m", "kubedevice", "serve", "--config", str(self.config)]
+        args += ["--plugin-dir", str(self.plugin_dir), "--host-root", str(self.host)]
+        args += ["--cdi-dir", str(self.host / "cdi"), "--metrics-address", f"127.0.0.1:{self.port}"]
+        with self.log.open("wb") as out:
+            self.proc = subprocess.Popen(args, stdout=out, stderr=subprocess.STDOUT)
+
+    def stop(self) -> int:
+        assert self.proc is not None
+        self.proc.send_signal(signal.SIGTERM)
+        return self.proc.wait(TIMEOUT)
+
+    def get(self, path: str) -> tuple[int, str]:
+        try:
+            with urllib.request.urlopen(f"http://127.0.0.1:{self.port}{path}", timeout=2) as response:
+                return response.status, response.read().decode()
+        except urllib.error.HTTPError as err:
+            return err.code, err.read().decode()
+        except (urllib.error.URLError, ConnectionError):
+            return 0, ""  # not listening (yet)
+
+    def metric(self, name: str, **labels: str) -> float:
+        _, text = self.get("/metrics")
+        wanted = ",".join(f'{k}="{v}"' for k, v in sorted(labels.items()))
+        for line in text.splitlines():
+            match = re.match(r"^(\w+)(?:\{(.*)\})? (\S+)$", line)
+            if match and match[1] == name and ",".join(sorted((match[2] or "").split(","))) == wanted:
+                return float(match[3])
+        return 0.0
+
+
+async def eventually(check: Callable[[], bool], what: str) -> None:
+    deadline = time.monotonic() + TIMEOUT
+    while time.monotonic() < deadline:
+        if await asyncio.to_thread(check):
+            return
+        await asyncio.sleep(0.05)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+@asynccontextmanager
+async def daemon_and_kubelet(tmp: Path, config: str) -> AsyncIterator[tuple[Daemon, KubeletSimulator]]:
+    daemon = Daemon(tmp, config)
+    sim = KubeletSimulator(daemon.plugin_dir, grace_period=1.0)
+    await sim.start()
+    daemon.start()
+    try:
+        yield daemon, sim
+    finally:
+        code = await asyncio.to_thread(daemon.stop)
+        await sim.stop()
+        assert code == 0, daemon.log.read_text()
+
+
+def test_metrics_move_with_their_events(tmp_path: Path) -> None:
+    async def main() -> None:
+        async with daemon_and_kubelet(tmp_path, config_text(NULL, SERIAL)) as (daemon, sim):
+            await sim.wait_until(
+                lambda: sim.allocatable().get(NULL) == 4 and sim.allocatable().get(SERIAL) == 1, TIMEOUT
+            )
+            await eventually(
+                lambda: daemon.metric("kubedevice_registrations_total", resource=NULL, result="ok") == 1, "registration"
+            )
+            assert daemon.metric("kubedevice_devices", resource=NULL, health="healthy") == 4
+
+            await sim.admit(Pod("uid-1", "p", [Container("c", {NULL: 2})]))
+            assert daemon.metric("kubedevice_allocations_total", resource=NULL, result="ok") == 1
+            assert daemon.metric("kubedevice_preferred_allocations_total", resource=NULL, result="ok") == 1
+            assert daemon.metric("kubedevice_rpc_duration_seconds_count", resource=NULL, method="Allocate") == 1
+
+            async with aio.insecure_channel(f"unix://{daemon.plugin_dir / endpoint_for(NULL)}") as channel:
+                bad = pb.AllocateRequest(container_requests=[pb.ContainerAllocateRequest(devices_ids=["nope"])])
+                try:
+                    await pb_grpc.DevicePluginStub(channel).Allocate(bad)
+                except aio.AioRpcError as err:
+                    assert err.code() == grpc.StatusCode.INVALID_ARGUMENT
+            assert daemon.metric("kubedevice_allocations_total", resource=NULL, result="invalid_argument") == 1
+
+            (daemon.host / "dev" / "ttyUSB1").touch()  # hotplug
+            await sim.wait_until(lambda: sim.allocatable().get(SERIAL) == 2, TIMEOUT)
+            await eventually(
+                lambda: daemon.metric("kubedevice_hotplug_events_total", resource=SERIAL, action="added") == 1,
+                "hotplug",
+            )
+            (daemon.host / "dev" / "ttyUSB0").unlink()
+            await sim.wait_until(lambda: sim.capacity().get(SERIAL) == 1, TIMEOUT)
+            await eventually(
+                lambda: daemon.metric("kubedevice_hotplug_events_total", resource=SERIAL, action="removed") == 1,
+                "unplug",
+            )
+
+            before = len(sim.registrations)
+            await sim.restart()
+            await sim.wait_until(lambda: len(sim.registrations) >= before + 2, TIMEOUT)
+            await eventually(lambda: daemon.metric("kubedevice_kubelet_restarts_total") == 1, "restart counted")
+            assert daemon.metric("kubedevice_registrations_total", resource=NULL, result="ok") == 2
+
+    asyncio.run(main())
+
+
+def test_readiness_follows_registration_and_kubelet_restarts(tmp_path: Path) -> None:
+    async def main() -> None:
+        daemon = Daemon(tmp_path, config_text(NULL))
+        daemon.start()
+        try:
+            await eventually(lambda: daemon.get("/healthz")[0] == 200, "liveness")
+            status, body = daemon.get("/readyz")
+            assert status == 503 and f"[-]{NULL}" in body  # no kubelet yet
+            sim = KubeletSimulator(daemon.plugin_dir)
+            await sim.start()
+            await eventually(lambda: daemon.get("/readyz")[0] == 200, "ready after registration")
+            await sim.stop()  # the kubelet goes away and its restart wipes the directory
+            for entry in daemon.plugin_dir.iterdir():
+                if entry.is_socket():
+                    entry.unlink()
+            await eventually(lambda: daemon.get("/readyz")[0] == 503, "unready while the kubelet is down")
+            sim = KubeletSimulator(daemon.plugin_dir)
+            await sim.start()
+            await eventually(lambda: daemon.get("/readyz")[0] == 200, "ready after re-registration")
+            await sim.stop()
+        finally:
+            assert await asyncio.to_thread(daemon.stop) == 0
+
+    asyncio.run(main())
+
+
+def test_reload_keeps_untouched_streams_and_refuses_a_bad_config(tmp_path: Path) -> None:
+    async def main() -> None:
+        async with daemon_and_kubelet(tmp_path, config_text(NULL, SERIAL)) as (daemon, sim):
+            await sim.wait_until(
+                lambda: sim.allocatable().get(SERIAL) == 1 and sim.allocatable().get(NULL) == 4, TIMEOUT
+            )
+            async with aio.insecure_channel(f"unix://{daemon.plugin_dir / endpoint_for(NULL)}") as channel:
+                stream = pb_grpc.DevicePluginStub(channel).ListAndWatch(pb.Empty())
+                assert len((await stream.read()).devices) == 4
+
+                daemon.config.write_text(config_text(NULL, "example.com/extra"))  # file change: no signal
+                await sim.wait_until(lambda: sim.allocatable().get("example.com/extra") == 2, TIMEOUT)
+                await sim.wait_until(lambda: sim.allocatable().get(SERIAL, 0) == 0, TIMEOUT)
+                assert not (daemon.plugin_dir / endpoint_for(SERIAL)).exists()
+
+                daemon.config.write_text(
+                    "resources:\n  - name: not-qualified\n    static: {count: 1, paths: [/dev/null]}\n"
+                )
+                await eventually(lambda: "config reload refused" in daemon.log.read_text(), "refusal logged")
+
+                daemon.config.write_text(config_text(NULL))
+                assert daemon.proc is not None
+                daemon.proc.send_signal(signal.SIGHUP)
+                await eventually(lambda: not (daemon.plugin_dir / endpoint_for("example.com/extra")).exists(), "SIGHUP")
+
+                # The untouched resource's stream never ended: a change still arrives on it.
+                assert stream.done() is False
+                status, body = daemon.get("/readyz")
+                assert status == 200 and "extra" not in body
+            assert (daemon.plugin_dir / endpoint_for(NULL)).exists()
+
+    asyncio.run(main())
+
+
+def test_bad_config_is_one_line_and_exit_2(tmp_path: Path) -> None:
+    bad = tmp_path / "bad.yaml"
+    resource = "resources:\n  - name: example.com/x\n    static: {count: 1, paths: [/dev/null]}\n"
+    cases = {
+        "resources:\n  - name: example.com/x\n    static: {count: 4, paths: [dev/null]}\n": "resources[0].static.paths",
+        "resources:\n  - name: x\n    static: {count: 1, paths: [/dev/null]}\n": "resources[0].name",
+        "resources: [\n": "bad.yaml:2",
+        "plugin_dir: rel\n" + resource: "plugin_dir",
+    }
+    for text, field in cases.items():
+        bad.write_text(text)
+        result = subprocess.run(
+            [sys.executable, "-m", "kubedevice", "serve", "--config", str(bad), "--plugin-dir", str(tmp_path)],
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=False,
+        )
+        assert result.returncode == 2, result.stderr
+        lines = result.stderr.strip().splitlines()
+        assert len(lines) == 1 and field in lines[0] and "Traceback" not in result.stderr, result.stderr
+    result = subprocess.run(
+        [sys.executable, "-m", "kubedevice", "serve", "--config", str(tmp_path / "missing.yaml")],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert result.returncode == 2 and len(result.stderr.strip().splitlines()) == 1
