@@ -247,3 +247,21 @@ def test_bad_config_is_one_line_and_exit_2(tmp_path: Path) -> None:
         check=False,
     )
     assert result.returncode == 2 and len(result.stderr.strip().splitlines()) == 1
+
+
+def test_health_check_failures_are_counted_by_check_type(tmp_path: Path) -> None:
+    config = (
+        f'resources:\n  - name: {SERIAL}\n    glob: {{paths: ["/dev/ttyUSB*"]}}\n'
+        "    health: {interval_seconds: 0.1, checks: [{type: exec, argv: [/bin/false]}]}\n"
+    )
+
+    async def main() -> None:
+        async with daemon_and_kubelet(tmp_path, config) as (daemon, sim):
+            await sim.wait_until(lambda: sim.capacity().get(SERIAL) == 1 and sim.allocatable()[SERIAL] == 0, TIMEOUT)
+            await eventually(
+                lambda: daemon.metric("kubedevice_health_check_failures_total", resource=SERIAL, check="exec") >= 2,
+                "failed checks counted",
+            )
+            assert daemon.metric("kubedevice_devices", resource=SERIAL, health="unhealthy") == 1
+
+    asyncio.run(main())

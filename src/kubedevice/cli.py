@@ -96,8 +96,14 @@ def _dra() -> None:
     app.add_typer(dra_app, name="dra")
 
 
+def _discover() -> None:
+    from .sources.cli import discover
+
+    app.command(help="Dry run: what each configured resource would advertise.")(discover)
+
+
 # Registered only when named (or for help): importing every tool would cost `serve` ~1 s.
-LAZY_COMMANDS = {"kubelet": _kubelet, "dra": _dra}
+LAZY_COMMANDS = {"kubelet": _kubelet, "dra": _dra, "discover": _discover}
 
 
 def main() -> None:

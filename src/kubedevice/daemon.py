@@ -14,6 +14,7 @@ from .metrics import Metrics, MetricsServer, Readiness, start_http_server
 from .plugin.base import Plugin
 from .plugin.manager import Manager, ManagerHooks, run
 from .reload import Reloader
+from .sources.configured import ConfiguredPlugin
 
 log = logging.getLogger(__name__)
 
@@ -33,8 +34,6 @@ class DaemonOptions:
 
 def build_plugins(config: Config, host_root: Path | None = None, cdi_dir: Path | None = None) -> list[Plugin]:
     """One plugin per configured resource, all looking at the host through ``host_root``."""
-    from .sources.configured import ConfiguredPlugin  # noqa: PLC0415 - keeps `kubedevice --help` light
-
     root = host_root or config.host_root
     if not root.is_dir():
         raise ValueError(f"host root {root} does not exist or is not a directory")
@@ -60,7 +59,9 @@ def observe(metrics: Metrics, readiness: Readiness) -> ManagerHooks:
 
 
 def count_devices(plugin: Plugin, metrics: Metrics) -> None:
-    """Keep the per-health device gauge of ``plugin`` current, and count devices coming and going."""
+    """Keep the per-health device gauge of ``plugin`` current; count devices coming and going and failed checks."""
+    if isinstance(plugin, ConfiguredPlugin):
+        plugin.on_check_failure = lambda check: metrics.health_check_failure(plugin.resource_name, check)
     known = {d.id for d in plugin.devices()}
 
     def update() -> None:

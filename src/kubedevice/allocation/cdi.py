@@ -1,0 +1,124 @@
+"""CDI spec files: one per physical device, written atomically, removed when the device goes.
+
+A container runtime reads ``<cdi_dir>/*.json`` whenever a container asks for a CDI name, so a
+file must never be seen half-written (write a temp file in the same directory, fsync, chmod
+0644, rename) and must disappear with its device. Only files carrying our prefix are ever
+removed.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+import os
+import re
+import tempfile
+from collections.abc import Iterable, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from ..device import Mount
+
+CDI_VERSION = "0.6.0"
+FILE_PREFIX = "kubedevice"
+_DEVICE_NAME = re.compile(r"^[A-Za-z0-9]([A-Za-z0-9_.:-]*[A-Za-z0-9])?$")
+_UNSAFE_FILE_CHARS = re.compile(r"[^A-Za-z0-9_.-]")
+log = logging.getLogger("kubedevice.cdi")
+
+Spec = dict[str, Any]
+
+
+class CdiError(ValueError):
+    """The CDI directory cannot be written (one line, for a clear start-up error)."""
+
+
+def device_name_error(name: str) -> str | None:
+    """Why ``name`` is not a CDI device name (CDI ``ValidateDeviceName``), or ``None``."""
+    if _DEVICE_NAME.match(name):
+        return None
+    return (
+        f"CDI device name {name!r} must start and end with a letter or digit and use only "
+        "letters, digits, '_', '-', '.' and ':'"
+    )
+
+
+def container_edits(host_paths: Sequence[str], permissions: str, mounts: Sequence[Mount]) -> dict[str, Any]:
+    """The OCI edits that grant a device: its nodes (same path inside) and the configured mounts."""
+    edits: dict[str, Any] = {
+        "deviceNodes": [{"path": p, "hostPath": p, "permissions": permissions} for p in host_paths],
+    }
+    if mounts:
+        edits["mounts"] = [
+            {
+                "hostPath": m.host_path,
+                "containerPath": m.container_path,
+                "options": ["ro", "bind"] if m.read_only else ["rw", "bind"],
+            }
+            for m in mounts
+        ]
+    return edits
+
+
+def spec_document(kind: str, name: str, edits: Mapping[str, Any]) -> Spec:
+    error = device_name_error(name)
+    if error:
+        raise ValueError(error)
+    return {"cdiVersion": CDI_VERSION, "kind": kind, "devices": [{"name": name, "containerEdits": dict(edits)}]}
+
+
+class CdiSpecDir:
+    """Keeps ``<dir>/kubedevice-<vendor>-<class>-<device>.json`` in step with one resource's devices."""
+
+    def __init__(self, directory: Path, kind: str) -> None:
+        self.directory = Path(directory)
+        self.kind = kind
+        self._prefix = f"{FILE_PREFIX}-{_UNSAFE_FILE_CHARS.sub('_', kind.replace('/', '-'))}-"
+
+    def path_for(self, name: str) -> Path:
+        return self.directory / f"{self._prefix}{_UNSAFE_FILE_CHARS.sub('_', name)}.json"
+
+    def owned(self) -> list[Path]:
+        """Our spec files for this kind (from this run or an earlier one)."""
+        if not self.directory.is_dir():
+            return []
+        return sorted(p for p in self.directory.glob(f"{self._prefix}*.json") if p.is_file())
+
+    def sync(self, devices: Mapping[str, Mapping[str, Any]]) -> None:
+        """Write a spec per device name → edits (unchanged files untouched); remove the rest of ours."""
+        wanted = {self.path_for(name): spec_document(self.kind, name, edits) for name, edits in devices.items()}
+        try:
+            self.directory.mkdir(parents=True, exist_ok=True)
+            for path, document in wanted.items():
+                write_atomically(path, document)
+            self._remove(p for p in self.owned() if p not in wanted)
+        except OSError as exc:
+            raise CdiError(f"cannot write CDI spec files in {self.directory}: {exc.strerror or exc}") from exc
+
+    @staticmethod
+    def _remove(paths: Iterable[Path]) -> None:
+        for path in paths:
+            with contextlib.suppress(FileNotFoundError):
+                path.unlink()
+                log.info("removed CDI spec %s", path)
+
+
+def write_atomically(path: Path, document: Spec) -> bool:
+    """Write JSON via temp file + rename, mode 0644; returns False when the content was already there."""
+    data = json.dumps(document, indent=2, sort_keys=True) + "\n"
+    with contextlib.suppress(OSError):
+        if path.read_text() == data:
+            return False
+    fd, temp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "w") as handle:
+            handle.write(data)
+            handle.flush()
+            os.fchmod(handle.fileno(), 0o644)
+            os.fsync(handle.fileno())
+        os.replace(temp, path)
+    except BaseException:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(temp)
+        raise
+    return True

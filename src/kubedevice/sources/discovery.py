@@ -1,0 +1,98 @@
+"""From a resource's config to its physical devices and the advertised (replica) devices."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+from ..device import ContainerAllocation, Device, DeviceSpec, Health, Mount
+from . import glob, pci, static, usb
+from .base import REPLICA_SEPARATOR, Attributes, Found, int_attr, string_attr
+from .hostroot import HostRoot
+from .schema import ResourceConfig
+
+_Discover = Callable[[Any, HostRoot, str], list[Found]]
+_DISCOVER: dict[str, _Discover] = {
+    "static": static.discover,
+    "glob": glob.discover,
+    "usb": usb.discover,
+    "pci": pci.discover,
+}
+_WATCHED: dict[str, Callable[[Any], list[str]]] = {
+    "static": static.watched,
+    "glob": glob.watched,
+    "usb": usb.watched,
+    "pci": pci.watched,
+}
+
+
+def find(resource: ResourceConfig, host: HostRoot) -> list[Found]:
+    """The physical devices of ``resource`` present under ``host`` now."""
+    kind = resource.source_kind
+    stem = resource.name.rsplit("/", 1)[-1]
+    return _DISCOVER[kind](getattr(resource, kind), host, stem)
+
+
+def watched_patterns(resource: ResourceConfig) -> list[str]:
+    """Host path globs whose directories change when a device of ``resource`` comes or goes."""
+    kind = resource.source_kind
+    return _WATCHED[kind](getattr(resource, kind))
+
+
+def cdi_name(kind: str, found: Found) -> str:
+    """The fully qualified CDI device name, ``vendor.com/class=name``."""
+    return f"{kind}={found.key}"
+
+
+def grant_of(resource: ResourceConfig, found: Found) -> ContainerAllocation:
+    """What one physical device gives a container: its nodes and mounts, or its CDI name."""
+    annotations = dict(resource.annotations)
+    if resource.cdi is not None:
+        name = cdi_name(resource.cdi_kind, found)
+        if resource.cdi.mode == "annotations":
+            annotations[f"cdi.k8s.io/kubedevice_{found.key.replace(':', '_')}"] = name
+            return ContainerAllocation(annotations=annotations)
+        return ContainerAllocation(annotations=annotations, cdi_devices=(name,))
+    return ContainerAllocation(
+        devices=tuple(DeviceSpec(p, p, resource.permissions) for p in found.host_paths),
+        mounts=tuple(Mount(m.host_path, m.container_path or "", m.read_only) for m in resource.mounts),
+        annotations=annotations,
+    )
+
+
+def replica_ids(resource: ResourceConfig, found: Found) -> list[str]:
+    """``key`` alone, or ``key::0`` … ``key::N-1``: stable across restarts, ≤ 63 characters."""
+    if resource.replicas == 1:
+        return [found.key]
+    return [f"{found.key}{REPLICA_SEPARATOR}{i}" for i in range(resource.replicas)]
+
+
+def advertised(
+    resource: ResourceConfig, found: Sequence[Found], health: Mapping[str, Health] | None = None
+) -> list[Device]:
+    """The devices to list: one per replica, sharing the physical device's health and grant."""
+    health = health or {}
+    devices: list[Device] = []
+    for item in found:
+        grant = grant_of(resource, item)
+        state = health.get(item.key, Health.HEALTHY)
+        group = item.key if resource.replicas > 1 else None
+        devices.extend(Device(i, state, item.numa_nodes, grant, group) for i in replica_ids(resource, item))
+    return devices
+
+
+def dra_attributes(resource: ResourceConfig, found: Sequence[Found]) -> dict[str, dict[str, dict[str, Any]]]:
+    """Per advertised ID, the DRA attributes of its physical device (plus the replica index)."""
+    result: dict[str, dict[str, dict[str, Any]]] = {}
+    for item in found:
+        for index, device_id in enumerate(replica_ids(resource, item)):
+            attrs: dict[str, dict[str, Any]] = dict(_with_source(resource, item.attributes))
+            if resource.replicas > 1:
+                attrs["physicalDevice"] = string_attr(item.key)
+                attrs["replica"] = int_attr(index)
+            result[device_id] = attrs
+    return result
+
+
+def _with_source(resource: ResourceConfig, attributes: Attributes) -> dict[str, dict[str, Any]]:
+    return {"source": string_attr(resource.source_kind), **attributes}

@@ -1,0 +1,279 @@
+"""The configuration of one resource: where its devices come from and what they grant.
+
+Validation rejects at start-up what would otherwise fail later on a node: relative paths,
+permission letters outside ``rwm``, malformed vendor IDs, env templates naming unknown fields,
+and a resource with zero or several sources. Messages are written to read well after the
+lead's ``field.path:`` prefix.
+"""
+
+from __future__ import annotations
+
+import re
+import string
+from collections.abc import Callable
+from typing import Annotated, Any, Literal
+
+from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field, field_validator, model_validator
+
+from ..names import extended_resource_name_error
+
+SOURCE_KINDS = ("static", "glob", "usb", "pci")
+ENV_FIELDS = frozenset({"ids", "devices", "paths", "count", "resource"})
+_ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+_HEX4 = re.compile(r"^(0x)?([0-9a-fA-F]{4})$")
+_PCI_CLASS = re.compile(r"^(0x)?([0-9a-fA-F]{2}|[0-9a-fA-F]{4}|[0-9a-fA-F]{6})$")
+_CLASS_FORMAT = '2, 4 or 6 hex digits like "1200" (class, subclass, prog-if)'
+_CDI_PART = re.compile(r"^[A-Za-z]([A-Za-z0-9_.-]*[A-Za-z0-9])?$")
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True)
+
+
+def _absolute(value: str) -> str:
+    if not value.startswith("/"):
+        raise ValueError(f"path {value!r} must be absolute")
+    if ".." in value.split("/"):
+        raise ValueError(f"path {value!r} must not contain '..'")
+    if "\0" in value:
+        raise ValueError("path must not contain NUL")
+    return value
+
+
+def _hex(pattern: re.Pattern[str], what: str) -> Callable[[Any], Any]:
+    """A before-validator for hex IDs: quoted (YAML reads 1234 as a number), normalised to lowercase."""
+
+    def check(value: Any) -> Any:
+        if isinstance(value, int):
+            raise ValueError(f"{value} must be quoted: {what}")
+        if isinstance(value, str):
+            match = pattern.match(value)
+            if not match:
+                raise ValueError(f"{value!r} is not {what}")
+            return match.group(2).lower()
+        return value
+
+    return check
+
+
+def _regex(value: str) -> str:
+    try:
+        re.compile(value)
+    except re.error as exc:
+        raise ValueError(f"invalid regular expression {value!r}: {exc}") from exc
+    return value
+
+
+AbsPath = Annotated[str, AfterValidator(_absolute)]
+HexId = Annotated[str, BeforeValidator(_hex(_HEX4, '4 hex digits like "10ee"'))]
+PciClass = Annotated[str, BeforeValidator(_hex(_PCI_CLASS, _CLASS_FORMAT))]
+
+
+def _permissions(value: str) -> str:
+    if not value or not set(value) <= set("rwm"):
+        raise ValueError(f"permissions {value!r} must be letters from 'rwm' (read, write, mknod)")
+    return value
+
+
+Permissions = Annotated[str, AfterValidator(_permissions)]
+
+
+class StaticConfig(_Model):
+    """``count`` identical devices, each granting the same fixed paths (the null example)."""
+
+    count: int = Field(ge=1, le=100_000)
+    paths: list[AbsPath] = []
+
+
+class GlobConfig(_Model):
+    """Host paths by glob: each match is a device, or matches form groups (``group``/``group_by``)."""
+
+    paths: list[AbsPath] = Field(min_length=1)
+    group: bool = False
+    group_by: Annotated[str, AfterValidator(_regex)] | None = None
+
+    @model_validator(mode="after")
+    def _one_grouping(self) -> GlobConfig:
+        if self.group and self.group_by is not None:
+            raise ValueError("set either group or group_by, not both")
+        return self
+
+
+class UsbConfig(_Model):
+    """USB devices by vendor/product (and serial) from ``/sys/bus/usb/devices``."""
+
+    vendor: HexId
+    product: HexId | None = None
+    serial: str | None = None
+
+
+class PciConfig(_Model):
+    """PCI functions by vendor/device/class from ``/sys/bus/pci/devices``; VFIO grants the group node."""
+
+    vendor: HexId
+    device: HexId | None = None
+    pci_class: PciClass | None = Field(default=None, alias="class")
+    vfio: bool = False
+
+
+class PresentCheck(_Model):
+    """Healthy while every host path of the device exists."""
+
+    type: Literal["present"] = "present"
+
+
+class OpenableCheck(_Model):
+    """Healthy while every host path opens (non-blocking, read-only); catches dead nodes."""
+
+    type: Literal["openable"] = "openable"
+
+
+class ExecCheck(_Model):
+    """Healthy while a command exits 0 within its timeout (argv list, never a shell)."""
+
+    type: Literal["exec"] = "exec"
+    argv: list[str] = Field(min_length=1)
+    timeout_seconds: float = Field(default=5.0, gt=0, le=300)
+
+    @model_validator(mode="after")
+    def _known_fields(self) -> ExecCheck:
+        for arg in self.argv:
+            _check_template(arg, frozenset({"id", "path", "paths", "sysfs"}))
+        return self
+
+
+class SysfsCheck(_Model):
+    """Healthy while an attribute reads ``equals`` (relative to the device's sysfs directory)."""
+
+    type: Literal["sysfs"] = "sysfs"
+    attribute: str = Field(min_length=1)
+    equals: str
+
+    @model_validator(mode="after")
+    def _safe_attribute(self) -> SysfsCheck:
+        if ".." in self.attribute.split("/"):
+            raise ValueError(f"attribute {self.attribute!r} must not contain '..'")
+        return self
+
+
+HealthCheck = Annotated[PresentCheck | OpenableCheck | ExecCheck | SysfsCheck, Field(discriminator="type")]
+
+
+def _default_checks() -> list[HealthCheck]:
+    return [PresentCheck()]
+
+
+class HealthConfig(_Model):
+    """Checks run every ``interval_seconds`` and on hotplug; thresholds damp flapping."""
+
+    checks: list[HealthCheck] = Field(default_factory=_default_checks)
+    interval_seconds: float = Field(default=10.0, gt=0)
+    failure_threshold: int = Field(default=3, ge=1, description="consecutive failures before Unhealthy")
+    recovery_threshold: int = Field(default=1, ge=1, description="consecutive passes before Healthy again")
+
+
+class MountConfig(_Model):
+    host_path: AbsPath
+    container_path: AbsPath | None = None
+    read_only: bool = False
+
+
+class CdiConfig(_Model):
+    """Write CDI spec files and answer Allocate with CDI names (``cri``) or annotations."""
+
+    kind: str | None = Field(default=None, description="vendor.com/class; defaults to the resource name")
+    mode: Literal["cri", "annotations"] = "cri"
+
+    @model_validator(mode="after")
+    def _valid_kind(self) -> CdiConfig:
+        if self.kind is not None:
+            cdi_kind_error(self.kind)
+        return self
+
+
+def cdi_kind_error(kind: str) -> None:
+    """Raise ``ValueError`` unless ``kind`` is a CDI ``vendor/class`` (rules of the CDI parser)."""
+    vendor, _, cls = kind.partition("/")
+    if not _CDI_PART.match(vendor) or not _CDI_PART.match(cls) or "/" in cls:
+        raise ValueError(
+            f"CDI kind {kind!r} must be 'vendor/class': each part starts with a letter, ends with a "
+            "letter or digit, and uses only letters, digits, '_', '-' and '.'"
+        )
+
+
+def _check_template(template: str, allowed: frozenset[str]) -> None:
+    try:
+        fields = {name for _, name, _, _ in string.Formatter().parse(template) if name is not None}
+    except ValueError as exc:
+        raise ValueError(f"template {template!r}: {exc}") from exc
+    unknown = fields - allowed
+    if unknown:
+        raise ValueError(
+            f"template {template!r} uses unknown field(s) {', '.join(sorted(unknown))}; "
+            f"known: {', '.join(sorted(allowed))}"
+        )
+
+
+class ResourceConfig(_Model):
+    """One extended resource: a name, exactly one source, and what its devices grant."""
+
+    name: str
+    static: StaticConfig | None = None
+    glob: GlobConfig | None = None
+    usb: UsbConfig | None = None
+    pci: PciConfig | None = None
+    permissions: Permissions = "rw"
+    mounts: list[MountConfig] = []
+    env: dict[str, str] = {}
+    annotations: dict[str, str] = {}
+    health: HealthConfig = HealthConfig()
+    replicas: int = Field(default=1, ge=1, le=1000, description="IDs advertised per physical device")
+    policy: Literal["spread", "pack"] = "spread"
+    one_replica_per_device: bool = False
+    cdi: CdiConfig | None = None
+
+    @field_validator("name")
+    @classmethod
+    def _resource_name(cls, name: str) -> str:
+        error = extended_resource_name_error(name)
+        if error:
+            raise ValueError(error)
+        return name
+
+    @field_validator("env")
+    @classmethod
+    def _env_templates(cls, env: dict[str, str]) -> dict[str, str]:
+        bad = sorted(name for name in env if not _ENV_NAME.match(name))
+        if bad:
+            raise ValueError(f"invalid environment variable names: {', '.join(bad)}")
+        for template in env.values():
+            _check_template(template, ENV_FIELDS)
+        return env
+
+    @model_validator(mode="after")
+    def _consistent(self) -> ResourceConfig:
+        chosen = [kind for kind in SOURCE_KINDS if getattr(self, kind) is not None]
+        if len(chosen) != 1:
+            got = ", ".join(chosen) or "none"
+            raise ValueError(f"exactly one source of {', '.join(SOURCE_KINDS)} is required (got {got})")
+        if self.cdi is not None and self.cdi.kind is None:
+            cdi_kind_error(self.name)
+        if self.source_kind in ("static", "glob"):
+            self._no_relative_sysfs()
+        return self
+
+    def _no_relative_sysfs(self) -> None:
+        for check in self.health.checks:
+            if isinstance(check, SysfsCheck) and not check.attribute.startswith("/"):
+                raise ValueError(
+                    f"sysfs attribute {check.attribute!r} must be absolute for a {self.source_kind} source "
+                    "(only usb and pci devices have a sysfs directory)"
+                )
+
+    @property
+    def source_kind(self) -> str:
+        return next(kind for kind in SOURCE_KINDS if getattr(self, kind) is not None)
+
+    @property
+    def cdi_kind(self) -> str:
+        return (self.cdi.kind if self.cdi is not None else None) or self.name

@@ -1,0 +1,20 @@
+"""``static``: N interchangeable devices that each grant the same fixed paths."""
+
+from __future__ import annotations
+
+from .base import Found, int_attr, log
+from .hostroot import HostRoot
+from .schema import StaticConfig
+
+
+def discover(config: StaticConfig, host: HostRoot, stem: str) -> list[Found]:
+    """``count`` devices named ``<stem>-<i>``; paths are resolved inside the host root."""
+    paths = tuple(host.resolve(p) for p in config.paths)
+    missing = [p for p in paths if not host.local(p).exists()]
+    if missing:
+        log.warning("%s: static paths missing under host root: %s", stem, ", ".join(missing))
+    return [Found(f"{stem}-{i}", paths, attributes={"index": int_attr(i)}) for i in range(config.count)]
+
+
+def watched(config: StaticConfig) -> list[str]:
+    return list(config.paths)

@@ -1,0 +1,91 @@
+"""``kubedevice discover``: the four documented configs over a fake node, and bad input."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import typer
+from typer.testing import CliRunner
+
+from kubedevice.sources import discover_resources
+from kubedevice.sources.cli import discover
+from kubedevice.testing import FakeHost
+
+from .conftest import FOUR_CONFIGS, populate
+
+app = typer.Typer()
+app.command()(discover)
+runner = CliRunner()
+
+
+def write_config(tmp_path: Path, text: str = FOUR_CONFIGS) -> Path:
+    path = tmp_path / "config.yaml"
+    path.write_text(text)
+    return path
+
+
+def test_json_lists_every_resource_of_the_four_configs(host: FakeHost, tmp_path: Path) -> None:
+    populate(host)
+    result = runner.invoke(app, ["--config", str(write_config(tmp_path)), "--host-root", str(host.root), "--json"])
+    assert result.exit_code == 0, result.output
+    document = json.loads(result.stdout)
+    by_name = {r["name"]: r["devices"] for r in document["resources"]}
+    assert list(by_name) == ["example.com/null", "example.com/serial", "example.com/coral", "example.com/fpga"]
+    assert [d["id"] for d in by_name["example.com/null"]] == ["null-0", "null-1", "null-2", "null-3"]
+    assert by_name["example.com/serial"] == [
+        {"id": "ttyUSB0", "health": "Healthy", "numaNodes": [], "hostPaths": ["/dev/ttyUSB0"]},
+        {"id": "ttyUSB1", "health": "Healthy", "numaNodes": [], "hostPaths": ["/dev/ttyUSB1"]},
+    ]
+    assert by_name["example.com/coral"] == [
+        {"id": "usb-1-2", "health": "Healthy", "numaNodes": [], "hostPaths": ["/dev/bus/usb/001/004"]}
+    ]
+    assert by_name["example.com/fpga"] == [
+        {"id": "0000:3b:00.0", "health": "Healthy", "numaNodes": [1], "hostPaths": ["/dev/vfio/41", "/dev/vfio/vfio"]}
+    ]
+
+
+def test_host_root_from_the_config_and_a_human_table(host: FakeHost, tmp_path: Path) -> None:
+    populate(host)
+    config = write_config(tmp_path, f"host_root: {host.root}\n" + FOUR_CONFIGS)
+    result = runner.invoke(app, ["--config", str(config)])
+    assert result.exit_code == 0, result.output
+    assert "0000:3b:00.0" in result.stdout and "/dev/bus/usb/001/004" in result.stdout
+
+
+def test_absent_hardware_is_an_empty_list_not_a_failure(host: FakeHost, tmp_path: Path) -> None:
+    host.device_node("/dev/null")
+    result = runner.invoke(app, ["--config", str(write_config(tmp_path)), "--host-root", str(host.root), "--json"])
+    assert result.exit_code == 0, result.output
+    counts = {r["name"]: len(r["devices"]) for r in json.loads(result.stdout)["resources"]}
+    assert counts == {"example.com/null": 4, "example.com/serial": 0, "example.com/coral": 0, "example.com/fpga": 0}
+
+
+def one_line_failure(args: list[str]) -> str:
+    result = runner.invoke(app, args)
+    assert result.exit_code == 2, result.output
+    assert result.stdout == "" and len(result.stderr.strip().splitlines()) == 1, result.stderr
+    return result.stderr
+
+
+def test_bad_input_is_one_line_and_exit_2(host: FakeHost, tmp_path: Path) -> None:
+    assert "does not exist" in one_line_failure(
+        ["--config", str(write_config(tmp_path)), "--host-root", str(tmp_path / "nope")]
+    )
+    duplicate = FOUR_CONFIGS + "  - name: example.com/null\n    static: {count: 1}\n"
+    assert "configured twice" in one_line_failure(["--config", str(write_config(tmp_path, duplicate))])
+    bad_vendor = FOUR_CONFIGS.replace('"1a6e"', '"1a6"')
+    assert "usb.vendor" in one_line_failure(["--config", str(write_config(tmp_path, bad_vendor))])
+    relative = FOUR_CONFIGS.replace("[/dev/null]", "[dev/null]")
+    assert "must be absolute" in one_line_failure(["--config", str(write_config(tmp_path, relative))])
+
+
+def test_discover_resources_gives_dra_attributes_per_device(host: FakeHost, tmp_path: Path) -> None:
+    from kubedevice.config import load_config
+
+    populate(host)
+    resources = discover_resources(load_config(write_config(tmp_path)), host.root)
+    fpga = next(r for r in resources if r[0] == "example.com/fpga")
+    assert [d.id for d in fpga[1]] == ["0000:3b:00.0"]
+    assert fpga[2]["0000:3b:00.0"]["vendor"] == {"string": "10ee"}
+    assert fpga[2]["0000:3b:00.0"]["numaNode"] == {"int": 1}
