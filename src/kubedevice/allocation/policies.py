@@ -12,6 +12,7 @@ from __future__ import annotations
 import heapq
 from collections import defaultdict
 from collections.abc import Sequence
+from collections.abc import Set as AbstractSet
 
 from ..device import Device
 
@@ -20,11 +21,11 @@ class AllocationRequestError(ValueError):
     """A preferred-allocation request that contradicts itself or names unknown devices."""
 
 
-def check_request(available: Sequence[str], must_include: Sequence[str], size: int) -> None:
-    """Refuse requests no answer can satisfy, naming the offending IDs."""
+def check_request(pool: AbstractSet[str], must_include: Sequence[str], size: int) -> None:
+    """Refuse requests no answer can satisfy (``pool``: the available IDs), naming the offending IDs."""
     if size < 0:
         raise AllocationRequestError(f"allocation_size {size} is negative")
-    pool, must = set(available), set(must_include)
+    must = set(must_include)
     missing = sorted(must - pool)
     if missing:
         raise AllocationRequestError(f"must_include devices not in available: {', '.join(missing)}")
@@ -34,7 +35,7 @@ def check_request(available: Sequence[str], must_include: Sequence[str], size: i
         raise AllocationRequestError(f"allocation_size {size} is larger than the {len(pool)} available devices")
 
 
-def check_answer(answer: Sequence[str], available: Sequence[str], must_include: Sequence[str], size: int) -> None:
+def check_answer(answer: Sequence[str], pool: AbstractSet[str], must_include: Sequence[str], size: int) -> None:
     """Raise ``ValueError`` if a policy's answer breaks the contract (a bug in the policy)."""
     chosen, must = set(answer), set(must_include)
     problems = []
@@ -44,7 +45,7 @@ def check_answer(answer: Sequence[str], available: Sequence[str], must_include: 
         problems.append(f"has {len(answer)} devices, not {size}")
     if not must <= chosen:
         problems.append(f"omits must_include {', '.join(sorted(must - chosen))}")
-    outside = chosen.difference(available)
+    outside = chosen - pool
     if outside:
         problems.append(f"names unavailable {', '.join(sorted(outside))}")
     if problems:

@@ -45,6 +45,10 @@ class Plugin:
     def device(self, device_id: str) -> Device | None:
         return self._devices.get(device_id)
 
+    def lookup(self, device_ids: Iterable[str]) -> list[Device | None]:
+        """The devices for ``device_ids`` (``None`` where unknown), from one consistent snapshot."""
+        return list(map(self._devices.get, device_ids))  # publish() swaps the dict, never mutates it
+
     def publish(self, devices: Iterable[Device]) -> None:
         """Replace the whole device list; every open ListAndWatch stream gets it."""
         index = check_unique(devices)
