@@ -1,0 +1,35 @@
+# syntax=docker/dockerfile:1
+# kubedevice node daemon. Two stages: the first builds a virtualenv, the second copies only
+# that virtualenv onto a clean slim base, so no pip, wheel cache or build tool ships.
+# Every dependency has manylinux wheels (amd64 and arm64), so neither stage needs a compiler.
+ARG BASE_IMAGE=python:3.11-slim-bookworm
+
+FROM ${BASE_IMAGE} AS build
+ENV PIP_NO_CACHE_DIR=1 \
+    PIP_DISABLE_PIP_VERSION_CHECK=1
+RUN python -m venv /opt/kubedevice
+WORKDIR /src
+COPY pyproject.toml README.md ./
+COPY src ./src
+# Install the project, then drop the installers: the runtime never installs anything.
+RUN /opt/kubedevice/bin/pip install --no-compile . \
+ && /opt/kubedevice/bin/pip uninstall --yes pip setuptools \
+ && /opt/kubedevice/bin/python -m compileall -q -j 0 /opt/kubedevice
+
+FROM ${BASE_IMAGE} AS runtime
+LABEL org.opencontainers.image.title="kubedevice" \
+      org.opencontainers.image.description="Config-driven Kubernetes device plugin daemon" \
+      org.opencontainers.image.licenses="Apache-2.0"
+# Same base image and path as the build stage, so the virtualenv's interpreter links stay valid.
+COPY --from=build /opt/kubedevice /opt/kubedevice
+# Byte code is compiled at build time; the root filesystem is read-only in the DaemonSet.
+ENV PATH=/opt/kubedevice/bin:$PATH \
+    PYTHONDONTWRITEBYTECODE=1 \
+    PYTHONUNBUFFERED=1
+# Non-root by default (kubedevice check, the simulator, demos). The DaemonSet runs it as
+# uid 0 with every capability dropped, because the kubelet's device-plugin directory and
+# kubelet.sock belong to root.
+USER 65532:65532
+EXPOSE 9500
+ENTRYPOINT ["kubedevice"]
+CMD ["serve", "--config", "/etc/kubedevice/config.yaml", "--host-root", "/host", "--metrics-address", ":9500", "--log-format", "json"]

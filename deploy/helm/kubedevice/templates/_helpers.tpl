@@ -1,0 +1,42 @@
+{{/* Chart name, truncated to the 63 characters a label value allows. */}}
+{{- define "kubedevice.name" -}}
+{{- default .Chart.Name .Values.nameOverride | trunc 63 | trimSuffix "-" }}
+{{- end }}
+
+{{/* Object names: the release name alone when it already contains the chart name. */}}
+{{- define "kubedevice.fullname" -}}
+{{- if .Values.fullnameOverride }}
+{{- .Values.fullnameOverride | trunc 63 | trimSuffix "-" }}
+{{- else }}
+{{- $name := default .Chart.Name .Values.nameOverride }}
+{{- if contains $name .Release.Name }}
+{{- .Release.Name | trunc 63 | trimSuffix "-" }}
+{{- else }}
+{{- printf "%s-%s" .Release.Name $name | trunc 63 | trimSuffix "-" }}
+{{- end }}
+{{- end }}
+{{- end }}
+
+{{- define "kubedevice.selectorLabels" -}}
+app.kubernetes.io/name: {{ include "kubedevice.name" . }}
+app.kubernetes.io/instance: {{ .Release.Name }}
+{{- end }}
+
+{{- define "kubedevice.labels" -}}
+helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" | trunc 63 | trimSuffix "-" }}
+{{ include "kubedevice.selectorLabels" . }}
+app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
+app.kubernetes.io/managed-by: {{ .Release.Service }}
+{{- end }}
+
+{{/* The config file the daemon reads: the paths come from the chart's own keys. */}}
+{{- define "kubedevice.config" -}}
+plugin_dir: {{ .Values.pluginDir }}
+host_root: {{ .Values.hostRoot.path }}
+cdi_dir: {{ .Values.cdi.dir }}
+{{ toYaml (omit .Values.config "plugin_dir" "host_root" "cdi_dir") }}
+{{- end }}
+
+{{- define "kubedevice.image" -}}
+{{ .Values.image.repository }}:{{ .Values.image.tag | default .Chart.AppVersion }}
+{{- end }}

@@ -1,0 +1,328 @@
+"""Prometheus metrics, liveness and readiness over one small asyncio HTTP server.
+
+``prometheus_client`` is imported only when a :class:`Metrics` is built, so a library user
+who never turns metrics on does not pay for it. The HTTP server is a few dozen lines on
+``asyncio.start_server``: three fixed GET endpoints do not justify a web framework, and it
+runs on the daemon's own event loop instead of the extra thread ``prometheus_client``'s
+server would start.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import threading
+from collections.abc import Iterable
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from prometheus_client import CollectorRegistry
+
+ALLOCATION_RESULTS = ("ok", "invalid_argument", "failed_precondition", "internal")
+REGISTRATION_RESULTS = ("ok", "rejected", "error")
+HOTPLUG_ACTIONS = ("added", "removed")
+# Allocate answers in well under a millisecond; ListAndWatch streams are not timed here.
+RPC_BUCKETS = (0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 5.0)
+
+
+class Metrics:
+    """Every kubedevice metric, on a registry of its own.
+
+    A private registry (plus the process, platform and GC collectors) keeps one daemon's
+    series apart from anything else imported in the process and lets tests build as many
+    as they like. Each resource's label sets are created at zero on first sight so that
+    ``rate()`` and ``increase()`` work from the first event, as Prometheus advises.
+    """
+
+    def __init__(self, registry: CollectorRegistry | None = None) -> None:
+        import prometheus_client as prom  # noqa: PLC0415 - lazy on purpose, see the module docstring
+
+        from . import __version__  # noqa: PLC0415 - the package imports nothing from here
+
+        own = registry is None
+        self.registry: CollectorRegistry | None = prom.CollectorRegistry() if registry is None else registry
+        reg = self.registry
+        if own:
+            prom.ProcessCollector(registry=reg)
+            prom.PlatformCollector(registry=reg)
+            prom.GCCollector(registry=reg)
+        prom.Gauge("kubedevice_build_info", "Version of the running kubedevice.", ["version"],
+                   registry=reg).labels(__version__).set(1)
+        self._devices = prom.Gauge("kubedevice_devices", "Devices advertised to the kubelet, by health.",
+                                   ["resource", "health"], registry=reg)
+        self._allocations = prom.Counter("kubedevice_allocations", "Allocate calls by result.",
+                                         ["resource", "result"], registry=reg)
+        self._preferred = prom.Counter("kubedevice_preferred_allocations",
+                                       "GetPreferredAllocation calls by result.",
+                                       ["resource", "result"], registry=reg)
+        self._rpc = prom.Histogram("kubedevice_rpc_duration_seconds", "Time to answer a device plugin RPC.",
+                                   ["resource", "method"], buckets=RPC_BUCKETS, registry=reg)
+        self._registrations = prom.Counter("kubedevice_registrations", "Register calls to the kubelet by result.",
+                                           ["resource", "result"], registry=reg)
+        self._kubelet_restarts = prom.Counter("kubedevice_kubelet_restarts",
+                                              "Kubelet restarts seen (its socket re-created).", registry=reg)
+        self._hotplug = prom.Counter("kubedevice_hotplug_events", "Devices that appeared or disappeared.",
+                                     ["resource", "action"], registry=reg)
+        self._health_failures = prom.Counter("kubedevice_health_check_failures",
+                                             "Health checks that found a device unhealthy.",
+                                             ["resource", "check"], registry=reg)
+        self._seen: set[str] = set()
+        self._seen_lock = threading.Lock()
+        # Every labelled child, by (metric, resource, label): ``labels()`` takes a lock and
+        # validates on every call, which these calls on every RPC's path avoid; and
+        # forget() knows from here exactly which series a resource has.
+        self._children: dict[tuple[Any, str, str], Any] = {}
+
+    @classmethod
+    def disabled(cls) -> Metrics:
+        """A do-nothing stand-in: callers record unconditionally, and it costs a method call."""
+        return _DisabledMetrics()
+
+    @property
+    def enabled(self) -> bool:
+        return True
+
+    def _see(self, resource: str) -> None:
+        """Create the resource's known label sets at zero, once."""
+        if resource in self._seen:
+            return
+        with self._seen_lock:
+            if resource in self._seen:
+                return
+            for result in ALLOCATION_RESULTS:
+                self._child(self._allocations, resource, result)
+                self._child(self._preferred, resource, result)
+            for result in REGISTRATION_RESULTS:
+                self._child(self._registrations, resource, result)
+            for action in HOTPLUG_ACTIONS:
+                self._child(self._hotplug, resource, action)
+            self._seen.add(resource)
+
+    def _child(self, metric: Any, resource: str, label: str) -> Any:
+        key = (metric, resource, label)
+        child = self._children.get(key)
+        if child is None:
+            child = self._children.setdefault(key, metric.labels(resource, label))
+        return child
+
+    def set_devices(self, resource: str, healthy: int, unhealthy: int) -> None:
+        self._see(resource)
+        self._child(self._devices, resource, "healthy").set(healthy)
+        self._child(self._devices, resource, "unhealthy").set(unhealthy)
+
+    def forget(self, resource: str) -> None:
+        """Drop a resource's series, e.g. when a config reload removes it, so no stale gauge lingers."""
+        with self._seen_lock:
+            self._seen.discard(resource)
+            for key in [key for key in list(self._children) if key[1] == resource]:
+                metric, _, label = key
+                del self._children[key]
+                metric.remove(resource, label)
+
+    def allocation(self, resource: str, result: str) -> None:
+        self._see(resource)
+        self._child(self._allocations, resource, result).inc()
+
+    def preferred_allocation(self, resource: str, result: str) -> None:
+        self._see(resource)
+        self._child(self._preferred, resource, result).inc()
+
+    def observe_rpc(self, resource: str, method: str, seconds: float) -> None:
+        self._child(self._rpc, resource, method).observe(seconds)
+
+    def registration(self, resource: str, result: str) -> None:
+        self._see(resource)
+        self._child(self._registrations, resource, result).inc()
+
+    def kubelet_restart(self) -> None:
+        self._kubelet_restarts.inc()
+
+    def hotplug(self, resource: str, action: str) -> None:
+        self._see(resource)
+        self._child(self._hotplug, resource, action).inc()
+
+    def health_check_failure(self, resource: str, check: str) -> None:
+        self._child(self._health_failures, resource, check).inc()
+
+    def exposition(self, accept: str = "") -> tuple[bytes, str]:
+        """The scrape body and its content type, in the format the scraper asked for."""
+        from prometheus_client.exposition import choose_encoder  # noqa: PLC0415
+
+        assert self.registry is not None
+        encoder, content_type = choose_encoder(accept)
+        return encoder(self.registry), content_type
+
+
+class _DisabledMetrics(Metrics):
+    """Metrics off: no prometheus_client import, no registry, every record a no-op."""
+
+    def __init__(self) -> None:  # deliberately not calling super(): that is the whole point
+        self.registry = None
+
+    @property
+    def enabled(self) -> bool:
+        return False
+
+    def set_devices(self, resource: str, healthy: int, unhealthy: int) -> None:
+        pass
+
+    def forget(self, resource: str) -> None:
+        pass
+
+    def allocation(self, resource: str, result: str) -> None:
+        pass
+
+    def preferred_allocation(self, resource: str, result: str) -> None:
+        pass
+
+    def observe_rpc(self, resource: str, method: str, seconds: float) -> None:
+        pass
+
+    def registration(self, resource: str, result: str) -> None:
+        pass
+
+    def kubelet_restart(self) -> None:
+        pass
+
+    def hotplug(self, resource: str, action: str) -> None:
+        pass
+
+    def health_check_failure(self, resource: str, check: str) -> None:
+        pass
+
+
+class Readiness:
+    """Which configured resources are registered with the kubelet and serving.
+
+    Updated from gRPC and watcher threads and read by the HTTP handler, hence the lock.
+    Resources outside the configured set are ignored: a plugin that is shutting down after
+    a reload removed it must not make the daemon unready for good.
+    """
+
+    def __init__(self, resources: Iterable[str]) -> None:
+        self._lock = threading.Lock()
+        self._state: dict[str, bool] = dict.fromkeys(resources, False)
+
+    def configure(self, resources: Iterable[str]) -> None:
+        """Replace the configured set (config reload), keeping the state of resources that stay."""
+        with self._lock:
+            self._state = {name: self._state.get(name, False) for name in resources}
+
+    def set_registered(self, resource: str, registered: bool) -> None:
+        with self._lock:
+            if resource in self._state:
+                self._state[resource] = registered
+
+    def ready(self) -> bool:
+        with self._lock:
+            return all(self._state.values())
+
+    def detail(self) -> dict[str, bool]:
+        with self._lock:
+            return dict(self._state)
+
+
+# -- HTTP ---------------------------------------------------------------------------
+MAX_REQUEST_HEAD = 8192
+REQUEST_TIMEOUT = 5.0
+_REASONS = {200: "OK", 400: "Bad Request", 404: "Not Found", 405: "Method Not Allowed", 503: "Service Unavailable"}
+_TEXT = "text/plain; charset=utf-8"
+
+
+def parse_address(address: str) -> tuple[str | None, int]:
+    """``HOST:PORT``, ``:PORT`` (all interfaces) or ``[V6]:PORT`` to what asyncio binds."""
+    host, sep, port_text = address.rpartition(":")
+    if not sep or not port_text.isdigit() or int(port_text) > 65535:
+        raise ValueError(f"metrics address {address!r}: expected HOST:PORT, e.g. ':9500' or '127.0.0.1:0'")
+    host = host[1:-1] if host.startswith("[") and host.endswith("]") else host
+    return (host or None), int(port_text)
+
+
+class MetricsServer:
+    """The running /metrics, /healthz and /readyz endpoint."""
+
+    def __init__(self, metrics: Metrics, readiness: Readiness) -> None:
+        self._metrics = metrics
+        self._readiness = readiness
+        self._server: asyncio.Server | None = None
+
+    async def listen(self, host: str | None, port: int) -> None:
+        self._server = await asyncio.start_server(self.handle, host, port, limit=MAX_REQUEST_HEAD,
+                                                  reuse_address=True)
+
+    @property
+    def port(self) -> int:
+        assert self._server is not None, "listen() first"
+        return int(self._server.sockets[0].getsockname()[1])
+
+    async def close(self) -> None:
+        if self._server is not None:
+            self._server.close()
+            await self._server.wait_closed()
+
+    async def handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        """Answer one request and close: probes and scrapers do not need keep-alive."""
+        try:
+            head = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), REQUEST_TIMEOUT)
+        except (asyncio.LimitOverrunError, asyncio.IncompleteReadError, TimeoutError, ConnectionError):
+            writer.close()  # a client that sends no complete head within limits gets nothing
+            return
+        status, headers, body = await self.respond(head.decode("latin-1"))
+        payload = b"" if head.startswith(b"HEAD ") else body
+        writer.write(_response(status, headers, payload, len(body)))
+        with contextlib.suppress(ConnectionError):
+            await writer.drain()
+        writer.close()
+        with contextlib.suppress(ConnectionError):
+            await writer.wait_closed()
+
+    async def respond(self, head: str) -> tuple[int, dict[str, str], bytes]:
+        """Route a request head to (status, headers, body)."""
+        request_line, *header_lines = head.split("\r\n")
+        parts = request_line.split(" ")
+        if len(parts) != 3:
+            return 400, {"Content-Type": _TEXT}, b"bad request\n"
+        method, target, _ = parts
+        if method not in ("GET", "HEAD"):
+            return 405, {"Content-Type": _TEXT, "Allow": "GET, HEAD"}, b"method not allowed\n"
+        path = target.split("?", 1)[0]
+        if path == "/healthz":
+            return 200, {"Content-Type": _TEXT}, b"ok\n"
+        if path == "/readyz":
+            return self._readyz()
+        if path == "/metrics" and self._metrics.enabled:
+            # Off the loop: a big registry takes milliseconds to render, and the GIL's switch
+            # interval then lets gRPC handlers on the loop interleave instead of waiting.
+            body, content_type = await asyncio.to_thread(self._metrics.exposition, _header(header_lines, "accept"))
+            return 200, {"Content-Type": content_type}, body
+        return 404, {"Content-Type": _TEXT}, b"not found\n"
+
+    def _readyz(self) -> tuple[int, dict[str, str], bytes]:
+        """Kubernetes' verbose readyz style: one [+]/[-] line per resource, then the verdict."""
+        detail = self._readiness.detail()
+        lines = [f"[{'+' if ok else '-'}]{name} {'registered' if ok else 'not registered'}"
+                 for name, ok in sorted(detail.items())]
+        ready = all(detail.values())
+        lines.append("readyz check passed" if ready else "readyz check failed")
+        return (200 if ready else 503), {"Content-Type": _TEXT}, ("\n".join(lines) + "\n").encode()
+
+
+def _header(lines: list[str], name: str) -> str:
+    for line in lines:
+        key, sep, value = line.partition(":")
+        if sep and key.strip().lower() == name:
+            return value.strip()
+    return ""
+
+
+def _response(status: int, headers: dict[str, str], body: bytes, length: int) -> bytes:
+    head = [f"HTTP/1.1 {status} {_REASONS[status]}", f"Content-Length: {length}", "Connection: close"]
+    head += [f"{key}: {value}" for key, value in headers.items()]
+    return ("\r\n".join(head) + "\r\n\r\n").encode("latin-1") + body
+
+
+async def start_http_server(address: str, metrics: Metrics, readiness: Readiness) -> MetricsServer:
+    """Serve /metrics, /healthz and /readyz on ``address`` (port 0 picks a free port)."""
+    server = MetricsServer(metrics, readiness)
+    await server.listen(*parse_address(address))
+    return server

@@ -1,0 +1,212 @@
+"""The Helm chart: lints, renders with every option, and every object is valid Kubernetes."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from kubedevice.config import parse_config
+from kubedevice.metrics import parse_address
+
+from .helmkit import CHART, Helm, by_kind, one, validate_all
+
+ALL_OPTIONS = ("resourceSlices.enabled=true", "metrics.podMonitor.enabled=true",
+               "metrics.serviceMonitor.enabled=true", "hostRoot.mountAll=true", "rollOnConfigChange=true",
+               "podAnnotations.team=devices", "extraArgs={--log-level,debug}",
+               "imagePullSecrets[0].name=regcred")
+VALUE_SETS = {"defaults": (), "all-options": ALL_OPTIONS, "no-monitoring-ns": ("fullnameOverride=kd",)}
+
+
+def container(docs: list[dict[str, Any]]) -> dict[str, Any]:
+    (c,) = one(docs, "DaemonSet")["spec"]["template"]["spec"]["containers"]
+    assert isinstance(c, dict)
+    return c
+
+
+def pod_spec(docs: list[dict[str, Any]]) -> dict[str, Any]:
+    spec: dict[str, Any] = one(docs, "DaemonSet")["spec"]["template"]["spec"]
+    return spec
+
+
+def mounts(docs: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    """mountPath -> the mount and its volume's hostPath (if any)."""
+    volumes = {v["name"]: v for v in pod_spec(docs)["volumes"]}
+    return {m["mountPath"]: {**m, "volume": volumes[m["name"]]} for m in container(docs)["volumeMounts"]}
+
+
+@pytest.mark.parametrize("sets", [(), ALL_OPTIONS], ids=["defaults", "all-options"])
+def test_helm_lint_strict_passes(helm: Helm, sets: tuple[str, ...]) -> None:
+    args = [arg for item in sets for arg in ("--set", item)]
+    result = helm.run("lint", "--strict", str(CHART), *args)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "0 chart(s) failed" in result.stdout
+
+
+@pytest.mark.parametrize("name", list(VALUE_SETS))
+def test_every_rendered_object_validates_against_kubernetes_openapi(helm: Helm, name: str) -> None:
+    docs = helm.template(*VALUE_SETS[name])
+    assert {"ConfigMap", "DaemonSet"} <= {d["kind"] for d in docs}
+    validate_all(docs)
+
+
+def test_daemonset_has_the_node_agent_essentials(helm: Helm) -> None:
+    docs = helm.template()
+    ds = one(docs, "DaemonSet")
+    spec = pod_spec(docs)
+    assert spec["priorityClassName"] == "system-node-critical"
+    assert ds["spec"]["updateStrategy"] == {"type": "RollingUpdate", "rollingUpdate": {"maxUnavailable": 1}}
+    assert {"operator": "Exists", "effect": "NoSchedule"} in spec["tolerations"]
+    assert spec["nodeSelector"] == {"kubernetes.io/os": "linux"}
+    assert ds["spec"]["selector"]["matchLabels"].items() <= ds["spec"]["template"]["metadata"]["labels"].items()
+    c = container(docs)
+    assert c["resources"] == {"requests": {"cpu": "10m", "memory": "64Mi"}, "limits": {"memory": "128Mi"}}
+    security = c["securityContext"]
+    assert security["capabilities"] == {"drop": ["ALL"]}
+    assert security["readOnlyRootFilesystem"] is True and security["allowPrivilegeEscalation"] is False
+
+
+def test_container_command_is_the_documented_serve_line(helm: Helm) -> None:
+    c = container(helm.template())
+    assert [*c["command"], *c["args"]] == [
+        "kubedevice", "serve", "--config", "/etc/kubedevice/config.yaml", "--host-root", "/host",
+        "--metrics-address", ":9500", "--log-format", "json", "--log-level", "info"]
+
+
+def test_probes_and_ports_point_at_the_metrics_server(helm: Helm) -> None:
+    c = container(helm.template("metrics.port=9611"))
+    args = c["args"]
+    _, port = parse_address(args[args.index("--metrics-address") + 1])
+    (declared,) = c["ports"]
+    assert (declared["name"], declared["containerPort"]) == ("metrics", port) == ("metrics", 9611)
+    assert c["livenessProbe"]["httpGet"] == {"path": "/healthz", "port": "metrics"}
+    assert c["startupProbe"]["httpGet"] == {"path": "/healthz", "port": "metrics"}
+    assert c["readinessProbe"]["httpGet"] == {"path": "/readyz", "port": "metrics"}
+
+
+def test_host_mounts_are_the_right_paths_and_modes(helm: Helm) -> None:
+    m = mounts(helm.template())
+    plugin = m["/var/lib/kubelet/device-plugins"]
+    assert plugin["volume"]["hostPath"]["path"] == "/var/lib/kubelet/device-plugins"
+    assert not plugin.get("readOnly")  # the daemon creates its sockets there
+    for host_path in ("/dev", "/sys"):
+        mount = m[f"/host{host_path}"]
+        assert mount["readOnly"] is True
+        assert mount["volume"]["hostPath"]["path"] == host_path
+    cdi = m["/var/run/cdi"]
+    assert not cdi.get("readOnly") and cdi["volume"]["hostPath"]["type"] == "DirectoryOrCreate"
+    config = m["/etc/kubedevice"]
+    assert "subPath" not in config  # a subPath mount would never see a changed ConfigMap
+    assert config["volume"]["configMap"]["name"] == one(helm.template(), "ConfigMap")["metadata"]["name"]
+
+
+def test_whole_host_root_option_replaces_dev_and_sys(helm: Helm) -> None:
+    m = mounts(helm.template("hostRoot.mountAll=true", "hostRoot.path=/rootfs"))
+    assert m["/rootfs"]["volume"]["hostPath"]["path"] == "/"
+    assert m["/rootfs"]["readOnly"] is True and m["/rootfs"]["mountPropagation"] == "HostToContainer"
+    assert "/rootfs/dev" not in m and "/host/dev" not in m
+
+
+def test_configmap_carries_a_config_the_daemon_accepts_with_the_mounted_paths(helm: Helm) -> None:
+    docs = helm.template("pluginDir=/var/lib/k0s/kubelet/device-plugins", "cdi.dir=/etc/cdi")
+    text = one(docs, "ConfigMap")["data"]["config.yaml"]
+    config = parse_config(text)
+    assert [r.name for r in config.resources] == ["example.com/null"]
+    assert str(config.plugin_dir) == "/var/lib/k0s/kubelet/device-plugins"
+    assert str(config.host_root) == "/host"
+    assert str(config.cdi_dir) == "/etc/cdi"
+    m = mounts(docs)
+    assert {str(config.plugin_dir), str(config.cdi_dir)} <= set(m)
+    assert m[str(config.plugin_dir)]["volume"]["hostPath"]["path"] == str(config.plugin_dir)
+
+
+def test_custom_resources_from_a_values_file_reach_the_config(helm: Helm, tmp_path: Path) -> None:
+    values = tmp_path / "values.yaml"
+    values.write_text(yaml.safe_dump({"config": {"resources": [
+        {"name": "example.com/null", "static": {"count": 2, "paths": ["/dev/null"]}},
+        {"name": "example.com/tty", "glob": {"paths": ["/dev/ttyUSB*"]}}]}}))
+    config = parse_config(one(helm.template(values=[values]), "ConfigMap")["data"]["config.yaml"])
+    assert [r.name for r in config.resources] == ["example.com/null", "example.com/tty"]
+
+
+def test_without_resource_slices_there_is_no_api_access_at_all(helm: Helm) -> None:
+    docs = helm.template()
+    kinds = {d["kind"] for d in docs}
+    assert not kinds & {"ServiceAccount", "ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding"}
+    assert pod_spec(docs)["automountServiceAccountToken"] is False
+
+
+def test_resource_slices_get_a_least_privilege_service_account(helm: Helm) -> None:
+    docs = helm.template("resourceSlices.enabled=true", namespace="devices")
+    account = one(docs, "ServiceAccount")
+    spec = pod_spec(docs)
+    assert spec["serviceAccountName"] == account["metadata"]["name"]
+    assert spec["automountServiceAccountToken"] is True
+    role, binding = one(docs, "ClusterRole"), one(docs, "ClusterRoleBinding")
+    assert binding["roleRef"]["name"] == role["metadata"]["name"]
+    assert binding["subjects"] == [{"kind": "ServiceAccount", "name": account["metadata"]["name"],
+                                    "namespace": "devices"}]
+    granted = {(group, resource) for rule in role["rules"] for group in rule["apiGroups"]
+               for resource in rule["resources"]}
+    assert granted == {("resource.k8s.io", "resourceslices"), ("", "nodes")}
+    nodes = next(r for r in role["rules"] if r["resources"] == ["nodes"])
+    assert nodes["verbs"] == ["get"]
+    env = {e["name"]: e for e in container(docs)["env"]}
+    assert env["NODE_NAME"]["valueFrom"]["fieldRef"]["fieldPath"] == "spec.nodeName"
+
+
+def test_pod_monitor_selects_the_daemonset_pods_on_the_metrics_port(helm: Helm) -> None:
+    docs = helm.template("metrics.podMonitor.enabled=true", "metrics.podMonitor.labels.release=prom")
+    monitor = one(docs, "PodMonitor")
+    assert monitor["apiVersion"] == "monitoring.coreos.com/v1"
+    assert monitor["metadata"]["labels"]["release"] == "prom"
+    pod_labels = one(docs, "DaemonSet")["spec"]["template"]["metadata"]["labels"]
+    assert monitor["spec"]["selector"]["matchLabels"].items() <= pod_labels.items()
+    (endpoint,) = monitor["spec"]["podMetricsEndpoints"]
+    assert endpoint["port"] in {p["name"] for p in container(docs)["ports"]}
+    assert endpoint["path"] == "/metrics" and re.fullmatch(r"\d+[smh]", endpoint["interval"])
+
+
+def test_service_monitor_reaches_pods_through_a_headless_service(helm: Helm) -> None:
+    docs = helm.template("metrics.serviceMonitor.enabled=true")
+    monitor, service = one(docs, "ServiceMonitor"), one(docs, "Service")
+    assert service["spec"]["clusterIP"] == "None"
+    assert monitor["spec"]["selector"]["matchLabels"].items() <= service["metadata"]["labels"].items()
+    pod_labels = one(docs, "DaemonSet")["spec"]["template"]["metadata"]["labels"]
+    assert service["spec"]["selector"].items() <= pod_labels.items()
+    (endpoint,) = monitor["spec"]["endpoints"]
+    assert endpoint["port"] == service["spec"]["ports"][0]["name"]
+    assert service["spec"]["ports"][0]["targetPort"] in {p["name"] for p in container(docs)["ports"]}
+    assert not by_kind(helm.template(), "Service")
+
+
+def test_config_checksum_rolls_pods_only_when_asked(helm: Helm) -> None:
+    def annotations(*sets: str) -> dict[str, str]:
+        meta: dict[str, Any] = one(helm.template(*sets), "DaemonSet")["spec"]["template"]["metadata"]
+        return dict(meta.get("annotations", {}))
+
+    assert "checksum/config" not in annotations()
+    first = annotations("rollOnConfigChange=true")["checksum/config"]
+    assert annotations("rollOnConfigChange=true", "podLabels.a=b")["checksum/config"] == first
+    second = annotations("rollOnConfigChange=true", "config.resources[0].static.count=8",
+                         "config.resources[0].name=example.com/null", "config.resources[0].static.paths={/dev/null}")
+    assert second["checksum/config"] != first
+
+
+@pytest.mark.parametrize(("bad", "complaint"), [
+    ("metrics.port=99999", "/metrics/port"), ("log.format=xml", "/log/format"), ("pluginDir=relative", "/pluginDir"),
+    ("typo=1", "typo"), ("config.resources=null", "resources"), ("hostRoot.path=/", "/hostRoot/path"),
+])
+def test_values_schema_rejects_bad_values_naming_the_key(helm: Helm, bad: str, complaint: str) -> None:
+    result = helm.run("template", "x", str(CHART), "--set", bad)
+    assert result.returncode != 0
+    assert complaint in result.stderr
+
+
+def test_release_name_and_overrides_shape_object_names(helm: Helm) -> None:
+    assert one(helm.template(release="gpu"), "DaemonSet")["metadata"]["name"] == "gpu-kubedevice"
+    assert one(helm.template(release="kubedevice-a"), "DaemonSet")["metadata"]["name"] == "kubedevice-a"
+    assert one(helm.template("fullnameOverride=dp"), "ConfigMap")["metadata"]["name"] == "dp"
