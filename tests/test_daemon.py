@@ -265,3 +265,17 @@ def test_health_check_failures_are_counted_by_check_type(tmp_path: Path) -> None
             assert daemon.metric("kubedevice_devices", resource=SERIAL, health="unhealthy") == 1
 
     asyncio.run(main())
+
+
+def test_missing_host_root_is_one_line_and_exit_2(tmp_path: Path) -> None:
+    config = tmp_path / "c.yaml"
+    config.write_text(config_text(NULL))
+    result = subprocess.run(
+        [sys.executable, "-m", "kubedevice", "serve", "--config", str(config), "--host-root", str(tmp_path / "nope")],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert result.returncode == 2 and "Traceback" not in result.stderr
+    assert result.stderr.strip().count("\n") == 0 and "nope" in result.stderr, result.stderr
