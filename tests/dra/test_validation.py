@@ -13,7 +13,10 @@ SUBDOMAIN_MSG = (
     "start and end with an alphanumeric character (e.g. 'example.com', regex used for validation is "
     "'[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*')"
 )
-EXPENSIVE = "device.attributes.all(a, device.attributes.all(b, device.attributes.all(c, a == b)))"
+# Kubernetes' own estimate: 12,785,859 (three levels: 399,555, under the 1,000,000 limit).
+EXPENSIVE = (
+    "device.attributes.all(a, device.attributes.all(b, device.attributes.all(c, device.attributes.all(d, a == b))))"
+)
 
 
 def device_class(spec: dict[str, Any], name: str = "gpu.example.com", version: str = "v1") -> DeviceClass:

@@ -1,0 +1,153 @@
+"""CEL for DRA device selectors with Kubernetes' semantics (k8s.io/dynamic-resource-allocation/cel).
+
+Expressions are parsed, type-checked against the environment Kubernetes would use, and
+compiled once into Python closures; ``Selector.matches`` then evaluates one device.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from functools import lru_cache
+from typing import Any, Literal
+
+from . import engine, operators
+from .cost import estimate
+from .device import CHECKED, precheck
+from .engine import CheckError, Compiler, EnvConfig
+from .fastpath import generate
+from .macros import compile_macro
+from .parser import Node, ParseError, flatten, parse
+from .values import Err, type_name
+
+engine.SPECIAL.update(operators.SPECIAL)
+engine.SPECIAL["@macro"] = compile_macro
+
+MAX_EXPRESSION_BYTES = 10240
+MAX_COST = 1_000_000
+Environment = Literal["NewExpressions", "StoredExpressions"]
+CONSUMABLE_CAPACITY = "DRAConsumableCapacity"
+LIST_TYPE_ATTRIBUTES = "DRAListTypeAttributes"
+
+
+class CELError(Exception):
+    """A selector failed to compile or to evaluate."""
+
+    kind: Literal["compile", "runtime"]
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message)
+        self.message = message
+
+
+class CompileError(CELError):
+    kind: Literal["compile", "runtime"] = "compile"
+
+
+class EvalError(CELError):
+    kind: Literal["compile", "runtime"] = "runtime"
+
+
+@dataclass(frozen=True)
+class DeviceInput:
+    """One device as a selector sees it; attribute values use the ResourceSlice one-key form."""
+
+    driver: str
+    attributes: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
+    capacity: Mapping[str, str] = field(default_factory=dict)
+    allow_multiple_allocations: bool | None = None
+
+
+def env_config(env: Environment, features: Mapping[str, bool] | None) -> EnvConfig:
+    """Stored expressions see every field; new ones only what the feature gates enable."""
+    if env == "StoredExpressions":
+        return EnvConfig("dyn", True, True)
+    gates = features or {}
+    lists = bool(gates.get(LIST_TYPE_ATTRIBUTES, False))
+    return EnvConfig("dyn" if lists else "any", bool(gates.get(CONSUMABLE_CAPACITY, False)), lists)
+
+
+class Selector:
+    """A compiled selector; thread-safe and reusable for any number of devices."""
+
+    def __init__(self, expression: str, fn: Any, cost_estimate: int, fast: bool) -> None:
+        self.expression = expression
+        self.cost_estimate = cost_estimate
+        self.fast = fast  # generated straight-line code rather than the general closures
+        self._fn = fn
+
+    def matches(self, device: DeviceInput) -> bool:
+        """True/False, or EvalError exactly where Kubernetes' DeviceMatches fails."""
+        try:
+            if device.__dict__.get(CHECKED, precheck) is not None:
+                precheck(device)
+            result = self._fn({"device": device})
+        except Err as exc:
+            raise EvalError(str(exc)) from None
+        except RecursionError:
+            raise EvalError("expression too deeply nested") from None
+        if result is True or result is False:
+            return result
+        raise EvalError(f"CEL result of type {type_name(result)} could not be converted to bool")
+
+    def __repr__(self) -> str:
+        return f"Selector({self.expression!r})"
+
+
+def _frozen_features(features: Mapping[str, bool] | None) -> tuple[tuple[str, bool], ...]:
+    return tuple(sorted((features or {}).items()))
+
+
+def compile_selector(expression: str, *, env: Environment = "NewExpressions",
+                     features: Mapping[str, bool] | None = None) -> Selector:
+    """Compile (cached) or raise CompileError with cel-go's classification."""
+    return _compile(expression, env, _frozen_features(features), True)
+
+
+def compile_general(expression: str, *, env: Environment = "NewExpressions",
+                    features: Mapping[str, bool] | None = None) -> Selector:
+    """Like compile_selector but never uses the fast path, so tests can hold both to Kubernetes."""
+    return _compile(expression, env, _frozen_features(features), False)
+
+
+# Parsing and compiling recurse once per nesting level (cel-go allows 250); leave them room.
+_RECURSION_NEEDED = 12_000
+
+
+@lru_cache(maxsize=1024)
+def _compile(expression: str, env: Environment, features: tuple[tuple[str, bool], ...], fast: bool) -> Selector:
+    config = env_config(env, dict(features))
+    if sys.getrecursionlimit() < _RECURSION_NEEDED:
+        sys.setrecursionlimit(_RECURSION_NEEDED)
+    try:
+        tree = parse(expression)
+        compiler = Compiler(config)
+        compiled = compiler.compile(tree)
+    except (ParseError, CheckError) as exc:
+        raise CompileError(f"compilation failed: {exc}") from None
+    except RecursionError:
+        raise CompileError("compilation failed: expression recursion limit exceeded") from None
+    if compiled.type not in ("bool", config.attribute_type):
+        shown = engine.fmt(compiled.type)
+        raise CompileError(f"must evaluate to bool or the unknown type, not {shown}")
+    cost = estimate(tree, compiler.types)
+    fn = generate(compiler, tree) if fast else None
+    return Selector(expression, fn or compiled.fn, cost, fn is not None)
+
+
+def top_level_clauses(expression: str) -> list[str]:
+    """Source text of each operand of a top-level && chain, for explaining which clause failed."""
+    try:
+        root = parse(expression)
+    except (ParseError, RecursionError):
+        return [expression]
+    clauses: list[Node] = []
+    flatten(root, "_&&_", clauses)
+    return [expression[n.start:n.end].strip() for n in clauses]
+
+
+__all__ = [
+    "MAX_COST", "MAX_EXPRESSION_BYTES", "CELError", "CompileError", "DeviceInput", "Environment",
+    "EvalError", "Selector", "compile_selector", "top_level_clauses",
+]

@@ -1,0 +1,52 @@
+"""`kubedevice dra cel`: evaluate selector cases given as JSON lines, one answer line each."""
+
+from __future__ import annotations
+
+import json
+import sys
+from typing import Any
+
+from . import CELError, DeviceInput, compile_selector
+
+
+def _capacity(raw: Any) -> dict[str, str]:
+    if not isinstance(raw, dict):
+        raise ValueError("capacity must be an object")
+    out = {}
+    for name, value in raw.items():
+        if not isinstance(value, dict) or not isinstance(value.get("value"), str):
+            raise ValueError(f"capacity {name!r} needs a string \"value\"")
+        out[name] = value["value"]
+    return out
+
+
+def answer(line: str) -> dict[str, Any]:
+    """One input line to one answer object; never raises."""
+    try:
+        case = json.loads(line)
+        if not isinstance(case, dict) or not isinstance(case.get("expression"), str):
+            raise ValueError("input must be an object with a string \"expression\"")
+        attributes = case.get("attributes") or {}
+        if not isinstance(attributes, dict) or not all(isinstance(a, dict) for a in attributes.values()):
+            raise ValueError("attributes must map names to objects")
+        device = DeviceInput(str(case.get("driver", "")), attributes, _capacity(case.get("capacity") or {}),
+                             case.get("allowMultipleAllocations"))
+        env = case.get("env") or "NewExpressions"
+        if env not in ("NewExpressions", "StoredExpressions"):
+            raise ValueError(f"unknown env {env!r}")
+        selector = compile_selector(case["expression"], env="StoredExpressions" if env == "StoredExpressions"
+                                    else "NewExpressions", features=case.get("features") or {})
+        return {"result": selector.matches(device)}
+    except CELError as exc:
+        return {"error": exc.kind, "message": exc.message}
+    except (ValueError, TypeError, AttributeError) as exc:
+        return {"error": "input", "message": str(exc)}
+
+
+def cel_command() -> None:
+    """Read stdin until EOF, answering and flushing line by line."""
+    for line in sys.stdin:
+        if not line.strip():
+            continue
+        sys.stdout.write(json.dumps(answer(line)) + "\n")
+        sys.stdout.flush()

@@ -1,0 +1,443 @@
+"""Type-check a parsed CEL expression and compile it into nested Python closures.
+
+Checking mirrors cel-go's outcome classes (undeclared names, unknown fields, no matching
+overload, wrong result type) so compile errors match Kubernetes; the closures then run
+without any per-node dispatch, which is what makes simple selectors fast.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from . import values as v
+from .device import attribute_domains, capacity_domains, memoised, value_getter
+from .library import DYN, INCLUDES, OVERLOADS, QTY, SEMVER, Overload
+from .parser import Call, Comprehension, Ident, ListLit, Lit, MapLit, Node, Select
+from .quantity import Quantity
+from .semver import Semver
+from .values import NONE, Err, Optional, UInt
+
+Closure = Callable[[dict[str, Any]], Any]
+DEVICE = "kubernetes.DRADevice"
+
+
+class CheckError(Exception):
+    """A type-check failure; becomes a compile error."""
+
+
+@dataclass(frozen=True)
+class EnvConfig:
+    """What the selected Kubernetes environment declares."""
+
+    attribute_type: str  # "any" before list-type attributes, "dyn" with them
+    allow_multiple_allocations: bool
+    includes: bool
+
+
+@dataclass
+class Compiled:
+    type: Any
+    fn: Closure
+    cost: int  # work of one evaluation outside loops: what a comprehension charges per iteration
+
+
+def is_dyn(t: Any) -> bool:
+    return t in (DYN, "any")
+
+
+def assignable(want: Any, have: Any, binding: dict[str, Any]) -> bool:
+    """Is a value of type ``have`` acceptable where ``want`` is declared (binding type params)?"""
+    if isinstance(want, str) and len(want) == 1:
+        bound = binding.get(want)
+        if bound is None:
+            binding[want] = have
+            return True
+        return is_dyn(bound) or is_dyn(have) or assignable(bound, have, binding)
+    if is_dyn(want) or is_dyn(have) or have == "error":
+        return True
+    if isinstance(want, tuple) and isinstance(have, tuple):
+        return want[0] == have[0] and len(want) == len(have) and all(
+            assignable(w, h, binding) for w, h in zip(want[1:], have[1:], strict=True))
+    if want == "null_type" or have == "null_type":
+        other = have if want == "null_type" else want
+        return other in _NULLABLE or want == have
+    return bool(want == have)
+
+
+_NULLABLE = frozenset({"null_type", QTY, SEMVER, DEVICE, "any"})
+
+
+def substitute(t: Any, binding: dict[str, Any]) -> Any:
+    if isinstance(t, str) and len(t) == 1:
+        return binding.get(t, DYN)
+    if isinstance(t, tuple):
+        return (t[0], *(substitute(p, binding) for p in t[1:]))
+    return t
+
+
+def join_types(types: list[Any]) -> Any:
+    """Element type of a literal list/map: the common type, or dyn when they differ."""
+    if not types:
+        return DYN
+    first = types[0]
+    return first if all(t == first for t in types) else DYN
+
+
+def fmt(t: Any) -> str:
+    if isinstance(t, tuple):
+        return f"{t[0]}({', '.join(fmt(p) for p in t[1:])})"
+    return "google.protobuf.Any" if t == "any" else str(t)
+
+
+class Compiler:
+    """Compiles one checked expression for one environment."""
+
+    def __init__(self, env: EnvConfig) -> None:
+        self.env = env
+        self.scopes: list[dict[str, Any]] = []
+        self.types: dict[int, Any] = {}  # id(node) -> checked type, for the cost estimator
+
+    def compile(self, node: Node) -> Compiled:
+        method = getattr(self, "c_" + type(node).__name__)
+        result: Compiled = method(node)
+        self.types[id(node)] = result.type
+        return result
+
+    # literals and names -------------------------------------------------------------
+    def c_Lit(self, node: Lit) -> Compiled:
+        value = UInt(node.value) if node.kind == "uint" else node.value
+        kind = {"null": "null_type"}.get(node.kind, node.kind)
+        return Compiled(kind, _constant(value), 0)
+
+    def c_Ident(self, node: Ident) -> Compiled:
+        name = node.name
+        declared = next((scope[name] for scope in reversed(self.scopes) if name in scope), None)
+        if declared is not None:
+            return Compiled(declared, lambda a: a[name], 1)
+        if name == "device":
+            return Compiled(DEVICE, lambda a: a["device"], 1)
+        raise CheckError(f"undeclared reference to '{name}' (in container '')")
+
+    def c_ListLit(self, node: ListLit) -> Compiled:
+        parts = [self.compile(e) for e in node.elements]
+        elem_types = [p.type[1] if i in node.optional and isinstance(p.type, tuple) else p.type
+                      for i, p in enumerate(parts)]
+        for i in node.optional:
+            if not (isinstance(parts[i].type, tuple) and parts[i].type[0] == "optional") and not is_dyn(parts[i].type):
+                raise CheckError("optional list element must be optional_type")
+        self._homogeneous(elem_types)
+        fns = [p.fn for p in parts]
+        opt = frozenset(node.optional)
+        if not opt and all(isinstance(e, Lit) for e in node.elements):
+            constant = [f({}) for f in fns]
+            return Compiled(("list", join_types(elem_types)), lambda _a: constant, 10)
+
+        def build(a: dict[str, Any]) -> list[Any]:
+            out = []
+            for i, f in enumerate(fns):
+                item = f(a)
+                if i in opt:
+                    if not isinstance(item, Optional):
+                        raise v.no_overload("optional list element", item)
+                    if not item.present:
+                        continue
+                    item = item.value
+                out.append(item)
+            return out
+
+        return Compiled(("list", join_types(elem_types)), build, 10 + sum(p.cost for p in parts))
+
+    def _homogeneous(self, types: list[Any]) -> None:
+        known = [t for t in types if not is_dyn(t)]
+        for t in known:
+            if not assignable(known[0], t, {}) or not assignable(t, known[0], {}):
+                raise CheckError(f"expected type '{fmt(known[0])}' but found '{fmt(t)}'")
+
+    def c_MapLit(self, node: MapLit) -> Compiled:
+        keys = [self.compile(k) for k, _, _ in node.entries]
+        vals = [self.compile(val) for _, val, _ in node.entries]
+        for k in keys:
+            if k.type not in ("string", "int", "uint", "bool") and not is_dyn(k.type):
+                raise CheckError(f"unsupported map key type: {fmt(k.type)}")
+        self._homogeneous([k.type for k in keys])
+        val_types = [p.type[1] if o and isinstance(p.type, tuple) else p.type
+                     for p, (_, _, o) in zip(vals, node.entries, strict=True)]
+        self._homogeneous(val_types)
+        pairs = [(k.fn, val.fn, o) for k, val, (_, _, o) in zip(keys, vals, node.entries, strict=True)]
+
+        def build(a: dict[str, Any]) -> dict[Any, Any]:
+            out: dict[Any, Any] = {}
+            for kf, vf, opt in pairs:
+                key, value = kf(a), vf(a)
+                if type(key) not in (str, int, UInt, bool):
+                    raise Err(f"unsupported key type: {v.type_name(key)}")
+                if opt:
+                    if not isinstance(value, Optional):
+                        raise v.no_overload("optional map entry", value)
+                    if not value.present:
+                        continue
+                    value = value.value
+                out[key] = value
+            return out
+
+        return Compiled(("map", join_types([k.type for k in keys]), join_types(val_types)), build,
+                        30 + sum(p.cost for p in keys + vals))
+
+    # field selection ------------------------------------------------------------------
+    def c_Select(self, node: Select) -> Compiled:
+        operand = self.compile(node.operand)
+        if operand.type == DEVICE:
+            return self._device_field(node, operand)
+        field = node.field
+        direct = self._direct_lookup(node.operand, field, node.test_only or node.optional)
+        if direct is not None:
+            return direct
+        of = operand.fn
+        if node.test_only:
+            return self._has(operand, field)
+        if node.optional:
+            return self._optional_select(operand, field)
+        if isinstance(operand.type, tuple) and operand.type[0] == "map":
+            if operand.type[1] not in ("string",) and not is_dyn(operand.type[1]):
+                raise CheckError(f"type '{fmt(operand.type)}' does not support field selection")
+            result_type = operand.type[2]
+        elif is_dyn(operand.type):
+            result_type = DYN
+        else:
+            raise CheckError(f"type '{fmt(operand.type)}' does not support field selection")
+
+        def select(a: dict[str, Any]) -> Any:
+            return v.index(_map_only(of(a), field), field)
+
+        return Compiled(result_type, select, operand.cost + 1)
+
+    def device_domain(self, node: Node) -> tuple[str, str] | None:
+        """(field, domain) when ``node`` is ``device.attributes["d"]`` or ``device.capacity.d``."""
+        if isinstance(node, Call) and node.function == "_[_]" and node.target is None:
+            container, key = node.args
+            if not (isinstance(key, Lit) and key.kind == "string"):
+                return None
+        elif isinstance(node, Select) and not node.test_only and not node.optional:
+            container, key = node.operand, Lit(0, 0, node.field, "string")
+        else:
+            return None
+        if isinstance(container, Select) and container.field in ("attributes", "capacity") \
+                and not container.test_only and not container.optional \
+                and isinstance(container.operand, Ident) and container.operand.name == "device" \
+                and not any("device" in scope for scope in self.scopes):
+            return container.field, str(key.value)
+        return None
+
+    def _direct_lookup(self, operand: Node, ident: str, skip: bool) -> Compiled | None:
+        """``device.attributes["d"].name``: read one attribute instead of building maps."""
+        where = None if skip else self.device_domain(operand)
+        if where is None:
+            return None
+        get = value_getter(*where, ident)
+        result_type = self.env.attribute_type if where[0] == "attributes" else QTY
+        return Compiled(result_type, lambda a: get(a["device"]), 3)
+
+    def _has(self, operand: Compiled, field: str) -> Compiled:
+        if not (is_dyn(operand.type) or (isinstance(operand.type, tuple) and operand.type[0] == "map")):
+            raise CheckError(f"type '{fmt(operand.type)}' does not support field selection")
+        of = operand.fn
+        return Compiled("bool", lambda a: v.has_key(_map_only(of(a), field), field), operand.cost)
+
+    def _optional_select(self, operand: Compiled, field: str) -> Compiled:
+        inner = operand.type[1] if isinstance(operand.type, tuple) and operand.type[0] == "optional" else operand.type
+        result = inner[2] if isinstance(inner, tuple) and inner[0] == "map" else DYN
+        if not (is_dyn(inner) or (isinstance(inner, tuple) and inner[0] == "map")):
+            raise CheckError(f"type '{fmt(operand.type)}' does not support field selection")
+        of = operand.fn
+
+        def select(a: dict[str, Any]) -> Optional:
+            base = of(a)
+            if isinstance(base, Optional):
+                if not base.present:
+                    return NONE
+                base = base.value
+            base = _map_only(base, field)
+            return Optional(True, v.index(base, field)) if v.has_key(base, field) else NONE
+
+        return Compiled(("optional", result), select, operand.cost + 1)
+
+    def _device_field(self, node: Select, operand: Compiled) -> Compiled:
+        fields: dict[str, Any] = {
+            "driver": "string",
+            "attributes": ("map", "string", ("map", "string", self.env.attribute_type)),
+            "capacity": ("map", "string", ("map", "string", QTY)),
+        }
+        if self.env.allow_multiple_allocations:
+            fields["allowMultipleAllocations"] = "bool"
+        if node.field not in fields:
+            raise CheckError(f"undefined field '{node.field}'")
+        if node.optional:
+            raise CheckError("unsupported optional field selection on object")
+        name = node.field
+        if node.test_only:
+            return Compiled("bool", lambda _a: True, 0)
+        if name == "driver":
+            return Compiled(fields[name], lambda a: a["device"].driver, 1)
+        getter = _DEVICE_GETTERS[name]
+        return Compiled(fields[name], lambda a: getter(a["device"]), 1)
+
+    # calls ----------------------------------------------------------------------------
+    def c_Call(self, node: Call) -> Compiled:
+        special = SPECIAL.get(node.function)
+        if special is not None and node.target is None:
+            result: Compiled = special(self, node)
+            return result
+        if node.target is not None and isinstance(node.target, Ident) and node.target.name == "optional" \
+                and not any("optional" in s for s in self.scopes):
+            return self._call(f"optional.{node.function}", None, node.args)
+        return self._call(node.function, node.target, node.args)
+
+    def _call(self, name: str, target: Node | None, args: list[Node]) -> Compiled:
+        parts = ([self.compile(target)] if target is not None else []) + [self.compile(a) for a in args]
+        candidates = list(OVERLOADS.get(name, []))
+        if name == "includes" and self.env.includes:
+            candidates.append(INCLUDES)
+        if not candidates:
+            raise CheckError(f"undeclared reference to '{name}' (in container '')")
+        matched = []
+        for ov in candidates:
+            if ov.member != (target is not None) or len(ov.params) != len(parts):
+                continue
+            binding: dict[str, Any] = {}
+            if all(assignable(p, c.type, binding) for p, c in zip(ov.params, parts, strict=True)):
+                matched.append((ov, substitute(ov.result, binding)))
+        if not matched:
+            shown = ", ".join(fmt(p.type) for p in parts)
+            raise CheckError(f"found no matching overload for '{name}' applied to '({shown})'")
+        result_type = matched[0][1] if len({fmt(t) for _, t in matched}) == 1 else DYN
+        impl = _dispatcher(name, [ov for ov, _ in matched])
+        literals = [a.value for a in args if isinstance(a, Lit)]
+        if name == "matches" and isinstance(args[-1], Lit):
+            _validate_regex(args[-1].value)
+        if name in _CONVERSIONS and target is None and len(literals) == len(args) == 1:
+            return self._folded(impl, parts[0].fn({}), result_type)
+        if name in _PURE and target is None and len(literals) == len(args):
+            folded = _try_fold(impl, [p.fn({}) for p in parts])
+            if folded is not None:
+                return Compiled(result_type, _constant(folded), sum(p.cost for p in parts) + 1)
+        fns = [p.fn for p in parts]
+        cost = sum(p.cost for p in parts) + 1
+        if len(fns) == 1:
+            f0 = fns[0]
+            return Compiled(result_type, lambda a: impl(f0(a)), cost)
+        if len(fns) == 2:
+            f0, f1 = fns
+            return Compiled(result_type, lambda a: impl(f0(a), f1(a)), cost)
+        return Compiled(result_type, lambda a: impl(*[f(a) for f in fns]), cost)
+
+    @staticmethod
+    def _folded(impl: Callable[..., Any], literal: Any, result_type: Any) -> Compiled:
+        """cel-go's optimizer evaluates conversions of literals when planning: errors are compile errors."""
+        try:
+            value = impl(literal)
+        except Err as exc:
+            raise CheckError(f"type conversion error: {exc}") from None
+        return Compiled(result_type, lambda _a: value, 1)
+
+    def c_Comprehension(self, node: Comprehension) -> Compiled:
+        return SPECIAL["@macro"](self, node)
+
+
+_PURE = frozenset({"quantity", "semver"})
+
+
+def _try_fold(impl: Callable[..., Any], args: list[Any]) -> Any:
+    """Evaluate a pure constructor of literals once; a failure stays a runtime error, as in Kubernetes."""
+    try:
+        return impl(*args)
+    except Err:
+        return None
+
+
+_CONVERSIONS = frozenset({"int", "uint", "double", "string", "bytes", "bool", "dyn"})
+
+
+def _validate_regex(pattern: Any) -> None:
+    """ValidateRegexLiterals: a constant bad pattern is a compile error."""
+    if isinstance(pattern, str):
+        try:
+            re.compile(pattern)
+        except re.error:
+            raise CheckError("invalid matches argument") from None
+
+
+def _map_only(value: Any, field: str) -> Any:
+    if isinstance(value, dict):
+        return value
+    raise Err(f"no such overload: field selection '{field}' on {v.type_name(value)}")
+
+
+def _constant(value: Any) -> Closure:
+    return lambda _a: value
+
+
+_PY_TYPES: dict[str, tuple[type, ...]] = {
+    "int": (int,), "uint": (UInt,), "double": (float,), "string": (str,), "bytes": (bytes,),
+    "bool": (bool,), "null_type": (type(None),), QTY: (Quantity,), SEMVER: (Semver,),
+}
+
+
+def _accepts(param: Any, value: Any) -> bool:
+    if isinstance(param, tuple):
+        kind = {"list": (list, tuple), "map": (dict,), "optional": (Optional,)}[param[0]]
+        if not isinstance(value, kind) or isinstance(value, Optional):
+            return isinstance(value, kind)
+        if param[0] == "list" and isinstance(param[1], str) and param[1] in _PY_TYPES:
+            return all(type(x) in _PY_TYPES[param[1]] for x in value)
+        return True
+    if param in _PY_TYPES:
+        return type(value) in _PY_TYPES[param]
+    return True
+
+
+def _dispatcher(name: str, overloads: list[Overload]) -> Callable[..., Any]:
+    """Runtime overload choice by the dynamic types of the arguments."""
+    if len(overloads) == 1 and all(not isinstance(p, str) or p in _PY_TYPES for p in overloads[0].params) \
+            and all(not isinstance(p, tuple) for p in overloads[0].params):
+        ov = overloads[0]
+        types = [_PY_TYPES[p] for p in ov.params]
+        impl = ov.impl
+        if len(types) == 2:
+            t0, t1 = types
+
+            def call2(x: Any, y: Any) -> Any:
+                if type(x) in t0 and type(y) in t1:
+                    return impl(x, y)
+                raise v.no_overload(name, x, y)
+
+            return call2
+
+        def call_typed(*args: Any) -> Any:
+            for arg, t in zip(args, types, strict=True):
+                if type(arg) not in t:
+                    raise v.no_overload(name, *args)
+            return impl(*args)
+
+        return call_typed
+
+    def call(*args: Any) -> Any:
+        for ov in overloads:
+            if all(_accepts(p, a) for p, a in zip(ov.params, args, strict=True)):
+                return ov.impl(*args)
+        raise v.no_overload(name, *args)
+
+    return call
+
+
+_DEVICE_GETTERS: dict[str, Callable[[Any], Any]] = {
+    "attributes": memoised(attribute_domains),
+    "capacity": memoised(capacity_domains),
+    "allowMultipleAllocations": lambda d: bool(d.allow_multiple_allocations),
+}
+
+
+# Operators and macros, registered by the package (those modules build on this one).
+SPECIAL: dict[str, Callable[[Compiler, Any], Compiled]] = {}

@@ -1,0 +1,427 @@
+"""Function overloads: the CEL standard library subset, the strings extension, regex, optionals,
+and Kubernetes' lists, quantity and semver libraries, each with a static signature for the
+checker and a Python implementation for the runtime."""
+
+from __future__ import annotations
+
+import decimal
+import math
+import re
+from collections.abc import Callable
+from dataclasses import dataclass
+from functools import lru_cache
+from itertools import pairwise
+from typing import Any
+
+from . import quantity as q
+from . import semver as sv
+from .values import NONE, Err, Optional, UInt, check_int, compare, equal_or_false, no_overload, type_name
+
+T = Any  # a type: str for primitives/abstract types, tuple for ("list", e), ("map", k, v), ("optional", e)
+DYN = "dyn"
+QTY = "kubernetes.Quantity"
+SEMVER = "kubernetes.Semver"
+
+
+@dataclass(frozen=True)
+class Overload:
+    member: bool
+    params: tuple[T, ...]  # "A" is a type parameter, ("list", "A") etc. allowed
+    result: T
+    impl: Callable[..., Any]
+
+
+OVERLOADS: dict[str, list[Overload]] = {}
+
+
+def _add(name: str, member: bool, params: tuple[T, ...], result: T, impl: Callable[..., Any]) -> None:
+    OVERLOADS.setdefault(name, []).append(Overload(member, params, result, impl))
+
+
+@lru_cache(maxsize=256)
+def _regex(pattern: str) -> re.Pattern[str]:
+    try:
+        return re.compile(pattern)
+    except re.error as exc:
+        raise Err(f"error parsing regexp: {exc}") from exc
+
+
+def _matches(s: str, pattern: str) -> bool:
+    return _regex(pattern).search(s) is not None
+
+
+def _quantity(text: str) -> q.Quantity:
+    try:
+        return q.parse_quantity(text)
+    except q.QuantityError as exc:
+        raise Err(str(exc)) from exc
+
+
+def _is_quantity(text: str) -> bool:
+    try:
+        q.parse_quantity(text)
+    except q.QuantityError:
+        return False
+    return True
+
+
+def _as_integer(value: q.Quantity) -> int:
+    result = value.as_int64()
+    if result is None:
+        raise Err("cannot convert value to integer")
+    return result
+
+
+def _semver(text: str, normalize: bool = False) -> sv.Semver:
+    try:
+        return sv.normalize_and_parse(text) if normalize else sv.parse(text)
+    except sv.SemverError as exc:
+        raise Err(str(exc)) from exc
+
+
+def _is_semver(text: str, normalize: bool = False) -> bool:
+    try:
+        _semver(text, normalize)
+    except Err:
+        return False
+    return True
+
+
+def _int64(value: int) -> int:
+    return (value + (1 << 63)) % (1 << 64) - (1 << 63)
+
+
+def _list_of(value: Any, name: str) -> list[Any]:
+    if not isinstance(value, (list, tuple)):
+        raise no_overload(name, value)
+    return list(value)
+
+
+def _is_sorted(items: Any) -> bool:
+    items = _list_of(items, "isSorted")
+    return all(compare(a, b, "isSorted") <= 0 for a, b in pairwise(items))
+
+
+def _sum(items: Any) -> Any:
+    items = _list_of(items, "sum")
+    if not items:
+        return 0
+    total = items[0]
+    for item in items[1:]:
+        if type(item) is not type(total):
+            raise no_overload("sum", item)
+        total = check_int(total + item) if type(total) is int else total + item
+    return total
+
+
+def _extreme(items: Any, sign: int, name: str) -> Any:
+    items = _list_of(items, name)
+    if not items:
+        raise Err(f"{name}(list) argument must not be empty")
+    best = items[0]
+    for item in items[1:]:
+        if compare(item, best, name) == sign:
+            best = item
+    return best
+
+
+def _index_of(items: Any, value: Any, last: bool = False) -> int:
+    found = [i for i, x in enumerate(_list_of(items, "indexOf")) if equal_or_false(x, value)]
+    if not found:
+        return -1
+    return found[-1] if last else found[0]
+
+
+def _includes(items: Any, value: Any) -> bool:
+    """Kubernetes' includes(): list membership, or plain equality for a scalar target."""
+    if not isinstance(items, (list, tuple)):
+        return equal_or_false(items, value)
+    return any(equal_or_false(x, value) for x in items)
+
+
+def _substring(s: str, start: int, end: int | None = None) -> str:
+    end = len(s) if end is None else end
+    if start < 0 or start > len(s):
+        raise Err(f"index out of range: {start}")
+    if end < 0 or end > len(s):
+        raise Err(f"index out of range: {end}")
+    if start > end:
+        raise Err(f"invalid substring range. start: {start}, end: {end}")
+    return s[start:end]
+
+
+def _char_at(s: str, i: int) -> str:
+    if i < 0 or i > len(s):
+        raise Err(f"index out of range: {i}")
+    return s[i:i + 1]
+
+
+def _index_of_str(s: str, sub: str, start: int = 0) -> int:
+    if start < 0 or start > len(s):
+        raise Err(f"index out of range: {start}")
+    return s.find(sub, start)
+
+
+def _last_index_of_str(s: str, sub: str, end: int | None = None) -> int:
+    end = len(s) if end is None else end
+    if end < 0 or end > len(s):
+        raise Err(f"index out of range: {end}")
+    return s.rfind(sub, 0, end + len(sub))
+
+
+def _split(s: str, sep: str, limit: int = -1) -> list[str]:
+    if limit == 0:
+        return []
+    if sep == "":
+        chars = list(s)
+        return chars if limit < 0 or limit >= len(chars) else [*chars[:limit - 1], "".join(chars[limit - 1:])]
+    return s.split(sep, limit - 1 if limit > 0 else -1)
+
+
+def _replace(s: str, old: str, new: str, limit: int = -1) -> str:
+    if limit == 0:
+        return s
+    if old == "":
+        parts = list(s)
+        n = len(parts) + 1 if limit < 0 else min(limit, len(parts) + 1)
+        out = "".join(new + c for c in parts[:n]) if n <= len(parts) else new + new.join(parts) + new
+        return out + "".join(parts[n:]) if n <= len(parts) else out
+    return s.replace(old, new, limit if limit > 0 else -1)
+
+
+def _join(items: Any, sep: str = "") -> str:
+    items = _list_of(items, "join")
+    if any(type(x) is not str for x in items):
+        raise no_overload("join", items)
+    return sep.join(items)
+
+
+def _find(s: str, pattern: str) -> str:
+    m = _regex(pattern).search(s)
+    return m.group(0) if m else ""
+
+
+def _find_all(s: str, pattern: str, limit: int = -1) -> list[str]:
+    if limit == 0:
+        return []
+    found = [m.group(0) for m in _regex(pattern).finditer(s)]
+    return found if limit < 0 else found[:limit]
+
+
+def _to_int(value: Any) -> int:
+    if type(value) is str:
+        try:
+            return check_int(int(value, 10))
+        except ValueError as exc:
+            raise Err(f"cannot convert {value!r} to int") from exc
+    if type(value) is float:
+        if math.isnan(value) or not -9.223372036854776e18 < value < 9.223372036854776e18:
+            raise Err("double is out of int range")
+        return int(value)
+    if type(value) in (int, UInt):
+        return check_int(int(value))
+    raise no_overload("int", value)
+
+
+def _to_string(value: Any) -> str:
+    if type(value) is str:
+        return value
+    if type(value) is bool:
+        return "true" if value else "false"
+    if type(value) in (int, UInt):
+        return str(int(value))
+    if type(value) is bytes:
+        try:
+            return value.decode()
+        except UnicodeDecodeError as exc:
+            raise Err("invalid UTF-8") from exc
+    raise no_overload("string", value)
+
+
+_GO_BOOLS = {"1": True, "t": True, "T": True, "TRUE": True, "true": True, "True": True,
+             "0": False, "f": False, "F": False, "FALSE": False, "false": False, "False": False}
+
+
+def _parse_bool(text: str) -> bool:
+    """strconv.ParseBool, which cel-go uses for bool(string)."""
+    if text not in _GO_BOOLS:
+        raise Err("type conversion error from 'string' to 'bool'")
+    return _GO_BOOLS[text]
+
+
+def _parse_double(text: str) -> float:
+    """strconv.ParseFloat: Python's float() minus the spellings Go rejects."""
+    if "_" in text or text.strip() != text:
+        raise Err("type conversion error from 'string' to 'double'")
+    try:
+        return float(text)
+    except ValueError as exc:
+        raise Err("type conversion error from 'string' to 'double'") from exc
+
+
+def format_double(value: float) -> str:
+    """Go's %g (cel-go's string(double)): shortest digits, exponent form outside 1e-4..1e6."""
+    if math.isnan(value):
+        return "NaN"
+    if value in (float("inf"), float("-inf")):
+        return "+Inf" if value > 0 else "-Inf"
+    sign, digits, exponent = decimal.Decimal(repr(value)).as_tuple()
+    text = "".join(map(str, digits)).rstrip("0") or "0"
+    point = len(digits) + int(exponent)  # position of the decimal point in ``text``
+    exp = point - 1
+    prefix = "-" if sign else ""
+    if value == 0:
+        return prefix + "0"
+    if exp < -4 or exp >= 6:
+        mantissa = text[0] + ("." + text[1:] if len(text) > 1 else "")
+        return f"{prefix}{mantissa}e{'-' if exp < 0 else '+'}{abs(exp):02d}"
+    if point <= 0:
+        return f"{prefix}0.{'0' * -point}{text}"
+    if point >= len(text):
+        return prefix + text + "0" * (point - len(text))
+    return f"{prefix}{text[:point]}.{text[point:]}"
+
+
+def _opt_value(o: Optional) -> Any:
+    if not o.present:
+        raise Err("optional.none() dereference")
+    return o.value
+
+
+def _of_non_zero(value: Any) -> Optional:
+    zero = value is None or value is False or (type(value) in (int, UInt, float) and value == 0) or (
+        isinstance(value, (str, bytes, list, tuple, dict)) and len(value) == 0)
+    return NONE if zero else Optional(True, value)
+
+
+def _register_standard() -> None:
+    _add("size", False, ("string",), "int", len)
+    _add("size", True, ("string",), "int", len)
+    _add("size", False, ("bytes",), "int", len)
+    _add("size", True, ("bytes",), "int", len)
+    _add("size", False, (("list", "A"),), "int", len)
+    _add("size", True, (("list", "A"),), "int", len)
+    _add("size", False, (("map", "A", "B"),), "int", len)
+    _add("size", True, (("map", "A", "B"),), "int", len)
+    _add("contains", True, ("string", "string"), "bool", lambda s, t: t in s)
+    _add("startsWith", True, ("string", "string"), "bool", lambda s, t: s.startswith(t))
+    _add("endsWith", True, ("string", "string"), "bool", lambda s, t: s.endswith(t))
+    _add("matches", True, ("string", "string"), "bool", _matches)
+    _add("matches", False, ("string", "string"), "bool", _matches)
+    _add("int", False, ("int",), "int", _to_int)
+    _add("int", False, ("uint",), "int", _to_int)
+    _add("int", False, ("double",), "int", _to_int)
+    _add("int", False, ("string",), "int", _to_int)
+    _add("string", False, ("string",), "string", _to_string)
+    _add("string", False, ("int",), "string", _to_string)
+    _add("string", False, ("uint",), "string", _to_string)
+    _add("string", False, ("bool",), "string", _to_string)
+    _add("string", False, ("bytes",), "string", _to_string)
+    _add("double", False, ("int",), "double", float)
+    _add("double", False, ("uint",), "double", float)
+    _add("double", False, ("double",), "double", float)
+    _add("double", False, ("string",), "double", _parse_double)
+    _add("string", False, ("double",), "string", format_double)
+    _add("bool", False, ("string",), "bool", _parse_bool)
+    _add("bytes", False, ("string",), "bytes", lambda s: s.encode())
+    _add("bytes", False, ("bytes",), "bytes", lambda b: b)
+    _add("uint", False, ("int",), "uint", _to_uint)
+    _add("uint", False, ("uint",), "uint", _to_uint)
+    _add("bool", False, ("bool",), "bool", lambda b: b)
+    _add("dyn", False, ("A",), DYN, lambda v: v)
+
+
+def _to_uint(value: Any) -> UInt:
+    if value < 0 or value > (1 << 64) - 1:
+        raise Err("uint out of range")
+    return UInt(value)
+
+
+# unicode.IsSpace, which the strings extension's trim() uses.
+_UNICODE_SPACE = (" \t\n\v\f\r\x85\xa0\u1680\u2000\u2001\u2002\u2003\u2004\u2005\u2006\u2007"
+                  "\u2008\u2009\u200a\u2028\u2029\u202f\u205f\u3000")
+
+
+def _register_strings() -> None:
+    _add("charAt", True, ("string", "int"), "string", _char_at)
+    _add("indexOf", True, ("string", "string"), "int", _index_of_str)
+    _add("indexOf", True, ("string", "string", "int"), "int", _index_of_str)
+    _add("lastIndexOf", True, ("string", "string"), "int", _last_index_of_str)
+    _add("lastIndexOf", True, ("string", "string", "int"), "int", _last_index_of_str)
+    _add("lowerAscii", True, ("string",), "string", lambda s: "".join(c.lower() if c.isascii() else c for c in s))
+    _add("upperAscii", True, ("string",), "string", lambda s: "".join(c.upper() if c.isascii() else c for c in s))
+    _add("replace", True, ("string", "string", "string"), "string", _replace)
+    _add("replace", True, ("string", "string", "string", "int"), "string", _replace)
+    _add("split", True, ("string", "string"), ("list", "string"), _split)
+    _add("split", True, ("string", "string", "int"), ("list", "string"), _split)
+    _add("substring", True, ("string", "int"), "string", _substring)
+    _add("substring", True, ("string", "int", "int"), "string", _substring)
+    _add("trim", True, ("string",), "string", lambda s: s.strip(_UNICODE_SPACE))
+    _add("join", True, (("list", "string"),), "string", _join)
+    _add("join", True, (("list", "string"), "string"), "string", _join)
+    _add("find", True, ("string", "string"), "string", _find)
+    _add("findAll", True, ("string", "string"), ("list", "string"), _find_all)
+    _add("findAll", True, ("string", "string", "int"), ("list", "string"), _find_all)
+
+
+def _register_lists() -> None:
+    for elem in ("int", "uint", "double", "string", "bool", "bytes"):
+        _add("isSorted", True, (("list", elem),), "bool", _is_sorted)
+    for elem in ("int", "uint", "double"):
+        _add("sum", True, (("list", elem),), elem, _sum)
+    for elem in ("int", "uint", "double", "string", "bool", "bytes"):
+        _add("min", True, (("list", elem),), elem, lambda xs: _extreme(xs, -1, "min"))
+        _add("max", True, (("list", elem),), elem, lambda xs: _extreme(xs, 1, "max"))
+    _add("indexOf", True, (("list", "A"), "A"), "int", _index_of)
+    _add("lastIndexOf", True, (("list", "A"), "A"), "int", lambda xs, v: _index_of(xs, v, last=True))
+
+
+def _register_quantity() -> None:
+    _add("quantity", False, ("string",), QTY, _quantity)
+    _add("isQuantity", False, ("string",), "bool", _is_quantity)
+    _add("sign", False, (QTY,), "int", lambda a: a.sign())
+    _add("isGreaterThan", True, (QTY, QTY), "bool", lambda a, b: a.cmp(b) == 1)
+    _add("isLessThan", True, (QTY, QTY), "bool", lambda a, b: a.cmp(b) == -1)
+    _add("compareTo", True, (QTY, QTY), "int", lambda a, b: a.cmp(b))
+    _add("asApproximateFloat", True, (QTY,), "double", lambda a: a.approximate_float())
+    _add("asInteger", True, (QTY,), "int", _as_integer)
+    _add("isInteger", True, (QTY,), "bool", lambda a: a.as_int64() is not None)
+    _add("add", True, (QTY, QTY), QTY, lambda a, b: a.add(b))
+    _add("add", True, (QTY, "int"), QTY, lambda a, b: a.add(q.from_int(b)))
+    _add("sub", True, (QTY, QTY), QTY, lambda a, b: a.sub(b))
+    _add("sub", True, (QTY, "int"), QTY, lambda a, b: a.sub(q.from_int(b)))
+
+
+def _register_semver() -> None:
+    _add("semver", False, ("string",), SEMVER, _semver)
+    _add("semver", False, ("string", "bool"), SEMVER, _semver)
+    _add("isSemver", False, ("string",), "bool", _is_semver)
+    _add("isSemver", False, ("string", "bool"), "bool", _is_semver)
+    _add("isGreaterThan", True, (SEMVER, SEMVER), "bool", lambda a, b: a.compare(b) == 1)
+    _add("isLessThan", True, (SEMVER, SEMVER), "bool", lambda a, b: a.compare(b) == -1)
+    _add("compareTo", True, (SEMVER, SEMVER), "int", lambda a, b: a.compare(b))
+    _add("major", True, (SEMVER,), "int", lambda a: _int64(a.major))
+    _add("minor", True, (SEMVER,), "int", lambda a: _int64(a.minor))
+    _add("patch", True, (SEMVER,), "int", lambda a: _int64(a.patch))
+
+
+def _register_optional() -> None:
+    _add("optional.of", False, ("A",), ("optional", "A"), lambda v: Optional(True, v))
+    _add("optional.ofNonZeroValue", False, ("A",), ("optional", "A"), _of_non_zero)
+    _add("optional.none", False, (), ("optional", "A"), lambda: NONE)
+    _add("hasValue", True, (("optional", "A"),), "bool", lambda o: o.present)
+    _add("value", True, (("optional", "A"),), "A", _opt_value)
+    _add("orValue", True, (("optional", "A"), "A"), "A", lambda o, v: o.value if o.present else v)
+    _add("or", True, (("optional", "A"), ("optional", "A")), ("optional", "A"), lambda o, p: o if o.present else p)
+
+
+INCLUDES = Overload(True, (DYN, DYN), "bool", _includes)
+
+_register_standard()
+_register_strings()
+_register_lists()
+_register_quantity()
+_register_semver()
+_register_optional()
+
+__all__ = ["DYN", "INCLUDES", "OVERLOADS", "QTY", "SEMVER", "Overload", "type_name"]

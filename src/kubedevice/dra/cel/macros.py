@@ -1,0 +1,193 @@
+"""Comprehension macros (all, exists, exists_one, map, filter), cel.bind and optMap/optFlatMap.
+
+Each iteration charges the shared runtime cost counter, so that nested loops over large lists
+hit Kubernetes' per-evaluation cost limit (1,000,000) instead of running unbounded.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+
+from . import values as v
+from .engine import CheckError, Compiled, Compiler, fmt, is_dyn
+from .library import DYN
+from .parser import Comprehension
+from .values import NONE, Err, Optional
+
+COST_KEY = "@cost"
+MAX_COST = 1_000_000
+
+
+def _charge(a: dict[str, Any], amount: int) -> None:
+    budget = a.get(COST_KEY)
+    if budget is None:
+        budget = a[COST_KEY] = [MAX_COST]
+    budget[0] -= amount
+    if budget[0] < 0:
+        raise Err("operation cancelled: actual cost limit exceeded")
+
+
+def _iter_var_type(target: Any) -> Any:
+    if target == DYN:
+        return "dyn"
+    if isinstance(target, tuple) and target[0] in ("list", "map"):
+        return target[1]
+    raise CheckError(f"expression of type '{fmt(target)}' cannot be range of a comprehension "
+                     "(must be list, map, or dynamic)")
+
+
+def _items(value: Any) -> list[Any]:
+    if isinstance(value, (list, tuple)):
+        return list(value)
+    if isinstance(value, dict):
+        return list(value.keys())
+    raise Err(f"cannot iterate over {v.type_name(value)}")
+
+
+def compile_macro(c: Compiler, node: Comprehension) -> Compiled:
+    target = c.compile(node.target)
+    if node.kind == "bind":
+        return _bind(c, node, target)
+    if node.kind in ("optMap", "optFlatMap"):
+        return _opt_map(c, node, target)
+    c.scopes.append({node.var: _iter_var_type(target.type)})
+    try:
+        body = c.compile(node.body)
+        extra = c.compile(node.extra) if node.extra is not None else None
+    finally:
+        c.scopes.pop()
+    return _loop(node, target, body, extra)
+
+
+def _loop(node: Comprehension, target: Compiled, body: Compiled, extra: Compiled | None) -> Compiled:
+    kind, var, tf, bf = node.kind, node.var, target.fn, body.fn
+    if kind in ("all", "exists", "exists_one", "filter") and body.type != "bool" and not is_dyn(body.type):
+        raise CheckError(f"found no matching overload for '_&&_' applied to '(bool, {fmt(body.type)})'")
+    # Per iteration: loop condition and accumulator step (about 3) plus the body; loops nested
+    # in the body charge their own iterations as they run.
+    step = body.cost + (extra.cost if extra else 0) + 3
+    xf = extra.fn if extra else None
+
+    loop = _Loop(kind, var, bf, xf, step)
+
+    def run(a: dict[str, Any]) -> Any:
+        items = _items(tf(a))
+        saved = a.get(var, _UNSET)
+        try:
+            return _run(loop, a, items)
+        finally:
+            if saved is _UNSET:
+                a.pop(var, None)
+            else:
+                a[var] = saved
+
+    result_type: Any = "bool"
+    if kind == "map":
+        result_type = ("list", body.type)
+    elif kind == "filter":
+        result_type = ("list", _iter_var_type(target.type))
+    return Compiled(result_type, run, target.cost + 1)
+
+
+_UNSET = object()
+
+
+@dataclass(frozen=True)
+class _Loop:
+    kind: str
+    var: str
+    body: Any
+    extra: Any
+    step: int
+
+
+def _run(loop: _Loop, a: dict[str, Any], items: list[Any]) -> Any:
+    kind, var, bf, xf, step = loop.kind, loop.var, loop.body, loop.extra, loop.step
+    if kind in ("all", "exists"):
+        def outcomes() -> Iterator[Any]:
+            for item in items:
+                _charge(a, step)
+                a[var] = item
+                yield v.outcome(bf, a)
+
+        return v.absorb(outcomes(), kind == "exists", "_&&_" if kind == "all" else "_||_")
+    if kind == "exists_one":
+        count = 0
+        for item in items:
+            _charge(a, step)
+            a[var] = item
+            count += v.truthy(bf(a), "exists_one")
+        return count == 1
+    out = []
+    for item in items:
+        _charge(a, step)
+        a[var] = item
+        if kind == "filter":
+            if v.truthy(bf(a), "filter"):
+                out.append(item)
+        elif xf is not None:
+            if v.truthy(xf(a), "map"):
+                out.append(bf(a))
+        else:
+            out.append(bf(a))
+    return out
+
+
+def _bind(c: Compiler, node: Comprehension, init: Compiled) -> Compiled:
+    c.scopes.append({node.var: init.type})
+    try:
+        body = c.compile(node.body)
+    finally:
+        c.scopes.pop()
+    var, inf, bf = node.var, init.fn, body.fn
+
+    def run(a: dict[str, Any]) -> Any:
+        saved = a.get(var, _UNSET)
+        a[var] = inf(a)
+        try:
+            return bf(a)
+        finally:
+            if saved is _UNSET:
+                a.pop(var, None)
+            else:
+                a[var] = saved
+
+    return Compiled(body.type, run, init.cost + body.cost)
+
+
+def _opt_map(c: Compiler, node: Comprehension, target: Compiled) -> Compiled:
+    t = target.type
+    if not (is_dyn(t) or (isinstance(t, tuple) and t[0] == "optional")):
+        raise CheckError(f"found no matching overload for '{node.kind}' applied to '({fmt(t)})'")
+    c.scopes.append({node.var: t[1] if isinstance(t, tuple) else "dyn"})
+    try:
+        body = c.compile(node.body)
+    finally:
+        c.scopes.pop()
+    flat, var, tf, bf = node.kind == "optFlatMap", node.var, target.fn, body.fn
+
+    def run(a: dict[str, Any]) -> Optional:
+        base = tf(a)
+        if not isinstance(base, Optional):
+            raise v.no_overload(node.kind, base)
+        if not base.present:
+            return NONE
+        saved = a.get(var, _UNSET)
+        a[var] = base.value
+        try:
+            out = bf(a)
+        finally:
+            if saved is _UNSET:
+                a.pop(var, None)
+            else:
+                a[var] = saved
+        if flat:
+            if not isinstance(out, Optional):
+                raise v.no_overload("optFlatMap", out)
+            return out
+        return Optional(True, out)
+
+    result = body.type if flat else ("optional", body.type)
+    return Compiled(result, run, target.cost + body.cost + 1)

@@ -1,0 +1,247 @@
+"""Operators with CEL's rules: commutative error-absorbing && and ||, heterogeneous equality,
+cross-type numeric ordering, overflow-checked arithmetic, indexing and the ternary."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from . import values as v
+from .device import domain_getter, value_getter
+from .engine import DEVICE, CheckError, Closure, Compiled, Compiler, assignable, fmt, is_dyn
+from .parser import Call, ListLit, Lit, Node, flatten
+from .values import NONE, Err, Optional
+
+_NUMERIC = ("int", "uint", "double")
+
+
+def _no_overload(name: str, *types: Any) -> CheckError:
+    return CheckError(f"found no matching overload for '{name}' applied to '({', '.join(fmt(t) for t in types)})'")
+
+
+def _logical(is_and: bool) -> Callable[[Compiler, Call], Compiled]:
+    name = "_&&_" if is_and else "_||_"
+
+    def build(c: Compiler, node: Call) -> Compiled:
+        leaves: list[Node] = []
+        flatten(node, name, leaves)
+        parts = [c.compile(leaf) for leaf in leaves]
+        for side in parts:
+            if side.type != "bool" and not is_dyn(side.type):
+                raise _no_overload(name, *(p.type for p in parts[:2]))
+        fns = tuple(p.fn for p in parts)
+        stop = not is_and
+
+        def run(a: dict[str, Any]) -> bool:
+            return v.absorb((v.outcome(f, a) for f in fns), stop, name)
+
+        return Compiled("bool", run, sum(p.cost for p in parts))
+
+    return build
+
+
+def _not(c: Compiler, node: Call) -> Compiled:
+    inner = c.compile(node.args[0])
+    if inner.type != "bool" and not is_dyn(inner.type):
+        raise _no_overload("!_", inner.type)
+    f = inner.fn
+    return Compiled("bool", lambda a: not v.truthy(f(a), "!_"), inner.cost + 1)
+
+
+def _equality(negated: bool) -> Callable[[Compiler, Call], Compiled]:
+    name = "_!=_" if negated else "_==_"
+
+    def build(c: Compiler, node: Call) -> Compiled:
+        left, right = (c.compile(a) for a in node.args)
+        comparable = assignable(left.type, right.type, {}) and assignable(right.type, left.type, {})
+        if not comparable or left.type == DEVICE:
+            raise _no_overload(name, left.type, right.type)
+        lf, rf = left.fn, right.fn
+        if isinstance(node.args[1], Lit) and node.args[1].kind in ("string", "bool", "int"):
+            return _equal_literal(left, rf({}), negated)
+        if negated:
+            return Compiled("bool", lambda a: not v.equals(lf(a), rf(a)), left.cost + right.cost + 1)
+        return Compiled("bool", lambda a: v.equals(lf(a), rf(a)), left.cost + right.cost + 1)
+
+    return build
+
+
+def _equal_literal(left: Compiled, const: Any, negated: bool) -> Compiled:
+    """``x == "lit"``: no closure call for the constant, plain == when the runtime kinds agree
+    (checked types are not trusted: a dyn branch can still deliver another kind)."""
+    lf = left.fn
+    cost = left.cost + 1
+    kind = type(const)
+
+    def eq(a: dict[str, Any]) -> bool:
+        value = lf(a)
+        if type(value) is kind:
+            return bool(value == const)
+        return v.equals(value, const)
+
+    if negated:
+        return Compiled("bool", lambda a: not eq(a), cost)
+    return Compiled("bool", eq, cost)
+
+
+_RELATIONS: dict[str, Callable[[int], bool]] = {
+    "_<_": lambda r: r == -1, "_<=_": lambda r: r in (-1, 0), "_>_": lambda r: r == 1, "_>=_": lambda r: r in (0, 1),
+}
+
+
+def _relation(name: str) -> Callable[[Compiler, Call], Compiled]:
+    test = _RELATIONS[name]
+
+    def build(c: Compiler, node: Call) -> Compiled:
+        left, right = (c.compile(a) for a in node.args)
+        lt, rt = left.type, right.type
+        ok = is_dyn(lt) or is_dyn(rt) or (lt in _NUMERIC and rt in _NUMERIC) or (
+            lt == rt and lt in ("string", "bytes", "bool", "timestamp", "duration"))
+        if not ok:
+            raise _no_overload(name, lt, rt)
+        lf, rf = left.fn, right.fn
+        if lt == rt == "int" and isinstance(node.args[1], Lit):
+            return Compiled("bool", _int_relation(name, lf, rf({})), left.cost + 1)
+        return Compiled("bool", lambda a: test(v.compare(lf(a), rf(a), name)), left.cost + right.cost + 1)
+
+    return build
+
+
+def _int_relation(name: str, lf: Closure, const: int) -> Closure:
+    """``int_expr < 5``: Python's ordering when the value really is an int, CEL's otherwise."""
+    test = _RELATIONS[name]
+
+    def relation(a: dict[str, Any]) -> bool:
+        value = lf(a)
+        if type(value) is int:
+            return test((value > const) - (value < const))
+        return test(v.compare(value, const, name))
+
+    return relation
+
+
+def _arith(op: str) -> Callable[[Compiler, Call], Compiled]:
+    name = f"_{op}_"
+
+    def build(c: Compiler, node: Call) -> Compiled:
+        left, right = (c.compile(a) for a in node.args)
+        lt, rt = left.type, right.type
+        allowed = {"+": ("int", "uint", "double", "string", "bytes"), "-": _NUMERIC, "*": _NUMERIC,
+                   "/": _NUMERIC, "%": ("int", "uint")}[op]
+        if is_dyn(lt) or is_dyn(rt):
+            result: Any = lt if not is_dyn(lt) else rt
+            if (isinstance(result, tuple) and result[0] != "list") or (
+                    not isinstance(result, tuple) and result not in allowed and not is_dyn(result)):
+                raise _no_overload(name, lt, rt)
+        elif lt == rt and lt in allowed:
+            result = lt
+        elif op == "+" and isinstance(lt, tuple) and isinstance(rt, tuple) and lt[0] == rt[0] == "list" \
+                and assignable(lt, rt, {}):
+            result = lt if not is_dyn(lt[1]) else rt
+        else:
+            raise _no_overload(name, lt, rt)
+        lf, rf = left.fn, right.fn
+        return Compiled(result, lambda a: v.arith(op, lf(a), rf(a)), left.cost + right.cost + 1)
+
+    return build
+
+
+def _negate(c: Compiler, node: Call) -> Compiled:
+    inner = c.compile(node.args[0])
+    if inner.type not in ("int", "double") and not is_dyn(inner.type):
+        raise _no_overload("-_", inner.type)
+    f = inner.fn
+    return Compiled(inner.type, lambda a: v.negate(f(a)), inner.cost + 1)
+
+
+def _ternary(c: Compiler, node: Call) -> Compiled:
+    cond, then, other = (c.compile(a) for a in node.args)
+    if cond.type != "bool" and not is_dyn(cond.type):
+        raise _no_overload("_?_:_", cond.type, then.type, other.type)
+    if not assignable(then.type, other.type, {}):
+        raise _no_overload("_?_:_", "bool", then.type, other.type)
+    cf, tf, of = cond.fn, then.fn, other.fn
+    result = then.type if not is_dyn(then.type) else other.type
+    return Compiled(result, lambda a: tf(a) if v.truthy(cf(a), "_?_:_") else of(a),
+                    cond.cost + max(then.cost, other.cost))
+
+
+def _element_type(container: Any, key: Any, name: str) -> Any:
+    if is_dyn(container):
+        return "dyn"
+    kind = container[0] if isinstance(container, tuple) else None
+    if kind == "list" and (key == "int" or is_dyn(key)):
+        return container[1]
+    if kind == "map" and assignable(container[1], key, {}):
+        return container[2]
+    raise _no_overload(name, container, key)
+
+
+def _index(c: Compiler, node: Call) -> Compiled:
+    container, key = (c.compile(a) for a in node.args)
+    result = _element_type(container.type, key.type, "_[_]")
+    where = c.device_domain(node.args[0])
+    if where is not None and isinstance(node.args[1], Lit) and node.args[1].kind == "string":
+        get = value_getter(*where, str(node.args[1].value))
+        return Compiled(result, lambda a: get(a["device"]), 3)
+    where = c.device_domain(node)
+    if where is not None:
+        get_domain = domain_getter(*where)
+        return Compiled(result, lambda a: get_domain(a["device"]), 2)
+    cf, kf = container.fn, key.fn
+    return Compiled(result, lambda a: v.index(cf(a), kf(a)), container.cost + key.cost + 1)
+
+
+def _optional_index(c: Compiler, node: Call) -> Compiled:
+    container, key = (c.compile(a) for a in node.args)
+    optional = isinstance(container.type, tuple) and container.type[0] == "optional"
+    result = _element_type(container.type[1] if optional else container.type, key.type, "_[?_]")
+    cf, kf = container.fn, key.fn
+
+    def run(a: dict[str, Any]) -> Optional:
+        base, k = cf(a), kf(a)
+        if isinstance(base, Optional):
+            if not base.present:
+                return NONE
+            base = base.value
+        if not isinstance(base, (dict, list, tuple)):
+            return NONE
+        try:
+            if isinstance(base, dict) and not v.has_key(base, k):
+                return NONE
+            return Optional(True, v.index(base, k))
+        except Err:
+            if isinstance(base, (list, tuple)):
+                return NONE
+            raise
+
+    return Compiled(("optional", result), run, container.cost + key.cost + 1)
+
+
+def _in(c: Compiler, node: Call) -> Compiled:
+    item, container = (c.compile(a) for a in node.args)
+    ct = container.type
+    searchable = isinstance(ct, tuple) and ct[0] in ("list", "map") and assignable(ct[1], item.type, {})
+    if not is_dyn(ct) and not searchable:
+        raise _no_overload("@in", item.type, ct)
+    itf, cf = item.fn, container.fn
+    literal = node.args[1]
+    if isinstance(literal, ListLit) and not literal.optional and literal.elements \
+            and all(isinstance(e, Lit) and e.kind == "string" for e in literal.elements):
+        strings = frozenset(str(e.value) for e in literal.elements if isinstance(e, Lit))
+
+        def member(a: dict[str, Any]) -> bool:
+            x = itf(a)
+            return x in strings if type(x) is str else v.contains(cf(a), x)
+
+        return Compiled("bool", member, item.cost + container.cost + 1)
+    return Compiled("bool", lambda a: v.contains(cf(a), itf(a)), item.cost + container.cost + 1)
+
+
+SPECIAL: dict[str, Callable[[Compiler, Call], Compiled]] = {
+    "_&&_": _logical(True), "_||_": _logical(False), "!_": _not, "-_": _negate,
+    "_==_": _equality(False), "_!=_": _equality(True), "_?_:_": _ternary,
+    "_[_]": _index, "_[?_]": _optional_index, "@in": _in,
+    **{name: _relation(name) for name in _RELATIONS},
+    **{f"_{op}_": _arith(op) for op in "+-*/%"},
+}

@@ -1,0 +1,490 @@
+"""CEL lexer and recursive-descent parser producing a small AST with source spans.
+
+Macros (has, all, exists, exists_one, map, filter, cel.bind, optMap, optFlatMap) are
+recognised here, as cel-go's parser does, so later stages see them as dedicated nodes.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import dataclass, field
+from typing import Any
+
+MAX_RECURSION = 250
+MAX_CODE_POINTS = 100_000
+RESERVED = frozenset({
+    "as", "break", "const", "continue", "else", "for", "function", "if", "import", "let", "loop", "package",
+    "namespace", "return", "var", "void", "while",
+})
+
+
+class ParseError(Exception):
+    """Syntax error; becomes a compile error."""
+
+
+@dataclass(eq=False)
+class Node:
+    start: int
+    end: int
+
+
+@dataclass(eq=False)
+class Lit(Node):
+    value: Any
+    kind: str  # int uint double string bytes bool null
+
+
+@dataclass(eq=False)
+class Ident(Node):
+    name: str
+
+
+@dataclass(eq=False)
+class Select(Node):
+    operand: Node
+    field: str
+    test_only: bool = False
+    optional: bool = False
+
+
+@dataclass(eq=False)
+class Call(Node):
+    function: str
+    target: Node | None
+    args: list[Node]
+
+
+@dataclass(eq=False)
+class ListLit(Node):
+    elements: list[Node]
+    optional: set[int] = field(default_factory=set)
+
+
+@dataclass(eq=False)
+class MapLit(Node):
+    entries: list[tuple[Node, Node, bool]]
+
+
+@dataclass(eq=False)
+class Comprehension(Node):
+    """A macro: kind in all, exists, exists_one, map, filter, bind, optMap, optFlatMap."""
+
+    kind: str
+    target: Node
+    var: str
+    body: Node
+    extra: Node | None = None  # map's transform when a filter is given
+
+
+_TOKEN = re.compile(
+    r"""
+    (?P<ws>[ \t\r\n\f]+|//[^\n]*)
+  | (?P<num>0[xX][0-9a-fA-F]+[uU]?
+      |[0-9]+\.[0-9]+(?:[eE][+-]?[0-9]+)?|[0-9]+[eE][+-]?[0-9]+|\.[0-9]+(?:[eE][+-]?[0-9]+)?
+      |[0-9]+[uU]?)
+  | (?P<str>(?:[rR][bB]?|[bB][rR]?)?
+      (?:\"\"\"(?:\\.|[^\\])*?\"\"\"|'''(?:\\.|[^\\])*?'''|"(?:\\.|[^\\"\n])*"|'(?:\\.|[^\\'\n])*'))
+  | (?P<id>[_a-zA-Z][_a-zA-Z0-9]*)
+  | (?P<op>==|!=|<=|>=|&&|\|\||\.\?|\[\?|[-+*/%!<>?:.,\[\](){}])
+    """,
+    re.VERBOSE | re.DOTALL,
+)
+
+
+@dataclass(slots=True)
+class Token:
+    kind: str
+    text: str
+    start: int
+    end: int
+
+
+def tokenize(text: str) -> list[Token]:
+    tokens: list[Token] = []
+    pos = 0
+    while pos < len(text):
+        m = _TOKEN.match(text, pos)
+        if m is None:
+            raise ParseError(f"Syntax error: token recognition error at: '{text[pos]}' (offset {pos})")
+        kind = m.lastgroup or ""
+        if kind != "ws":
+            tokens.append(Token(kind, m.group(), m.start(), m.end()))
+        pos = m.end()
+    tokens.append(Token("eof", "", len(text), len(text)))
+    return tokens
+
+
+_ESCAPES = {"a": "\a", "b": "\b", "f": "\f", "n": "\n", "r": "\r", "t": "\t", "v": "\v",
+            "\\": "\\", "'": "'", '"': '"', "`": "`", "?": "?"}
+
+
+def _unescape(body: str, is_bytes: bool) -> str | bytes:
+    out: list[int | str] = []
+    i = 0
+    while i < len(body):
+        c = body[i]
+        if c != "\\":
+            out.append(c)
+            i += 1
+            continue
+        nxt = body[i + 1] if i + 1 < len(body) else ""
+        if nxt in _ESCAPES:
+            out.append(_ESCAPES[nxt])
+            i += 2
+        elif nxt in "xX" or nxt in "uU":
+            width = {"x": 2, "X": 2, "u": 4, "U": 8}[nxt]
+            digits = body[i + 2:i + 2 + width]
+            if len(digits) != width or not re.fullmatch(r"[0-9a-fA-F]+", digits):
+                raise ParseError("Syntax error: invalid escape sequence")
+            code = int(digits, 16)
+            if nxt in "uU" and (is_bytes or 0xD800 <= code <= 0xDFFF or code > 0x10FFFF):
+                raise ParseError("Syntax error: invalid unicode code point")
+            out.append(code if is_bytes else chr(code))
+            i += 2 + width
+        elif nxt in "0123":
+            digits = body[i + 1:i + 4]
+            if not re.fullmatch(r"[0-7]{3}", digits):
+                raise ParseError("Syntax error: invalid octal escape")
+            out.append(int(digits, 8) if is_bytes else chr(int(digits, 8)))
+            i += 4
+        else:
+            raise ParseError("Syntax error: invalid escape sequence")
+    if is_bytes:
+        return b"".join(bytes([p]) if isinstance(p, int) else p.encode() for p in out)
+    return "".join(p if isinstance(p, str) else chr(p) for p in out)
+
+
+def _string_literal(text: str) -> tuple[str | bytes, str]:
+    prefix = ""
+    while text[0] in "rRbB":
+        prefix += text[0].lower()
+        text = text[1:]
+    quote = 3 if text[:3] in ('"""', "'''") else 1
+    body = text[quote:-quote]
+    if "r" in prefix:
+        return (body.encode() if "b" in prefix else body), ("bytes" if "b" in prefix else "string")
+    return _unescape(body, "b" in prefix), ("bytes" if "b" in prefix else "string")
+
+
+class Parser:
+    """One expression; raises ParseError."""
+
+    def __init__(self, text: str) -> None:
+        self.text = text
+        self.tokens = tokenize(text)
+        self.pos = 0
+        self.depth = 0
+
+    def peek(self, offset: int = 0) -> Token:
+        return self.tokens[min(self.pos + offset, len(self.tokens) - 1)]
+
+    def next(self) -> Token:
+        tok = self.tokens[self.pos]
+        self.pos += 1
+        return tok
+
+    def accept(self, text: str) -> Token | None:
+        tok = self.peek()
+        if tok.kind == "op" and tok.text == text:
+            self.pos += 1
+            return tok
+        return None
+
+    def expect(self, text: str) -> Token:
+        tok = self.accept(text)
+        if tok is None:
+            found = self.peek()
+            raise ParseError(f"Syntax error: mismatched input '{found.text or '<EOF>'}' expecting '{text}'")
+        return tok
+
+    def parse(self) -> Node:
+        node = self.expr()
+        if self.peek().kind != "eof":
+            raise ParseError(f"Syntax error: extraneous input '{self.peek().text}'")
+        return node
+
+    def _enter(self) -> None:
+        self.depth += 1
+        if self.depth > MAX_RECURSION:
+            raise ParseError(f"expression recursion limit exceeded: {MAX_RECURSION}")
+
+    def expr(self) -> Node:
+        self._enter()
+        cond = self.or_expr()
+        if self.accept("?"):
+            then = self.or_expr()
+            self.expect(":")
+            other = self.expr()
+            cond = Call(cond.start, other.end, "_?_:_", None, [cond, then, other])
+        self.depth -= 1
+        return cond
+
+    def _chain(self, op: str, function: str, sub: Any) -> Node:
+        left: Node = sub()
+        while self.accept(op):
+            right = sub()
+            left = Call(left.start, right.end, function, None, [left, right])
+        return left
+
+    def or_expr(self) -> Node:
+        return self._chain("||", "_||_", self.and_expr)
+
+    def and_expr(self) -> Node:
+        return self._chain("&&", "_&&_", self.relation)
+
+    def relation(self) -> Node:
+        ops = {"<": "_<_", "<=": "_<=_", ">": "_>_", ">=": "_>=_", "==": "_==_", "!=": "_!=_"}
+        left = self.addition()
+        while True:
+            tok = self.peek()
+            if tok.kind == "op" and tok.text in ops:
+                function = ops[tok.text]
+            elif tok.kind == "id" and tok.text == "in":
+                function = "@in"
+            else:
+                return left
+            self.pos += 1
+            right = self.addition()
+            left = Call(left.start, right.end, function, None, [left, right])
+
+    def addition(self) -> Node:
+        left = self.multiplication()
+        while (tok := self.peek()).kind == "op" and tok.text in "+-":
+            self.pos += 1
+            right = self.multiplication()
+            left = Call(left.start, right.end, "_+_" if tok.text == "+" else "_-_", None, [left, right])
+        return left
+
+    def multiplication(self) -> Node:
+        names = {"*": "_*_", "/": "_/_", "%": "_%_"}
+        left = self.unary()
+        while (tok := self.peek()).kind == "op" and tok.text in names:
+            self.pos += 1
+            right = self.unary()
+            left = Call(left.start, right.end, names[tok.text], None, [left, right])
+        return left
+
+    def unary(self) -> Node:
+        tok = self.peek()
+        if tok.kind == "op" and tok.text in "!-":
+            count = 0
+            while self.peek().kind == "op" and self.peek().text == tok.text:
+                self.pos += 1
+                count += 1
+            # Like cel-go: pairs of the same unary operator cancel out.
+            if tok.text == "-" and self.peek().kind == "num" and count % 2 == 1:
+                return self.member(negate=True)
+            operand = self.member()
+            if count % 2 == 1:
+                operand = Call(tok.start, operand.end, "!_" if tok.text == "!" else "-_", None, [operand])
+            return operand
+        return self.member()
+
+    def member(self, negate: bool = False) -> Node:
+        node = self.primary(negate)
+        while True:
+            tok = self.peek()
+            if tok.kind != "op":
+                return node
+            if tok.text in (".", ".?"):
+                self.pos += 1
+                name = self.next()
+                if name.kind != "id":
+                    raise ParseError(f"Syntax error: no viable alternative at input '.{name.text}'")
+                if tok.text == "." and self.accept("("):
+                    args = self.arguments(")")
+                    node = self.macro_or_call(name.text, node, args, node.start)
+                else:
+                    node = Select(node.start, name.end, node, name.text, optional=tok.text == ".?")
+            elif tok.text in ("[", "[?"):
+                self.pos += 1
+                index = self.expr()
+                end = self.expect("]")
+                fn = "_[?_]" if tok.text == "[?" else "_[_]"
+                node = Call(node.start, end.end, fn, None, [node, index])
+            else:
+                return node
+
+    def arguments(self, close: str) -> list[Node]:
+        args: list[Node] = []
+        if self.accept(close):
+            return args
+        while True:
+            args.append(self.expr())
+            if self.accept(close):
+                return args
+            self.expect(",")
+
+    def primary(self, negate: bool) -> Node:
+        tok = self.next()
+        if tok.kind == "num":
+            return self.number(tok, negate)
+        if tok.kind == "str":
+            value, kind = _string_literal(tok.text)
+            return Lit(tok.start, tok.end, value, kind)
+        if tok.kind == "id":
+            return self.identifier(tok)
+        if tok.kind == "op":
+            return self.bracketed(tok)
+        raise ParseError("Syntax error: mismatched input '<EOF>'")
+
+    def identifier(self, tok: Token) -> Node:
+        constants = {"true": (True, "bool"), "false": (False, "bool"), "null": (None, "null")}
+        if tok.text in constants:
+            value, kind = constants[tok.text]
+            return Lit(tok.start, tok.end, value, kind)
+        if tok.text in RESERVED or tok.text == "in":
+            raise ParseError(f"Syntax error: reserved identifier: {tok.text}")
+        if self.accept("("):
+            args = self.arguments(")")
+            return self.macro_or_call(tok.text, None, args, tok.start)
+        return Ident(tok.start, tok.end, tok.text)
+
+    def bracketed(self, tok: Token) -> Node:
+        if tok.text == "(":
+            inner = self.expr()
+            self.expect(")")
+            return inner
+        if tok.text in ("[", "[?"):
+            return self.list_literal(tok, first_optional=tok.text == "[?")
+        if tok.text == "{":
+            return self.map_literal(tok)
+        if tok.text == "." and self.peek().kind == "id":
+            name = self.next()
+            if self.accept("("):
+                return self.macro_or_call(name.text, None, self.arguments(")"), tok.start)
+            return Ident(tok.start, name.end, name.text)
+        raise ParseError(f"Syntax error: mismatched input '{tok.text}'")
+
+    def list_literal(self, tok: Token, first_optional: bool) -> Node:
+        elements: list[Node] = []
+        optional: set[int] = {0} if first_optional else set()
+        while not self.accept("]"):
+            if self.accept("?"):
+                optional.add(len(elements))
+            elements.append(self.expr())
+            if not self.accept(","):
+                self.expect("]")
+                break
+        return ListLit(tok.start, self.tokens[self.pos - 1].end, elements, optional)
+
+    def map_literal(self, tok: Token) -> Node:
+        entries: list[tuple[Node, Node, bool]] = []
+        while not self.accept("}"):
+            opt = self.accept("?") is not None
+            key = self.expr()
+            self.expect(":")
+            entries.append((key, self.expr(), opt))
+            if not self.accept(","):
+                self.expect("}")
+                break
+        return MapLit(tok.start, self.tokens[self.pos - 1].end, entries)
+
+    def number(self, tok: Token, negate: bool) -> Node:
+        """Int, uint (u suffix) or double literal; a preceding unary minus is folded in."""
+        raw, start = tok.text, tok.start - (1 if negate else 0)
+        hexadecimal = raw[:2].lower() == "0x"
+        unsigned = raw[-1] in "uU"
+        digits = raw[:-1] if unsigned else raw
+        if not hexadecimal and any(c in digits for c in ".eE"):
+            number = float(digits)
+            if math.isinf(number):
+                raise ParseError(f"invalid double literal: {raw}")
+            return Lit(start, tok.end, -number if negate else number, "double")
+        value = int(digits, 16 if hexadecimal else 10) * (-1 if negate else 1)
+        if unsigned:
+            if negate or value >= 1 << 64:
+                raise ParseError(f"error parsing uint literal: {raw}")
+            return Lit(start, tok.end, value, "uint")
+        if not -(1 << 63) <= value < (1 << 63):
+            raise ParseError(f"error parsing int literal: {raw}")
+        return Lit(start, tok.end, value, "int")
+
+    def macro_or_call(self, name: str, target: Node | None, args: list[Node], start: int) -> Node:
+        end = self.tokens[self.pos - 1].end
+        macro = _macro(name, target, args, start, end)
+        if macro is not None:
+            return macro
+        return Call(start, end, name, target, args)
+
+
+def _var(node: Node, macro: str) -> str:
+    if not isinstance(node, Ident):
+        raise ParseError(f"{macro} argument must be a simple name")
+    return node.name
+
+
+def _macro(name: str, target: Node | None, args: list[Node], start: int, end: int) -> Node | None:
+    if target is None:
+        if name == "has" and len(args) == 1:
+            arg = args[0]
+            if not isinstance(arg, Select) or arg.optional:
+                raise ParseError("invalid argument to has() macro")
+            return Select(start, end, arg.operand, arg.field, test_only=True)
+        return None
+    if name == "bind" and isinstance(target, Ident) and target.name == "cel" and len(args) == 3:
+        return Comprehension(start, end, "bind", args[1], _var(args[0], "cel.bind() variable name"), args[2])
+    kinds = {("all", 2), ("exists", 2), ("exists_one", 2), ("existsOne", 2), ("map", 2), ("filter", 2),
+             ("map", 3), ("optMap", 2), ("optFlatMap", 2)}
+    if (name, len(args)) not in kinds:
+        return None
+    name = "exists_one" if name == "existsOne" else name
+    var = _var(args[0], name)
+    if name == "map" and len(args) == 3:
+        return Comprehension(start, end, "map", target, var, args[2], extra=args[1])
+    return Comprehension(start, end, name, target, var, args[1])
+
+
+def _depth(node: Node) -> int:
+    """Nesting depth as cel-go's visitor counts it: && and || chains are balanced trees."""
+    stack: list[tuple[Node, int]] = [(node, 1)]
+    deepest = 0
+    while stack:
+        current, depth = stack.pop()
+        deepest = max(deepest, depth)
+        if depth > MAX_RECURSION:
+            break
+        if isinstance(current, Call) and current.function in ("_&&_", "_||_"):
+            leaves: list[Node] = []
+            flatten(current, current.function, leaves)
+            extra = max(1, (len(leaves) - 1).bit_length())
+            stack.extend((leaf, depth + extra) for leaf in leaves)
+        else:
+            stack.extend((child, depth + 1) for child in _children(current))
+    return deepest
+
+
+def flatten(node: Node, function: str, out: list[Node]) -> None:
+    """Operands of a chain of the same binary operator (a && b && c), left to right."""
+    pending = [node]
+    while pending:
+        current = pending.pop()
+        if isinstance(current, Call) and current.function == function and current.target is None:
+            pending.extend(reversed(current.args))
+        else:
+            out.append(current)
+
+
+def _children(node: Node) -> list[Node]:
+    if isinstance(node, Select):
+        return [node.operand]
+    if isinstance(node, Call):
+        return ([node.target] if node.target is not None else []) + list(node.args)
+    if isinstance(node, ListLit):
+        return list(node.elements)
+    if isinstance(node, MapLit):
+        return [n for key, value, _ in node.entries for n in (key, value)]
+    if isinstance(node, Comprehension):
+        return [n for n in (node.target, node.body, node.extra) if n is not None]
+    return []
+
+
+def parse(text: str) -> Node:
+    """Parse ``text``; ParseError for syntax errors and for nesting beyond cel-go's limits."""
+    if len(text) > MAX_CODE_POINTS:
+        raise ParseError(f"expression code point size exceeds limit: size: {len(text)}, limit {MAX_CODE_POINTS}")
+    node = Parser(text).parse()
+    if _depth(node) > MAX_RECURSION:
+        raise ParseError("max recursion depth exceeded")
+    return node

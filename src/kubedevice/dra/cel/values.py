@@ -1,0 +1,279 @@
+"""Runtime values and the dynamic (runtime-dispatched) CEL operations on them."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from typing import Any
+
+from .quantity import Quantity
+from .semver import Semver
+
+INT_MIN = -(1 << 63)
+INT_MAX = (1 << 63) - 1
+UINT_MAX = (1 << 64) - 1
+
+
+class Err(Exception):
+    """A CEL runtime error value, raised so that Python unwinds to the nearest absorber."""
+
+
+class UInt(int):
+    """CEL uint: distinct from int at runtime."""
+
+    __slots__ = ()
+
+
+@dataclass(frozen=True, slots=True)
+class Optional:
+    """CEL optional_type; ``present`` distinguishes optional.none() from optional.of(null)."""
+
+    present: bool
+    value: Any = None
+
+
+NONE = Optional(False)
+
+
+def no_overload(name: str, *args: Any) -> Err:
+    return Err(f"no such overload: {name}({', '.join(type_name(a) for a in args)})")
+
+
+def type_name(value: Any) -> str:
+    names: dict[type, str] = {bool: "bool", int: "int", UInt: "uint", float: "double", str: "string",
+                              bytes: "bytes", type(None): "null_type", list: "list", tuple: "list",
+                              dict: "map", Quantity: "kubernetes.Quantity", Semver: "kubernetes.Semver",
+                              Optional: "optional_type"}
+    for cls in type(value).__mro__:
+        if cls in names:
+            return names[cls]
+    return type(value).__name__
+
+
+def _is_num(value: Any) -> bool:
+    return type(value) in (int, UInt, float)
+
+
+def equals(a: Any, b: Any) -> bool:
+    """Heterogeneous equality: values of different kinds are unequal, numbers compare by value.
+
+    Kubernetes' Quantity and Semver refuse comparison with other kinds (an error, not false).
+    """
+    if a is None or b is None:
+        return a is None and b is None
+    ta, tb = type(a), type(b)
+    if ta in _STRICT and ta is not tb:
+        raise no_overload("_==_", a, b)
+    if ta is tb or (_is_num(a) and _is_num(b)):
+        if ta in (list, tuple) or ta is dict:
+            return _container_equals(a, b)
+        if ta is Quantity:
+            return bool(a.cmp(b) == 0)
+        if ta is float or tb is float:
+            return bool(a == b) and not (math.isnan(a) or math.isnan(b))
+        return bool(a == b)
+    if ta in (list, tuple) and tb in (list, tuple):
+        return _container_equals(a, b)
+    if issubclass(ta, dict) and issubclass(tb, dict):
+        return _container_equals(a, b)
+    return False
+
+
+_STRICT = (Quantity, Semver)
+
+
+def equal_or_false(a: Any, b: Any) -> bool:
+    """Equality as container searches use it: an incomparable pair is simply not equal."""
+    try:
+        return equals(a, b)
+    except Err:
+        return False
+
+
+def _container_equals(a: Any, b: Any) -> bool:
+    if len(a) != len(b):
+        return False
+    if isinstance(a, dict):
+        for key, value in a.items():
+            other = map_find(b, key)
+            if other is _MISSING or not equals(value, other):
+                return False
+        return True
+    return all(equals(x, y) for x, y in zip(a, b, strict=True))
+
+
+_MISSING = object()
+
+
+def map_find(mapping: dict[Any, Any], key: Any) -> Any:
+    """Map lookup with CEL's numeric key equivalence (1 == 1u == 1.0)."""
+    if type(key) is str:  # a str only ever equals a str key, so the dict lookup is exact
+        found = mapping.get(key, _MISSING)
+        return found if found is not _MISSING else getattr(mapping, "default", _MISSING)
+    if type(key) is float:
+        if not key.is_integer():
+            return _MISSING
+        key = int(key)
+    if type(key) in (int, UInt):
+        for candidate in (int(key), UInt(key)) if 0 <= key <= UINT_MAX else (int(key),):
+            for k, v in mapping.items():
+                if type(k) in (int, UInt) and k == candidate:
+                    return v
+        return _MISSING
+    if type(key) is not bool:
+        raise Err(f"unsupported key type: {type_name(key)}")
+    return _scan(mapping, key)
+
+
+def _scan(mapping: dict[Any, Any], key: Any) -> Any:
+    for k, v in mapping.items():
+        if type(k) is type(key) and k == key:
+            return v
+    return getattr(mapping, "default", _MISSING)
+
+
+def index(container: Any, key: Any) -> Any:
+    if isinstance(container, (list, tuple)):
+        if type(key) is float:
+            if not key.is_integer():
+                raise Err(f"unsupported index value {key}")
+            key = int(key)
+        if type(key) not in (int, UInt):
+            raise no_overload("_[_]", container, key)
+        if not 0 <= key < len(container):
+            raise Err(f"index out of bounds: {key}")
+        return container[key]
+    if isinstance(container, dict):
+        value = map_find(container, key)
+        if value is _MISSING:
+            raise Err(f"no such key: {key}")
+        return value
+    raise no_overload("_[_]", container, key)
+
+
+def has_key(container: Any, key: Any) -> bool:
+    if isinstance(container, dict):
+        return map_find(container, key) is not _MISSING
+    raise no_overload("has", container)
+
+
+def compare(a: Any, b: Any, op: str) -> int:
+    """Ordering for the relational operators, including cross-type numeric comparisons."""
+    ta, tb = type(a), type(b)
+    if (_is_num(a) and _is_num(b)) or (ta is tb and ta in (str, bytes, bool)):
+        if (ta is float and math.isnan(a)) or (tb is float and math.isnan(b)):
+            return 2  # unordered: every relation is false
+        return int(a > b) - int(a < b)
+    raise no_overload(op, a, b)
+
+
+def check_int(value: int) -> int:
+    if not INT_MIN <= value <= INT_MAX:
+        raise Err("integer overflow")
+    return value
+
+
+def check_uint(value: int) -> UInt:
+    if not 0 <= value <= UINT_MAX:
+        raise Err("unsigned integer overflow")
+    return UInt(value)
+
+
+def _int_div(a: int, b: int) -> int:
+    q = abs(a) // abs(b)
+    return q if (a >= 0) == (b >= 0) else -q
+
+
+def arith(op: str, a: Any, b: Any) -> Any:
+    """+ - * / % with CEL's overflow and division-by-zero errors; operands must share a kind."""
+    ta, tb = type(a), type(b)
+    if ta is not tb and not (ta in (list, tuple) and tb in (list, tuple)):
+        raise no_overload(op, a, b)
+    if ta is int or ta is UInt:
+        check = check_int if ta is int else check_uint
+        if op in "/%" and b == 0:
+            raise Err("division by zero" if op == "/" else "modulus by zero")
+        if op == "/":
+            return check(_int_div(a, b))
+        if op == "%":
+            if ta is int and a == INT_MIN and b == -1:
+                raise Err("integer overflow")
+            return check(a - b * _int_div(a, b))
+        return check({"+": a + b, "-": a - b, "*": a * b}[op])
+    if ta is float and op in "+-*/":
+        return _float_op(op, a, b)
+    if op == "+" and ta in (str, bytes):
+        return a + b
+    if op == "+" and ta in (list, tuple):
+        return list(a) + list(b)
+    raise no_overload(op, a, b)
+
+
+def _float_op(op: str, a: float, b: float) -> float:
+    if op == "/":
+        if b == 0:
+            return math.nan if a == 0 or math.isnan(a) else math.copysign(math.inf, a) * math.copysign(1, b)
+        return a / b
+    try:
+        return {"+": a + b, "-": a - b, "*": a * b}[op]
+    except OverflowError:
+        return math.inf
+
+
+def negate(a: Any) -> Any:
+    if type(a) is int:
+        return check_int(-a)
+    if type(a) is float:
+        return -a
+    raise no_overload("-_", a)
+
+
+def size(value: Any) -> int:
+    if isinstance(value, (str, bytes, list, tuple, dict)):
+        return len(value)
+    raise no_overload("size", value)
+
+
+def contains(container: Any, item: Any) -> bool:
+    """The `in` operator."""
+    if isinstance(container, (list, tuple)):
+        return any(equal_or_false(item, x) for x in container)
+    if isinstance(container, dict):
+        return map_find(container, item) is not _MISSING and not (
+            hasattr(container, "default") and all(not equals(item, k) for k in container)
+        )
+    raise no_overload("@in", item, container)
+
+
+def absorb(outcomes: Iterable[Any], stop: bool, name: str) -> bool:
+    """CEL's commutative && (stop=False) / || (stop=True) over values or Err outcomes:
+    any operand equal to ``stop`` decides, otherwise the first error or non-bool fails."""
+    failure: Err | None = None
+    for value in outcomes:
+        if value is stop:
+            return bool(stop)
+        if isinstance(value, Err):
+            failure = failure or value
+        elif value is not (not stop):
+            failure = failure or no_overload(name, value)
+    if failure is not None:
+        raise failure
+    return not stop
+
+
+def outcome(fn: Callable[[Any], Any], arg: Any) -> Any:
+    """``fn(arg)``, with a CEL error returned as a value rather than raised."""
+    try:
+        return fn(arg)
+    except Err as exc:
+        return exc
+
+
+def truthy(value: Any, name: str) -> bool:
+    if value is True or value is False:
+        return bool(value)
+    raise no_overload(name, value)
+
+
+Fn = Callable[..., Any]

@@ -1,0 +1,62 @@
+"""`kubedevice dra cel` as a real process: JSON lines in, one flushed answer line per input."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+COMMAND = [sys.executable, "-c", "from kubedevice.dra.cel.cli import cel_command; cel_command()"]
+
+
+@pytest.fixture
+def cel_process() -> Iterator[subprocess.Popen[str]]:
+    process = subprocess.Popen(COMMAND, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    yield process
+    if process.stdin is not None:
+        process.stdin.close()
+    process.wait(timeout=30)
+
+
+def ask(process: subprocess.Popen[str], line: str) -> dict[str, Any]:
+    """Send one line and read its answer without closing stdin: proves the answer was flushed."""
+    assert process.stdin is not None and process.stdout is not None
+    process.stdin.write(line + "\n")
+    process.stdin.flush()
+    answer: dict[str, Any] = json.loads(process.stdout.readline())
+    return answer
+
+
+def test_answers_line_by_line(cel_process: subprocess.Popen[str]) -> None:
+    device = {"driver": "gpu.example.com", "attributes": {"model": {"string": "a100"}, "fw": {"version": "1.2.3"}},
+              "capacity": {"memory": {"value": "40Gi"}}}
+    selector = ('device.attributes["gpu.example.com"].model == "a100" && '
+                'device.capacity["gpu.example.com"].memory.isGreaterThan(quantity("1Gi"))')
+    assert ask(cel_process, json.dumps({"expression": selector, **device})) == {"result": True}
+    assert ask(cel_process, json.dumps({"expression": 'device.driver == "x"', **device})) == {"result": False}
+    compile_error = ask(cel_process, json.dumps({"expression": "device.driver ==", **device}))
+    assert compile_error["error"] == "compile" and compile_error["message"]
+    runtime_error = ask(cel_process, json.dumps({"expression": 'device.attributes["x"].y', **device}))
+    assert runtime_error["error"] == "runtime" and "no such key" in runtime_error["message"]
+
+
+def test_environment_and_features(cel_process: subprocess.Popen[str]) -> None:
+    case = {"expression": "device.allowMultipleAllocations", "driver": "d", "allowMultipleAllocations": True}
+    assert ask(cel_process, json.dumps(case))["error"] == "compile"
+    assert ask(cel_process, json.dumps({**case, "env": "StoredExpressions"})) == {"result": True}
+    assert ask(cel_process, json.dumps({**case, "features": {"DRAConsumableCapacity": True}})) == {"result": True}
+
+
+@pytest.mark.parametrize("line", [
+    "not json", "[1, 2]", '{"driver": "x"}', '{"expression": "true", "attributes": [1]}',
+    '{"expression": "true", "capacity": {"m": {"value": 5}}}', '{"expression": "true", "env": "Other"}',
+])
+def test_malformed_lines_get_an_error_line_and_the_command_continues(
+        cel_process: subprocess.Popen[str], line: str) -> None:
+    answer = ask(cel_process, line)
+    assert set(answer) == {"error", "message"} and answer["message"]
+    assert ask(cel_process, json.dumps({"expression": "1 < 2", "driver": "d"})) == {"result": True}

@@ -1,0 +1,305 @@
+"""Seeded corpus of DRA selector cases for the differential test against Kubernetes' CEL.
+
+Atoms cover every library function the engine implements, wrong argument types, missing keys
+and unknown domains; they are combined with &&, || and ! and paired with random devices,
+environments and feature gates.
+"""
+
+from __future__ import annotations
+
+import random
+from typing import Any
+
+DRIVER = "gpu.example.com"
+DOMAINS = [DRIVER, "other.example.com", "unknown.example.com"]
+NAMES = ["model", "cores", "ecc", "fw", "tags", "ids", "flags", "fws", "missing"]
+CAPS = ["memory", "slices", "missing"]
+STRINGS = ['"a100"', '"h100"', '""', '"A100"', '"a"']
+INTS = ["0", "1", "-1", "80", "9223372036854775807", "-9223372036854775808", "3u", "2.5"]
+QUANTITIES = ['"1Gi"', '"40Gi"', '"1.5"', '"100m"', '"1000m"', '"1e3"', '"2Ki"', '"0.1n"', '"bad"', '"1.G"',
+              '"9223372036854775807"', '"99999999999999999999"', '"-1"', '"1E"', '"12e-3"', '"+5"', '"Ki"']
+VERSIONS = ['"1.2.3"', '"1.2.3-rc.1"', '"v1.2"', '"01.2.3"', '"1.2"', '"1.2.3+build.5"', '"2.0.0-alpha"',
+            '"1.2.3-01"', '"x"']
+
+ATOMS = [
+    'device.driver == "{driver}"',
+    'device.driver != {s}',
+    'device.driver.startsWith("gpu")',
+    'device.driver.endsWith(".com") && device.driver.contains("example")',
+    'device.driver.matches("^gpu\\\\.[a-z]+\\\\.com$")',
+    'device.driver == 1',
+    'device.attributes["{d}"].{n} == {s}',
+    'device.attributes["{d}"].{n} == {i}',
+    'device.attributes["{d}"]["{n}"] > {i}',
+    'device.attributes["{d}"].{n} < {s}',
+    'device.attributes["{d}"].{n}',
+    '!device.attributes["{d}"].{n}',
+    'has(device.attributes["{d}"].{n})',
+    '"{n}" in device.attributes["{d}"]',
+    '"{d}" in device.attributes',
+    'has(device.attributes.{dn})',
+    'device.attributes["{d}"].size() {cmp} 2',
+    'size(device.attributes) > 0',
+    'device.attributes["{d}"].{n}.size() > 1',
+    'device.attributes["{d}"].{n}.startsWith("a")',
+    'device.attributes["{d}"].{n}.lowerAscii() == "a100"',
+    'device.attributes["{d}"].{n}.isGreaterThan(semver({v}))',
+    'device.attributes["{d}"].{n}.compareTo(semver({v})) {cmp} 0',
+    'device.attributes["{d}"].{n}.major() == 1',
+    'device.attributes["{d}"].{n} == semver({v})',
+    'device.attributes["{d}"].{n}.includes({i})',
+    'device.attributes["{d}"].{n}.includes({s})',
+    '{s} in device.attributes["{d}"].{n}',
+    'device.attributes["{d}"].{n}.exists(x, x == {s})',
+    'device.attributes["{d}"].{n}.all(x, x > 1)',
+    'device.attributes["{d}"].{n}.exists_one(x, x == {i})',
+    'device.attributes["{d}"].{n}.map(x, x * 2).size() == 2',
+    'device.attributes["{d}"].{n}.filter(x, x > 1).size() > 0',
+    'device.attributes["{d}"].{n}.sum() > 2',
+    'device.attributes["{d}"].{n}.min() == 1',
+    'device.attributes["{d}"].{n}.isSorted()',
+    'device.attributes["{d}"].{n}.indexOf({i}) >= 0',
+    'device.capacity["{d}"].{c}.compareTo(quantity({q})) {cmp} 0',
+    'device.capacity["{d}"].{c}.isGreaterThan(quantity({q}))',
+    'device.capacity["{d}"].{c}.isLessThan(quantity("80Gi"))',
+    'device.capacity["{d}"].{c}.asInteger() > 0',
+    'device.capacity["{d}"].{c}.isInteger()',
+    'device.capacity["{d}"].{c}.asApproximateFloat() > 1.0',
+    'device.capacity["{d}"].{c}.add(quantity({q})).sign() == 1',
+    'device.capacity["{d}"].{c}.sub({i}).isLessThan(quantity("1"))',
+    'device.capacity["{d}"].{c} == quantity({q})',
+    'device.capacity["{d}"].{c} > quantity("1")',
+    'has(device.capacity["{d}"].{c})',
+    'quantity({q}).isInteger()',
+    'quantity({q}).asInteger() {cmp} 1000',
+    'quantity({q}).add({i}).asInteger() > 0',
+    'quantity({q}).sub(quantity({q2})).sign() {cmp} 0',
+    'quantity({q}).compareTo(quantity({q2})) == 0',
+    'quantity({q}).asApproximateFloat() > 0.5',
+    'isQuantity({q})',
+    'isSemver({v})',
+    'isSemver({v}, true)',
+    'semver({v}, true).minor() == 2',
+    'semver({v}).patch() {cmp} 3',
+    'semver({v}).isLessThan(semver({v2}))',
+    'semver({v}) == semver({v2})',
+    'semver({v}).compareTo(semver({v2})) {cmp} 0',
+    'cel.bind(m, device.attributes["{d}"], m.{n} == {s})',
+    'cel.bind(x, {i}, x + 1 > 0)',
+    '{i} + {i2} > 0',
+    '{i} * {i2} {cmp} 0',
+    '{i} / {i2} == 0',
+    '{i} % {i2} == 0',
+    '-{i} < 0',
+    '{i} {cmp} {i2}',
+    '{s} + "x" == "a100x"',
+    '"a,b,c".split(",").size() == 3',
+    '"abc".substring({small}) == "bc"',
+    '"abc".charAt({small}) == "c"',
+    '"  x ".trim() == "x"',
+    '"a.b".replace(".", "-") == "a-b"',
+    '["a", "b"].join("-") == "a-b"',
+    '"hello".indexOf("l") == 2',
+    '"hello".lastIndexOf("l") {cmp} 3',
+    '"AbC".upperAscii() == "ABC"',
+    '"abc".reverse() == "cba"',
+    '"x1y22".find("[0-9]+") == "1"',
+    '"x1y22".findAll("[0-9]+").size() == 2',
+    '"abc".matches("[")',
+    '{s}.matches("^a[0-9]+$")',
+    'optional.of({i}).hasValue()',
+    'optional.none().orValue({i}) == {i}',
+    'optional.of({s}).value() == {s}',
+    'optional.none().value() == 1',
+    'device.attributes["{d}"].?{n}.hasValue()',
+    'device.attributes["{d}"][?"{n}"].orValue({s}) == {s}',
+    'device.attributes[?"{d}"].hasValue()',
+    'optional.ofNonZeroValue({s}).hasValue()',
+    'optional.of(1).optMap(x, x + 1).value() == 2',
+    '[1, 2, 3].all(x, x > 0)',
+    '[1, 2, 3].exists(x, x / 0 == 1 || x == 2)',
+    '[1, 2, 3].exists(x, x / 0 == 1)',
+    '{{"a": 1, "b": 2}}.exists(k, k == "b")',
+    '{{"a": 1}}.a == 1',
+    '{{"a": 1}}.b == 1',
+    '[1, 2][5] == 1',
+    '[1, 2, 3][1] == 2',
+    '[1, "a"].size() == 2',
+    '[1, 2].sum() == 3',
+    '[3, 1].max() == 3',
+    '[].min() == 0',
+    '[1, 2] + [3] == [1, 2, 3]',
+    'size("héllo") == 5',
+    'int("12") + 1 == 13',
+    'int({s}) == 0',
+    'string(12) == "12"',
+    'double(1) == 1.0',
+    'dyn(1) == 1.0',
+    'dyn({s}) == 1',
+    'uint(1) == 1u',
+    '1 == 1u',
+    'true ? {i} > 0 : false',
+    'device.allowMultipleAllocations',
+    'device.allowMultipleAllocations == false',
+    'device.nosuchfield == 1',
+    'undefinedVariable == 1',
+    'nosuchfunction(1)',
+    '1 +',
+    '"abc"',
+    '1',
+    'device.attributes["{d}"]',
+    'device.capacity["{d}"].{c}',
+    '[1, 2, 3].includes(2)',
+    '(false ? 1 : dyn({s})) < 5',
+    '(false ? "x" : dyn(semver({v}))) == "x"',
+    '(true ? {s} : dyn({i})) == {s}',
+    'device.attributes.all(a, device.attributes.all(b, device.attributes.all(c, a == b)))',
+    'device.attributes.all(a, device.attributes.all(b, device.attributes.all(c, device.attributes.all(e, a == b))))',
+    'device.attributes["{d}"].all(n, device.attributes["{d}"][n] == {s})',
+    'device.capacity.exists(d, device.capacity[d].exists(n, device.capacity[d][n].sign() == 1))',
+    '"%s".size() > 0 && "{n}".split("").join("") == "{n}" && "{n}".matches("^[a-z]*$")',
+    'device.attributes["{d}"].{n}.split(",", 2).size() < 3',
+    'device.attributes["{d}"].{n}.replace("a", "bb").size() > 0',
+    'device.attributes["{d}"].{n}.findAll("[0-9]").size() >= 0',
+    'device.attributes["{d}"].{n}.join(",").size() >= 0',
+    '{{"a": 1, "b": 2}}["b"] == {i}',
+    '{{1: "x", 2u: "y"}}[{i}] == "x"',
+    '{{"a": 1, "a": 2}}.size() == 1',
+    '"b" in {{"a": 1, "b": 2}}',
+    'has({{"a": 1}}.a)',
+    '{{"a": {i}}} == {{"a": {i2}}}',
+    '[{i}, {i2}] == [{i}, {i2}]',
+    '[1, "a"] == [1, "a"]',
+    '[[1], [2]].size() == 2',
+    'true ? 1 : "a"',
+    '(true ? 1 : 2) == 1',
+    '1.5 + 2.5 == 4.0',
+    '10.0 / 0.0 > 1.0',
+    '2u * 3u == 6u',
+    '1u - 2u == 0u',
+    '18446744073709551615u + 1u > 0u',
+    '1 + 1u == 2',
+    'dyn(1) + dyn(1u) == 2',
+    '"abc" < "abd"',
+    'b"abc" == b"abc"',
+    'size(b"\\x00\\xff") == 2',
+    '"\\u00e9" == "é"',
+    'r"a\\d" == "a\\\\d"',
+    'null == null',
+    'device.driver != null',
+    'quantity("1") == null',
+    'int(2.9) == 2',
+    'int(-2.9) == -2',
+    'uint(-1) == 1u',
+    'double("1.5") == 1.5',
+    'string(1.5) == "1.5"',
+    'string(b"abc") == "abc"',
+    'bool("true")',
+    '{i} in [1, 2, 3]',
+    '{s} in ["a100", "h100"]',
+    '"x" in ["a"] + ["x"]',
+    '[1, 2, 3].map(x, x > 1, x * 10) == [20, 30]',
+    '[1, 2, 3].exists_one(x, x / (x - 2) > 0)',
+    '[1, 2].all(x, x)',
+    'device.attributes["{d}"].all(k, k.size() > 0)',
+    'device.capacity["{d}"].exists(k, device.capacity["{d}"][k].isGreaterThan(quantity("1")))',
+    'device.attributes.exists(d, d == "{d}")',
+    'device.attributes["{d}"].{n}.isSorted() == device.attributes["{d}"].{n}.isSorted()',
+    'device.attributes["{d}"].{n}.max() {cmp} {i}',
+    'device.attributes["{d}"].{n}.lastIndexOf({s}) == -1',
+    'device.attributes["{d}"].{n}[0] == {s}',
+    'device.attributes["{d}"].{n}[?0].hasValue()',
+    'device.attributes["{d}"].{n}.contains("10")',
+    'device.attributes["{d}"].{n}.matches("^[a-z]+$")',
+    'device.attributes["{d}"].{n} + 1 > 1',
+    'device.attributes["{d}"].{n}.split("0").size() > 1',
+    'semver({v}).isGreaterThan(device.attributes["{d}"].{n})',
+    'quantity({q}).isLessThan(device.capacity["{d}"].{c})',
+    'optional.of(device.attributes["{d}"]).?{n}.hasValue()',
+    'optional.none().or(optional.of({i})).value() == {i}',
+    'optional.of(1).optFlatMap(x, optional.none()).hasValue()',
+    'optional.ofNonZeroValue(0).orValue(7) == 7',
+    '[?optional.of(1), ?optional.none()].size() == 1',
+    '{{?"a": optional.none(), "b": 2}}.size() == 1',
+    '"a".substring(2) == ""',
+    '"hello".indexOf("l", 3) == 3',
+    '"hello".lastIndexOf("l", 2) == 2',
+    '"hello".charAt(5) == ""',
+    '"a-b-c".split("-", 2).size() == 2',
+    '"aaa".replace("a", "b", 2) == "bba"',
+    '["a", 1].join(",") == ""',
+    '[1, 2].indexOf(2) == 1',
+    '[1.5, 2.5].sum() == 4.0',
+    '["b", "a"].min() == "a"',
+    '[1, 2] == [1, 2.0]',
+    'cel.bind(x, [1, 2], cel.bind(y, x.size(), y == 2))',
+    'cel.bind(x, 1, cel.bind(x, "a", x == "a"))',
+    '[1, 2, 3].filter(x, x > 1).map(x, x * 2) == [4, 6]',
+    'device.attributes["{d}"].{n}.map(x, x).size() >= 0',
+    'device.attributes["{d}"]["{n}"] in [1, "a100", true]',
+    '"{n}".includes("x")',
+    'device.attributes["{d}"].{n}.exists(x, [1, 2, 3, 4, 5, 6, 7, 8, 9, 10].all(y, '
+    '[1, 2, 3, 4, 5, 6, 7, 8, 9, 10].all(z, y + z + x > 0)))',
+]
+
+
+def _fill(rng: random.Random, atom: str) -> str:
+    pick = rng.choice
+    return atom.format(
+        driver=pick([DRIVER, "other.example.com"]), d=pick(DOMAINS), n=pick(NAMES), dn=pick(["gpu", "x"]),
+        s=pick(STRINGS), i=pick(INTS), i2=pick(INTS), c=pick(CAPS), q=pick(QUANTITIES), q2=pick(QUANTITIES),
+        v=pick(VERSIONS), v2=pick(VERSIONS), cmp=pick(["==", "!=", "<", ">", "<=", ">="]),
+        small=pick(["1", "2", "-1", "5"]),
+    )
+
+
+def expression(rng: random.Random) -> str:
+    parts = [_fill(rng, rng.choice(ATOMS)) for _ in range(rng.choice([1, 1, 1, 2, 3]))]
+    out = parts[0]
+    for part in parts[1:]:
+        out = f"({out}) {rng.choice(['&&', '||'])} ({part})"
+    return f"!({out})" if rng.random() < 0.1 else out
+
+
+def _attribute(rng: random.Random, name: str) -> dict[str, Any]:
+    kinds: dict[str, list[dict[str, Any]]] = {
+        "model": [{"string": "a100"}, {"string": "h100"}, {"int": 3}],
+        "cores": [{"int": 80}, {"int": -1}, {"string": "80"}],
+        "ecc": [{"bool": True}, {"bool": False}],
+        "fw": [{"version": "1.2.3"}, {"version": "2.0.0-rc.1"}, {"version": "1.2.3+meta"}, {"version": "1.2.3"},
+               {"version": "1.2.3"}, {"version": "1.2.3"}, {"version": "v1.2"}, {"int": 1, "string": "two"}],
+        "tags": [{"strings": ["a100", "fast"]}, {"strings": []}],
+        "ids": [{"ints": [1, 2, 3]}, {"ints": [3, 1]}, {"ints": []}],
+        "flags": [{"bools": [True, False]}],
+        "fws": [{"versions": ["1.0.0", "1.2.3"]}, {"versions": ["1.0.0", "1.2.3"]}, {"versions": ["1.0.0", "01.2.3"]}],
+    }
+    return rng.choice(kinds[name])
+
+
+def device(rng: random.Random) -> dict[str, Any]:
+    attributes: dict[str, Any] = {}
+    for name in rng.sample(NAMES[:-1], rng.randint(0, 6)):
+        prefix = rng.choice(["", "", "other.example.com/", f"{DRIVER}/"])
+        attributes[prefix + name] = _attribute(rng, name)
+    capacity = {}
+    for name in rng.sample(["memory", "slices"], rng.randint(0, 2)):
+        prefix = rng.choice(["", "other.example.com/"])
+        capacity[prefix + name] = {"value": rng.choice(["40Gi", "80Gi", "1", "0", "1500m", "7", "1e3", "0.5"])}
+    case: dict[str, Any] = {"driver": rng.choice([DRIVER, DRIVER, "other.example.com"]),
+                            "attributes": attributes, "capacity": capacity}
+    if rng.random() < 0.3:
+        case["allowMultipleAllocations"] = rng.choice([True, False, None])
+    return case
+
+
+def corpus(seed: int, expressions: int, devices_per_expression: int) -> list[dict[str, Any]]:
+    """Expression × device cases, each with an environment and feature gates."""
+    rng = random.Random(seed)
+    cases = []
+    for _ in range(expressions):
+        expr = expression(rng)
+        env = rng.choice(["NewExpressions", "NewExpressions", "StoredExpressions"])
+        features = {"DRAConsumableCapacity": rng.random() < 0.5, "DRAListTypeAttributes": rng.random() < 0.5}
+        for _ in range(devices_per_expression):
+            cases.append({"expression": expr, "env": env, "features": features, **device(rng)})
+    return cases
