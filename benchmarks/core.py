@@ -110,7 +110,12 @@ async def bench_reregistration(restarts: int) -> None:
             await wait_registered(sim, "example.com/null", 4)
         await stop(proc)
         await sim.stop()
-    report(f"re-registration after kubelet restart (x{restarts})", latencies, "p99 <= 50 ms", percentile(latencies, 0.99) <= 50)
+    report(
+        f"re-registration after kubelet restart (x{restarts})",
+        latencies,
+        "p99 <= 50 ms",
+        percentile(latencies, 0.99) <= 50,
+    )
 
 
 async def with_toggle(count: int, body: Callable[[pb_grpc.DevicePluginStub, int], Awaitable[None]]) -> None:
@@ -140,7 +145,9 @@ async def bench_propagation(flips: int, streams: int = 8) -> None:
             latencies.append(1000 * (time.perf_counter() - started))
         for call in calls:
             call.cancel()
-        report(f"change to all {streams} ListAndWatch streams", latencies, "<= 100 ms", percentile(latencies, 0.99) <= 100)
+        report(
+            f"change to all {streams} ListAndWatch streams", latencies, "<= 100 ms", percentile(latencies, 0.99) <= 100
+        )
 
     await with_toggle(4, body)
 

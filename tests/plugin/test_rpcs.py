@@ -247,3 +247,19 @@ def test_pre_start_hook_sets_the_option_runs_and_honours_the_deadline(tmp_path: 
             assert len((await next_message(stream)).devices) == 4
 
     asyncio.run(main())
+
+
+def test_default_grants_merge_the_same_way_whatever_the_request_order(tmp_path: Path) -> None:
+    devices = [
+        Device(f"d{i}", grant=ContainerAllocation(envs={"WHO": f"d{i}"}, annotations={"k": f"d{i}"})) for i in range(3)
+    ]
+
+    async def main() -> None:
+        async with running([NullPlugin(devices=devices)], tmp_path), client(tmp_path) as stub:
+            answers = set()
+            for order in (["d2", "d0", "d1"], ["d1", "d2", "d0"], ["d0", "d1", "d2"]):
+                (container,) = (await stub.Allocate(allocate_request(order))).container_responses
+                answers.add((container.envs["WHO"], container.annotations["k"]))
+            assert answers == {("d0", "d0")}
+
+    asyncio.run(main())

@@ -81,8 +81,8 @@ class Plugin:
         """Watch the hardware while the plugin is served; the default has nothing to watch."""
 
     def allocate(self, devices: Sequence[Device]) -> ContainerAllocation | Awaitable[ContainerAllocation]:
-        """What one container gets for ``devices``: by default the merge of their grants."""
-        return ContainerAllocation.merge(d.grant for d in devices)
+        """What one container gets for ``devices``: by default their grants, merged in ID order."""
+        return merge_grants(devices)
 
 
 @runtime_checkable
@@ -103,6 +103,15 @@ class PreStarter(Protocol):
     """Requires PreStartContainer before every container start (30 s kubelet deadline)."""
 
     def pre_start_container(self, devices: Sequence[Device]) -> Awaitable[None] | None: ...
+
+
+def merge_grants(devices: Iterable[Device]) -> ContainerAllocation:
+    """The devices' grants merged in ID order.
+
+    The kubelet sends IDs in Go map order; merging in ID order means that where two devices
+    grant the same env, path or annotation, the same one wins every time.
+    """
+    return ContainerAllocation.merge(d.grant for d in sorted(devices, key=lambda d: d.id))
 
 
 def options_of(plugin: Plugin) -> tuple[bool, bool]:

@@ -20,7 +20,7 @@ from ..allocation.sharing import Layout, SharingPolicy, check_one_replica_per_de
 from ..device import ContainerAllocation, Device, DeviceError, Mount
 from ..health.checks import HealthChecker
 from ..health.tracker import HealthTracker
-from ..plugin.base import Plugin
+from ..plugin.base import Plugin, merge_grants
 from ..plugin.server import RpcFailure
 from .base import Found
 from .discovery import advertised, find, watched_patterns
@@ -138,7 +138,7 @@ class ConfiguredPlugin(Plugin):
                 check_one_replica_per_device(devices)
             except DeviceError as err:
                 raise RpcFailure(grpc.StatusCode.INVALID_ARGUMENT, str(err)) from err
-        merged = ContainerAllocation.merge(d.grant for d in devices)
+        merged = merge_grants(devices)
         if not self.config.env:
             return merged
         envs = dict(merged.envs)
