@@ -111,7 +111,8 @@ def merge_grants(devices: Iterable[Device]) -> ContainerAllocation:
     The kubelet sends IDs in Go map order; merging in ID order means that where two devices
     grant the same env, path or annotation, the same one wins every time.
     """
-    return ContainerAllocation.merge(d.grant for d in sorted(devices, key=lambda d: d.id))
+    ordered = sorted(devices, key=lambda d: d.id)
+    return ordered[0].grant if len(ordered) == 1 else ContainerAllocation.merge(d.grant for d in ordered)
 
 
 def options_of(plugin: Plugin) -> tuple[bool, bool]:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import inspect
 import logging
 import os
@@ -172,7 +173,7 @@ class PluginServer(pb_grpc.DevicePluginServicer):  # type: ignore[misc]
             allocation = await self._hook("allocate", self.plugin.allocate, devices)
             if not isinstance(allocation, ContainerAllocation):
                 raise RpcFailure(grpc.StatusCode.INTERNAL, f"allocate hook returned {type(allocation).__name__}")
-            response.container_responses.append(allocation_to_pb(allocation))
+            response.container_responses.append(_allocation_pb(allocation))  # append copies
         return response
 
     async def _preferred(self, request: pb.PreferredAllocationRequest) -> pb.PreferredAllocationResponse:
@@ -268,6 +269,10 @@ class PluginServer(pb_grpc.DevicePluginServicer):  # type: ignore[misc]
 async def _abort(context: Ctx, failure: RpcFailure) -> NoReturn:
     await context.abort(failure.code, str(failure))
     raise AssertionError("context.abort returned")  # pragma: no cover - abort always raises
+
+
+# Grants are immutable and hashable, and a device is usually granted the same way each time.
+_allocation_pb = functools.lru_cache(maxsize=1024)(allocation_to_pb)
 
 
 def _clear_stale_socket(path: Path) -> None:
