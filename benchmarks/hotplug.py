@@ -2,17 +2,15 @@
 
 A device node appears or vanishes under the host root; we time how long until *every* open
 ListAndWatch stream has the new list. Our side is ``kubedevice serve`` with a glob resource
-(inotify, in its own process); the Go peer is a minimal fsnotify-based plugin built here from
-the official v1beta1 Go API (the best a Go plugin does; squat's generic-device-plugin rescans
-every 5 s). Both are read by the same client, interleaved. Target: p99 ≤ 100 ms.
+(inotify, in its own process); the Go peer (benchmarks/go/hotpeer) is a minimal fsnotify-based
+plugin on the official v1beta1 Go API (the best a Go plugin does; squat's generic-device-plugin
+rescans every 5 s). Both are read by the same client, interleaved. Target: p99 ≤ 100 ms.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
-import os
-import shutil
 import statistics
 import subprocess
 import sys
@@ -25,127 +23,17 @@ from grpc import aio
 
 from kubedevice.api import pb, pb_grpc
 from kubedevice.names import endpoint_for
+from kubedevice.testing import gobuild
 
 RESOURCE = "example.com/hot"
 TARGET_MS = 100.0
 STREAMS = 2
-GO_PEER = """\
-package main
-
-import (
-	"context"
-	"flag"
-	"net"
-	"os"
-	"path/filepath"
-	"sort"
-	"sync"
-
-	"github.com/fsnotify/fsnotify"
-	"google.golang.org/grpc"
-	pluginapi "k8s.io/kubelet/pkg/apis/deviceplugin/v1beta1"
-)
-
-type plugin struct {
-	pluginapi.UnimplementedDevicePluginServer
-	dir, pattern string
-	mu           sync.Mutex
-	devices      []*pluginapi.Device
-	changed      chan struct{}
-}
-
-func (p *plugin) rescan() {
-	entries, _ := os.ReadDir(p.dir)
-	var devices []*pluginapi.Device
-	for _, e := range entries {
-		if ok, _ := filepath.Match(p.pattern, e.Name()); ok {
-			devices = append(devices, &pluginapi.Device{ID: e.Name(), Health: pluginapi.Healthy})
-		}
-	}
-	sort.Slice(devices, func(i, j int) bool { return devices[i].ID < devices[j].ID })
-	p.mu.Lock()
-	p.devices = devices
-	close(p.changed)
-	p.changed = make(chan struct{})
-	p.mu.Unlock()
-}
-
-func (p *plugin) GetDevicePluginOptions(context.Context, *pluginapi.Empty) (*pluginapi.DevicePluginOptions, error) {
-	return &pluginapi.DevicePluginOptions{}, nil
-}
-
-func (p *plugin) ListAndWatch(_ *pluginapi.Empty, stream pluginapi.DevicePlugin_ListAndWatchServer) error {
-	for {
-		p.mu.Lock()
-		devices, changed := p.devices, p.changed
-		p.mu.Unlock()
-		if err := stream.Send(&pluginapi.ListAndWatchResponse{Devices: devices}); err != nil {
-			return err
-		}
-		select {
-		case <-changed:
-		case <-stream.Context().Done():
-			return nil
-		}
-	}
-}
-
-func main() {
-	dir := flag.String("dir", "", "directory to watch")
-	pattern := flag.String("pattern", "*", "file name glob")
-	socket := flag.String("socket", "", "unix socket to serve on")
-	flag.Parse()
-	p := &plugin{dir: *dir, pattern: *pattern, changed: make(chan struct{})}
-	watcher, err := fsnotify.NewWatcher()
-	if err != nil {
-		panic(err)
-	}
-	if err := watcher.Add(*dir); err != nil {
-		panic(err)
-	}
-	p.rescan()
-	go func() {
-		for range watcher.Events {
-			p.rescan()
-		}
-	}()
-	listener, err := net.Listen("unix", *socket)
-	if err != nil {
-		panic(err)
-	}
-	server := grpc.NewServer()
-	pluginapi.RegisterDevicePluginServer(server, p)
-	_ = server.Serve(listener)
-}
-"""
-GO_MOD = """\
-module kubedevice.bench/hotpeer
-
-go 1.25.0
-
-require (
-	github.com/fsnotify/fsnotify v1.9.0
-	google.golang.org/grpc v1.72.2
-	k8s.io/kubelet v0.35.4
-)
-"""
+GO_MODULE = Path(__file__).resolve().parent / "go"
 
 
 def percentile(values: Sequence[float], q: float) -> float:
     ordered = sorted(values)
     return ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))]
-
-
-def build_go_peer(work: Path) -> Path:
-    """Compile the Go peer (modules come through the Go toolchain's own proxy settings/cache)."""
-    src = work / "hotpeer"
-    src.mkdir()
-    (src / "main.go").write_text(GO_PEER)
-    (src / "go.mod").write_text(GO_MOD)
-    env = {**os.environ, "GOFLAGS": "-mod=mod"}
-    subprocess.run(["go", "mod", "tidy"], cwd=src, env=env, check=True, capture_output=True)
-    subprocess.run(["go", "build", "-o", "hotpeer", "."], cwd=src, env=env, check=True, capture_output=True)
-    return src / "hotpeer"
 
 
 def start_ours(work: Path, root: Path) -> tuple[subprocess.Popen[bytes], Path]:
@@ -222,12 +110,12 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="20 rounds instead of 400")
     rounds = 20 if parser.parse_args().quick else 400
-    if shutil.which("go") is None:
+    binary = gobuild.build(GO_MODULE, "./hotpeer", "hotpeer")
+    if binary is None:
         print("needs Go for the peer", file=sys.stderr)
         return 1
     with tempfile.TemporaryDirectory(prefix="kubedevice-hotplug-") as tmp:
         work = Path(tmp)
-        binary = build_go_peer(work)
         roots = {name: work / name / "root" for name in ("ours", "go")}
         for root in roots.values():
             (root / "dev").mkdir(parents=True)

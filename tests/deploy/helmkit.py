@@ -1,8 +1,8 @@
 """Helm for the chart tests: found on PATH or in a cache dir, else built once with ``go install``.
 
 The pinned version is built from source through the Go toolchain's default module proxy, so
-CI needs nothing but Go; the binary is cached under ``$XDG_CACHE_HOME/kubedevice`` and later
-runs start at once. ``KUBEDEVICE_HELM`` points at a Helm binary to use instead.
+CI needs nothing but Go; :mod:`kubedevice.testing.gobuild` caches the binary, so later runs
+start at once. ``KUBEDEVICE_HELM`` points at a Helm binary to use instead.
 """
 
 from __future__ import annotations
@@ -10,7 +10,6 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
-import tempfile
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -19,16 +18,13 @@ import kubernetes_validate  # type: ignore[import-untyped]
 import pytest
 import yaml
 
+from kubedevice.testing import gobuild
+
 HELM_VERSION = "v3.21.4"
 REPO = Path(__file__).resolve().parents[2]
 CHART = REPO / "deploy" / "helm" / "kubedevice"
 MANIFESTS = REPO / "deploy" / "manifests"
 INSTALL_TIMEOUT = 1500  # a cold build of Helm takes a few minutes on two cores
-
-
-def _cache_dir() -> Path:
-    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
-    return Path(base) / "kubedevice" / f"helm-{HELM_VERSION}"
 
 
 def _version_of(binary: str) -> str:
@@ -44,18 +40,11 @@ def find_or_build_helm() -> str:
     on_path = shutil.which("helm")
     if on_path and _version_of(on_path).startswith(HELM_VERSION):
         return on_path
-    cached = _cache_dir() / "helm"
-    if not cached.exists():
-        go = shutil.which("go")
-        if go is None:
-            pytest.fail(f"Helm {HELM_VERSION} is needed: install Go (to build it) or set KUBEDEVICE_HELM")
-        cached.parent.mkdir(parents=True, exist_ok=True)
-        with tempfile.TemporaryDirectory(dir=cached.parent) as gobin:  # an interrupted build leaves no binary
-            env = {**os.environ, "GOBIN": gobin, "GOFLAGS": "-trimpath", "CGO_ENABLED": "0"}
-            subprocess.run([go, "install", f"helm.sh/helm/v3/cmd/helm@{HELM_VERSION}"], env=env, check=True,
-                           timeout=INSTALL_TIMEOUT)
-            os.replace(Path(gobin) / "helm", cached)
-    return str(cached)
+    built = gobuild.install("helm.sh/helm/v3/cmd/helm", HELM_VERSION, "helm",
+                            {"GOFLAGS": "-trimpath", "CGO_ENABLED": "0"}, timeout=INSTALL_TIMEOUT)
+    if built is None:
+        pytest.fail(f"Helm {HELM_VERSION} is needed: install Go (to build it) or set KUBEDEVICE_HELM")
+    return str(built)
 
 
 class Helm:

@@ -1,8 +1,8 @@
 """Build (once, cached) the Go programs of the device-plugin interop suite, and run them.
 
-Binaries live under ~/.cache/kubedevice/ keyed by a hash of go.mod, go.sum and the Go sources,
-so the tests and benchmarks/side_by_side.py share them. A cold build compiles the kubelet's
-device manager and its dependencies: about 10 minutes on 2 cores; warm, a few seconds.
+Builds go through :mod:`kubedevice.testing.gobuild`, so the tests and benchmarks/side_by_side.py
+share the cached binaries. A cold build compiles the kubelet's device manager and its
+dependencies: about 10 minutes on 2 cores; warm, a few seconds.
 
 The kubelet's device manager and the Kubernetes sample plugin hard-code
 /var/lib/kubelet/device-plugins. :func:`in_kubelet_dir` runs a program in a private mount
@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import hashlib
 import json
 import os
 import shutil
@@ -22,11 +21,12 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from kubedevice.testing import gobuild
+
 MODULE = Path(__file__).resolve().parent
 KUBELET_DIR = "/var/lib/kubelet/device-plugins"
 SAMPLE_PLUGIN = "k8s.io/kubernetes/test/images/sample-device-plugin"
 SAMPLE_RESOURCE = "example.com/resource"
-BUILD_TIMEOUT = 1800
 
 # Bind the directory over the kubelet's; if the host has no such path, first put a private
 # tmpfs over /var/lib (only this namespace sees it) to create the mount point.
@@ -41,49 +41,16 @@ exec "$@"
 """
 
 
-def cache_dir() -> Path:
-    return Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "kubedevice"
-
-
-def source_key() -> str:
-    digest = hashlib.sha256()
-    for path in sorted([MODULE / "go.mod", MODULE / "go.sum", *MODULE.rglob("*.go")]):
-        digest.update(str(path.relative_to(MODULE)).encode() + b"\0" + path.read_bytes())
-    return digest.hexdigest()[:16]
-
-
-class BuildError(RuntimeError):
-    """``go build`` failed; the message carries Go's own output."""
-
-
-def build(package: str, name: str) -> Path | None:
-    """Path of the built ``package`` (``.`` is the harness), or None without a Go toolchain."""
-    go = shutil.which("go")
-    if go is None:
-        return None
-    binary = cache_dir() / f"{name}-{source_key()}"
-    if binary.exists():
-        return binary
-    binary.parent.mkdir(parents=True, exist_ok=True)
-    partial = binary.with_suffix(f".{os.getpid()}.tmp")
-    done = subprocess.run([go, "build", "-o", str(partial), package], cwd=MODULE, timeout=BUILD_TIMEOUT,
-                          capture_output=True, text=True, check=False)
-    if done.returncode != 0:
-        raise BuildError(f"go build {package} failed:\n{done.stderr[-4000:]}")
-    partial.replace(binary)
-    return binary
-
-
 def harness() -> Path | None:
-    return build(".", "dpharness")
+    return gobuild.build(MODULE, ".", "dpharness")
 
 
 def sample_plugin() -> Path | None:
-    return build(SAMPLE_PLUGIN, "sample-device-plugin")
+    return gobuild.build(MODULE, SAMPLE_PLUGIN, "sample-device-plugin")
 
 
 def stub_plugin() -> Path | None:
-    return build("./cmd/stubplugin", "stubplugin")
+    return gobuild.build(MODULE, "./cmd/stubplugin", "stubplugin")
 
 
 def mount_namespace_error() -> str | None:
