@@ -9,6 +9,10 @@ restarts with the checkpoint restored, and the plugin registering again.
 from __future__ import annotations
 
 import asyncio
+import base64
+import json
+import random
+import subprocess
 import sys
 from pathlib import Path
 from typing import Any
@@ -17,6 +21,7 @@ import pytest
 from gobuild import GoPlugin, StartHarness
 
 from kubedevice.device import ContainerAllocation, Device, DeviceSpec, Health, Mount
+from kubedevice.kubelet import Container, Pod, checkpoint
 from kubedevice.kubelet.simulator import KubeletSimulator
 from kubedevice.plugin.base import Plugin
 from kubedevice.plugin.manager import Manager
@@ -91,8 +96,6 @@ def test_real_device_manager_with_kubedevice(mount_namespace: None, start_harnes
     asyncio.run(main())
 
 
-@pytest.mark.xfail(strict=True, reason="the simulator's checkpoint checksum is FNV-1a over JSON, not Go's "
-                   "hash of a spew dump (kubedevice/kubelet/checkpoint.py): it rejects a real kubelet's file")
 def test_simulator_reads_real_device_manager_checkpoint(mount_namespace: None, start_harness: StartHarness,
                                                        plugin_dir: Path) -> None:
     """A checkpoint written by the real device manager reads back the same in our simulator."""
@@ -114,6 +117,92 @@ def test_simulator_reads_real_device_manager_checkpoint(mount_namespace: None, s
         assert sim.assignments() == {"pod-interop-1": {"c": {RESOURCE: ids}}}, sim.events
 
     asyncio.run(main())
+
+
+def test_real_device_manager_reads_simulator_checkpoint(mount_namespace: None, start_harness: StartHarness,
+                                                       plugin_dir: Path) -> None:
+    """The reverse: the device manager restores what the simulator admitted and checkpointed."""
+
+    async def main() -> None:
+        sim = KubeletSimulator(plugin_dir)
+        manager = Manager([Plugin(RESOURCE, make_devices())], plugin_dir)
+        await sim.start()
+        try:
+            await manager.start()
+            await sim.wait_until(lambda: sim.allocatable().get(RESOURCE, 0) == 3, timeout=10)
+            admitted = (await sim.admit(Pod("pod-sim-1", "sim", [Container("c", {RESOURCE: 2})])))["c"]
+        finally:
+            await sim.stop()
+        try:
+            async with start_harness("devicemanager", "-resource", RESOURCE, "-devices", "4", "-healthy", "3",
+                                     "-request", "2", "-restarts", "0", "-restored-pod", "pod-sim-1",
+                                     kubelet_dir=plugin_dir) as go:
+                restored = await go.next("restored")
+                await go.next("done")
+        finally:
+            await manager.stop()
+        assert restored["device_ids"] == sorted(admitted.device_ids[RESOURCE]), restored
+        assert sorted_options(restored["run_options"]) == sorted_options(run_options(admitted.allocation))
+
+    asyncio.run(main())
+
+
+CHARS = "ab-_./0<&>\"\\ \n\t\x01\x7fé设😀\u2028"
+
+
+def random_text(rng: random.Random) -> str:
+    return "".join(rng.choice(CHARS) for _ in range(rng.randrange(0, 6)))
+
+
+def random_data(rng: random.Random) -> checkpoint.CheckpointData:
+    entries = [
+        checkpoint.Entry(random_text(rng), random_text(rng), random_text(rng),
+                         {rng.choice([-1, 0, 1, 2, 10, 2**63 - 1, -(2**63)]): [random_text(rng)
+                                                                              for _ in range(rng.randrange(0, 3))]
+                          for _ in range(rng.randrange(0, 4))},
+                         rng.randbytes(rng.randrange(0, 8)))
+        for _ in range(rng.randrange(0, 4))
+    ]
+    return checkpoint.CheckpointData(entries, {random_text(rng): [random_text(rng) for _ in range(rng.randrange(0, 3))]
+                                               for _ in range(rng.randrange(0, 4))})
+
+
+def random_raw(rng: random.Random) -> bytes:
+    """A file another writer may leave: JSON nulls and missing fields where Go would decode them."""
+    def maybe(value: object) -> object:
+        return None if rng.random() < 0.3 else value
+    entries = [
+        {k: v for k, v in {"PodUID": maybe(random_text(rng)), "ContainerName": random_text(rng),
+                           "DeviceIDs": maybe({str(rng.randrange(-2, 12)): maybe([maybe(random_text(rng))])
+                                               for _ in range(rng.randrange(0, 3))}),
+                           "AllocResp": maybe(base64.b64encode(rng.randbytes(3)).decode())}.items()
+         if rng.random() < 0.8}
+        for _ in range(rng.randrange(0, 3))
+    ]
+    registered = {random_text(rng): maybe([random_text(rng)]) for _ in range(rng.randrange(0, 3))}
+    body = {"PodDeviceEntries": maybe(entries), "RegisteredDevices": maybe(registered)}
+    return json.dumps({"Data": {k: v for k, v in body.items() if rng.random() < 0.8}, "Checksum": 0}).encode()
+
+
+def test_checkpoint_files_match_kubelet_code(dpharness: Path, tmp_path: Path) -> None:
+    """Random data through our writer and Go's checkpoint package: same dump, checksum and bytes."""
+    rng = random.Random(1109)
+    path = tmp_path / "kubelet_internal_checkpoint"
+    written = []
+    for _ in range(60):
+        checkpoint.write(path, random_data(rng))
+        written.append(path.read_bytes())
+    raw = [random_raw(rng) for _ in range(60)]
+    go = subprocess.run([str(dpharness), "checkpoint"], input=b"\n".join(written + raw) + b"\n",
+                        capture_output=True, check=True, timeout=120)
+    results = [json.loads(line) for line in go.stdout.splitlines()]
+    assert len(results) == len(written) + len(raw), go.stderr
+    for blob, result in zip(written + raw, results, strict=True):
+        data, stored = checkpoint.parse(blob)
+        assert (checkpoint.spew_dump(data), checkpoint.checksum(data)) == (result["dump"], result["checksum"]), blob
+        assert checkpoint.marshal(data) == result["file"].encode(), blob
+        assert (result["verify_error"] == "") == (stored == result["checksum"])
+    assert all(r["verify_error"] == "" for r in results[:len(written)])
 
 
 def sorted_options(options: dict[str, Any]) -> dict[str, Any]:

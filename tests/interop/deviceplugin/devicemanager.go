@@ -44,15 +44,21 @@ func runDeviceManager(args []string) {
 	fs.IntVar(&h.healthy, "healthy", -1, "healthy devices among them (node allocatable; default: all)")
 	request := fs.Int("request", 1, "devices the test pod's container requests (0: no pod)")
 	restarts := fs.Int("restarts", 1, "kubelet restarts to perform")
+	restoredPod := fs.String("restored-pod", "", "UID of a pod that the checkpoint already holds: report its devices instead of admitting a pod")
 	fs.DurationVar(&h.timeout, "timeout", 30*time.Second, "wait at most this long for each step")
 	fs.Parse(args)
 	if h.healthy < 0 {
 		h.healthy = h.devices
 	}
 
+	if *restoredPod != "" {
+		h.pods = append(h.pods, h.pod(*restoredPod, *request))
+	}
 	h.start()
 	h.waitCapacity("capacity")
-	if *request > 0 {
+	if *restoredPod != "" {
+		h.reportContainer("restored", h.pods[0])
+	} else if *request > 0 {
 		h.admit(*request)
 	}
 	for i := 0; i < *restarts; i++ {
@@ -123,9 +129,20 @@ func (h *dmHarness) allocatableDevices() []map[string]any {
 // admit allocates for one container of a new pod, as the kubelet's admission handler
 // does, then asks for the run options (which issues PreStartContainer if required).
 func (h *dmHarness) admit(request int) {
+	pod := h.pod("pod-interop-1", request)
+	h.pods = append(h.pods, pod)
+	if err := h.manager.Allocate(pod, &pod.Spec.Containers[0]); err != nil {
+		emit("allocate", map[string]any{"error": err.Error()})
+		return
+	}
+	h.reportContainer("allocate", pod)
+}
+
+// pod is a pod with one container "c" that requests the harness's resource.
+func (h *dmHarness) pod(uid string, request int) *v1.Pod {
 	qty := resource.MustParse(fmt.Sprint(request))
-	pod := &v1.Pod{
-		ObjectMeta: metav1.ObjectMeta{Name: "interop", Namespace: "default", UID: types.UID("pod-interop-1")},
+	return &v1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: "interop", Namespace: "default", UID: types.UID(uid)},
 		Spec: v1.PodSpec{Containers: []v1.Container{{
 			Name: "c",
 			Resources: v1.ResourceRequirements{
@@ -134,12 +151,6 @@ func (h *dmHarness) admit(request int) {
 			},
 		}}},
 	}
-	h.pods = append(h.pods, pod)
-	if err := h.manager.Allocate(pod, &pod.Spec.Containers[0]); err != nil {
-		emit("allocate", map[string]any{"error": err.Error()})
-		return
-	}
-	h.reportContainer("allocate", pod)
 }
 
 func (h *dmHarness) reportContainer(event string, pod *v1.Pod) {

@@ -1,6 +1,6 @@
 // Command dpharness plays the kubelet against a device plugin, using only official
 // Kubernetes Go code: the generated v1beta1 stubs with grpc-go (client, bench) or the
-// kubelet's own device manager (devicemanager). It prints JSON lines so that the Python
+// kubelet's own device manager (devicemanager) and checkpoint code (checkpoint). It prints JSON lines so that the Python
 // tests can compare what Go decoded with what the plugin meant to send.
 package main
 
@@ -32,12 +32,13 @@ func fail(format string, args ...any) {
 
 func main() {
 	if len(os.Args) < 2 {
-		fail("usage: dpharness client|bench-allocate|devicemanager [flags]")
+		fail("usage: dpharness client|bench-allocate|devicemanager|checkpoint [flags]")
 	}
 	commands := map[string]func([]string){
 		"client":         runClient,
 		"bench-allocate": runBenchAllocate,
 		"devicemanager":  runDeviceManager,
+		"checkpoint":     runCheckpoint,
 	}
 	run, ok := commands[os.Args[1]]
 	if !ok {
