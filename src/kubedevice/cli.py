@@ -103,8 +103,14 @@ def _discover() -> None:
     app.command(help="Dry run: what each configured resource would advertise.")(discover)
 
 
+def _check() -> None:
+    from .conformance.cli import check
+
+    app.command(help="Check a device plugin against the kubelet's contract.")(check)
+
+
 # Registered only when named (or for help): importing every tool would cost `serve` ~1 s.
-LAZY_COMMANDS = {"kubelet": _kubelet, "dra": _dra, "discover": _discover}
+LAZY_COMMANDS = {"kubelet": _kubelet, "dra": _dra, "discover": _discover, "check": _check}
 
 
 def main() -> None:

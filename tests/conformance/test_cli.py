@@ -1,0 +1,123 @@
+"""``kubedevice check`` end to end: our config-driven daemon as a subprocess, the CLI as a subprocess."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import subprocess
+import sys
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from pathlib import Path
+
+import pytest
+
+from kubedevice.conformance import CheckOptions, Status, run_checks
+from kubedevice.conformance.checks import CATALOGUE
+from kubedevice.kubelet import KubeletSimulator
+from kubedevice.names import endpoint_for
+
+from .conftest import by_status, result, run
+
+NULL_CONFIG = Path(__file__).parents[2] / "examples" / "null.yaml"
+# The real command line, as a person runs it.
+CHECK = [sys.executable, "-m", "kubedevice", "check"]
+RESULT_KEYS = {"id", "phase", "title", "resource", "status", "detail", "value", "unit"}
+
+
+@asynccontextmanager
+async def daemon(plugin_dir: Path) -> AsyncIterator[asyncio.subprocess.Process]:
+    """``kubedevice serve`` on the bundled null config, stopped with SIGTERM as a DaemonSet would."""
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "kubedevice", "serve", "--config", str(NULL_CONFIG), "--plugin-dir", str(plugin_dir),
+        stdout=asyncio.subprocess.DEVNULL, stderr=asyncio.subprocess.PIPE,
+    )  # fmt: skip
+    try:
+        yield proc
+    finally:
+        proc.terminate()
+        await asyncio.wait_for(proc.wait(), 20)
+
+
+async def check_cli(*args: str) -> tuple[int, str, str]:
+    proc = await asyncio.create_subprocess_exec(
+        *CHECK, *args, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE
+    )
+    out, err = await asyncio.wait_for(proc.communicate(), 60)
+    assert proc.returncode is not None
+    return proc.returncode, out.decode(), err.decode()
+
+
+def test_our_daemon_passes_every_check_and_reregisters_within_a_second(tmp_path: Path) -> None:
+    async def scenario() -> None:
+        async with daemon(tmp_path):
+            report = await run_checks(CheckOptions(plugin_dir=tmp_path, timeout=20, restart_timeout=10))
+        assert by_status(report, Status.FAIL) == set(), report.to_json()
+        assert by_status(report, Status.WARN) == set(), report.to_json()
+        assert by_status(report, Status.SKIP) == {"prestart.call"}  # the null config has no PreStartContainer
+        assert result(report, "restart.reregister").value <= 1.0
+        assert report.resources() == ["example.com/null"]
+
+    run(scenario(), timeout=90)
+
+
+def test_json_report_of_our_daemon_exits_zero(tmp_path: Path) -> None:
+    async def scenario() -> tuple[int, str, str]:
+        async with daemon(tmp_path):
+            return await check_cli("--plugin-dir", str(tmp_path), "--json", "--no-restart", "--timeout", "20")
+
+    code, out, _ = run(scenario(), timeout=90)
+    report = json.loads(out)
+    assert code == 0
+    assert set(report) == {"target", "passed", "summary", "resources", "results"}
+    assert report["passed"] is True and report["target"] == {"plugin_dir": str(tmp_path)}
+    assert all(set(r) == RESULT_KEYS for r in report["results"])
+    assert {r["id"] for r in report["results"]} == {c.id for c in CATALOGUE}
+    assert sum(report["summary"].values()) == len(report["results"])
+    restart = [r for r in report["results"] if r["phase"] == "restart"]
+    assert {r["status"] for r in restart} == {"skip"}
+
+
+def test_socket_mode_probes_a_running_plugin_and_skips_what_needs_registration(tmp_path: Path) -> None:
+    async def scenario() -> tuple[int, str, str]:
+        sim = KubeletSimulator(tmp_path)
+        await sim.start()
+        try:
+            async with daemon(tmp_path):
+                await sim.wait_until(lambda: sim.allocatable().get("example.com/null") == 4, 20)
+                return await check_cli("--socket", str(tmp_path / endpoint_for("example.com/null")), "--json")
+        finally:
+            await sim.stop()
+
+    code, out, _ = run(scenario(), timeout=90)
+    results = {r["id"]: r for r in json.loads(out)["results"]}
+    assert code == 0
+    assert {i for i, r in results.items() if r["status"] == "skip"} == {
+        c.id for c in CATALOGUE if c.phase in ("registration", "restart")
+    } | {"prestart.call"}
+    assert results["devices.first_list"]["detail"].startswith("4 devices")
+
+
+def test_a_failure_exits_one_and_the_table_says_so(tmp_path: Path) -> None:
+    code, out, _ = run(check_cli("--plugin-dir", str(tmp_path), "--timeout", "0.5"))
+    assert code == 1
+    assert "registration.register" in out and "FAILED" in out
+    code, out, _ = run(check_cli("--plugin-dir", str(tmp_path), "--timeout", "0.5", "--json"))
+    assert code == 1
+    assert json.loads(out)["passed"] is False
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        [],
+        ["--plugin-dir", "/tmp", "--socket", "/tmp/x.sock"],
+        ["--socket", "/nonexistent/plugin.sock"],
+        ["--plugin-dir", "/tmp", "--timeout", "0"],
+    ],
+)
+def test_usage_errors_exit_two_with_one_line(args: list[str]) -> None:
+    proc = subprocess.run([*CHECK, *args], capture_output=True, text=True, timeout=60, check=False)
+    assert proc.returncode == 2
+    assert len(proc.stderr.strip().splitlines()) == 1 and "Traceback" not in proc.stderr
+    assert proc.stderr.startswith("kubedevice check: ")
