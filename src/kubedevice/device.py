@@ -8,14 +8,14 @@ A :class:`Device` is what a source discovers and a plugin advertises; a
 from __future__ import annotations
 
 import enum
-import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from types import MappingProxyType
 
+from .names import C_IDENTIFIER
+
 MAX_ID_LENGTH = 63  # api.proto: "Max length of this field is 63 characters"
 PERMISSIONS = frozenset("rwm")
-_ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
 
 class Health(enum.StrEnum):
@@ -81,7 +81,7 @@ class ContainerAllocation:
     cdi_devices: Sequence[str] = ()
 
     def __post_init__(self) -> None:
-        bad = [name for name in self.envs if not _ENV_NAME.match(name)]
+        bad = [name for name in self.envs if not C_IDENTIFIER.match(name)]
         if bad:
             raise DeviceError(f"invalid environment variable names: {', '.join(sorted(bad))}")
         object.__setattr__(self, "envs", _frozen_map(self.envs))

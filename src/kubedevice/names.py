@@ -9,14 +9,16 @@ from __future__ import annotations
 
 import re
 
-_QUALIFIED_NAME = re.compile(r"^([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]$")
-_DNS1123_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
+# The apimachinery patterns, shared by every module that checks a Kubernetes name.
+QUALIFIED_NAME_PART = re.compile(r"^([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]$")
+DNS1123_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
+C_IDENTIFIER = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")  # also what a container env var name must be
 _REQUESTS_PREFIX = "requests."
 _NATIVE_DOMAIN = "kubernetes.io/"
 
 
 def is_dns1123_subdomain(value: str) -> bool:
-    return len(value) <= 253 and bool(_DNS1123_SUBDOMAIN.match(value))
+    return len(value) <= 253 and bool(DNS1123_SUBDOMAIN.match(value))
 
 
 def qualified_name_errors(value: str) -> list[str]:
@@ -36,7 +38,7 @@ def qualified_name_errors(value: str) -> list[str]:
         errors.append("name part must be non-empty")
     elif len(name) > 63:
         errors.append("name part must be no more than 63 characters")
-    elif not _QUALIFIED_NAME.match(name):
+    elif not QUALIFIED_NAME_PART.match(name):
         errors.append(
             f"name part {name!r} must consist of alphanumeric characters, '-', '_' or '.', "
             "and must start and end with an alphanumeric character"

@@ -16,6 +16,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
+from ..names import C_IDENTIFIER, DNS1123_SUBDOMAIN, QUALIFIED_NAME_PART
 from . import cel
 from .models import (
     Device as SliceDevice,
@@ -55,9 +56,6 @@ MAX_PARAMETERS_BYTES = 10 * 1024
 ALLOCATION_MODES = ("All", "ExactCount")
 
 _DNS1123_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
-_DNS1123_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
-_C_IDENTIFIER = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
-_QUALIFIED_NAME_PART = re.compile(r"^([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]$")
 _SEMVER = re.compile(
     r"^(0|[1-9]\d*)\.(0|[1-9]\d*)\.(0|[1-9]\d*)"
     r"(-(0|[1-9]\d*|\d*[a-zA-Z-][0-9a-zA-Z-]*)(\.(0|[1-9]\d*|\d*[a-zA-Z-][0-9a-zA-Z-]*))*)?"
@@ -226,7 +224,7 @@ def dns1123_subdomain_messages(value: str) -> list[str]:
     messages = []
     if len(value) > 253:
         messages.append("must be no more than 253 characters")
-    if not _DNS1123_SUBDOMAIN.match(value):
+    if not DNS1123_SUBDOMAIN.match(value):
         messages.append(_DNS1123_SUBDOMAIN_MSG)
     return messages
 
@@ -258,7 +256,7 @@ def _validate_c_identifier(value: str, path: Path) -> Errors:
     errors: Errors = []
     if len(value) > MAX_ID_LENGTH:
         errors.append(too_long(path, MAX_ID_LENGTH))
-    if not _C_IDENTIFIER.match(value):
+    if not C_IDENTIFIER.match(value):
         errors.append(invalid(path, value, _C_IDENTIFIER_MSG))
     return errors
 
@@ -428,7 +426,7 @@ def _validate_label_key(key: str, path: Path) -> Errors:
             messages.append("name part must be non-empty")
         elif len(name) > 63:
             messages.append("name part must be no more than 63 characters")
-        if name and not _QUALIFIED_NAME_PART.match(name):
+        if name and not QUALIFIED_NAME_PART.match(name):
             messages.append(_QUALIFIED_NAME_MSG)
     return _each_message(path, key, messages)
 
@@ -485,7 +483,7 @@ def _extended_resource_name_ok(name: str) -> bool:
         not dns1123_subdomain_messages(prefix)
         and "/" not in ident
         and 0 < len(ident) <= 63
-        and bool(_QUALIFIED_NAME_PART.match(ident))
+        and bool(QUALIFIED_NAME_PART.match(ident))
     )
 
 

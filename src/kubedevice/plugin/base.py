@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Awaitable, Callable, Iterable, Sequence
+from dataclasses import replace
 from typing import Protocol, runtime_checkable
 
 from ..device import ContainerAllocation, Device, Health, check_unique
@@ -64,7 +65,7 @@ class Plugin:
             device = self._devices.get(device_id)
             if device is None or device.health == health:
                 return
-            self._devices = {k: (_with_health(v, health) if k == device_id else v) for k, v in self._devices.items()}
+            self._devices = {k: (replace(v, health=health) if k == device_id else v) for k, v in self._devices.items()}
         self._notify()
 
     def subscribe(self, listener: Listener) -> Callable[[], None]:
@@ -118,7 +119,3 @@ def merge_grants(devices: Iterable[Device]) -> ContainerAllocation:
 def options_of(plugin: Plugin) -> tuple[bool, bool]:
     """``(pre_start_required, get_preferred_allocation_available)`` from the hooks present."""
     return isinstance(plugin, PreStarter), isinstance(plugin, PreferredAllocator)
-
-
-def _with_health(device: Device, health: Health) -> Device:
-    return Device(device.id, health, device.numa_nodes, device.grant, device.group)

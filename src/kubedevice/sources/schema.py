@@ -15,11 +15,10 @@ from typing import Annotated, Any, Literal
 
 from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field, field_validator, model_validator
 
-from ..names import extended_resource_name_error
+from ..names import C_IDENTIFIER, extended_resource_name_error
 
 SOURCE_KINDS = ("static", "glob", "usb", "pci")
 ENV_FIELDS = frozenset({"ids", "devices", "paths", "count", "resource"})
-_ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 _HEX4 = re.compile(r"^(0x)?([0-9a-fA-F]{4})$")
 _PCI_CLASS = re.compile(r"^(0x)?([0-9a-fA-F]{2}|[0-9a-fA-F]{4}|[0-9a-fA-F]{6})$")
 _CLASS_FORMAT = '2, 4 or 6 hex digits like "1200" (class, subclass, prog-if)'
@@ -243,7 +242,7 @@ class ResourceConfig(_Model):
     @field_validator("env")
     @classmethod
     def _env_templates(cls, env: dict[str, str]) -> dict[str, str]:
-        bad = sorted(name for name in env if not _ENV_NAME.match(name))
+        bad = sorted(name for name in env if not C_IDENTIFIER.match(name))
         if bad:
             raise ValueError(f"invalid environment variable names: {', '.join(bad)}")
         for template in env.values():
