@@ -43,9 +43,6 @@ class Plugin:
         with self._lock:
             return list(self._devices.values())
 
-    def device(self, device_id: str) -> Device | None:
-        return self._devices.get(device_id)
-
     def lookup(self, device_ids: Iterable[str]) -> list[Device | None]:
         """The devices for ``device_ids`` (``None`` where unknown), from one consistent snapshot."""
         return list(map(self._devices.get, device_ids))  # publish() swaps the dict, never mutates it
