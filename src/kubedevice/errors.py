@@ -1,0 +1,52 @@
+"""One format for every error a command reports, whichever command it is.
+
+A user who pipes two kubedevice commands together, or greps a node's journal, should meet one
+shape: ``kubedevice: <what>`` on stderr, one line, no traceback. Places in a file are written
+as compilers write them (``file.yaml:4:1: ...``) so editors can jump to them, and an OS error
+is its lower-case reason without ``[Errno N]``.
+"""
+
+from __future__ import annotations
+
+import sys
+from typing import NoReturn
+
+PREFIX = "kubedevice"
+
+
+class UsageError(Exception):
+    """Bad input from the user (file, flag, config): ``str()`` is the one line to print."""
+
+
+def line(message: str) -> str:
+    """The message as the one line every command prints (the prefix added once)."""
+    text = " ".join(message.split("\n")).strip()
+    return text if text.startswith(f"{PREFIX}:") else f"{PREFIX}: {text}"
+
+
+def fail(message: str, code: int = 2) -> NoReturn:
+    """Print one line on stderr and exit: the only way a command reports bad input."""
+    print(line(message), file=sys.stderr, flush=True)
+    raise SystemExit(code)
+
+
+def os_reason(err: OSError | UnicodeDecodeError) -> str:
+    """``No such file or directory`` -> ``no such file or directory``; no errno, no repr."""
+    if isinstance(err, UnicodeDecodeError):
+        return f"not UTF-8 text (byte {err.start})"
+    reason = err.strerror or str(err)
+    return reason[:1].lower() + reason[1:]
+
+
+def cannot_read(path: object, err: OSError | UnicodeDecodeError) -> str:
+    return f"{path}: cannot read: {os_reason(err)}"
+
+
+def at(source: object, line_no: int | None = None, column: int | None = None) -> str:
+    """``file:line:col`` (1-based), or as much of it as is known."""
+    where = str(source)
+    if line_no is not None:
+        where += f":{line_no}"
+        if column is not None:
+            where += f":{column}"
+    return where
