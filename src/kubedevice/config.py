@@ -7,14 +7,17 @@ it into exit code 2 without a traceback.
 
 from __future__ import annotations
 
+import difflib
 import os
 from pathlib import Path
-from typing import Any
+from types import UnionType
+from typing import Annotated, Any, Union, get_args, get_origin
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from .api import DEFAULT_PLUGIN_DIR
+from .errors import at, cannot_read
 from .sources.schema import ResourceConfig
 
 PLUGIN_DIR_ENV = "KUBEDEVICE_PLUGIN_DIR"
@@ -52,42 +55,129 @@ class Config(BaseModel):
 
     def resolved_plugin_dir(self, override: Path | None = None) -> Path:
         """Flag, then ``$KUBEDEVICE_PLUGIN_DIR``, then the config file, then the kubelet default."""
-        env = os.environ.get(PLUGIN_DIR_ENV)
-        return override or (Path(env) if env else None) or self.plugin_dir or Path(DEFAULT_PLUGIN_DIR)
+        return resolve_plugin_dir(override, self.plugin_dir)
+
+
+def resolve_plugin_dir(flag: Path | None, configured: Path | None = None) -> Path:
+    """The one resolution order every command uses, so tools paired through the env meet."""
+    return flag or plugin_dir_from_env() or configured or Path(DEFAULT_PLUGIN_DIR)
+
+
+def plugin_dir_from_env() -> Path | None:
+    env = os.environ.get(PLUGIN_DIR_ENV)
+    return Path(env) if env else None
 
 
 def load_config(path: Path) -> Config:
     """Read and validate ``path``; every failure is a one-line :class:`ConfigError`."""
     try:
-        text = path.read_text()
-    except OSError as err:
-        raise ConfigError(f"{path}: cannot read: {err.strerror or err}") from None
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as err:
+        raise ConfigError(cannot_read(path, err)) from None
     return parse_config(text, str(path))
 
 
 def parse_config(text: str, source: str = "<config>") -> Config:
-    try:
-        data = yaml.safe_load(text)
-    except yaml.YAMLError as err:
-        mark = getattr(err, "problem_mark", None)
-        where = f":{mark.line + 1}:{mark.column + 1}" if mark is not None else ""
-        problem = getattr(err, "problem", None) or str(err).splitlines()[0]
-        raise ConfigError(f"{source}{where}: invalid YAML: {problem}") from None
+    node, data = _parse_yaml(text, source)
     if not isinstance(data, dict):
         raise ConfigError(f"{source}: expected a mapping with 'resources', got {type(data).__name__}")
     try:
         return Config.model_validate(data)
     except ValidationError as err:
-        raise ConfigError(f"{source}: {describe(err)}") from None
+        raise ConfigError(describe(err, source, node)) from None
 
 
-def describe(err: ValidationError) -> str:
-    """The first validation error as ``field.path: message`` (one line)."""
-    first: Any = err.errors(include_url=False)[0]
-    path = _field_path(first["loc"])
+def _parse_yaml(text: str, source: str) -> tuple[yaml.Node | None, Any]:
+    """The document's node tree (for line numbers) and its data."""
+    loader = yaml.SafeLoader(text)
+    try:
+        node = loader.get_single_node()
+        return node, loader.construct_document(node) if node is not None else None
+    except yaml.YAMLError as err:
+        mark = getattr(err, "problem_mark", None)
+        where = at(source, mark.line + 1, mark.column + 1) if mark is not None else source
+        problem = getattr(err, "problem", None) or str(err).splitlines()[0]
+        raise ConfigError(f"{where}: invalid YAML: {problem}") from None
+    finally:
+        loader.dispose()
+
+
+def describe(err: ValidationError, source: str = "<config>", node: yaml.Node | None = None) -> str:
+    """One line for the whole error: an unknown key first (it usually causes the rest), else the first error.
+
+    Shaped ``file:line:col: field.path: message`` so that editors jump to the place.
+    """
+    errors: list[Any] = err.errors(include_url=False)
+    unknown = [e for e in errors if e["type"] == "extra_forbidden"]
+    if unknown:
+        loc = tuple(unknown[0]["loc"])
+        key = str(loc[-1])
+        where = _place(source, node, loc, key_of_last=True)
+        parent = _field_path(loc[:-1])
+        return f"{where}: {parent + ': ' if parent else ''}unknown key {key!r}{_suggest(key, _keys_at(loc[:-1]))}"
+    first = errors[0]
+    loc = tuple(first["loc"])
     message = str(first["msg"]).removeprefix("Value error, ")
-    extra = f" (and {err.error_count() - 1} more)" if err.error_count() > 1 else ""
-    return f"{path or 'config'}: {message}{extra}"
+    extra = f" (and {len(errors) - 1} more)" if len(errors) > 1 else ""
+    return f"{_place(source, node, loc)}: {_field_path(loc) or 'config'}: {message}{extra}"
+
+
+def _suggest(key: str, valid: list[str]) -> str:
+    close = difflib.get_close_matches(key, valid, n=1, cutoff=0.6)
+    if close:
+        return f" (did you mean {close[0]!r}?)"
+    return f" (valid keys: {', '.join(valid)})" if valid else ""
+
+
+def _keys_at(loc: tuple[int | str, ...]) -> list[str]:
+    """The keys the schema accepts in the mapping at ``loc`` (aliases as written in YAML)."""
+    model: Any = Config
+    for part in loc:
+        model = _step(model, part)
+        if model is None:
+            return []
+    models = [m for m in _members(model) if isinstance(m, type) and issubclass(m, BaseModel)]
+    return [f.alias or name for m in models for name, f in m.model_fields.items()]
+
+
+def _members(tp: Any) -> list[Any]:
+    """``X | None``, ``Annotated[X, ...]`` and unions flattened to their member types."""
+    if get_origin(tp) is Annotated:
+        return _members(get_args(tp)[0])
+    if get_origin(tp) in (Union, UnionType):
+        return [m for arg in get_args(tp) for m in _members(arg)]
+    return [] if tp is type(None) else [tp]
+
+
+def _step(tp: Any, part: int | str) -> Any:
+    """The type one step down ``loc``: a list item, a field, a dict value, or a union member by its tag."""
+    for member in _members(tp):
+        origin = get_origin(member)
+        if isinstance(part, int) and origin is list:
+            return get_args(member)[0]
+        if isinstance(part, str) and origin is dict:
+            return get_args(member)[1]
+        if isinstance(part, str) and isinstance(member, type) and issubclass(member, BaseModel):
+            for name, field in member.model_fields.items():
+                if part in (name, field.alias):
+                    return field.annotation if not field.metadata else Annotated[(field.annotation, *field.metadata)]
+    tagged = [m for m in _members(tp) if isinstance(m, type) and issubclass(m, BaseModel)]
+    return next((m for m in tagged if "type" in m.model_fields and m.model_fields["type"].default == part), None)
+
+
+def _place(source: str, node: yaml.Node | None, loc: tuple[int | str, ...], key_of_last: bool = False) -> str:
+    """``file:line:col`` of the deepest YAML node along ``loc`` (the key itself for an unknown key)."""
+    found = node
+    for i, part in enumerate(loc):
+        if isinstance(found, yaml.SequenceNode) and isinstance(part, int) and part < len(found.value):
+            found = found.value[part]
+        elif isinstance(found, yaml.MappingNode):
+            pair = next(((k, v) for k, v in found.value if isinstance(k, yaml.ScalarNode) and k.value == part), None)
+            if pair is not None:
+                found = pair[0] if key_of_last and i == len(loc) - 1 else pair[1]
+    if found is None:
+        return source
+    return at(source, found.start_mark.line + 1, found.start_mark.column + 1)
 
 
 def _field_path(loc: tuple[int | str, ...]) -> str:

@@ -21,8 +21,12 @@ def is_dns1123_subdomain(value: str) -> bool:
     return len(value) <= 253 and bool(DNS1123_SUBDOMAIN.match(value))
 
 
-def qualified_name_errors(value: str) -> list[str]:
-    """Why ``value`` is not a qualified name (``[prefix/]name``); empty when it is."""
+def qualified_name_errors(value: str, prefix_limit: int = 253) -> list[str]:
+    """Why ``value`` is not a qualified name (``[prefix/]name``); empty when it is.
+
+    ``prefix_limit`` lets a caller that checks a longer name (the kubelet prepends ``requests.``)
+    apply that name's limit while quoting only what the user wrote.
+    """
     parts = value.split("/")
     if len(parts) > 2:
         return ["a qualified name has at most one '/'"]
@@ -32,7 +36,9 @@ def qualified_name_errors(value: str) -> list[str]:
         prefix = parts[0]
         if not prefix:
             errors.append("prefix part must be non-empty")
-        elif not is_dns1123_subdomain(prefix):
+        elif len(prefix) > prefix_limit:
+            errors.append(f"prefix part must be no more than {prefix_limit} characters")
+        elif not DNS1123_SUBDOMAIN.match(prefix):
             errors.append(f"prefix part {prefix!r} must be a lowercase RFC 1123 subdomain")
     if not name:
         errors.append("name part must be non-empty")
@@ -54,7 +60,9 @@ def extended_resource_name_error(name: str) -> str | None:
         return f"resource name {name!r} is in the reserved kubernetes.io domain"
     if name.startswith(_REQUESTS_PREFIX):
         return f"resource name {name!r} must not start with {_REQUESTS_PREFIX!r}"
-    errors = qualified_name_errors(_REQUESTS_PREFIX + name)
+    # The kubelet checks IsQualifiedName("requests." + name); "requests." is a valid DNS label,
+    # so that holds exactly when the user's own prefix is a subdomain short enough to fit.
+    errors = qualified_name_errors(name, prefix_limit=253 - len(_REQUESTS_PREFIX))
     if errors:
         return f"resource name {name!r} is not a valid extended resource name: {'; '.join(errors)}"
     return None

@@ -83,7 +83,7 @@ def test_validate_unknown_kind_is_invalid_and_malformed_yaml_is_exit_2(tmp_path:
     assert unknown.exit_code == 1 and 'no matches for kind "Gadget"' in unknown.output
     broken = runner.invoke(app, ["validate", write(tmp_path, "b.yaml", "kind: DeviceClass\n  bad: [\n")])
     assert broken.exit_code == 2
-    assert "b.yaml: line 2" in broken.output and "Traceback" not in broken.output
+    assert "b.yaml:2:" in broken.output and "Traceback" not in broken.output
     missing = runner.invoke(app, ["validate", str(tmp_path / "nope.yaml")])
     assert missing.exit_code == 2 and "cannot read" in missing.output
 

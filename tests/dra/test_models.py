@@ -166,7 +166,7 @@ def test_malformed_yaml_names_the_line() -> None:
     text = "apiVersion: resource.k8s.io/v1\nkind: DeviceClass\nmetadata:\n  name: [unclosed\n"
     with pytest.raises(DecodeError) as caught:
         load_text(text, "bad.yaml")
-    assert "bad.yaml: line 5" in str(caught.value) or "bad.yaml: line 4" in str(caught.value)
+    assert str(caught.value).startswith(("bad.yaml:5:", "bad.yaml:4:")), caught.value
 
 
 def test_second_document_line_is_reported() -> None:

@@ -1,7 +1,8 @@
 """``kubedevice dra``: validate, explain, allocate and generate DRA objects offline.
 
 Exit codes: 0 all good; 1 something is invalid, does not match or cannot be allocated;
-2 a file cannot be read or parsed, or the command line is wrong (one line, no traceback).
+2 a file cannot be read or parsed, or the command line is wrong (one ``kubedevice:`` line on
+stderr, no traceback; see :mod:`kubedevice.errors`).
 """
 
 from __future__ import annotations
@@ -9,16 +10,18 @@ from __future__ import annotations
 import json
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Annotated, Any, Literal, NoReturn
+from typing import Annotated, Any, Literal
 
 import typer
 
+from ..errors import cannot_read, fail
 from . import models
 from .allocator import AllocationError, DeviceID, Node, Unallocatable, allocate
-from .explain import explain, render, requests_using
+from .explain import DeviceVerdict, SelectorVerdict, compile_errors, explain, render, requests_using
 from .models import DecodeError, DeviceClass, DRAObject, ResourceClaim, ResourceSlice, of_kind
 from .slices import SliceError, slices_for
-from .validation import validate
+from .validation import Path as FieldPath
+from .validation import validate, validate_dns_subdomain, validate_driver_name
 
 app = typer.Typer(
     help="Dynamic Resource Allocation: validate, explain and allocate like the API server and scheduler.",
@@ -28,20 +31,15 @@ app = typer.Typer(
 Output = Literal["yaml", "json"]
 
 
-def _fail(message: str, code: int = 2) -> NoReturn:
-    typer.echo(f"error: {message}", err=True)
-    raise typer.Exit(code)
-
-
 def _documents(path: Path) -> list[tuple[int, Any]]:
     try:
         text = path.read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as error:
-        _fail(f"{path}: cannot read: {error}")
+        fail(cannot_read(path, error))
     try:
         return models.load_documents(text, str(path))
     except DecodeError as error:
-        _fail(str(error))
+        fail(error.first())
 
 
 def _load(path: Path) -> list[DRAObject]:
@@ -49,9 +47,9 @@ def _load(path: Path) -> list[DRAObject]:
     try:
         return models.load_text(path.read_text(encoding="utf-8"), str(path))
     except (OSError, UnicodeDecodeError) as error:
-        _fail(f"{path}: cannot read: {error}")
+        fail(cannot_read(path, error))
     except DecodeError as error:
-        _fail(error.messages[0] if error.messages else str(error))
+        fail(error.first())
 
 
 def _describe(obj: DRAObject) -> str:
@@ -64,10 +62,14 @@ def _describe(obj: DRAObject) -> str:
 def validate_command(
     files: Annotated[list[Path], typer.Argument(help="YAML or JSON files; kinds may be mixed.")],
 ) -> None:
-    """Validate DeviceClasses, ResourceSlices and ResourceClaims as the API server would."""
+    """Validate DeviceClasses, ResourceSlices and ResourceClaims as the API server would.
+
+    Prints one line per problem and a summary, all on stdout. Exits 1 if any object is invalid.
+    """
     problems = checked = 0
-    for path in files:
-        for line, document in _documents(path):
+    documents = [(path, _documents(path)) for path in files]  # an unreadable file: exit 2 before any report
+    for path, docs in documents:
+        for line, document in docs:
             where = f"{path}:{line}"
             checked += 1
             try:
@@ -81,10 +83,11 @@ def validate_command(
             problems += bool(errors)
             for field_error in errors:
                 typer.echo(f"{where}: {_describe(obj)} is invalid: {field_error}")
+    noun = "object" if checked == 1 else "objects"
     if problems:
-        typer.echo(f"{problems} of {checked} objects invalid", err=True)
+        typer.echo(f"{problems} of {checked} {noun} invalid")
         raise typer.Exit(1)
-    typer.echo(f"{checked} objects valid")
+    typer.echo(f"{checked} {noun} valid")
 
 
 def _one_claim(path: Path | None) -> ResourceClaim | None:
@@ -92,18 +95,18 @@ def _one_claim(path: Path | None) -> ResourceClaim | None:
         return None
     claims = of_kind(_load(path), ResourceClaim)
     if len(claims) != 1:
-        _fail(f"{path}: expected exactly one ResourceClaim, found {len(claims)}")
+        fail(f"{path}: expected exactly one ResourceClaim, found {len(claims)}")
     return claims[0]
 
 
 def _classes_to_explain(path: Path, claim: ResourceClaim | None) -> list[DeviceClass]:
     classes = of_kind(_load(path), DeviceClass)
     if not classes:
-        _fail(f"{path}: no DeviceClass found")
+        fail(f"{path}: no DeviceClass found")
     if claim is not None:
         classes = [c for c in classes if requests_using(c, claim)]
         if not classes:
-            _fail(f"{path}: no DeviceClass used by the claim's requests")
+            fail(f"{path}: no DeviceClass used by the claim's requests")
     return classes
 
 
@@ -118,7 +121,8 @@ def explain_command(
 ) -> None:
     """For each device, whether each selector matches; for a miss, the failing clause or the error.
 
-    Exits 1 when some class matches no device at all.
+    A selector that does not compile is reported once per class. Exits 1 when some class
+    matches no device at all.
     """
     claim = _one_claim(claim_file)
     classes = _classes_to_explain(class_file, claim)
@@ -139,18 +143,30 @@ def explain_command(
         raise typer.Exit(1)
 
 
-def _verdicts_json(device_class: DeviceClass, verdicts: Sequence[Any]) -> dict[str, Any]:
+def _verdicts_json(device_class: DeviceClass, verdicts: Sequence[DeviceVerdict]) -> dict[str, Any]:
+    """Per device and selector as in the text; a compile error sits once on the class, not on each device."""
     devices = [
         {
             "driver": v.driver,
             "pool": v.pool,
             "device": v.device,
             "matches": v.matched,
-            "selectors": [{k: val for k, val in vars(s).items() if val is not None} for s in v.selectors],
+            "selectors": [_selector_json(s) for s in v.selectors],
         }
         for v in verdicts
     ]
-    return {"class": device_class.metadata.name, "devices": devices}
+    report: dict[str, Any] = {"class": device_class.metadata.name, "devices": devices}
+    if broken := compile_errors(verdicts):
+        report["compileErrors"] = broken
+    return report
+
+
+def _selector_json(verdict: SelectorVerdict) -> dict[str, Any]:
+    shown = {k: v for k, v in vars(verdict).items() if v is not None and k != "compiles"}
+    if not verdict.compiles:
+        shown["compiles"] = False
+        del shown["error"]
+    return shown
 
 
 def _parse_labels(labels: Sequence[str]) -> dict[str, str]:
@@ -158,7 +174,7 @@ def _parse_labels(labels: Sequence[str]) -> dict[str, str]:
     for label in labels:
         key, eq, value = label.partition("=")
         if not eq or not key:
-            _fail(f"--label {label!r}: expected KEY=VALUE")
+            fail(f"--label {label!r}: expected KEY=VALUE")
         parsed[key] = value
     return parsed
 
@@ -172,22 +188,21 @@ def allocate_command(
 ) -> None:
     """Allocate all claims together on one node like the scheduler; print them with status.allocation.
 
-    Claims that already have ``status.allocation`` keep it, and their devices are in use.
+    Claims that already have a status.allocation keep it, and their devices count as in use.
     Exits 1 with the reason when the claims cannot be allocated.
     """
     fmt = _output(output)
     objects = [obj for path in files for obj in _load(path)]
     claims = of_kind(objects, ResourceClaim)
     if not claims:
-        _fail("no ResourceClaim given")
+        fail("no ResourceClaim given")
     pending = [c for c in claims if not (c.status or {}).get("allocation")]
     in_use = _allocated_devices([c for c in claims if c not in pending])
     target = Node(node, _parse_labels(labels or []))
     try:
         results = allocate(pending, of_kind(objects, DeviceClass), of_kind(objects, ResourceSlice), target, in_use)
     except (AllocationError, Unallocatable) as error:
-        typer.echo(f"cannot allocate on node {node}: {error}", err=True)
-        raise typer.Exit(1) from None
+        fail(f"cannot allocate on node {node}: {error}", 1)
     allocated = []
     for result in results:
         claim = result.claim.model_copy(deep=True)
@@ -206,7 +221,7 @@ def _allocated_devices(claims: Sequence[ResourceClaim]) -> list[DeviceID]:
 
 def _output(value: str) -> Output:
     if value not in ("yaml", "json"):
-        _fail(f"--output {value!r}: expected yaml or json")
+        fail(f"--output {value!r}: expected yaml or json")
     return "yaml" if value == "yaml" else "json"
 
 
@@ -222,18 +237,26 @@ def slices_command(
 ) -> None:
     """Print ResourceSlices for the devices a kubedevice config discovers, ready to apply."""
     fmt = _output(output)
+    _check_names(node, driver)
     discover = _discovery()
     try:
         resources = discover(config, host_root)
         slices = slices_for(driver, node, resources)
     except SliceError as error:
-        _fail(str(error))
+        fail(str(error))
     except (OSError, ValueError) as error:
-        _fail(f"{config}: {error}")
+        fail(f"{config}: {error}")
     problems = [f"{s.metadata.name}: {e}" for s in slices for e in validate(s)]
     if problems:
-        _fail(f"generated slice is invalid: {problems[0]}", 1)
+        fail(f"generated slice is invalid: {problems[0]}", 1)
     typer.echo(models.dump(list(slices), fmt), nl=False)
+
+
+def _check_names(node: str, driver: str) -> None:
+    """A bad ``--node`` or ``--driver`` is a usage error, found before any discovery runs."""
+    problems = validate_dns_subdomain(node, FieldPath("--node")) + validate_driver_name(driver, FieldPath("--driver"))
+    if problems:
+        fail(str(problems[0]))
 
 
 def _discovery() -> Callable[[Path, Path | None], Any]:
@@ -246,7 +269,7 @@ def _discovery() -> Callable[[Path, Path | None], Any]:
             loaded = load_config(config)
             return discover_resources(loaded, host_root or loaded.host_root)
         except (ConfigError, HostRootError) as error:
-            _fail(str(error))
+            fail(str(error))
 
     return run
 

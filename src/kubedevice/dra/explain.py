@@ -16,13 +16,18 @@ from .models import Device, DeviceClass, DeviceSelector, ResourceClaim, Resource
 
 @dataclass(frozen=True)
 class SelectorVerdict:
-    """One selector on one device; ``clause`` is the first failing clause of a miss."""
+    """One selector on one device; ``clause`` is the first failing clause of a miss.
+
+    ``compiles`` is false when the selector itself is broken: the same ``error`` then holds for
+    every device, and :func:`render` says it once.
+    """
 
     origin: str
     expression: str
     matched: bool
     clause: str | None = None
     error: str | None = None
+    compiles: bool = True
 
 
 @dataclass(frozen=True)
@@ -67,7 +72,7 @@ def evaluate(origin: str, expression: str, device: cel.DeviceInput) -> SelectorV
         if cel.compile_selector(expression, env="StoredExpressions").matches(device):
             return SelectorVerdict(origin, expression, True)
     except cel.CompileError as error:
-        return SelectorVerdict(origin, expression, False, None, f"CEL compile error: {error.message}")
+        return SelectorVerdict(origin, expression, False, None, f"CEL compile error: {error.message}", compiles=False)
     except cel.EvalError as error:
         clause, _ = _first_failing_clause(expression, device)
         return SelectorVerdict(origin, expression, False, clause, f"CEL runtime error: {error.message}")
@@ -120,19 +125,25 @@ def explain(
     return verdicts
 
 
+def compile_errors(verdicts: Sequence[DeviceVerdict]) -> dict[str, str]:
+    """Each selector that does not compile, by origin, with its error (the same on every device)."""
+    return {s.origin: s.error or "" for v in verdicts for s in v.selectors if not s.compiles}
+
+
 def render(verdicts: Sequence[DeviceVerdict]) -> str:
-    """Plain text, one block per device: the verdict, then each selector's outcome."""
-    lines = []
+    """Plain text: broken selectors once, then one block per device with each selector's outcome."""
+    lines = [f"{origin} does not compile: {error}" for origin, error in compile_errors(verdicts).items()]
     for verdict in verdicts:
         status = "matches" if verdict.matched else "does not match"
         lines.append(f"{verdict.driver}/{verdict.pool}/{verdict.device}: {status}")
         if not verdict.selectors:
             lines.append("  (no selectors: every device of the class matches)")
         for s in verdict.selectors:
-            lines.append(f"  {s.origin}: {'true' if s.matched else 'false'}")
+            broken = "" if s.compiles else " (does not compile)"
+            lines.append(f"  {s.origin}: {'true' if s.matched else 'false'}{broken}")
             if s.clause is not None:
                 lines.append(f"    first failing clause: {s.clause}")
-            if s.error is not None:
+            if s.error is not None and s.compiles:
                 lines.append(f"    error: {s.error}")
     matched = sum(v.matched for v in verdicts)
     lines.append(f"{matched} of {len(verdicts)} devices match")

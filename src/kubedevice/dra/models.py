@@ -19,6 +19,8 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 from pydantic.alias_generators import to_camel
 
+from ..errors import at, cannot_read
+
 GROUP = "resource.k8s.io"
 VERSIONS = ("v1alpha3", "v1beta1", "v1beta2", "v1")
 KINDS = ("DeviceClass", "ResourceSlice", "ResourceClaim")
@@ -35,6 +37,10 @@ class DecodeError(ValueError):
         self.source = source
         prefix = f"{source}: " if source else ""
         super().__init__("; ".join(prefix + m for m in messages))
+
+    def first(self) -> str:
+        """The first problem with its place: what a command prints on its one error line."""
+        return f"{self.source}: {self.messages[0]}" if self.source and self.messages else str(self)
 
 
 class _Model(BaseModel):
@@ -312,11 +318,7 @@ def to_document(obj: DRAObject) -> dict[str, Any]:
     """The object as a plain dict in its own apiVersion, ready for YAML or JSON."""
     doc = obj.model_dump(by_alias=True, exclude_none=True, exclude_defaults=False)
     doc["metadata"] = {k: v for k, v in doc["metadata"].items() if v not in ("", None)}
-    if isinstance(obj, ResourceSlice):
-        for device in doc["spec"]["devices"]:
-            for name in ("attributes", "capacity"):
-                if not device[name]:
-                    del device[name]
+    doc["spec"] = _without_empty(doc["spec"])
     version = version_of(obj)
     if version in _OLD_STYLE:
         if isinstance(obj, ResourceClaim):
@@ -324,6 +326,19 @@ def to_document(obj: DRAObject) -> dict[str, Any]:
         elif isinstance(obj, ResourceSlice):
             _slice_down(doc["spec"], version)
     return doc
+
+
+def _without_empty(value: Any) -> Any:
+    """Drop empty lists and maps, as the API's ``omitempty`` does in what ``kubectl`` prints.
+
+    Opaque ``parameters`` belong to the driver and are kept exactly as given.
+    """
+    if isinstance(value, dict):
+        kept = {k: v if k == "parameters" else _without_empty(v) for k, v in value.items()}
+        return {k: v for k, v in kept.items() if k == "parameters" or v not in ([], {})}
+    if isinstance(value, list):
+        return [_without_empty(item) for item in value]
+    return value
 
 
 # --- decoding -----------------------------------------------------------------------------
@@ -415,8 +430,8 @@ def load_documents(text: str, source: str = "<input>") -> list[tuple[int, Any]]:
             documents.extend((line, item) for item in _expand_list(document))
     except yaml.MarkedYAMLError as error:
         mark = error.problem_mark or error.context_mark
-        where = f"line {mark.line + 1}, column {mark.column + 1}" if mark else "unknown position"
-        raise DecodeError([f"{where}: {error.problem or error.context}"], source) from None
+        where = at(source, mark.line + 1, mark.column + 1) if mark else source
+        raise DecodeError([f"{error.problem or error.context}"], where) from None
     except yaml.YAMLError as error:
         raise DecodeError([str(error)], source) from None
     finally:
@@ -452,7 +467,7 @@ def load_file(path: str) -> list[DRAObject]:
         with open(path, encoding="utf-8") as handle:
             text = handle.read()
     except (OSError, UnicodeDecodeError) as error:
-        raise DecodeError([f"cannot read: {error}"], path) from None
+        raise DecodeError([cannot_read(path, error)]) from None
     return load_text(text, path)
 
 

@@ -1,0 +1,100 @@
+"""``kubedevice dra`` as a real process: exit codes, one error format, output without noise."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import yaml
+
+ROOT = Path(__file__).resolve().parents[2]
+EXAMPLES = ROOT / "examples" / "dra"
+NULL_CONFIG = str(ROOT / "examples" / "null.yaml")
+
+
+def dra(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "kubedevice", "dra", *args], capture_output=True, text=True, timeout=120, check=False
+    )
+
+
+def example(name: str) -> str:
+    return str(EXAMPLES / name)
+
+
+def one_error_line(result: subprocess.CompletedProcess[str]) -> str:
+    assert result.returncode == 2, result
+    assert result.stdout == "" and result.stderr.count("\n") == 1 and "Traceback" not in result.stderr, result
+    assert result.stderr.startswith("kubedevice: ")
+    return result.stderr.strip()
+
+
+def test_a_bad_node_or_driver_for_slices_is_a_usage_error() -> None:
+    line = one_error_line(dra("slices", "--config", NULL_CONFIG, "--node", "N1_bad"))
+    assert line.startswith('kubedevice: --node: Invalid value: "N1_bad": a lowercase RFC 1123 subdomain')
+    line = one_error_line(dra("slices", "--config", NULL_CONFIG, "--node", "n1", "--driver", "Bad_Driver"))
+    assert line.startswith('kubedevice: --driver: Invalid value: "Bad_Driver"')
+
+
+def test_unreadable_and_malformed_files_use_the_one_format(tmp_path: Path) -> None:
+    missing = tmp_path / "nope.yaml"
+    assert (
+        one_error_line(dra("validate", str(missing)))
+        == f"kubedevice: {missing}: cannot read: no such file or directory"
+    )
+    broken = tmp_path / "broken.yaml"
+    broken.write_text("kind: DeviceClass\n  bad: [\n")
+    assert one_error_line(dra("explain", "--class", str(broken), "--slices", example("slices.yaml"))).startswith(
+        f"kubedevice: {broken}:2:6: "
+    )
+    assert one_error_line(dra("allocate", str(missing), "--node", "n1")).endswith("no such file or directory")
+
+
+def test_a_selector_that_does_not_compile_is_reported_once() -> None:
+    args = ("explain", "--class", example("invalid-class.yaml"), "--slices", example("slices.yaml"))
+    text = dra(*args)
+    assert text.returncode == 1
+    assert text.stdout.count("Syntax error") == 1, text.stdout
+    assert text.stdout.count("(does not compile)") == 3
+    report = json.loads(dra(*args, "--json").stdout)
+    assert list(report[0]["compileErrors"]) == ["class broken-gpu selector #0"]
+    selectors = [s for device in report[0]["devices"] for s in device["selectors"]]
+    assert len(selectors) == 3 and all(s["compiles"] is False and "error" not in s for s in selectors)
+
+
+def test_validate_keeps_its_report_together_and_counts_in_english() -> None:
+    good = dra("validate", example("class.yaml"))
+    assert (good.returncode, good.stdout, good.stderr) == (0, "1 object valid\n", "")
+    bad = dra("validate", example("invalid-class.yaml"), example("slices.yaml"))
+    assert bad.returncode == 1 and bad.stderr == ""
+    assert bad.stdout.splitlines()[-1] == "1 of 2 objects invalid"
+    assert all(line.startswith(example("invalid-class.yaml")) for line in bad.stdout.splitlines()[:-1])
+
+
+def test_allocate_leaves_out_empty_fields() -> None:
+    result = dra("allocate", example("class.yaml"), example("slices.yaml"), example("claim.yaml"), "--node", "node-1")
+    assert result.returncode == 0, result.stderr
+    for empty in ("firstAvailable", "constraints", "config", "selectors", "[]", "{}"):
+        assert empty not in result.stdout, empty
+    claim = yaml.safe_load(result.stdout)
+    assert claim["status"]["allocation"]["devices"]["results"][0]["device"] == "gpu-0"
+    assert claim["spec"]["devices"]["requests"][0]["exactly"] == {
+        "deviceClassName": "big-gpu",
+        "allocationMode": "ExactCount",
+        "count": 1,
+    }
+
+
+def test_opaque_parameters_are_kept_even_when_empty(tmp_path: Path) -> None:
+    claim = Path(example("claim.yaml")).read_text() + (
+        "    config:\n    - requests: [gpu]\n      opaque: {driver: gpu.example.com, parameters: {}}\n"
+    )
+    (tmp_path / "claim.yaml").write_text(claim)
+    result = dra(
+        "allocate", example("class.yaml"), example("slices.yaml"), str(tmp_path / "claim.yaml"), "--node", "node-1"
+    )
+    assert result.returncode == 0, result.stderr
+    printed = yaml.safe_load(result.stdout)
+    assert printed["spec"]["devices"]["config"][0]["opaque"] == {"driver": "gpu.example.com", "parameters": {}}

@@ -1,0 +1,91 @@
+"""Config errors: one line, the user's own words, the place in the file, a suggestion for a typo."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from kubedevice.config import ConfigError, load_config, parse_config, resolve_plugin_dir
+
+GOOD = "resources:\n  - name: example.com/x\n    static: {count: 1}\n"
+
+
+def error_of(text: str) -> str:
+    with pytest.raises(ConfigError) as info:
+        parse_config(text, "c.yaml")
+    message = str(info.value)
+    assert "\n" not in message
+    return message
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        (GOOD.replace("resources:", "resource:"), "c.yaml:1:1: unknown key 'resource' (did you mean 'resources'?)"),
+        (GOOD.replace("static:", "statc:"), "c.yaml:3:5: resources[0]: unknown key 'statc' (did you mean 'static'?)"),
+        (
+            GOOD + "    health: {interval_seconds: 1, failure_treshold: 2}\n",
+            "c.yaml:4:35: resources[0].health: unknown key 'failure_treshold' (did you mean 'failure_threshold'?)",
+        ),
+        (
+            "resources:\n  - name: example.com/x\n    pci: {vendor: '10ee', clas: '12'}\n",
+            "c.yaml:3:27: resources[0].pci: unknown key 'clas' (did you mean 'class'?)",
+        ),
+        (GOOD + "plugin_dri: /x\n", "c.yaml:4:1: unknown key 'plugin_dri' (did you mean 'plugin_dir'?)"),
+    ],
+)
+def test_unknown_keys_are_named_with_the_nearest_valid_one(text: str, expected: str) -> None:
+    assert error_of(text) == expected
+
+
+def test_an_unknown_key_without_a_near_match_lists_the_valid_ones() -> None:
+    message = error_of(GOOD + "    zzzzzz: 1\n")
+    assert message.startswith("c.yaml:4:5: resources[0]: unknown key 'zzzzzz' (valid keys: name, static, glob,")
+
+
+def test_a_key_inside_a_health_check_is_checked_against_that_check_type() -> None:
+    message = error_of(GOOD + "    health: {checks: [{type: exec, argv: [x], timeout: 3}]}\n")
+    assert "unknown key 'timeout' (did you mean 'timeout_seconds'?)" in message
+
+
+def test_a_bad_resource_name_quotes_what_the_user_wrote() -> None:
+    message = error_of(GOOD.replace("example.com/x", "Example.com/x"))
+    assert message.startswith("c.yaml:2:11: resources[0].name: resource name 'Example.com/x'")
+    assert "prefix part 'Example.com' must be a lowercase RFC 1123 subdomain" in message
+    assert "requests." not in message
+
+
+def test_yaml_syntax_errors_are_file_line_col() -> None:
+    assert error_of("resources: [\n").startswith("c.yaml:2:1: invalid YAML: ")
+
+
+def test_a_missing_file_has_no_errno(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError) as info:
+        load_config(tmp_path / "nope.yaml")
+    assert str(info.value) == f"{tmp_path / 'nope.yaml'}: cannot read: no such file or directory"
+
+
+def test_plugin_dir_order_is_flag_env_config_default(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("KUBEDEVICE_PLUGIN_DIR", raising=False)
+    assert resolve_plugin_dir(None) == Path("/var/lib/kubelet/device-plugins")
+    assert resolve_plugin_dir(None, Path("/cfg")) == Path("/cfg")
+    monkeypatch.setenv("KUBEDEVICE_PLUGIN_DIR", "/env")
+    assert resolve_plugin_dir(None, Path("/cfg")) == Path("/env")
+    assert resolve_plugin_dir(Path("/flag"), Path("/cfg")) == Path("/flag")
+
+
+def test_a_command_reports_an_unknown_key_on_one_line_exit_2(tmp_path: Path) -> None:
+    config = tmp_path / "c.yaml"
+    config.write_text(GOOD.replace("resources:", "resource:"))
+    result = subprocess.run(
+        [sys.executable, "-m", "kubedevice", "dra", "slices", "--config", str(config), "--node", "n1"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert result.returncode == 2, result.stderr
+    assert result.stderr == f"kubedevice: {config}:1:1: unknown key 'resource' (did you mean 'resources'?)\n"
