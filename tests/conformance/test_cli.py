@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import subprocess
 import sys
@@ -10,8 +11,10 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
 
+import grpc
 import pytest
 
+from kubedevice.api import pb, pb_grpc
 from kubedevice.conformance import CheckOptions, Status, run_checks
 from kubedevice.conformance.checks import CATALOGUE
 from kubedevice.kubelet import KubeletSimulator
@@ -120,4 +123,35 @@ def test_usage_errors_exit_two_with_one_line(args: list[str]) -> None:
     proc = subprocess.run([*CHECK, *args], capture_output=True, text=True, timeout=60, check=False)
     assert proc.returncode == 2
     assert len(proc.stderr.strip().splitlines()) == 1 and "Traceback" not in proc.stderr
-    assert proc.stderr.startswith("kubedevice check: ")
+    assert proc.stderr.startswith("kubedevice: ")
+
+
+def test_a_live_kubelet_socket_is_refused_and_left_alone(tmp_path: Path) -> None:
+    """A kubelet (here the simulator) already serves the directory: check must not take it over."""
+
+    async def scenario() -> None:
+        sim = KubeletSimulator(tmp_path)
+        await sim.start()
+        try:
+            inode = sim.kubelet_sock.stat().st_ino
+            code, out, err = await check_cli("--plugin-dir", str(tmp_path), "--timeout", "1")
+            assert code == 2 and out == "", err
+            assert err == (
+                f"kubedevice: {sim.kubelet_sock} is served by a running kubelet or simulator; not taking it over "
+                "(stop it, or use another --plugin-dir)\n"
+            )
+            assert sim.kubelet_sock.stat().st_ino == inode
+            assert await sim_still_answers(sim)
+        finally:
+            await sim.stop()
+
+    run(scenario())
+
+
+async def sim_still_answers(sim: KubeletSimulator) -> bool:
+    """Register a made-up plugin on the original kubelet.sock and see the simulator record it."""
+    async with grpc.aio.insecure_channel(f"unix://{sim.kubelet_sock}") as channel:
+        request = pb.RegisterRequest(version="v1", endpoint="x.sock", resource_name="example.com/x")
+        with contextlib.suppress(grpc.aio.AioRpcError):  # refused for its version: what matters is who answers
+            await pb_grpc.RegistrationStub(channel).Register(request, timeout=10)
+    return any(r.resource_name == "example.com/x" for r in sim.registrations)

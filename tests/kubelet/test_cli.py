@@ -4,16 +4,22 @@ from __future__ import annotations
 
 import asyncio
 import os
+import pty
+import re
 import signal
+import socket
+import subprocess
 import sys
 from pathlib import Path
 
+import grpc
 import pytest
-import typer
 
-from kubedevice.kubelet.cli import kubelet, parse_requests
+from kubedevice.api import DEFAULT_PLUGIN_DIR
+from kubedevice.kubelet import KubeletSimulator
+from kubedevice.kubelet.cli import parse_requests
 
-from .rawplugin import RawPlugin, run
+from .rawplugin import RawPlugin, device, run
 
 SCRIPT = "import typer; from kubedevice.kubelet.cli import kubelet; typer.run(kubelet)"
 
@@ -26,7 +32,7 @@ class Process:
         self.lines: list[str] = []
 
     @classmethod
-    async def start(cls, *args: str) -> Process:
+    async def start(cls, *args: str, env: dict[str, str] | None = None) -> Process:
         proc = await asyncio.create_subprocess_exec(
             sys.executable,
             "-c",
@@ -35,9 +41,14 @@ class Process:
             stdin=asyncio.subprocess.PIPE,
             stdout=asyncio.subprocess.PIPE,
             stderr=asyncio.subprocess.STDOUT,
-            env={**os.environ, "COLUMNS": "300"},
+            env={**os.environ, "COLUMNS": "300", **(env or {})},
         )
         return cls(proc)
+
+    async def finish(self) -> None:
+        if self.proc.returncode is None:
+            self.proc.kill()
+            await self.proc.wait()
 
     async def expect(self, text: str, timeout: float = 15) -> str:
         assert self.proc.stdout is not None
@@ -65,8 +76,9 @@ def test_parse_requests() -> None:
 
 
 def test_bad_admit_flag_is_a_usage_error(tmp_path: Path) -> None:
-    with pytest.raises(typer.BadParameter):
-        kubelet(plugin_dir=tmp_path, admit=["oops"])
+    result = cli_once("--plugin-dir", str(tmp_path), "--admit", "oops")
+    assert (result.returncode, result.stdout) == (2, "")
+    assert result.stderr == "kubedevice: --admit 'oops' is not RESOURCE=COUNT\n"
 
 
 def test_interactive_admit_restart_quit(tmp_path: Path) -> None:
@@ -78,24 +90,26 @@ def test_interactive_admit_restart_quit(tmp_path: Path) -> None:
             await plugin.serve()
             await plugin.register()
             await cli.expect("example.com/null 4/4")
-            await cli.expect("admitted cli-pod-1: example.com/null=[")
+            await cli.expect("admitted pod cli-pod-1: main example.com/null=[")
             await cli.send("admit example.com/null=2")
-            await cli.expect("admitted cli-pod-2: example.com/null=[")
+            await cli.expect("admitted pod cli-pod-2: main example.com/null=[")
             await cli.send("restart")
             await cli.expect("kubelet restarted")
             assert not plugin.socket.exists()
             await cli.send("admit example.com/null=1")
-            line = await cli.expect("rejected cli-pod-3")
+            line = await cli.expect("rejected pod cli-pod-3")
             assert "UnexpectedAdmissionError: Allocate failed due to no healthy devices present" in line
             await plugin.stop()
             await plugin.serve()
             await plugin.register()
             await cli.expect("example.com/null 4/4")
             await cli.send("admit example.com/null=1")
-            await cli.expect("admitted cli-pod-4")
+            await cli.expect("admitted pod cli-pod-4")
             await cli.send("quit")
             await cli.expect("bye")
             assert await asyncio.wait_for(cli.proc.wait(), 10) == 0
+            for pod in ("cli-pod-1", "cli-pod-2", "cli-pod-3", "cli-pod-4"):  # each outcome is printed once
+                assert sum(pod + ":" in line for line in cli.lines) == 1, cli.lines
         finally:
             if cli.proc.returncode is None:
                 cli.proc.kill()
@@ -135,3 +149,189 @@ def test_scripted_restart_and_exit(tmp_path: Path) -> None:
                 await cli.proc.wait()
 
     run(main())
+
+
+def cli_once(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    """Run the CLI to completion (stdin closed), without ``$KUBEDEVICE_PLUGIN_DIR`` unless given."""
+    base = {k: v for k, v in os.environ.items() if k != "KUBEDEVICE_PLUGIN_DIR"}
+    return subprocess.run(
+        [sys.executable, "-c", SCRIPT, *args],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+        stdin=subprocess.DEVNULL,
+        env={**base, "COLUMNS": "300", **(env or {})},
+    )
+
+
+def test_the_plugin_dir_comes_from_the_environment_like_serve(tmp_path: Path) -> None:
+    async def main() -> None:
+        cli = await Process.start(env={"KUBEDEVICE_PLUGIN_DIR": str(tmp_path)})
+        plugin = RawPlugin(tmp_path)
+        try:
+            await cli.expect(f"serving {tmp_path / 'kubelet.sock'}")
+            await plugin.serve()
+            await plugin.register()
+            await cli.expect("example.com/null 4/4")
+            await cli.send("quit")
+            assert await asyncio.wait_for(cli.proc.wait(), 10) == 0
+        finally:
+            await cli.finish()
+            await plugin.stop()
+
+    run(main())
+
+
+def test_a_flag_wins_over_the_environment(tmp_path: Path) -> None:
+    env = {"KUBEDEVICE_PLUGIN_DIR": "/x"}
+    result = cli_once("--plugin-dir", str(tmp_path / "flag"), "--exit-after", "0.2", env=env)
+    assert result.returncode == 0, result.stderr
+    assert f"serving {tmp_path / 'flag' / 'kubelet.sock'}" in result.stdout
+
+
+def test_a_missing_directory_is_created_and_said(tmp_path: Path) -> None:
+    target = tmp_path / "a" / "dp"
+    result = cli_once("--plugin-dir", str(target), "--exit-after", "0.2")
+    assert result.returncode == 0, result.stderr
+    assert f"created plugin directory {target}\n" in result.stdout and target.is_dir()
+
+
+@pytest.mark.skipif(Path(DEFAULT_PLUGIN_DIR).exists(), reason="a kubelet's directory exists on this machine")
+def test_the_real_kubelets_directory_is_never_created() -> None:
+    result = cli_once("--exit-after", "0.2")
+    assert result.returncode == 2 and result.stdout == ""
+    assert result.stderr == (
+        f"kubedevice: {DEFAULT_PLUGIN_DIR} does not exist (no kubelet on this machine); to simulate one, "
+        "give --plugin-dir DIR or set KUBEDEVICE_PLUGIN_DIR (a missing DIR is created)\n"
+    )
+    assert not Path(DEFAULT_PLUGIN_DIR).exists() and not Path(DEFAULT_PLUGIN_DIR).parent.exists()
+
+
+def test_a_live_kubelet_socket_is_refused_and_left_alone(tmp_path: Path) -> None:
+    async def main() -> None:
+        sim = KubeletSimulator(tmp_path)
+        await sim.start()
+        plugin = RawPlugin(tmp_path)
+        try:
+            inode = sim.kubelet_sock.stat().st_ino
+            result = await asyncio.to_thread(cli_once, "--plugin-dir", str(tmp_path), "--exit-after", "5")
+            assert result.returncode == 2 and result.stdout == ""
+            assert result.stderr.startswith(f"kubedevice: {sim.kubelet_sock} is served by a running kubelet")
+            assert result.stderr.count("\n") == 1
+            assert sim.kubelet_sock.stat().st_ino == inode
+            await plugin.serve()
+            await plugin.register()  # the original simulator still answers on its socket
+            await sim.wait_until(lambda: sim.allocatable().get("example.com/null") == 4, 10)
+        finally:
+            await plugin.stop()
+            await sim.stop()
+
+    run(main())
+
+
+def test_a_stale_socket_is_replaced_but_a_plain_file_is_not(tmp_path: Path) -> None:
+    stale = tmp_path / "kubelet.sock"
+    with socket.socket(socket.AF_UNIX) as leftover:
+        leftover.bind(str(stale))  # bound, never listening: what a killed kubelet leaves behind
+    result = cli_once("--plugin-dir", str(tmp_path), "--exit-after", "0.2")
+    assert result.returncode == 0 and f"serving {stale}" in result.stdout, result.stderr
+    stale.write_text("not a socket")
+    result = cli_once("--plugin-dir", str(tmp_path), "--exit-after", "0.2")
+    assert result.returncode == 2
+    assert result.stderr == f"kubedevice: {stale} exists and is not a socket; not replacing it\n"
+    assert stale.read_text() == "not a socket"
+
+
+def test_start_triggers_pre_start_container(tmp_path: Path) -> None:
+    async def main() -> None:
+        cli = await Process.start("--plugin-dir", str(tmp_path))
+        plugin = RawPlugin(tmp_path, pre_start_required=True)
+        try:
+            await cli.expect("commands:")
+            await plugin.serve()
+            await plugin.register()
+            await cli.expect("example.com/null 4/4")
+            await cli.send("admit example.com/null=2")
+            line = await cli.expect("admitted pod cli-pod-1")
+            ids = line.split("=[", 1)[1].split("]", 1)[0]
+            await cli.send("start cli-pod-1")
+            await cli.expect(f"PreStartContainer example.com/null [{ids}]: ok")
+            await cli.expect("container cli-pod-1/main started")
+            assert [list(r.devices_ids) for r in plugin.requests["PreStartContainer"]] == [ids.split(", ")]
+            plugin.fail["PreStartContainer"] = grpc.StatusCode.UNAVAILABLE
+            await cli.send("start cli-pod-1")
+            line = await cli.expect("container cli-pod-1/main cannot start")
+            assert "rpc error: code = Unavailable desc = PreStartContainer refused by test" in line
+            await cli.send("start nobody")
+            await cli.expect("container nobody/main cannot start: no container 'main' in pod 'nobody'")
+            await cli.send("quit")
+            assert await asyncio.wait_for(cli.proc.wait(), 10) == 0
+        finally:
+            await cli.finish()
+            await plugin.stop()
+
+    run(main())
+
+
+def test_on_a_terminal_a_live_table_shows_devices_health_and_holders(tmp_path: Path) -> None:
+    """The CLI on a pseudo-terminal, as a person runs it: the table names who holds which device."""
+
+    async def main() -> None:
+        primary, secondary = pty.openpty()
+        proc = await asyncio.create_subprocess_exec(
+            sys.executable, "-c", SCRIPT, "--plugin-dir", str(tmp_path),
+            stdin=secondary, stdout=secondary, stderr=secondary,
+            env={**os.environ, "COLUMNS": "160", "LINES": "60", "TERM": "xterm"},
+        )  # fmt: skip
+        os.close(secondary)
+        screen = Screen(primary)
+        plugin = RawPlugin(tmp_path, devices=[device("dev-0"), device("dev-1", "Unhealthy", numa=[1])])
+        try:
+            await screen.expect("no plugin registered yet")
+            await plugin.serve()
+            await plugin.register()
+            await screen.expect("dev-1")
+            os.write(primary, b"admit example.com/null=1\n")
+            await screen.expect("cli-pod-1/main")
+            text = screen.text
+            row = next(line for line in text.splitlines()[::-1] if "dev-0" in line and "Healthy" in line)
+            assert "cli-pod-1/main" in row
+            assert any("dev-1" in line and "Unhealthy" in line and " 1 " in line for line in text.splitlines())
+            assert "connected" in text and "example.com_null.sock" in text
+            os.write(primary, b"quit\n")
+            assert await asyncio.wait_for(proc.wait(), 10) == 0
+        finally:
+            if proc.returncode is None:
+                proc.kill()
+                await proc.wait()
+            os.close(primary)
+            await plugin.stop()
+
+    run(main())
+
+
+class Screen:
+    """What a terminal would have received, with the escape sequences taken out."""
+
+    ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]|\x1b\][^\x07]*\x07|\r")
+
+    def __init__(self, fd: int) -> None:
+        self.fd = fd
+        self.raw = b""
+
+    @property
+    def text(self) -> str:
+        return self.ANSI.sub("", self.raw.decode(errors="replace"))
+
+    async def expect(self, fragment: str, timeout: float = 15) -> None:
+        loop = asyncio.get_running_loop()
+        async with asyncio.timeout(timeout):
+            while fragment not in self.text:
+                try:
+                    chunk = await loop.run_in_executor(None, os.read, self.fd, 65536)
+                except OSError:
+                    chunk = b""
+                if not chunk:
+                    raise AssertionError(f"terminal closed before {fragment!r}:\n{self.text}")
+                self.raw += chunk

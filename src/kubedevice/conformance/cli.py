@@ -1,7 +1,8 @@
 """``kubedevice check``: run the conformance suite and exit 1 if any check failed.
 
-The lead's ``cli.py`` registers :func:`check` as a command; exit status 2 is for usage errors,
-reported on one line without a traceback.
+The top-level ``cli.py`` registers :func:`check` as a command; exit status 2 is for usage
+errors (a live kubelet already serving the directory among them), reported on one line in the
+format of :mod:`kubedevice.errors`.
 """
 
 from __future__ import annotations
@@ -13,6 +14,8 @@ from typing import Annotated
 import typer
 from rich.console import Console
 
+from ..errors import fail
+from ..kubelet import KubeletSocketInUse
 from .report import print_table, to_json
 from .runner import CheckOptions, run_checks
 
@@ -21,23 +24,36 @@ def check(
     *,
     plugin_dir: Annotated[
         Path | None,
-        typer.Option(help="serve a simulated kubelet.sock here and wait for the plugin to register"),
+        typer.Option(
+            metavar="DIR", help="Serve a simulated kubelet.sock in DIR (created if missing) and wait for the plugin."
+        ),
     ] = None,
     socket: Annotated[
-        Path | None, typer.Option(help="probe an already running plugin socket (no registration, no restart)")
+        Path | None,
+        typer.Option(
+            metavar="PATH", help="Probe a plugin socket that is already served (no registration, no restart)."
+        ),
     ] = None,
-    json_output: Annotated[bool, typer.Option("--json", help="print the results as JSON")] = False,
-    restart: Annotated[bool, typer.Option(help="restart the simulated kubelet and time re-registration")] = True,
-    timeout: Annotated[float, typer.Option(help="seconds to wait for the plugin to register")] = 30.0,
-    restart_timeout: Annotated[float, typer.Option(help="seconds to wait for re-registration")] = 15.0,
+    json_output: Annotated[bool, typer.Option("--json", metavar="", help="Print the results as JSON.")] = False,
+    restart: Annotated[
+        bool, typer.Option(metavar="", help="Restart the simulated kubelet at the end and time re-registration.")
+    ] = True,
+    timeout: Annotated[
+        float, typer.Option(metavar="SECONDS", help="How long to wait for the plugin to register.")
+    ] = 30.0,
+    restart_timeout: Annotated[
+        float, typer.Option(metavar="SECONDS", help="How long to wait for re-registration.")
+    ] = 15.0,
 ) -> None:
     """Check a device plugin against the kubelet's contract; exit 1 if any check fails."""
     options = CheckOptions(plugin_dir, socket, restart, timeout, restart_timeout)
     problem = usage_problem(options)
     if problem:
-        typer.echo(f"kubedevice check: {problem}", err=True)
-        raise typer.Exit(2)
-    report = asyncio.run(run_checks(options))
+        fail(problem)
+    try:
+        report = asyncio.run(run_checks(options))
+    except KubeletSocketInUse as err:
+        fail(str(err))
     if json_output:
         typer.echo(to_json(report))
     else:

@@ -60,7 +60,10 @@ def _describe(obj: DRAObject) -> str:
 
 @app.command("validate")
 def validate_command(
-    files: Annotated[list[Path], typer.Argument(help="YAML or JSON files; kinds may be mixed.")],
+    files: Annotated[
+        list[Path],
+        typer.Argument(metavar="FILE", help="YAML or JSON files; kinds may be mixed.", show_default=False),
+    ],
 ) -> None:
     """Validate DeviceClasses, ResourceSlices and ResourceClaims as the API server would.
 
@@ -112,12 +115,12 @@ def _classes_to_explain(path: Path, claim: ResourceClaim | None) -> list[DeviceC
 
 @app.command("explain")
 def explain_command(
-    class_file: Annotated[Path, typer.Option("--class", help="File with the DeviceClass(es).")],
-    slices_file: Annotated[Path, typer.Option("--slices", help="File with the ResourceSlices.")],
+    class_file: Annotated[Path, typer.Option("--class", metavar="FILE", help="File with the DeviceClass(es).")],
+    slices_file: Annotated[Path, typer.Option("--slices", metavar="FILE", help="File with the ResourceSlices.")],
     claim_file: Annotated[
-        Path | None, typer.Option("--claim", help="A ResourceClaim whose request selectors count too.")
+        Path | None, typer.Option("--claim", metavar="FILE", help="A ResourceClaim whose request selectors count too.")
     ] = None,
-    as_json: Annotated[bool, typer.Option("--json", help="Machine-readable output.")] = False,
+    as_json: Annotated[bool, typer.Option("--json", metavar="", help="Machine-readable output.")] = False,
 ) -> None:
     """For each device, whether each selector matches; for a miss, the failing clause or the error.
 
@@ -181,10 +184,17 @@ def _parse_labels(labels: Sequence[str]) -> dict[str, str]:
 
 @app.command("allocate")
 def allocate_command(
-    files: Annotated[list[Path], typer.Argument(help="Files with DeviceClasses, ResourceSlices and ResourceClaims.")],
-    node: Annotated[str, typer.Option("--node", help="The node to allocate on.")],
-    labels: Annotated[list[str] | None, typer.Option("--label", help="A node label KEY=VALUE (repeatable).")] = None,
-    output: Annotated[str, typer.Option("--output", "-o", help="yaml or json.")] = "yaml",
+    files: Annotated[
+        list[Path],
+        typer.Argument(
+            metavar="FILE", help="Files with DeviceClasses, ResourceSlices and ResourceClaims.", show_default=False
+        ),
+    ],
+    node: Annotated[str, typer.Option("--node", metavar="NODE", help="The node to allocate on.")],
+    labels: Annotated[
+        list[str] | None, typer.Option("--label", metavar="KEY=VALUE", help="A node label (repeatable).")
+    ] = None,
+    output: Annotated[str, typer.Option("--output", "-o", metavar="yaml|json", help="Output format.")] = "yaml",
 ) -> None:
     """Allocate all claims together on one node like the scheduler; print them with status.allocation.
 
@@ -227,13 +237,18 @@ def _output(value: str) -> Output:
 
 @app.command("slices")
 def slices_command(
-    config: Annotated[Path, typer.Option("--config", help="The kubedevice config file.")],
-    node: Annotated[str, typer.Option("--node", help="Node name: the pool and nodeName of the slices.")],
+    config: Annotated[Path, typer.Option("--config", metavar="FILE", help="The kubedevice config file.")],
+    node: Annotated[
+        str, typer.Option("--node", metavar="NODE", help="Node name: the pool and nodeName of the slices.")
+    ],
     host_root: Annotated[
-        Path | None, typer.Option("--host-root", help="Where the host's / is (default: the config's hostRoot).")
+        Path | None,
+        typer.Option("--host-root", metavar="DIR", help="Where the host's / is (default: the config's host_root)."),
     ] = None,
-    driver: Annotated[str, typer.Option("--driver", help="DRA driver name (a DNS subdomain).")] = "kubedevice.io",
-    output: Annotated[str, typer.Option("--output", "-o", help="yaml or json.")] = "yaml",
+    driver: Annotated[
+        str, typer.Option("--driver", metavar="NAME", help="DRA driver name (a DNS subdomain).")
+    ] = "kubedevice.io",
+    output: Annotated[str, typer.Option("--output", "-o", metavar="yaml|json", help="Output format.")] = "yaml",
 ) -> None:
     """Print ResourceSlices for the devices a kubedevice config discovers, ready to apply."""
     fmt = _output(output)

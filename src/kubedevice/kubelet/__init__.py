@@ -12,7 +12,7 @@ from .model import (
     Registration,
     Resource,
 )
-from .simulator import KubeletSimulator
+from .simulator import KubeletSimulator, KubeletSocketInUse
 
 __all__ = [
     "UNEXPECTED_ADMISSION_ERROR",
@@ -22,6 +22,7 @@ __all__ = [
     "ContainerAdmission",
     "ContainerStartError",
     "KubeletSimulator",
+    "KubeletSocketInUse",
     "PluginOptions",
     "Pod",
     "Registration",

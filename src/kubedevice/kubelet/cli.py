@@ -1,31 +1,39 @@
 """``kubedevice kubelet``: run the simulator by hand or from a script.
 
-Shows what the kubelet sees as it changes, and takes commands on stdin (``admit RES=N ...``,
-``restart``, ``status``, ``quit``); SIGUSR1 restarts it. ``--admit`` and ``--restart-after``
-do the same without a person at the keyboard.
+On a terminal it keeps a live table of resources, devices (with health) and the pods holding
+them, with each event printed above it; elsewhere (a pipe, a test) it prints one line per event
+and a resources line whenever capacity changes. Commands come on stdin (see ``HELP``); SIGUSR1
+restarts it. ``--admit`` and ``--restart-after`` do the same without a person at the keyboard.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import functools
 import itertools
 import signal
 import sys
 import threading
 from collections.abc import Coroutine
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Annotated
 
 import typer
 from rich.console import Console
+from rich.live import Live
 from rich.markup import escape
 
 from ..api import DEFAULT_PLUGIN_DIR
-from .model import AdmissionError, Container, Pod
-from .simulator import KubeletSimulator
+from ..config import plugin_dir_from_env, resolve_plugin_dir
+from ..errors import UsageError, fail, os_reason
+from .model import AdmissionError, Container, ContainerStartError, Pod
+from .simulator import KubeletSimulator, KubeletSocketInUse
+from .view import state_view
 
-HELP = "commands: admit RES=N [RES=N ...] | restart | status | quit"
+HELP = "commands: admit RES=N [RES=N ...] | start POD [CONTAINER] | remove POD | restart | status | quit"
+CONTAINER = "main"
 
 
 def parse_requests(specs: list[str]) -> dict[str, int]:
@@ -41,13 +49,18 @@ def parse_requests(specs: list[str]) -> dict[str, int]:
 
 @dataclass
 class _Session:
-    """The running simulator plus what the command line needs around it."""
+    """The running simulator plus what the command line needs around it.
+
+    Outcomes (admitted, rejected, started) are the simulator's own events, printed once by
+    :func:`_show`; the session prints only what no event covers.
+    """
 
     sim: KubeletSimulator
     console: Console
-    stop: asyncio.Event
-    pods: itertools.count[int]
-    tasks: set[asyncio.Task[None]]
+    live: Live | None = None
+    stop: asyncio.Event = field(default_factory=asyncio.Event)
+    pods: itertools.count[int] = field(default_factory=lambda: itertools.count(1))
+    tasks: set[asyncio.Task[None]] = field(default_factory=set)
 
     def spawn(self, work: Coroutine[object, object, None]) -> None:
         task = asyncio.create_task(work)
@@ -62,15 +75,19 @@ class _Session:
         shown = ", ".join(f"{n} {capacity[n]}/{allocatable[n]}" for n in sorted(capacity)) or "none"
         return f"resources (capacity/allocatable): {shown}"
 
+    def redraw(self) -> None:
+        if self.live is not None:
+            self.live.update(state_view(self.sim, HELP), refresh=True)
+
     async def admit(self, requests: dict[str, int]) -> None:
         uid = f"cli-pod-{next(self.pods)}"
-        try:
-            result = await self.sim.admit(Pod(uid, uid, [Container("main", requests)]))
-        except AdmissionError as err:
-            self.say(f"rejected {uid}: {err.reason}: {err.message}")
-            return
-        ids = "; ".join(f"{r}=[{', '.join(d)}]" for r, d in result["main"].device_ids.items())
-        self.say(f"admitted {uid}: {ids}")
+        with contextlib.suppress(AdmissionError):  # the simulator's "rejected pod" event says why
+            await self.sim.admit(Pod(uid, uid, [Container(CONTAINER, requests)]))
+
+    async def start(self, pod: str, container: str) -> None:
+        """Start a container as the kubelet would: PreStartContainer first where the plugin asked for it."""
+        with contextlib.suppress(ContainerStartError):  # the simulator's "cannot start" event says why
+            await self.sim.start_container(pod, container)
 
     async def restart(self) -> None:
         await self.sim.restart()
@@ -83,9 +100,16 @@ class _Session:
         verb, args = words[0], words[1:]
         if verb == "admit" and args:
             try:
-                await self.admit(parse_requests(args))
+                requests = parse_requests(args)
             except ValueError as err:
-                self.say(f"error: {err}")
+                self.say(f"{err}; {HELP}")
+                return
+            await self.admit(requests)
+        elif verb == "start" and 1 <= len(args) <= 2:
+            await self.start(args[0], args[1] if len(args) == 2 else CONTAINER)
+        elif verb == "remove" and len(args) == 1:
+            self.sim.remove_pod(args[0])
+            self.say(f"pod {args[0]} removed; its devices are freed at the next admission")
         elif verb == "restart":
             await self.restart()
         elif verb == "status":
@@ -97,17 +121,23 @@ class _Session:
 
 
 async def _show(session: _Session) -> None:
-    """Print each simulator event and the resource line whenever it changes."""
+    """Print each simulator event; then redraw the live table, or print the resources line if it changed."""
     sim, last = session.sim, ""
-    seen = [0]
+    seen = 0
     while True:
-        await sim.wait_until(lambda: len(sim.events) > seen[0], timeout=3600)
-        for event in sim.events[seen[0] :]:
+        for event in sim.events[seen:]:
             session.say(event)
-        seen[0] = len(sim.events)
-        if (line := session.status()) != last:
+        seen = len(sim.events)
+        if session.live is not None:
+            session.redraw()
+        elif (line := session.status()) != last:
             session.say(line)
             last = line
+        await sim.wait_until(functools.partial(_more_events, sim, seen), timeout=3600)
+
+
+def _more_events(sim: KubeletSimulator, seen: int) -> bool:
+    return len(sim.events) > seen
 
 
 def _read_stdin(loop: asyncio.AbstractEventLoop, lines: asyncio.Queue[str | None]) -> None:
@@ -154,16 +184,39 @@ class _Options:
     admit_timeout: float
     restart_after: float | None
     exit_after: float | None
+    live: bool
 
 
-async def _run(opts: _Options) -> None:
+async def _start(sim: KubeletSimulator) -> None:
+    """Start serving, or a :class:`UsageError` naming the directory (a live kubelet there, no permission)."""
+    try:
+        await sim.start()
+    except KubeletSocketInUse as err:
+        raise UsageError(str(err)) from None
+    except OSError as err:
+        raise UsageError(f"{sim.plugin_dir}: cannot serve kubelet.sock: {os_reason(err)}") from None
+
+
+async def _run(opts: _Options, console: Console) -> None:
     sim = KubeletSimulator(opts.plugin_dir, grace_period=opts.grace_period)
-    session = _Session(sim, Console(highlight=False), asyncio.Event(), itertools.count(1), set())
+    session = _Session(sim, console)
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(sig, session.stop.set)
     loop.add_signal_handler(signal.SIGUSR1, lambda: session.spawn(session.restart()))
-    await sim.start()
+    await _start(sim)
+    view = Live(state_view(sim, HELP), console=console, auto_refresh=False) if opts.live else None
+    with view or contextlib.nullcontext() as live:
+        session.live = live
+        if live is None:
+            session.say(HELP)
+        await _serve(session, opts)
+    await sim.stop()
+    session.say("bye")
+
+
+async def _serve(session: _Session, opts: _Options) -> None:
+    """Run until quit, a signal or ``--exit-after``; then cancel the session's tasks."""
     session.spawn(_show(session))
     session.spawn(_commands(session))
     session.spawn(_scripted_admits(session, opts.admits, opts.admit_timeout))
@@ -171,31 +224,72 @@ async def _run(opts: _Options) -> None:
         session.spawn(_later(opts.restart_after, session.restart()))
     if opts.exit_after is not None:
         session.spawn(_stop_later(opts.exit_after, session.stop))
-    session.say(HELP)
     await session.stop.wait()
     for task in list(session.tasks):
         task.cancel()
     await asyncio.gather(*session.tasks, return_exceptions=True)
-    await sim.stop()
-    session.say("bye")
+
+
+def _plugin_dir(flag: Path | None) -> Path:
+    """Flag, ``$KUBEDEVICE_PLUGIN_DIR``, default, as ``serve`` resolves it.
+
+    The default is the real kubelet's directory: if it is missing there is no kubelet here, and
+    the simulator will not create ``/var/lib/kubelet`` unasked. A directory given by flag or env
+    is created if missing (the simulator says so).
+    """
+    directory = resolve_plugin_dir(flag)
+    if flag is None and plugin_dir_from_env() is None and not directory.is_dir():
+        fail(
+            f"{directory} does not exist (no kubelet on this machine); to simulate one, "
+            "give --plugin-dir DIR or set KUBEDEVICE_PLUGIN_DIR (a missing DIR is created)"
+        )
+    return directory
 
 
 def kubelet(
     *,
-    plugin_dir: Annotated[Path, typer.Option("--plugin-dir", help="Device plugin directory.")] = Path(
-        DEFAULT_PLUGIN_DIR
-    ),
-    admit: Annotated[
-        list[str] | None, typer.Option("--admit", help="RES=N[,RES=N]: admit one pod once it fits (repeatable).")
+    plugin_dir: Annotated[
+        Path | None,
+        typer.Option(
+            "--plugin-dir",
+            metavar="DIR",
+            help=f"Device plugin directory (else $KUBEDEVICE_PLUGIN_DIR, else {DEFAULT_PLUGIN_DIR}, never created).",
+            show_default=False,
+        ),
     ] = None,
-    admit_timeout: Annotated[float, typer.Option(help="Seconds to wait for room before admitting anyway.")] = 30.0,
-    restart_after: Annotated[float | None, typer.Option(help="Restart the kubelet after SECONDS.")] = None,
-    exit_after: Annotated[float | None, typer.Option(help="Stop after SECONDS.")] = None,
-    grace_period: Annotated[float, typer.Option(help="Seconds a stopped resource is kept.")] = 300.0,
+    admit: Annotated[
+        list[str] | None,
+        typer.Option("--admit", metavar="RES=N[,RES=N]", help="Admit one pod once it fits (repeatable)."),
+    ] = None,
+    admit_timeout: Annotated[
+        float, typer.Option(metavar="SECONDS", help="How long --admit waits for room before admitting anyway.")
+    ] = 30.0,
+    restart_after: Annotated[
+        float | None, typer.Option(metavar="SECONDS", help="Restart the simulated kubelet after SECONDS.")
+    ] = None,
+    exit_after: Annotated[float | None, typer.Option(metavar="SECONDS", help="Stop after SECONDS.")] = None,
+    grace_period: Annotated[
+        float, typer.Option(metavar="SECONDS", help="How long a resource whose plugin stopped is kept.")
+    ] = 300.0,
+    plain: Annotated[
+        bool, typer.Option("--plain", metavar="", help="One line per event even on a terminal (no live table).")
+    ] = False,
 ) -> None:
-    """Run a simulated kubelet device manager on PLUGIN_DIR/kubelet.sock."""
+    """Run a simulated kubelet device manager on PLUGIN_DIR/kubelet.sock.
+
+    Type commands on stdin: admit RES=N [RES=N ...] admits a one-container pod; start POD
+    [CONTAINER] starts its container (PreStartContainer where the plugin asks for it); remove POD;
+    restart; status; quit.
+    """
     try:
         admits = [parse_requests(spec.split(",")) for spec in admit or []]
     except ValueError as err:
-        raise typer.BadParameter(str(err), param_hint="--admit") from None
-    asyncio.run(_run(_Options(plugin_dir, grace_period, admits, admit_timeout, restart_after, exit_after)))
+        fail(f"--admit {err}")
+    directory = _plugin_dir(plugin_dir)
+    console = Console(highlight=False)
+    live = console.is_terminal and not plain
+    opts = _Options(directory, grace_period, admits, admit_timeout, restart_after, exit_after, live)
+    try:
+        asyncio.run(_run(opts, console))
+    except UsageError as err:
+        fail(str(err))

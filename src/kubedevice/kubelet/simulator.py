@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import socket
 import stat
 import time
 from collections.abc import Awaitable, Callable, Coroutine
@@ -44,6 +45,23 @@ _EMPTY_ALLOCATE_RESPONSE = "&AllocateResponse{ContainerResponses:[]*ContainerAll
 T = TypeVar("T", bound=Message)
 
 
+class KubeletSocketInUse(Exception):
+    """``kubelet.sock`` is live (a kubelet or another simulator answers on it) or is not a socket."""
+
+
+def _socket_is_live(path: Path) -> bool:
+    """Whether something accepts connections on the unix socket ``path`` (refused: a stale leftover)."""
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as probe:
+        probe.settimeout(1.0)
+        try:
+            probe.connect(str(path))
+        except (ConnectionRefusedError, FileNotFoundError):
+            return False
+        except OSError:
+            return True  # cannot tell (e.g. no permission): assume someone owns it
+    return True
+
+
 class _AllocateFailed(Exception):
     """An error from the device manager's allocation path, wrapped by admission."""
 
@@ -63,6 +81,10 @@ def _plain(message: Message) -> dict[str, object]:
     return json_format.MessageToDict(
         message, preserving_proto_field_name=True, always_print_fields_with_no_presence=True
     )
+
+
+def _pod_ref(pod: Pod) -> str:
+    return pod.name if pod.name == pod.uid else f"{pod.name} ({pod.uid})"
 
 
 def _go_list(values: list[str] | tuple[str, ...]) -> str:
@@ -130,8 +152,16 @@ class KubeletSimulator:
     # ---- lifecycle -------------------------------------------------------------------------
 
     async def start(self) -> None:
-        """Load the checkpoint, delete stale sockets, then serve ``kubelet.sock`` (``Start``)."""
-        self.plugin_dir.mkdir(mode=0o750, parents=True, exist_ok=True)
+        """Load the checkpoint, delete stale sockets, then serve ``kubelet.sock`` (``Start``).
+
+        Raises :class:`KubeletSocketInUse`, before touching anything, when a live kubelet (or
+        another simulator) serves ``kubelet.sock`` there: only a stale socket is replaced. A
+        missing directory is created, with an event saying so.
+        """
+        self._refuse_a_live_kubelet()
+        if not self.plugin_dir.is_dir():
+            self.plugin_dir.mkdir(mode=0o750, parents=True)
+            self._event(f"created plugin directory {self.plugin_dir}")
         self._load_checkpoint()
         self._cleanup_plugin_dir()
         self.kubelet_sock.unlink(missing_ok=True)
@@ -161,6 +191,20 @@ class KubeletSimulator:
     async def restart(self) -> None:
         await self.stop()
         await self.start()
+
+    def _refuse_a_live_kubelet(self) -> None:
+        path = self.kubelet_sock
+        try:
+            mode = path.lstat().st_mode
+        except FileNotFoundError:
+            return
+        if not stat.S_ISSOCK(mode):
+            raise KubeletSocketInUse(f"{path} exists and is not a socket; not replacing it")
+        if _socket_is_live(path):
+            raise KubeletSocketInUse(
+                f"{path} is served by a running kubelet or simulator; not taking it over "
+                "(stop it, or use another --plugin-dir)"
+            )
 
     def _cleanup_plugin_dir(self) -> None:
         """``CleanupPluginDirectory``: remove sockets only, never the checkpoint or other files."""
@@ -368,9 +412,14 @@ class KubeletSimulator:
                 result = await self._admit(pod)
             except AdmissionError as err:
                 self._reject(pod)
-                self._event(f"rejected pod {pod.name} ({pod.uid}): {err}")
+                self._event(f"rejected pod {_pod_ref(pod)}: {err}")
                 raise
-        self._event(f"admitted pod {pod.name} ({pod.uid})")
+        got = "; ".join(
+            f"{name} {resource}=[{', '.join(ids)}]"
+            for name, admission in result.items()
+            for resource, ids in admission.device_ids.items()
+        )
+        self._event(f"admitted pod {_pod_ref(pod)}" + (f": {got}" if got else ""))
         return result
 
     async def _admit(self, pod: Pod) -> dict[str, ContainerAdmission]:
@@ -570,6 +619,14 @@ class KubeletSimulator:
 
     async def start_container(self, pod_uid: str, container: str) -> None:
         """``GetDeviceRunContainerOptions``: PreStartContainer where required, re-allocate if state is missing."""
+        try:
+            await self._start_container(pod_uid, container)
+        except ContainerStartError as err:
+            self._event(f"container {pod_uid}/{container} cannot start: {err}")
+            raise
+        self._event(f"container {pod_uid}/{container} started")
+
+    async def _start_container(self, pod_uid: str, container: str) -> None:
         requests = self._requests_of(pod_uid, container)
         reallocate = False
         for name, count in requests.items():
@@ -615,6 +672,7 @@ class KubeletSimulator:
             if endpoint is None:
                 raise ContainerStartError(f"endpoint {name} has been stopped")
             await self._call("PreStartContainer", name, request, self._pre_start(endpoint, request))
+            self._event(f"PreStartContainer {name} [{', '.join(request.devices_ids)}]: ok")
         except grpc.aio.AioRpcError as err:
             raise ContainerStartError(f"device plugin PreStartContainer rpc failed with err: {go_error(err)}") from None
         except ContainerStartError as err:
