@@ -148,6 +148,17 @@ def test_a_live_kubelet_socket_is_refused_and_left_alone(tmp_path: Path) -> None
     run(scenario())
 
 
+def test_a_plugin_dir_that_cannot_be_used_is_one_line(tmp_path: Path) -> None:
+    (tmp_path / "file").write_text("")
+    proc = subprocess.run(
+        [*CHECK, "--plugin-dir", str(tmp_path / "file" / "dp")], capture_output=True, text=True, timeout=60, check=False
+    )
+    assert proc.returncode == 2 and proc.stdout == ""
+    assert proc.stderr == (
+        f"kubedevice: {tmp_path / 'file' / 'dp'}: cannot use as the plugin directory: not a directory\n"
+    )
+
+
 async def sim_still_answers(sim: KubeletSimulator) -> bool:
     """Register a made-up plugin on the original kubelet.sock and see the simulator record it."""
     async with grpc.aio.insecure_channel(f"unix://{sim.kubelet_sock}") as channel:

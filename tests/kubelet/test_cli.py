@@ -335,3 +335,16 @@ class Screen:
                 if not chunk:
                     raise AssertionError(f"terminal closed before {fragment!r}:\n{self.text}")
                 self.raw += chunk
+
+
+def test_a_directory_that_cannot_be_used_is_one_line(tmp_path: Path) -> None:
+    (tmp_path / "file").write_text("")
+    result = cli_once("--plugin-dir", str(tmp_path / "file" / "dp"), "--exit-after", "0.2")
+    assert result.returncode == 2 and result.stdout == ""
+    assert result.stderr == (
+        f"kubedevice: {tmp_path / 'file' / 'dp'}: cannot use as the plugin directory: not a directory\n"
+    )
+    deep = tmp_path / ("d" * 120)
+    result = cli_once("--plugin-dir", str(deep), "--exit-after", "0.2")
+    assert result.returncode == 2 and not deep.exists()
+    assert result.stderr == f"kubedevice: {deep / 'kubelet.sock'}: longer than a unix socket path may be (107 bytes)\n"

@@ -15,7 +15,7 @@ import typer
 from rich.console import Console
 
 from ..errors import fail
-from ..kubelet import KubeletSocketInUse
+from ..kubelet import CannotServe
 from .report import print_table, to_json
 from .runner import CheckOptions, run_checks
 
@@ -52,7 +52,7 @@ def check(
         fail(problem)
     try:
         report = asyncio.run(run_checks(options))
-    except KubeletSocketInUse as err:
+    except CannotServe as err:
         fail(str(err))
     if json_output:
         typer.echo(to_json(report))

@@ -12,12 +12,13 @@ from .model import (
     Registration,
     Resource,
 )
-from .simulator import KubeletSimulator, KubeletSocketInUse
+from .simulator import CannotServe, KubeletSimulator, KubeletSocketInUse
 
 __all__ = [
     "UNEXPECTED_ADMISSION_ERROR",
     "AdmissionError",
     "Call",
+    "CannotServe",
     "Container",
     "ContainerAdmission",
     "ContainerStartError",

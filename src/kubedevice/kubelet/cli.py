@@ -27,9 +27,9 @@ from rich.markup import escape
 
 from ..api import DEFAULT_PLUGIN_DIR
 from ..config import plugin_dir_from_env, resolve_plugin_dir
-from ..errors import UsageError, fail, os_reason
+from ..errors import UsageError, fail
 from .model import AdmissionError, Container, ContainerStartError, Pod
-from .simulator import KubeletSimulator, KubeletSocketInUse
+from .simulator import CannotServe, KubeletSimulator
 from .view import state_view
 
 HELP = "commands: admit RES=N [RES=N ...] | start POD [CONTAINER] | remove POD | restart | status | quit"
@@ -191,10 +191,8 @@ async def _start(sim: KubeletSimulator) -> None:
     """Start serving, or a :class:`UsageError` naming the directory (a live kubelet there, no permission)."""
     try:
         await sim.start()
-    except KubeletSocketInUse as err:
+    except CannotServe as err:
         raise UsageError(str(err)) from None
-    except OSError as err:
-        raise UsageError(f"{sim.plugin_dir}: cannot serve kubelet.sock: {os_reason(err)}") from None
 
 
 async def _run(opts: _Options, console: Console) -> None:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import os
 import socket
 import stat
 import time
@@ -25,6 +26,7 @@ from .. import names
 from ..api import CHECKPOINT_FILE, KUBELET_SOCKET, PRE_START_TIMEOUT_SECONDS, VERSION, pb, pb_grpc
 from ..api.convert import allocation_from_pb, device_from_pb
 from ..device import ContainerAllocation, Device, DeviceError, Health
+from ..errors import os_reason
 from . import checkpoint
 from .endpoint import DialError, Endpoint, endpoint_path, go_error
 from .model import (
@@ -41,11 +43,16 @@ from .model import (
 )
 
 SUPPORTED_VERSIONS = (VERSION,)
+MAX_UNIX_PATH = 107  # sun_path holds 108 bytes with the terminating NUL
 _EMPTY_ALLOCATE_RESPONSE = "&AllocateResponse{ContainerResponses:[]*ContainerAllocateResponse{},}"
 T = TypeVar("T", bound=Message)
 
 
-class KubeletSocketInUse(Exception):
+class CannotServe(Exception):
+    """The simulator cannot serve ``kubelet.sock`` in its directory; ``str()`` is one line saying why."""
+
+
+class KubeletSocketInUse(CannotServe):
     """``kubelet.sock`` is live (a kubelet or another simulator answers on it) or is not a socket."""
 
 
@@ -156,18 +163,25 @@ class KubeletSimulator:
 
         Raises :class:`KubeletSocketInUse`, before touching anything, when a live kubelet (or
         another simulator) serves ``kubelet.sock`` there: only a stale socket is replaced. A
-        missing directory is created, with an event saying so.
+        missing directory is created, with an event saying so. Any other reason the socket
+        cannot be served is a :class:`CannotServe`.
         """
         self._refuse_a_live_kubelet()
-        if not self.plugin_dir.is_dir():
-            self.plugin_dir.mkdir(mode=0o750, parents=True)
-            self._event(f"created plugin directory {self.plugin_dir}")
-        self._load_checkpoint()
-        self._cleanup_plugin_dir()
-        self.kubelet_sock.unlink(missing_ok=True)
+        try:
+            if not self.plugin_dir.is_dir():
+                self.plugin_dir.mkdir(mode=0o750, parents=True)
+                self._event(f"created plugin directory {self.plugin_dir}")
+            self._load_checkpoint()
+            self._cleanup_plugin_dir()
+            self.kubelet_sock.unlink(missing_ok=True)
+        except OSError as err:
+            raise CannotServe(f"{self.plugin_dir}: cannot use as the plugin directory: {os_reason(err)}") from None
         server = grpc.aio.server()
         pb_grpc.add_RegistrationServicer_to_server(_RegistrationService(self), server)
-        server.add_insecure_port(f"unix://{self.kubelet_sock}")
+        try:
+            server.add_insecure_port(f"unix://{self.kubelet_sock}")
+        except RuntimeError:  # grpc's only word on a socket it cannot bind
+            raise CannotServe(f"{self.kubelet_sock}: cannot serve a unix socket there") from None
         await server.start()
         self._server = server
         self.kubelet_sock_created_at = time.monotonic()
@@ -194,10 +208,12 @@ class KubeletSimulator:
 
     def _refuse_a_live_kubelet(self) -> None:
         path = self.kubelet_sock
+        if len(os.fsencode(path)) > MAX_UNIX_PATH:
+            raise CannotServe(f"{path}: longer than a unix socket path may be ({MAX_UNIX_PATH} bytes)")
         try:
             mode = path.lstat().st_mode
-        except FileNotFoundError:
-            return
+        except (FileNotFoundError, NotADirectoryError):
+            return  # nothing there to take over; a bad directory is reported when it is created
         if not stat.S_ISSOCK(mode):
             raise KubeletSocketInUse(f"{path} exists and is not a socket; not replacing it")
         if _socket_is_live(path):
