@@ -10,6 +10,8 @@ import signal
 import socket
 import subprocess
 import sys
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from pathlib import Path
 
 import grpc
@@ -151,6 +153,19 @@ def test_scripted_restart_and_exit(tmp_path: Path) -> None:
     run(main())
 
 
+@asynccontextmanager
+async def quitting(plugin: RawPlugin, *args: str, env: dict[str, str] | None = None) -> AsyncIterator[Process]:
+    """The CLI for the body of a ``with``; then ``quit`` must end it with 0. The plugin is stopped either way."""
+    cli = await Process.start(*args, env=env)
+    try:
+        yield cli
+        await cli.send("quit")
+        assert await asyncio.wait_for(cli.proc.wait(), 10) == 0
+    finally:
+        await cli.finish()
+        await plugin.stop()
+
+
 def cli_once(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
     """Run the CLI to completion (stdin closed), without ``$KUBEDEVICE_PLUGIN_DIR`` unless given."""
     base = {k: v for k, v in os.environ.items() if k != "KUBEDEVICE_PLUGIN_DIR"}
@@ -167,18 +182,12 @@ def cli_once(*args: str, env: dict[str, str] | None = None) -> subprocess.Comple
 
 def test_the_plugin_dir_comes_from_the_environment_like_serve(tmp_path: Path) -> None:
     async def main() -> None:
-        cli = await Process.start(env={"KUBEDEVICE_PLUGIN_DIR": str(tmp_path)})
         plugin = RawPlugin(tmp_path)
-        try:
+        async with quitting(plugin, env={"KUBEDEVICE_PLUGIN_DIR": str(tmp_path)}) as cli:
             await cli.expect(f"serving {tmp_path / 'kubelet.sock'}")
             await plugin.serve()
             await plugin.register()
             await cli.expect("example.com/null 4/4")
-            await cli.send("quit")
-            assert await asyncio.wait_for(cli.proc.wait(), 10) == 0
-        finally:
-            await cli.finish()
-            await plugin.stop()
 
     run(main())
 
@@ -245,9 +254,8 @@ def test_a_stale_socket_is_replaced_but_a_plain_file_is_not(tmp_path: Path) -> N
 
 def test_start_triggers_pre_start_container(tmp_path: Path) -> None:
     async def main() -> None:
-        cli = await Process.start("--plugin-dir", str(tmp_path))
         plugin = RawPlugin(tmp_path, pre_start_required=True)
-        try:
+        async with quitting(plugin, "--plugin-dir", str(tmp_path)) as cli:
             await cli.expect("commands:")
             await plugin.serve()
             await plugin.register()
@@ -265,11 +273,6 @@ def test_start_triggers_pre_start_container(tmp_path: Path) -> None:
             assert "rpc error: code = Unavailable desc = PreStartContainer refused by test" in line
             await cli.send("start nobody")
             await cli.expect("container nobody/main cannot start: no container 'main' in pod 'nobody'")
-            await cli.send("quit")
-            assert await asyncio.wait_for(cli.proc.wait(), 10) == 0
-        finally:
-            await cli.finish()
-            await plugin.stop()
 
     run(main())
 
