@@ -48,7 +48,10 @@ def test_an_unknown_key_without_a_near_match_lists_the_valid_ones() -> None:
 
 def test_a_key_inside_a_health_check_is_checked_against_that_check_type() -> None:
     message = error_of(GOOD + "    health: {checks: [{type: exec, argv: [x], timeout: 3}]}\n")
-    assert "unknown key 'timeout' (did you mean 'timeout_seconds'?)" in message
+    where = "c.yaml:4:47: resources[0].health.checks[0]"
+    assert message == f"{where}: unknown key 'timeout' (did you mean 'timeout_seconds'?)"
+    message = error_of(GOOD + "    health: {checks: [{type: exec, argv: []}]}\n")
+    assert message.startswith("c.yaml:4:42: resources[0].health.checks[0].argv: List should have at least 1 item")
 
 
 def test_a_bad_resource_name_quotes_what_the_user_wrote() -> None:

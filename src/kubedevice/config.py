@@ -113,13 +113,13 @@ def describe(err: ValidationError, source: str = "<config>", node: yaml.Node | N
         loc = tuple(unknown[0]["loc"])
         key = str(loc[-1])
         where = _place(source, node, loc, key_of_last=True)
-        parent = _field_path(loc[:-1])
+        parent = _field_path(_walk(loc[:-1])[1])
         return f"{where}: {parent + ': ' if parent else ''}unknown key {key!r}{_suggest(key, _keys_at(loc[:-1]))}"
     first = errors[0]
     loc = tuple(first["loc"])
     message = str(first["msg"]).removeprefix("Value error, ")
     extra = f" (and {len(errors) - 1} more)" if len(errors) > 1 else ""
-    return f"{_place(source, node, loc)}: {_field_path(loc) or 'config'}: {message}{extra}"
+    return f"{_place(source, node, loc)}: {_field_path(_walk(loc)[1]) or 'config'}: {message}{extra}"
 
 
 def _suggest(key: str, valid: list[str]) -> str:
@@ -131,13 +131,24 @@ def _suggest(key: str, valid: list[str]) -> str:
 
 def _keys_at(loc: tuple[int | str, ...]) -> list[str]:
     """The keys the schema accepts in the mapping at ``loc`` (aliases as written in YAML)."""
-    model: Any = Config
-    for part in loc:
-        model = _step(model, part)
-        if model is None:
-            return []
+    model, _ = _walk(loc)
     models = [m for m in _members(model) if isinstance(m, type) and issubclass(m, BaseModel)]
     return [f.alias or name for m in models for name, f in m.model_fields.items()]
+
+
+def _walk(loc: tuple[int | str, ...]) -> tuple[Any, tuple[int | str, ...]]:
+    """The schema type at ``loc``, and ``loc`` without pydantic's union tags (not keys the user wrote)."""
+    tp: Any = Config
+    written: list[int | str] = []
+    for part in loc:
+        if tp is None:
+            written.append(part)
+            continue
+        step, is_tag = _step(tp, part)
+        if not is_tag:
+            written.append(part)
+        tp = step
+    return tp, tuple(written)
 
 
 def _members(tp: Any) -> list[Any]:
@@ -149,20 +160,21 @@ def _members(tp: Any) -> list[Any]:
     return [] if tp is type(None) else [tp]
 
 
-def _step(tp: Any, part: int | str) -> Any:
-    """The type one step down ``loc``: a list item, a field, a dict value, or a union member by its tag."""
+def _step(tp: Any, part: int | str) -> tuple[Any, bool]:
+    """One step down ``loc``: a list item, a field or a dict value; or a union member by its tag (``True``)."""
     for member in _members(tp):
         origin = get_origin(member)
         if isinstance(part, int) and origin is list:
-            return get_args(member)[0]
+            return get_args(member)[0], False
         if isinstance(part, str) and origin is dict:
-            return get_args(member)[1]
+            return get_args(member)[1], False
         if isinstance(part, str) and isinstance(member, type) and issubclass(member, BaseModel):
             for name, field in member.model_fields.items():
                 if part in (name, field.alias):
-                    return field.annotation if not field.metadata else Annotated[(field.annotation, *field.metadata)]
+                    return Annotated[(field.annotation, *field.metadata)] if field.metadata else field.annotation, False
     tagged = [m for m in _members(tp) if isinstance(m, type) and issubclass(m, BaseModel)]
-    return next((m for m in tagged if "type" in m.model_fields and m.model_fields["type"].default == part), None)
+    found = next((m for m in tagged if "type" in m.model_fields and m.model_fields["type"].default == part), None)
+    return found, found is not None
 
 
 def _place(source: str, node: yaml.Node | None, loc: tuple[int | str, ...], key_of_last: bool = False) -> str:

@@ -132,7 +132,7 @@ def compile_errors(verdicts: Sequence[DeviceVerdict]) -> dict[str, str]:
 
 def render(verdicts: Sequence[DeviceVerdict]) -> str:
     """Plain text: broken selectors once, then one block per device with each selector's outcome."""
-    lines = [f"{origin} does not compile: {error}" for origin, error in compile_errors(verdicts).items()]
+    lines = [f"{origin}: {error}" for origin, error in compile_errors(verdicts).items()]
     for verdict in verdicts:
         status = "matches" if verdict.matched else "does not match"
         lines.append(f"{verdict.driver}/{verdict.pool}/{verdict.device}: {status}")
