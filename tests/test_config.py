@@ -8,7 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from kubedevice.config import ConfigError, load_config, parse_config, resolve_plugin_dir
+from kubedevice.config import ConfigError, load_config, parse_config
+from kubedevice.plugin_dir import resolve_plugin_dir
 
 GOOD = "resources:\n  - name: example.com/x\n    static: {count: 1}\n"
 

@@ -8,7 +8,6 @@ it into exit code 2 without a traceback.
 from __future__ import annotations
 
 import difflib
-import os
 from pathlib import Path
 from types import UnionType
 from typing import Annotated, Any, Union, get_args, get_origin
@@ -16,11 +15,9 @@ from typing import Annotated, Any, Union, get_args, get_origin
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
-from .api import DEFAULT_PLUGIN_DIR
 from .errors import at, cannot_read
+from .plugin_dir import resolve_plugin_dir
 from .sources.schema import ResourceConfig
-
-PLUGIN_DIR_ENV = "KUBEDEVICE_PLUGIN_DIR"
 
 
 class ConfigError(Exception):
@@ -56,16 +53,6 @@ class Config(BaseModel):
     def resolved_plugin_dir(self, override: Path | None = None) -> Path:
         """Flag, then ``$KUBEDEVICE_PLUGIN_DIR``, then the config file, then the kubelet default."""
         return resolve_plugin_dir(override, self.plugin_dir)
-
-
-def resolve_plugin_dir(flag: Path | None, configured: Path | None = None) -> Path:
-    """The one resolution order every command uses, so tools paired through the env meet."""
-    return flag or plugin_dir_from_env() or configured or Path(DEFAULT_PLUGIN_DIR)
-
-
-def plugin_dir_from_env() -> Path | None:
-    env = os.environ.get(PLUGIN_DIR_ENV)
-    return Path(env) if env else None
 
 
 def load_config(path: Path) -> Config:

@@ -26,8 +26,8 @@ from rich.live import Live
 from rich.markup import escape
 
 from ..api import DEFAULT_PLUGIN_DIR
-from ..config import plugin_dir_from_env, resolve_plugin_dir
 from ..errors import UsageError, fail
+from ..plugin_dir import plugin_dir_from_env, resolve_plugin_dir
 from .model import AdmissionError, Container, ContainerStartError, Pod
 from .simulator import CannotServe, KubeletSimulator
 from .view import state_view
