@@ -7,11 +7,11 @@ without any per-node dispatch, which is what makes simple selectors fast.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from . import regex
 from . import values as v
 from .device import attribute_domains, capacity_domains, memoised, value_getter
 from .library import DYN, INCLUDES, OVERLOADS, QTY, SEMVER, Overload
@@ -315,8 +315,7 @@ class Compiler:
         result_type = matched[0][1] if len({fmt(t) for _, t in matched}) == 1 else DYN
         impl = _dispatcher(name, [ov for ov, _ in matched])
         literals = [a.value for a in args if isinstance(a, Lit)]
-        if name == "matches" and isinstance(args[-1], Lit):
-            _validate_regex(args[-1].value)
+        _validate_regex_literals(name, target, args)
         if name in _CONVERSIONS and target is None and len(literals) == len(args) == 1:
             return self._folded(impl, parts[0].fn({}), result_type)
         if name in _PURE and target is None and len(literals) == len(args):
@@ -360,13 +359,20 @@ def _try_fold(impl: Callable[..., Any], args: list[Any]) -> Any:
 _CONVERSIONS = frozenset({"int", "uint", "double", "string", "bytes", "bool", "dyn"})
 
 
-def _validate_regex(pattern: Any) -> None:
-    """ValidateRegexLiterals: a constant bad pattern is a compile error."""
-    if isinstance(pattern, str):
-        try:
-            re.compile(pattern)
-        except re.error:
-            raise CheckError("invalid matches argument") from None
+def _validate_regex_literals(name: str, target: Node | None, args: list[Node]) -> None:
+    """A constant bad pattern is a compile error, as in Kubernetes: cel-go's ValidateRegexLiterals
+    checks the first argument of ``matches`` (for the global form that is the *text*), and the
+    regex optimisations of ``matches``/``find``/``findAll`` compile the pattern argument when the
+    program is built."""
+    if name not in ("matches", "find", "findAll"):
+        return
+    checked = [args[0]] if name == "matches" and args else []
+    pattern_index = 0 if target is not None else 1
+    if len(args) > pattern_index:
+        checked.append(args[pattern_index])
+    for node in checked:
+        if isinstance(node, Lit) and isinstance(node.value, str) and not regex.is_valid(node.value):
+            raise CheckError(f"invalid {name} argument")
 
 
 def _map_only(value: Any, field: str) -> Any:

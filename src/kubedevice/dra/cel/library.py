@@ -6,14 +6,13 @@ from __future__ import annotations
 
 import decimal
 import math
-import re
 from collections.abc import Callable
 from dataclasses import dataclass
-from functools import lru_cache
 from itertools import pairwise
 from typing import Any
 
 from . import quantity as q
+from . import regex
 from . import semver as sv
 from .values import NONE, Err, Optional, UInt, check_int, compare, equal_or_false, no_overload, type_name
 
@@ -36,18 +35,6 @@ OVERLOADS: dict[str, list[Overload]] = {}
 
 def _add(name: str, member: bool, params: tuple[T, ...], result: T, impl: Callable[..., Any]) -> None:
     OVERLOADS.setdefault(name, []).append(Overload(member, params, result, impl))
-
-
-@lru_cache(maxsize=256)
-def _regex(pattern: str) -> re.Pattern[str]:
-    try:
-        return re.compile(pattern)
-    except re.error as exc:
-        raise Err(f"error parsing regexp: {exc}") from exc
-
-
-def _matches(s: str, pattern: str) -> bool:
-    return _regex(pattern).search(s) is not None
 
 
 def _quantity(text: str) -> q.Quantity:
@@ -196,18 +183,6 @@ def _join(items: Any, sep: str = "") -> str:
     return sep.join(items)
 
 
-def _find(s: str, pattern: str) -> str:
-    m = _regex(pattern).search(s)
-    return m.group(0) if m else ""
-
-
-def _find_all(s: str, pattern: str, limit: int = -1) -> list[str]:
-    if limit == 0:
-        return []
-    found = [m.group(0) for m in _regex(pattern).finditer(s)]
-    return found if limit < 0 else found[:limit]
-
-
 def _to_int(value: Any) -> int:
     if type(value) is str:
         try:
@@ -306,8 +281,8 @@ def _register_standard() -> None:
     _add("contains", True, ("string", "string"), "bool", lambda s, t: t in s)
     _add("startsWith", True, ("string", "string"), "bool", lambda s, t: s.startswith(t))
     _add("endsWith", True, ("string", "string"), "bool", lambda s, t: s.endswith(t))
-    _add("matches", True, ("string", "string"), "bool", _matches)
-    _add("matches", False, ("string", "string"), "bool", _matches)
+    _add("matches", True, ("string", "string"), "bool", regex.matches)
+    _add("matches", False, ("string", "string"), "bool", regex.matches)
     _add("int", False, ("int",), "int", _to_int)
     _add("int", False, ("uint",), "int", _to_int)
     _add("int", False, ("double",), "int", _to_int)
@@ -359,9 +334,9 @@ def _register_strings() -> None:
     _add("trim", True, ("string",), "string", lambda s: s.strip(_UNICODE_SPACE))
     _add("join", True, (("list", "string"),), "string", _join)
     _add("join", True, (("list", "string"), "string"), "string", _join)
-    _add("find", True, ("string", "string"), "string", _find)
-    _add("findAll", True, ("string", "string"), ("list", "string"), _find_all)
-    _add("findAll", True, ("string", "string", "int"), ("list", "string"), _find_all)
+    _add("find", True, ("string", "string"), "string", regex.find)
+    _add("findAll", True, ("string", "string"), ("list", "string"), regex.find_all)
+    _add("findAll", True, ("string", "string", "int"), ("list", "string"), regex.find_all)
 
 
 def _register_lists() -> None:
