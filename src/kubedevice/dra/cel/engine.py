@@ -14,7 +14,7 @@ from typing import Any
 from . import regex
 from . import values as v
 from .device import attribute_domains, capacity_domains, memoised, value_getter
-from .library import DYN, INCLUDES, OVERLOADS, QTY, SEMVER, Overload
+from .library import DYN, INCLUDES, NAMESPACES, OVERLOADS, QTY, SEMVER, VALUE_TYPES, Overload
 from .parser import Call, Comprehension, Ident, ListLit, Lit, MapLit, Node, Select
 from .quantity import Quantity
 from .semver import Semver
@@ -22,6 +22,7 @@ from .values import NONE, Err, Optional, UInt
 
 Closure = Callable[[dict[str, Any]], Any]
 DEVICE = "kubernetes.DRADevice"
+DEFERRED = "@deferred:"  # scope marker: this variable may hold a Deferred error (cel.bind)
 
 
 class CheckError(Exception):
@@ -114,9 +115,11 @@ class Compiler:
 
     def c_Ident(self, node: Ident) -> Compiled:
         name = node.name
-        declared = next((scope[name] for scope in reversed(self.scopes) if name in scope), None)
-        if declared is not None:
-            return Compiled(declared, lambda a: a[name], 1)
+        scope = next((scope for scope in reversed(self.scopes) if name in scope), None)
+        if scope is not None:
+            if scope.get(DEFERRED + name):
+                return Compiled(scope[name], lambda a: v.undefer(a[name]), 1)
+            return Compiled(scope[name], lambda a: a[name], 1)
         if name == "device":
             return Compiled(DEVICE, lambda a: a["device"], 1)
         raise CheckError(f"undeclared reference to '{name}' (in container '')")
@@ -290,10 +293,19 @@ class Compiler:
         if special is not None and node.target is None:
             result: Compiled = special(self, node)
             return result
-        if node.target is not None and isinstance(node.target, Ident) and node.target.name == "optional" \
-                and not any("optional" in s for s in self.scopes):
-            return self._call(f"optional.{node.function}", None, node.args)
+        namespaced = self.namespaced(node)
+        if namespaced is not None:
+            return self._call(namespaced, None, node.args)
         return self._call(node.function, node.target, node.args)
+
+    def namespaced(self, node: Call) -> str | None:
+        """``sets.contains``, ``optional.of``, ``lists.range``, ``ip.isCanonical``: a global function."""
+        target = node.target
+        if isinstance(target, Ident) and target.name in NAMESPACES \
+                and not any(target.name in s for s in self.scopes):
+            name = f"{target.name}.{node.function}"
+            return name if name in OVERLOADS else None
+        return None
 
     def _call(self, name: str, target: Node | None, args: list[Node]) -> Compiled:
         parts = ([self.compile(target)] if target is not None else []) + [self.compile(a) for a in args]
@@ -385,10 +397,11 @@ def _constant(value: Any) -> Closure:
     return lambda _a: value
 
 
-_PY_TYPES: dict[str, tuple[type, ...]] = {
+_PY_TYPES: dict[str, tuple[type, ...]] = VALUE_TYPES
+_PY_TYPES.update({
     "int": (int,), "uint": (UInt,), "double": (float,), "string": (str,), "bytes": (bytes,),
     "bool": (bool,), "null_type": (type(None),), QTY: (Quantity,), SEMVER: (Semver,),
-}
+})
 
 
 def _accepts(param: Any, value: Any) -> bool:

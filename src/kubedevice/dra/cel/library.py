@@ -31,9 +31,16 @@ class Overload:
 
 
 OVERLOADS: dict[str, list[Overload]] = {}
+# Static cost of a call, per function name, for the libraries in their own modules:
+# (coster, call node) -> (cost without the arguments, result size) or None for cel-go's default.
+CALL_COSTS: dict[str, Callable[[Any, Any], Any]] = {}
+# Runtime classes of each declared type name, for overload dispatch (libraries add theirs).
+VALUE_TYPES: dict[str, tuple[type, ...]] = {}
+# Prefixes of namespaced global functions (``sets.contains(a, b)`` is not a call on ``sets``).
+NAMESPACES = {"optional", "sets", "lists", "ip"}
 
 
-def _add(name: str, member: bool, params: tuple[T, ...], result: T, impl: Callable[..., Any]) -> None:
+def register(name: str, member: bool, params: tuple[T, ...], result: T, impl: Callable[..., Any]) -> None:
     OVERLOADS.setdefault(name, []).append(Overload(member, params, result, impl))
 
 
@@ -270,40 +277,40 @@ def _of_non_zero(value: Any) -> Optional:
 
 
 def _register_standard() -> None:
-    _add("size", False, ("string",), "int", len)
-    _add("size", True, ("string",), "int", len)
-    _add("size", False, ("bytes",), "int", len)
-    _add("size", True, ("bytes",), "int", len)
-    _add("size", False, (("list", "A"),), "int", len)
-    _add("size", True, (("list", "A"),), "int", len)
-    _add("size", False, (("map", "A", "B"),), "int", len)
-    _add("size", True, (("map", "A", "B"),), "int", len)
-    _add("contains", True, ("string", "string"), "bool", lambda s, t: t in s)
-    _add("startsWith", True, ("string", "string"), "bool", lambda s, t: s.startswith(t))
-    _add("endsWith", True, ("string", "string"), "bool", lambda s, t: s.endswith(t))
-    _add("matches", True, ("string", "string"), "bool", regex.matches)
-    _add("matches", False, ("string", "string"), "bool", regex.matches)
-    _add("int", False, ("int",), "int", _to_int)
-    _add("int", False, ("uint",), "int", _to_int)
-    _add("int", False, ("double",), "int", _to_int)
-    _add("int", False, ("string",), "int", _to_int)
-    _add("string", False, ("string",), "string", _to_string)
-    _add("string", False, ("int",), "string", _to_string)
-    _add("string", False, ("uint",), "string", _to_string)
-    _add("string", False, ("bool",), "string", _to_string)
-    _add("string", False, ("bytes",), "string", _to_string)
-    _add("double", False, ("int",), "double", float)
-    _add("double", False, ("uint",), "double", float)
-    _add("double", False, ("double",), "double", float)
-    _add("double", False, ("string",), "double", _parse_double)
-    _add("string", False, ("double",), "string", format_double)
-    _add("bool", False, ("string",), "bool", _parse_bool)
-    _add("bytes", False, ("string",), "bytes", lambda s: s.encode())
-    _add("bytes", False, ("bytes",), "bytes", lambda b: b)
-    _add("uint", False, ("int",), "uint", _to_uint)
-    _add("uint", False, ("uint",), "uint", _to_uint)
-    _add("bool", False, ("bool",), "bool", lambda b: b)
-    _add("dyn", False, ("A",), DYN, lambda v: v)
+    register("size", False, ("string",), "int", len)
+    register("size", True, ("string",), "int", len)
+    register("size", False, ("bytes",), "int", len)
+    register("size", True, ("bytes",), "int", len)
+    register("size", False, (("list", "A"),), "int", len)
+    register("size", True, (("list", "A"),), "int", len)
+    register("size", False, (("map", "A", "B"),), "int", len)
+    register("size", True, (("map", "A", "B"),), "int", len)
+    register("contains", True, ("string", "string"), "bool", lambda s, t: t in s)
+    register("startsWith", True, ("string", "string"), "bool", lambda s, t: s.startswith(t))
+    register("endsWith", True, ("string", "string"), "bool", lambda s, t: s.endswith(t))
+    register("matches", True, ("string", "string"), "bool", regex.matches)
+    register("matches", False, ("string", "string"), "bool", regex.matches)
+    register("int", False, ("int",), "int", _to_int)
+    register("int", False, ("uint",), "int", _to_int)
+    register("int", False, ("double",), "int", _to_int)
+    register("int", False, ("string",), "int", _to_int)
+    register("string", False, ("string",), "string", _to_string)
+    register("string", False, ("int",), "string", _to_string)
+    register("string", False, ("uint",), "string", _to_string)
+    register("string", False, ("bool",), "string", _to_string)
+    register("string", False, ("bytes",), "string", _to_string)
+    register("double", False, ("int",), "double", float)
+    register("double", False, ("uint",), "double", float)
+    register("double", False, ("double",), "double", float)
+    register("double", False, ("string",), "double", _parse_double)
+    register("string", False, ("double",), "string", format_double)
+    register("bool", False, ("string",), "bool", _parse_bool)
+    register("bytes", False, ("string",), "bytes", lambda s: s.encode())
+    register("bytes", False, ("bytes",), "bytes", lambda b: b)
+    register("uint", False, ("int",), "uint", _to_uint)
+    register("uint", False, ("uint",), "uint", _to_uint)
+    register("bool", False, ("bool",), "bool", lambda b: b)
+    register("dyn", False, ("A",), DYN, lambda v: v)
 
 
 def _to_uint(value: Any) -> UInt:
@@ -318,76 +325,76 @@ _UNICODE_SPACE = (" \t\n\v\f\r\x85\xa0\u1680\u2000\u2001\u2002\u2003\u2004\u2005
 
 
 def _register_strings() -> None:
-    _add("charAt", True, ("string", "int"), "string", _char_at)
-    _add("indexOf", True, ("string", "string"), "int", _index_of_str)
-    _add("indexOf", True, ("string", "string", "int"), "int", _index_of_str)
-    _add("lastIndexOf", True, ("string", "string"), "int", _last_index_of_str)
-    _add("lastIndexOf", True, ("string", "string", "int"), "int", _last_index_of_str)
-    _add("lowerAscii", True, ("string",), "string", lambda s: "".join(c.lower() if c.isascii() else c for c in s))
-    _add("upperAscii", True, ("string",), "string", lambda s: "".join(c.upper() if c.isascii() else c for c in s))
-    _add("replace", True, ("string", "string", "string"), "string", _replace)
-    _add("replace", True, ("string", "string", "string", "int"), "string", _replace)
-    _add("split", True, ("string", "string"), ("list", "string"), _split)
-    _add("split", True, ("string", "string", "int"), ("list", "string"), _split)
-    _add("substring", True, ("string", "int"), "string", _substring)
-    _add("substring", True, ("string", "int", "int"), "string", _substring)
-    _add("trim", True, ("string",), "string", lambda s: s.strip(_UNICODE_SPACE))
-    _add("join", True, (("list", "string"),), "string", _join)
-    _add("join", True, (("list", "string"), "string"), "string", _join)
-    _add("find", True, ("string", "string"), "string", regex.find)
-    _add("findAll", True, ("string", "string"), ("list", "string"), regex.find_all)
-    _add("findAll", True, ("string", "string", "int"), ("list", "string"), regex.find_all)
+    register("charAt", True, ("string", "int"), "string", _char_at)
+    register("indexOf", True, ("string", "string"), "int", _index_of_str)
+    register("indexOf", True, ("string", "string", "int"), "int", _index_of_str)
+    register("lastIndexOf", True, ("string", "string"), "int", _last_index_of_str)
+    register("lastIndexOf", True, ("string", "string", "int"), "int", _last_index_of_str)
+    register("lowerAscii", True, ("string",), "string", lambda s: "".join(c.lower() if c.isascii() else c for c in s))
+    register("upperAscii", True, ("string",), "string", lambda s: "".join(c.upper() if c.isascii() else c for c in s))
+    register("replace", True, ("string", "string", "string"), "string", _replace)
+    register("replace", True, ("string", "string", "string", "int"), "string", _replace)
+    register("split", True, ("string", "string"), ("list", "string"), _split)
+    register("split", True, ("string", "string", "int"), ("list", "string"), _split)
+    register("substring", True, ("string", "int"), "string", _substring)
+    register("substring", True, ("string", "int", "int"), "string", _substring)
+    register("trim", True, ("string",), "string", lambda s: s.strip(_UNICODE_SPACE))
+    register("join", True, (("list", "string"),), "string", _join)
+    register("join", True, (("list", "string"), "string"), "string", _join)
+    register("find", True, ("string", "string"), "string", regex.find)
+    register("findAll", True, ("string", "string"), ("list", "string"), regex.find_all)
+    register("findAll", True, ("string", "string", "int"), ("list", "string"), regex.find_all)
 
 
 def _register_lists() -> None:
     for elem in ("int", "uint", "double", "string", "bool", "bytes"):
-        _add("isSorted", True, (("list", elem),), "bool", _is_sorted)
+        register("isSorted", True, (("list", elem),), "bool", _is_sorted)
     for elem in ("int", "uint", "double"):
-        _add("sum", True, (("list", elem),), elem, _sum)
+        register("sum", True, (("list", elem),), elem, _sum)
     for elem in ("int", "uint", "double", "string", "bool", "bytes"):
-        _add("min", True, (("list", elem),), elem, lambda xs: _extreme(xs, -1, "min"))
-        _add("max", True, (("list", elem),), elem, lambda xs: _extreme(xs, 1, "max"))
-    _add("indexOf", True, (("list", "A"), "A"), "int", _index_of)
-    _add("lastIndexOf", True, (("list", "A"), "A"), "int", lambda xs, v: _index_of(xs, v, last=True))
+        register("min", True, (("list", elem),), elem, lambda xs: _extreme(xs, -1, "min"))
+        register("max", True, (("list", elem),), elem, lambda xs: _extreme(xs, 1, "max"))
+    register("indexOf", True, (("list", "A"), "A"), "int", _index_of)
+    register("lastIndexOf", True, (("list", "A"), "A"), "int", lambda xs, v: _index_of(xs, v, last=True))
 
 
 def _register_quantity() -> None:
-    _add("quantity", False, ("string",), QTY, _quantity)
-    _add("isQuantity", False, ("string",), "bool", _is_quantity)
-    _add("sign", False, (QTY,), "int", lambda a: a.sign())
-    _add("isGreaterThan", True, (QTY, QTY), "bool", lambda a, b: a.cmp(b) == 1)
-    _add("isLessThan", True, (QTY, QTY), "bool", lambda a, b: a.cmp(b) == -1)
-    _add("compareTo", True, (QTY, QTY), "int", lambda a, b: a.cmp(b))
-    _add("asApproximateFloat", True, (QTY,), "double", lambda a: a.approximate_float())
-    _add("asInteger", True, (QTY,), "int", _as_integer)
-    _add("isInteger", True, (QTY,), "bool", lambda a: a.as_int64() is not None)
-    _add("add", True, (QTY, QTY), QTY, lambda a, b: a.add(b))
-    _add("add", True, (QTY, "int"), QTY, lambda a, b: a.add(q.from_int(b)))
-    _add("sub", True, (QTY, QTY), QTY, lambda a, b: a.sub(b))
-    _add("sub", True, (QTY, "int"), QTY, lambda a, b: a.sub(q.from_int(b)))
+    register("quantity", False, ("string",), QTY, _quantity)
+    register("isQuantity", False, ("string",), "bool", _is_quantity)
+    register("sign", False, (QTY,), "int", lambda a: a.sign())
+    register("isGreaterThan", True, (QTY, QTY), "bool", lambda a, b: a.cmp(b) == 1)
+    register("isLessThan", True, (QTY, QTY), "bool", lambda a, b: a.cmp(b) == -1)
+    register("compareTo", True, (QTY, QTY), "int", lambda a, b: a.cmp(b))
+    register("asApproximateFloat", True, (QTY,), "double", lambda a: a.approximate_float())
+    register("asInteger", True, (QTY,), "int", _as_integer)
+    register("isInteger", True, (QTY,), "bool", lambda a: a.as_int64() is not None)
+    register("add", True, (QTY, QTY), QTY, lambda a, b: a.add(b))
+    register("add", True, (QTY, "int"), QTY, lambda a, b: a.add(q.from_int(b)))
+    register("sub", True, (QTY, QTY), QTY, lambda a, b: a.sub(b))
+    register("sub", True, (QTY, "int"), QTY, lambda a, b: a.sub(q.from_int(b)))
 
 
 def _register_semver() -> None:
-    _add("semver", False, ("string",), SEMVER, _semver)
-    _add("semver", False, ("string", "bool"), SEMVER, _semver)
-    _add("isSemver", False, ("string",), "bool", _is_semver)
-    _add("isSemver", False, ("string", "bool"), "bool", _is_semver)
-    _add("isGreaterThan", True, (SEMVER, SEMVER), "bool", lambda a, b: a.compare(b) == 1)
-    _add("isLessThan", True, (SEMVER, SEMVER), "bool", lambda a, b: a.compare(b) == -1)
-    _add("compareTo", True, (SEMVER, SEMVER), "int", lambda a, b: a.compare(b))
-    _add("major", True, (SEMVER,), "int", lambda a: _int64(a.major))
-    _add("minor", True, (SEMVER,), "int", lambda a: _int64(a.minor))
-    _add("patch", True, (SEMVER,), "int", lambda a: _int64(a.patch))
+    register("semver", False, ("string",), SEMVER, _semver)
+    register("semver", False, ("string", "bool"), SEMVER, _semver)
+    register("isSemver", False, ("string",), "bool", _is_semver)
+    register("isSemver", False, ("string", "bool"), "bool", _is_semver)
+    register("isGreaterThan", True, (SEMVER, SEMVER), "bool", lambda a, b: a.compare(b) == 1)
+    register("isLessThan", True, (SEMVER, SEMVER), "bool", lambda a, b: a.compare(b) == -1)
+    register("compareTo", True, (SEMVER, SEMVER), "int", lambda a, b: a.compare(b))
+    register("major", True, (SEMVER,), "int", lambda a: _int64(a.major))
+    register("minor", True, (SEMVER,), "int", lambda a: _int64(a.minor))
+    register("patch", True, (SEMVER,), "int", lambda a: _int64(a.patch))
 
 
 def _register_optional() -> None:
-    _add("optional.of", False, ("A",), ("optional", "A"), lambda v: Optional(True, v))
-    _add("optional.ofNonZeroValue", False, ("A",), ("optional", "A"), _of_non_zero)
-    _add("optional.none", False, (), ("optional", "A"), lambda: NONE)
-    _add("hasValue", True, (("optional", "A"),), "bool", lambda o: o.present)
-    _add("value", True, (("optional", "A"),), "A", _opt_value)
-    _add("orValue", True, (("optional", "A"), "A"), "A", lambda o, v: o.value if o.present else v)
-    _add("or", True, (("optional", "A"), ("optional", "A")), ("optional", "A"), lambda o, p: o if o.present else p)
+    register("optional.of", False, ("A",), ("optional", "A"), lambda v: Optional(True, v))
+    register("optional.ofNonZeroValue", False, ("A",), ("optional", "A"), _of_non_zero)
+    register("optional.none", False, (), ("optional", "A"), lambda: NONE)
+    register("hasValue", True, (("optional", "A"),), "bool", lambda o: o.present)
+    register("value", True, (("optional", "A"),), "A", _opt_value)
+    register("orValue", True, (("optional", "A"), "A"), "A", lambda o, v: o.value if o.present else v)
+    register("or", True, (("optional", "A"), ("optional", "A")), ("optional", "A"), lambda o, p: o if o.present else p)
 
 
 INCLUDES = Overload(True, (DYN, DYN), "bool", _includes)
@@ -399,4 +406,6 @@ _register_quantity()
 _register_semver()
 _register_optional()
 
-__all__ = ["DYN", "INCLUDES", "OVERLOADS", "QTY", "SEMVER", "Overload", "type_name"]
+__all__ = ["CALL_COSTS", "DYN", "INCLUDES", "NAMESPACES", "OVERLOADS", "QTY", "SEMVER", "VALUE_TYPES", "Overload",
+           "register",
+           "type_name"]

@@ -36,11 +36,29 @@ class Optional:
 NONE = Optional(False)
 
 
+class Deferred:
+    """A cel.bind initialiser that failed: cel-go binds lazily, so the error only counts if used."""
+
+    __slots__ = ("error",)
+
+    def __init__(self, error: Err) -> None:
+        self.error = error
+
+
+def undefer(value: Any) -> Any:
+    if type(value) is Deferred:
+        raise value.error
+    return value
+
+
 def no_overload(name: str, *args: Any) -> Err:
     return Err(f"no such overload: {name}({', '.join(type_name(a) for a in args)})")
 
 
 def type_name(value: Any) -> str:
+    declared = getattr(value, "CEL_TYPE", None)
+    if isinstance(declared, str):
+        return declared
     names: dict[type, str] = {bool: "bool", int: "int", UInt: "uint", float: "double", str: "string",
                               bytes: "bytes", type(None): "null_type", list: "list", tuple: "list",
                               dict: "map", Quantity: "kubernetes.Quantity", Semver: "kubernetes.Semver",
@@ -63,7 +81,7 @@ def equals(a: Any, b: Any) -> bool:
     if a is None or b is None:
         return a is None and b is None
     ta, tb = type(a), type(b)
-    if ta in _STRICT and ta is not tb:
+    if (ta in _STRICT or hasattr(ta, "CEL_TYPE")) and ta is not tb:
         raise no_overload("_==_", a, b)
     if ta is tb or (_is_num(a) and _is_num(b)):
         if ta in (list, tuple) or ta is dict:
