@@ -45,7 +45,8 @@ def classify_go(answer: dict[str, Any]) -> str:
 
 def classify_python(case: dict[str, Any], compile_fn: Any) -> tuple[str, Selector | None]:
     try:
-        selector = compile_fn(case["expression"], env=case["env"], features=case["features"])
+        options = {"env": case["env"]} if "env" in case else {}  # else our default, which must be the library's
+        selector = compile_fn(case["expression"], features=case["features"], **options)
     except CELError as exc:
         return exc.kind, None
     device = DeviceInput(case["driver"], case["attributes"],
@@ -67,7 +68,7 @@ def run_go(binary: Path, cases: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 def describe(case: dict[str, Any], go: str, ours: str, path: str) -> str:
     device = {k: case[k] for k in ("driver", "attributes", "capacity") if case.get(k)}
-    return (f"[{path}] kubernetes={go} ours={ours} env={case['env']} features={case['features']}\n"
+    return (f"[{path}] kubernetes={go} ours={ours} env={case.get('env')} features={case['features']}\n"
             f"    expression: {case['expression']}\n    device: {json.dumps(device)}")
 
 

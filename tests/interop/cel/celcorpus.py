@@ -12,7 +12,7 @@ from typing import Any
 
 DRIVER = "gpu.example.com"
 DOMAINS = [DRIVER, "other.example.com", "unknown.example.com"]
-NAMES = ["model", "cores", "ecc", "fw", "tags", "ids", "flags", "fws", "missing"]
+NAMES = ["model", "cores", "ecc", "fw", "tags", "ids", "flags", "fws", "addr", "missing"]
 CAPS = ["memory", "slices", "missing"]
 STRINGS = ['"a100"', '"h100"', '""', '"A100"', '"a"']
 INTS = ["0", "1", "-1", "80", "9223372036854775807", "-9223372036854775808", "3u", "2.5"]
@@ -243,18 +243,60 @@ ATOMS = [
 ]
 
 
+# Right and wrong operands for the libraries of the base environment beyond the core.
+REGEXES = ['"^a"', '"a$"', '"[[:alpha:]]+"', '"\\\\pL+"', '"(?=a)"', '"(a)\\\\1"', '"\\\\Qa.\\\\E"', '"0\\\\z"',
+           '"x*"', '"["', '"(?i)A"', '"[0-9]+"', '"^$"', '"\\\\d{2}"', '"a{1001}"', '"(?P<n>a)"', '"\\\\C"']
+TEXTS = ['"abc\\n"', '"a100"', '"x1y22"', '""', '"é0"', '"a.b"', 'device.driver', 'device.attributes["{d}"].{n}']
+LISTS = ["[3, 1, 2]", "[1, 1]", "[]", '["b", "a"]', "[1.5, -0.0, 0.0]", '[dyn(1), dyn("a")]', "[[1], [2, 3]]",
+         'device.attributes["{d}"].{n}', "[true, false]", '"abc"', "dyn([1, 2u, 3.0])", "[0.0 / 0.0, 1.0]"]
+IPS = ['"10.1.2.3"', '"::1"', '"fe80::1%eth0"', '"01.2.3.4"', '"::ffff:1.2.3.4"', '"2001:DB8::1"', '"1.2.3"',
+       '"224.0.0.251"', '"ff02::1"', '"255.255.255.255"', '"0.0.0.0"', '"169.254.1.1"', '"1:2:3:4:5:6:7::"',
+       'device.attributes["{d}"].{n}']
+CIDRS = ['"10.0.0.0/8"', '"10.1.2.3/8"', '"::/0"', '"1.2.3.4/33"', '"1.2.3.4/08"', '"fe80::/10"', '"1.2.3.4"',
+         '"::ffff:1.2.3.0/120"', '"10.1.0.0/16"', '"0.0.0.0/0"']
+LIBRARY_ATOMS = [
+    '{text}.matches({re})', 'matches({text}, {re})', '{text}.find({re}) == ""', '{text}.findAll({re}).size() {cmp} 1',
+    '{text}.findAll({re}, {small}) == {text}.findAll({re})',
+    '{list}.sort() == {list2}', '{list}.slice({small}, {small2}).size() == 1', '{list}.flatten().size() > 0',
+    'dyn({list}).flatten({small}).size() > 0', '{list}.distinct() == {list}', '{list}.reverse().size() >= 0',
+    'lists.range({small}).size() == {small}', '{list}.sortBy(x, x) == {list2}', '{list}.sortBy(x, -x).size() > 0',
+    'sets.contains({list}, {list2})', 'sets.intersects({list}, {list2})', 'sets.equivalent({list}, {list2})',
+    '{list}.all(i, v, i >= 0)', '{list}.exists(i, v, v == {i})', '{list}.existsOne(i, v, i == 1)',
+    '{list}.transformList(i, v, i).size() {cmp} 2', '{list}.transformList(i, v, i > 0, v) == {list2}',
+    '{list}.transformMap(i, v, v).size() >= 0', '{list}.transformMapEntry(i, v, {{{{string(i): v}}}}).size() >= 0',
+    'device.attributes.exists(d, m, m.size() > 1 && d.endsWith(".com"))',
+    'device.attributes["{d}"].all(k, v, k != "" && v != null)',
+    'device.attributes["{d}"].transformMap(k, v, k.size()).size() >= 0',
+    'ip({ip}).family() == 4', 'isIP({ip})', 'ip.isCanonical({ip})', 'ip({ip}).isLoopback()',
+    'ip({ip}).isUnspecified() || ip({ip}).isGlobalUnicast()', 'ip({ip}).isLinkLocalMulticast()',
+    'ip({ip}).isLinkLocalUnicast()', 'string(ip({ip})) == {ip}', 'ip({ip}) == ip({ip2})',
+    'cidr({cidr}).containsIP({ip})', 'cidr({cidr}).containsIP(ip({ip}))', 'cidr({cidr}).containsCIDR({cidr2})',
+    'cidr({cidr}).containsCIDR(cidr({cidr2}))', 'isCIDR({cidr})', 'cidr({cidr}).prefixLength() {cmp} 8',
+    'string(cidr({cidr}).masked()) == {cidr}', 'cidr({cidr}).ip() == ip({ip})', 'cidr({cidr}) == cidr({cidr2})',
+    'dyn(ip({ip})) == cidr({cidr})', 'ip({list}) == ip({ip})', 'cidr({cidr}).containsIP({i})',
+    'cel.bind(x, {i} / 0, {i} > 0)', 'cel.bind(x, device.attributes["{d}"].{n}, true)',
+    'cel.bind(x, device.attributes["{d}"].{n}, x == {s})',
+]
+
+
 def _fill(rng: random.Random, atom: str) -> str:
     pick = rng.choice
+    if "{text}" in atom or "{list}" in atom or "{ip}" in atom or "{cidr}" in atom:
+        regex = pick(REGEXES).replace("{", "{{").replace("}", "}}")
+        atom = atom.format(text=pick(TEXTS), re=regex, list=pick(LISTS), list2=pick(LISTS), ip=pick(IPS),
+                           ip2=pick(IPS), cidr=pick(CIDRS), cidr2=pick(CIDRS), small="{small}", small2="{small2}",
+                           cmp="{cmp}", i="{i}", d="{d}", n="{n}", s="{s}")
     return atom.format(
         driver=pick([DRIVER, "other.example.com"]), d=pick(DOMAINS), n=pick(NAMES), dn=pick(["gpu", "x"]),
         s=pick(STRINGS), i=pick(INTS), i2=pick(INTS), c=pick(CAPS), q=pick(QUANTITIES), q2=pick(QUANTITIES),
         v=pick(VERSIONS), v2=pick(VERSIONS), cmp=pick(["==", "!=", "<", ">", "<=", ">="]),
-        small=pick(["1", "2", "-1", "5"]),
+        small=pick(["1", "2", "-1", "5"]), small2=pick(["0", "1", "2", "3"]),
     )
 
 
 def expression(rng: random.Random) -> str:
-    parts = [_fill(rng, rng.choice(ATOMS)) for _ in range(rng.choice([1, 1, 1, 2, 3]))]
+    atoms = ATOMS if rng.random() < 0.5 else LIBRARY_ATOMS
+    parts = [_fill(rng, rng.choice(atoms)) for _ in range(rng.choice([1, 1, 1, 2, 3]))]
     out = parts[0]
     for part in parts[1:]:
         out = f"({out}) {rng.choice(['&&', '||'])} ({part})"
@@ -272,6 +314,7 @@ def _attribute(rng: random.Random, name: str) -> dict[str, Any]:
         "ids": [{"ints": [1, 2, 3]}, {"ints": [3, 1]}, {"ints": []}],
         "flags": [{"bools": [True, False]}],
         "fws": [{"versions": ["1.0.0", "1.2.3"]}, {"versions": ["1.0.0", "1.2.3"]}, {"versions": ["1.0.0", "01.2.3"]}],
+        "addr": [{"string": "10.1.2.3"}, {"string": "fe80::1"}, {"string": "a100"}, {"int": 4}],
     }
     return rng.choice(kinds[name])
 
@@ -298,8 +341,11 @@ def corpus(seed: int, expressions: int, devices_per_expression: int) -> list[dic
     cases = []
     for _ in range(expressions):
         expr = expression(rng)
-        env = rng.choice(["NewExpressions", "NewExpressions", "StoredExpressions"])
+        env = rng.choice(["NewExpressions", "NewExpressions", "StoredExpressions", None])
         features = {"DRAConsumableCapacity": rng.random() < 0.5, "DRAListTypeAttributes": rng.random() < 0.5}
         for _ in range(devices_per_expression):
-            cases.append({"expression": expr, "env": env, "features": features, **device(rng)})
+            case = {"expression": expr, "features": features, **device(rng)}
+            if env is not None:  # without "env" both sides use the library's default, StoredExpressions
+                case["env"] = env
+            cases.append(case)
     return cases

@@ -16,7 +16,7 @@ from . import values as v
 from .device import attribute_domains, capacity_domains, memoised, value_getter
 from .library import DYN, INCLUDES, NAMESPACES, OVERLOADS, QTY, SEMVER, VALUE_TYPES, Overload
 from .parser import Call, Comprehension, Ident, ListLit, Lit, MapLit, Node, Select
-from .quantity import Quantity
+from .quantity import ComputedQuantity, Quantity
 from .semver import Semver
 from .values import NONE, Err, Optional, UInt
 
@@ -71,6 +71,15 @@ def assignable(want: Any, have: Any, binding: dict[str, Any]) -> bool:
 _NULLABLE = frozenset({"null_type", QTY, SEMVER, DEVICE, "any"})
 
 
+def _equivalent(a: Any, b: Any) -> bool:
+    """Type.IsEquivalentType; inside type parameters ``dyn`` stands for the free type of an
+    empty literal, which cel-go's checker would have unified."""
+    if isinstance(a, tuple) and isinstance(b, tuple):
+        return a[0] == b[0] and len(a) == len(b) and all(
+            is_dyn(x) or is_dyn(y) or _equivalent(x, y) for x, y in zip(a[1:], b[1:], strict=True))
+    return bool(a == b)
+
+
 def substitute(t: Any, binding: dict[str, Any]) -> Any:
     if isinstance(t, str) and len(t) == 1:
         return binding.get(t, DYN)
@@ -100,6 +109,7 @@ class Compiler:
         self.env = env
         self.scopes: list[dict[str, Any]] = []
         self.types: dict[int, Any] = {}  # id(node) -> checked type, for the cost estimator
+        self.exempt_literals = 0  # > 0 inside the arguments of string.format()
 
     def compile(self, node: Node) -> Compiled:
         method = getattr(self, "c_" + type(node).__name__)
@@ -154,10 +164,13 @@ class Compiler:
         return Compiled(("list", join_types(elem_types)), build, 10 + sum(p.cost for p in parts))
 
     def _homogeneous(self, types: list[Any]) -> None:
-        known = [t for t in types if not is_dyn(t)]
-        for t in known:
-            if not assignable(known[0], t, {}) or not assignable(t, known[0], {}):
-                raise CheckError(f"expected type '{fmt(known[0])}' but found '{fmt(t)}'")
+        """ValidateHomogeneousAggregateLiterals: every element has the first one's type exactly
+        (``dyn`` included); literals inside ``format()`` arguments are exempt."""
+        if self.exempt_literals:
+            return
+        for t in types[1:]:
+            if not _equivalent(types[0], t):
+                raise CheckError(f"expected type '{fmt(types[0])}' but found '{fmt(t)}'")
 
     def c_MapLit(self, node: MapLit) -> Compiled:
         keys = [self.compile(k) for k, _, _ in node.entries]
@@ -400,18 +413,15 @@ def _constant(value: Any) -> Closure:
 _PY_TYPES: dict[str, tuple[type, ...]] = VALUE_TYPES
 _PY_TYPES.update({
     "int": (int,), "uint": (UInt,), "double": (float,), "string": (str,), "bytes": (bytes,),
-    "bool": (bool,), "null_type": (type(None),), QTY: (Quantity,), SEMVER: (Semver,),
+    "bool": (bool,), "null_type": (type(None),), QTY: (Quantity, ComputedQuantity),
+    SEMVER: (Semver,),
 })
 
 
 def _accepts(param: Any, value: Any) -> bool:
     if isinstance(param, tuple):
         kind = {"list": (list, tuple), "map": (dict,), "optional": (Optional,)}[param[0]]
-        if not isinstance(value, kind) or isinstance(value, Optional):
-            return isinstance(value, kind)
-        if param[0] == "list" and isinstance(param[1], str) and param[1] in _PY_TYPES:
-            return all(type(x) in _PY_TYPES[param[1]] for x in value)
-        return True
+        return isinstance(value, kind)  # like cel-go's guards: element types are not checked
     if param in _PY_TYPES:
         return type(value) in _PY_TYPES[param]
     return True

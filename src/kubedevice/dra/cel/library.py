@@ -6,9 +6,9 @@ from __future__ import annotations
 
 import decimal
 import math
+import re
 from collections.abc import Callable
 from dataclasses import dataclass
-from itertools import pairwise
 from typing import Any
 
 from . import quantity as q
@@ -91,9 +91,31 @@ def _list_of(value: Any, name: str) -> list[Any]:
     return list(value)
 
 
+_COMPARABLE = (int, UInt, float, bool, str, bytes)
+
+
+def _comparable(item: Any, name: str) -> Any:
+    if type(item) not in _COMPARABLE:
+        raise no_overload(name, item)
+    return item
+
+
+def _ordering(a: Any, b: Any) -> int | None:
+    """traits.Comparer.Compare as Kubernetes' list functions use it: an error is just no answer."""
+    try:
+        return compare(a, b, "")
+    except Err:
+        return None
+
+
 def _is_sorted(items: Any) -> bool:
+    """Only a pair known to be out of order counts; incomparable pairs (NaN, mixed kinds) do not."""
     items = _list_of(items, "isSorted")
-    return all(compare(a, b, "isSorted") <= 0 for a, b in pairwise(items))
+    for i, item in enumerate(items):
+        _comparable(item, "isSorted")
+        if i and _ordering(items[i - 1], item) == 1:
+            return False
+    return True
 
 
 def _sum(items: Any) -> Any:
@@ -109,13 +131,15 @@ def _sum(items: Any) -> Any:
 
 
 def _extreme(items: Any, sign: int, name: str) -> Any:
+    """Kubernetes' min()/max(): replace the best only when it compares the preferred way."""
     items = _list_of(items, name)
-    if not items:
-        raise Err(f"{name}(list) argument must not be empty")
-    best = items[0]
-    for item in items[1:]:
-        if compare(item, best, name) == sign:
+    best = None
+    for item in items:
+        _comparable(item, name)
+        if best is None or _ordering(best, item) == -sign:
             best = item
+    if best is None:
+        raise Err(f"{name} called on empty list")
     return best
 
 
@@ -151,16 +175,31 @@ def _char_at(s: str, i: int) -> str:
 
 
 def _index_of_str(s: str, sub: str, start: int = 0) -> int:
-    if start < 0 or start > len(s):
+    """cel-go v0.29 indexOf: a negative offset fails, one past the end finds nothing."""
+    if start < 0:
         raise Err(f"index out of range: {start}")
+    if sub == "":
+        return min(start, len(s))
+    if start >= len(s):
+        return -1
     return s.find(sub, start)
 
 
 def _last_index_of_str(s: str, sub: str, end: int | None = None) -> int:
-    end = len(s) if end is None else end
-    if end < 0 or end > len(s):
+    """cel-go v0.29 lastIndexOf: the search starts at ``end`` (default the last character)."""
+    if end is None:
+        if sub == "":
+            return len(s)
+        if len(s.encode()) < len(sub.encode()):
+            return -1
+        end = len(s) - 1
+    if end < 0:
         raise Err(f"index out of range: {end}")
-    return s.rfind(sub, 0, end + len(sub))
+    if sub == "":
+        return min(end, len(s))
+    if end >= len(s):
+        return -1
+    return s.rfind(sub, 0, min(end, len(s) - len(sub)) + len(sub))
 
 
 def _split(s: str, sep: str, limit: int = -1) -> list[str]:
@@ -192,10 +231,9 @@ def _join(items: Any, sep: str = "") -> str:
 
 def _to_int(value: Any) -> int:
     if type(value) is str:
-        try:
-            return check_int(int(value, 10))
-        except ValueError as exc:
-            raise Err(f"cannot convert {value!r} to int") from exc
+        if _GO_INT.fullmatch(value) is None:  # strconv.ParseInt: no spaces, underscores or prefixes
+            raise Err("type conversion error from 'string' to 'int'")
+        return check_int(int(value, 10))
     if type(value) is float:
         if math.isnan(value) or not -9.223372036854776e18 < value < 9.223372036854776e18:
             raise Err("double is out of int range")
@@ -203,6 +241,9 @@ def _to_int(value: Any) -> int:
     if type(value) in (int, UInt):
         return check_int(int(value))
     raise no_overload("int", value)
+
+
+_GO_INT = re.compile(r"[+-]?[0-9]+")
 
 
 def _to_string(value: Any) -> str:
@@ -309,11 +350,21 @@ def _register_standard() -> None:
     register("bytes", False, ("bytes",), "bytes", lambda b: b)
     register("uint", False, ("int",), "uint", _to_uint)
     register("uint", False, ("uint",), "uint", _to_uint)
+    register("uint", False, ("double",), "uint", _to_uint)
+    register("uint", False, ("string",), "uint", _to_uint)
     register("bool", False, ("bool",), "bool", lambda b: b)
     register("dyn", False, ("A",), DYN, lambda v: v)
 
 
 def _to_uint(value: Any) -> UInt:
+    if type(value) is str:
+        if not value.isascii() or not value.isdigit():  # strconv.ParseUint: digits only
+            raise Err("type conversion error from 'string' to 'uint'")
+        value = int(value)
+    elif type(value) is float:
+        if math.isnan(value) or not 0 <= value < 1.8446744073709552e19:
+            raise Err("double out of uint range")
+        value = int(value)
     if value < 0 or value > (1 << 64) - 1:
         raise Err("uint out of range")
     return UInt(value)
@@ -368,10 +419,10 @@ def _register_quantity() -> None:
     register("asApproximateFloat", True, (QTY,), "double", lambda a: a.approximate_float())
     register("asInteger", True, (QTY,), "int", _as_integer)
     register("isInteger", True, (QTY,), "bool", lambda a: a.as_int64() is not None)
-    register("add", True, (QTY, QTY), QTY, lambda a, b: a.add(b))
-    register("add", True, (QTY, "int"), QTY, lambda a, b: a.add(q.from_int(b)))
-    register("sub", True, (QTY, QTY), QTY, lambda a, b: a.sub(b))
-    register("sub", True, (QTY, "int"), QTY, lambda a, b: a.sub(q.from_int(b)))
+    register("add", True, (QTY, QTY), QTY, lambda a, b: q.computed(a.add(b)))
+    register("add", True, (QTY, "int"), QTY, lambda a, b: q.computed(a.add(q.from_int(b))))
+    register("sub", True, (QTY, QTY), QTY, lambda a, b: q.computed(a.sub(b)))
+    register("sub", True, (QTY, "int"), QTY, lambda a, b: q.computed(a.sub(q.from_int(b))))
 
 
 def _register_semver() -> None:

@@ -21,7 +21,26 @@ _OPTIONS.log_errors = False  # RE2 would log every refused pattern on stderr
 
 @lru_cache(maxsize=512)
 def _compiled(pattern: str) -> Any:
+    if _has_any_byte(pattern):
+        raise re2.error(b"invalid escape sequence: \\C")
     return re2.compile(pattern, _OPTIONS)
+
+
+def _has_any_byte(pattern: str) -> bool:
+    """``\\C`` (any byte) is the one escape C++ RE2 accepts and Go's regexp refuses."""
+    i = 0
+    while i < len(pattern) - 1:
+        if pattern[i] == "\\":
+            if pattern[i + 1] == "C":
+                return True
+            if pattern[i + 1] == "Q":  # literal text up to \E
+                end = pattern.find("\\E", i + 2)
+                i = len(pattern) if end < 0 else end + 2
+                continue
+            i += 2
+        else:
+            i += 1
+    return False
 
 
 def compile_pattern(pattern: str) -> Any:

@@ -7,7 +7,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from .quantity import Quantity
+from .quantity import ComputedQuantity, Quantity
 from .semver import Semver
 
 INT_MIN = -(1 << 63)
@@ -81,6 +81,8 @@ def equals(a: Any, b: Any) -> bool:
     if a is None or b is None:
         return a is None and b is None
     ta, tb = type(a), type(b)
+    if ta is ComputedQuantity:
+        ta = Quantity
     if (ta in _STRICT or hasattr(ta, "CEL_TYPE")) and ta is not tb:
         raise no_overload("_==_", a, b)
     if ta is tb or (_is_num(a) and _is_num(b)):
@@ -110,15 +112,24 @@ def equal_or_false(a: Any, b: Any) -> bool:
 
 
 def _container_equals(a: Any, b: Any) -> bool:
+    """cel-go's list and map Equal: only a definite false decides; an element comparison that
+    fails (``[q.add(r)] == [q.add(r)]``) counts as equal."""
     if len(a) != len(b):
         return False
     if isinstance(a, dict):
         for key, value in a.items():
             other = map_find(b, key)
-            if other is _MISSING or not equals(value, other):
+            if other is _MISSING or not _element_equal(value, other):
                 return False
         return True
-    return all(equals(x, y) for x, y in zip(a, b, strict=True))
+    return all(_element_equal(x, y) for x, y in zip(a, b, strict=True))
+
+
+def _element_equal(a: Any, b: Any) -> bool:
+    try:
+        return equals(a, b)
+    except Err:
+        return True
 
 
 _MISSING = object()
@@ -181,7 +192,7 @@ def compare(a: Any, b: Any, op: str) -> int:
     ta, tb = type(a), type(b)
     if (_is_num(a) and _is_num(b)) or (ta is tb and ta in (str, bytes, bool)):
         if (ta is float and math.isnan(a)) or (tb is float and math.isnan(b)):
-            return 2  # unordered: every relation is false
+            raise Err("NaN values cannot be ordered")
         return int(a > b) - int(a < b)
     raise no_overload(op, a, b)
 
