@@ -14,7 +14,7 @@ from typing import Any
 from . import regex
 from . import values as v
 from .device import attribute_domains, capacity_domains, memoised, value_getter
-from .library import DYN, INCLUDES, NAMESPACES, OVERLOADS, QTY, SEMVER, VALUE_TYPES, Overload
+from .library import DYN, INCLUDES, NAMESPACES, OVERLOADS, QTY, RUNTIME_COSTS, SEMVER, VALUE_TYPES, Overload
 from .parser import Call, Comprehension, Ident, ListLit, Lit, MapLit, Node, Select
 from .quantity import ComputedQuantity, Quantity
 from .semver import Semver
@@ -290,11 +290,13 @@ class Compiler:
             fields["allowMultipleAllocations"] = "bool"
         if node.field not in fields:
             raise CheckError(f"undefined field '{node.field}'")
-        if node.optional:
-            raise CheckError("unsupported optional field selection on object")
         name = node.field
         if node.test_only:
             return Compiled("bool", lambda _a: True, 0)
+        if node.optional:  # every field of the device is set: optional.of(the field)
+            plain = self._device_field(Select(node.start, node.end, node.operand, name), operand)
+            pf = plain.fn
+            return Compiled(("optional", plain.type), lambda a: Optional(True, pf(a)), plain.cost)
         if name == "driver":
             return Compiled(fields[name], lambda a: a["device"].driver, 1)
         getter = _DEVICE_GETTERS[name]
@@ -349,6 +351,9 @@ class Compiler:
                 return Compiled(result_type, _constant(folded), sum(p.cost for p in parts) + 1)
         fns = [p.fn for p in parts]
         cost = sum(p.cost for p in parts) + 1
+        tracked = RUNTIME_COSTS.get(name)
+        if tracked is not None:
+            return Compiled(result_type, _charged(impl, fns, tracked), cost)
         if len(fns) == 1:
             f0 = fns[0]
             return Compiled(result_type, lambda a: impl(f0(a)), cost)
@@ -371,6 +376,18 @@ class Compiler:
 
 
 _PURE = frozenset({"quantity", "semver"})
+
+
+def _charged(impl: Callable[..., Any], fns: list[Closure],
+             tracked: Callable[[list[Any], Any], int]) -> Closure:
+    """A call whose runtime cost depends on its arguments: charge it to the evaluation."""
+    def call(a: dict[str, Any]) -> Any:
+        args = [f(a) for f in fns]
+        result = impl(*args)
+        v.charge(a, tracked(args, result))
+        return result
+
+    return call
 
 
 def _try_fold(impl: Callable[..., Any], args: list[Any]) -> Any:

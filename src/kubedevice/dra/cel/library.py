@@ -34,6 +34,9 @@ OVERLOADS: dict[str, list[Overload]] = {}
 # Static cost of a call, per function name, for the libraries in their own modules:
 # (coster, call node) -> (cost without the arguments, result size) or None for cel-go's default.
 CALL_COSTS: dict[str, Callable[[Any, Any], Any]] = {}
+# Runtime cost of a call, per function name, charged when the call is evaluated (cel-go's cost
+# trackers and Kubernetes' CallCost): (arguments, result) -> cost.
+RUNTIME_COSTS: dict[str, Callable[[list[Any], Any], int]] = {}
 # Runtime classes of each declared type name, for overload dispatch (libraries add theirs).
 VALUE_TYPES: dict[str, tuple[type, ...]] = {}
 # Prefixes of namespaced global functions (``sets.contains(a, b)`` is not a call on ``sets``).
@@ -450,6 +453,21 @@ def _register_optional() -> None:
 
 INCLUDES = Overload(True, (DYN, DYN), "bool", _includes)
 
+
+def traversal_cost(value: Any) -> int:
+    """Kubernetes' traversalCost: a tenth of each string's length (truncated), 1 per other value."""
+    if type(value) in (str, bytes):
+        return int(len(value) * 0.1)
+    if isinstance(value, (list, tuple)):
+        return sum(traversal_cost(x) for x in value)
+    if isinstance(value, dict):
+        return sum(traversal_cost(k) + traversal_cost(x) for k, x in value.items())
+    return 1
+
+
+RUNTIME_COSTS.update(dict.fromkeys(("isSorted", "sum", "max", "min", "indexOf", "lastIndexOf", "includes"),
+                                   lambda args, _result: traversal_cost(args[0])))
+
 _register_standard()
 _register_strings()
 _register_lists()
@@ -457,6 +475,5 @@ _register_quantity()
 _register_semver()
 _register_optional()
 
-__all__ = ["CALL_COSTS", "DYN", "INCLUDES", "NAMESPACES", "OVERLOADS", "QTY", "SEMVER", "VALUE_TYPES", "Overload",
-           "register",
-           "type_name"]
+__all__ = ["CALL_COSTS", "DYN", "INCLUDES", "NAMESPACES", "OVERLOADS", "QTY", "RUNTIME_COSTS", "SEMVER", "VALUE_TYPES",
+           "Overload", "register", "traversal_cost", "type_name"]

@@ -7,7 +7,7 @@ from typing import Any
 
 from . import values as v
 from .cost import MAX, Coster, Range, plus, scaled, sort_cost, times
-from .library import CALL_COSTS, DYN, register
+from .library import CALL_COSTS, DYN, RUNTIME_COSTS, register
 from .parser import Call, Lit, Node
 from .values import Err, UInt
 
@@ -152,6 +152,28 @@ def _sort_cost(c: Coster, node: Call) -> tuple[Range, Range] | None:
     return sort_cost(c.size_or_unknown(node.target), element)
 
 
+def _allocated(factor: float, size: int) -> int:
+    """trackAllocatingListCall."""
+    return int(size * factor) + 1 + LIST_CREATE
+
+
+def _self_compare(items: Any) -> int:
+    """trackListSelfCompare: n² comparisons, strings and bytes a little more."""
+    if not items:
+        return _allocated(2.0, 0)
+    return _allocated(2.1 if type(items[0]) in (str, bytes) else 2.0, len(items) ** 2)
+
+
+def _flatten_tracked(args: list[Any], _result: Any) -> int:
+    return _allocated(float(args[1]) if len(args) > 1 else 1.0, len(args[0]))
+
+
+RUNTIME_COSTS.update({"slice": lambda _args, result: _allocated(1, len(result)),
+                      "lists.range": lambda _args, result: _allocated(1, len(result)),
+                      "reverse": lambda _args, result: _allocated(1, len(result)),
+                      "flatten": _flatten_tracked,
+                      "distinct": lambda args, _result: _self_compare(args[0]),
+                      "sort": lambda args, _result: _self_compare(args[0])})
 CALL_COSTS.update({"slice": _slice_cost, "flatten": _flatten_cost, "lists.range": _range_cost,
                    "reverse": _reverse_cost, "distinct": _distinct_cost, "sort": _sort_cost})
 _register()

@@ -16,19 +16,7 @@ from .engine import DEFERRED, CheckError, Compiled, Compiler, assignable, fmt, i
 from .library import DYN
 from .lists import COMPARABLE, sort_by_keys
 from .parser import Comprehension
-from .values import NONE, Err, Optional
-
-COST_KEY = "@cost"
-MAX_COST = 1_000_000
-
-
-def _charge(a: dict[str, Any], amount: int) -> None:
-    budget = a.get(COST_KEY)
-    if budget is None:
-        budget = a[COST_KEY] = [MAX_COST]
-    budget[0] -= amount
-    if budget[0] < 0:
-        raise Err("operation cancelled: actual cost limit exceeded")
+from .values import NONE, Err, Optional, charge
 
 
 def _iter_var_type(target: Any) -> Any:
@@ -114,7 +102,7 @@ def _run(loop: _Loop, a: dict[str, Any], items: list[Any]) -> Any:
     if kind in ("all", "exists"):
         def outcomes() -> Iterator[Any]:
             for item in items:
-                _charge(a, step)
+                charge(a, step)
                 a[var] = item
                 yield v.outcome(bf, a)
 
@@ -122,13 +110,13 @@ def _run(loop: _Loop, a: dict[str, Any], items: list[Any]) -> Any:
     if kind == "exists_one":
         count = 0
         for item in items:
-            _charge(a, step)
+            charge(a, step)
             a[var] = item
             count += v.truthy(bf(a), "exists_one")
         return count == 1
     out = []
     for item in items:
-        _charge(a, step)
+        charge(a, step)
         a[var] = item
         if kind == "filter":
             if v.truthy(bf(a), "filter"):
@@ -266,7 +254,7 @@ def _run_pairs(loop: _Loop, var2: str, a: dict[str, Any], pairs: list[tuple[Any,
     if kind in ("all", "exists"):
         def outcomes() -> Iterator[Any]:
             for first, second in pairs:
-                _charge(a, step)
+                charge(a, step)
                 a[var], a[var2] = first, second
                 yield v.outcome(bf, a)
 
@@ -274,13 +262,13 @@ def _run_pairs(loop: _Loop, var2: str, a: dict[str, Any], pairs: list[tuple[Any,
     if kind == "exists_one":
         count = 0
         for first, second in pairs:
-            _charge(a, step)
+            charge(a, step)
             a[var], a[var2] = first, second
             count += v.truthy(bf(a), "exists_one")
         return count == 1
     out: Any = [] if kind == "transformList" else {}
     for first, second in pairs:
-        _charge(a, step)
+        charge(a, step)
         a[var], a[var2] = first, second
         if xf is not None and not v.truthy(xf(a), "_?_:_"):
             continue

@@ -19,6 +19,9 @@ RESERVED = frozenset({
 })
 
 
+_KEYWORDS = frozenset({"in", "true", "false", "null"})  # tokens of their own: never a field name
+
+
 class ParseError(Exception):
     """Syntax error; becomes a compile error."""
 
@@ -89,6 +92,7 @@ _TOKEN = re.compile(
   | (?P<str>(?:[rR][bB]?|[bB][rR]?)?
       (?:\"\"\"(?:\\.|[^\\])*?\"\"\"|'''(?:\\.|[^\\])*?'''|"(?:\\.|[^\\"\n])*"|'(?:\\.|[^\\'\n])*'))
   | (?P<id>[_a-zA-Z][_a-zA-Z0-9]*)
+  | (?P<quoted>`[a-zA-Z0-9_./\- ]+`)
   | (?P<op>==|!=|<=|>=|&&|\|\||\.\?|\[\?|[-+*/%!<>?:.,\[\](){}])
     """,
     re.VERBOSE | re.DOTALL,
@@ -293,7 +297,10 @@ class Parser:
             if tok.text in (".", ".?"):
                 self.pos += 1
                 name = self.next()
-                if name.kind != "id":
+                if name.kind == "quoted":  # a backtick-quoted field name: a.`b-c`
+                    node = Select(node.start, name.end, node, name.text[1:-1], optional=tok.text == ".?")
+                    continue
+                if name.kind != "id" or name.text in _KEYWORDS:
                     raise ParseError(f"Syntax error: no viable alternative at input '.{name.text}'")
                 if tok.text == "." and self.accept("("):
                     args = self.arguments(")")

@@ -7,7 +7,7 @@ from typing import Any
 
 from . import values as v
 from .cost import Coster, Range, plus, scaled, times
-from .library import CALL_COSTS, register
+from .library import CALL_COSTS, RUNTIME_COSTS, register
 from .parser import Call
 
 
@@ -41,4 +41,7 @@ LIST = ("list", "T")
 register("sets.contains", False, (LIST, LIST), "bool", _contains)
 register("sets.intersects", False, (LIST, LIST), "bool", _intersects)
 register("sets.equivalent", False, (LIST, LIST), "bool", _equivalent)
+RUNTIME_COSTS.update({"sets.contains": lambda args, _r: 1 + len(args[0]) * len(args[1]),
+                      "sets.intersects": lambda args, _r: 1 + len(args[0]) * len(args[1]),
+                      "sets.equivalent": lambda args, _r: 1 + 2 * len(args[0]) * len(args[1])})
 CALL_COSTS.update({"sets.contains": _cost(1), "sets.intersects": _cost(1), "sets.equivalent": _cost(2)})

@@ -19,6 +19,20 @@ class Err(Exception):
     """A CEL runtime error value, raised so that Python unwinds to the nearest absorber."""
 
 
+COST_KEY = "@cost"
+MAX_COST = 1_000_000
+
+
+def charge(a: dict[str, Any], amount: int) -> None:
+    """Spend runtime cost from the evaluation's budget (Kubernetes' per-call limit)."""
+    budget = a.get(COST_KEY)
+    if budget is None:
+        budget = a[COST_KEY] = [MAX_COST]
+    budget[0] -= amount
+    if budget[0] < 0:
+        raise Err("operation cancelled: actual cost limit exceeded")
+
+
 class UInt(int):
     """CEL uint: distinct from int at runtime."""
 
