@@ -1,5 +1,5 @@
 """The Kubernetes base-environment libraries beyond the core: ext.Lists v3, ext.Sets, the
-two-variable comprehensions, IP and CIDR. Expected answers are Kubernetes' (v0.37.2 with
+two-variable comprehensions, IP, CIDR and URLs. Expected answers are Kubernetes' (v0.37.2 with
 cel-go v0.29.2), checked with the Go reference program of tests/interop/cel."""
 
 from __future__ import annotations
@@ -49,6 +49,15 @@ COMPILERS = [compile_selector, compile_general]
     ('cidr("10.0.0.0/8").containsCIDR("10.1.0.0/16") && !cidr("10.0.0.0/16").containsCIDR(cidr("10.0.0.0/8"))', True),
     ('string(cidr("10.1.2.3/8").masked()) == "10.0.0.0/8" && cidr("10.1.2.3/8").prefixLength() == 8', True),
     ('cidr("10.1.2.3/8").ip() == ip("10.1.2.3") && isCIDR("::/0") && !isCIDR("1.2.3.4/033")', True),
+    # URLs (Go's net/url: Parse after ParseRequestURI)
+    ('url("https://user:pw@x.io:8080/a%20b?b=c&b=d&e#f").getPort() == "8080"', True),
+    ('url("https://x.io/p?b=c&b=d&e=1+2").getQuery() == {"b": ["c", "d"], "e": ["1 2"]}', True),
+    ('url("https://[::1]:80/").getHostname() == "::1" && url("https://[::1]:80/").getHost() == "[::1]:80"', True),
+    ('url("https://x.io/a b").getEscapedPath() == "/a%20b" && url("http://x.io/%41").getEscapedPath() == "/%41"', True),
+    ('isURL("/relative") && !isURL("x.io") && !isURL("") && !isURL("https://x.io/a%zz")', True),
+    ('!isURL("http://a:b:80/") && isURL("ftp://a:b:80/") && !isURL("http://[1.2.3.4]/")', True),
+    ('url("HTTP://X.io/").getScheme() == "http" && url("mailto:a@b").getEscapedPath() == ""', True),
+    ('url("http://x.io/a#b") == url("http://x.io/a#b") && url("http://x.io/a#b") != url("http://x.io/a#c")', True),
 ])
 def test_library_answers(compile_fn: object, expression: str, expected: bool) -> None:
     assert compile_fn(expression).matches(DEVICE) is expected  # type: ignore[operator]
@@ -66,6 +75,8 @@ def test_library_answers(compile_fn: object, expression: str, expected: bool) ->
     'cidr("10.0.0.0/33").prefixLength() == 33',
     'dyn(ip("1.2.3.4")) == cidr("1.2.3.4/32")',    # different opaque types
     'cel.bind(x, 1 / 0, x == 1)',                  # a used failing initialiser does fail
+    'url("http://%41.io/").getHost() == "A.io"',   # hosts cannot %-encode ASCII
+    'url(device.driver).getHost() == ""',          # not a request URI
 ])
 def test_library_runtime_errors(expression: str) -> None:
     with pytest.raises(EvalError):

@@ -254,7 +254,13 @@ IPS = ['"10.1.2.3"', '"::1"', '"fe80::1%eth0"', '"01.2.3.4"', '"::ffff:1.2.3.4"'
        'device.attributes["{d}"].{n}']
 CIDRS = ['"10.0.0.0/8"', '"10.1.2.3/8"', '"::/0"', '"1.2.3.4/33"', '"1.2.3.4/08"', '"fe80::/10"', '"1.2.3.4"',
          '"::ffff:1.2.3.0/120"', '"10.1.0.0/16"', '"0.0.0.0/0"']
+URLS = ['"https://user:pw@x.io:8080/a%20b?b=c&b=d&e#f"', '"/relative"', '"x.io"', '""', '"https://x.io/a%zz"',
+        '"mailto:a@b"', '"http://a:b:80/"', '"ftp://a:b:80/"', '"http://[::1]:80/p"', '"http://[1.2.3.4]/"',
+        '"HTTP://X.io/a b?x=1;y=2"', '"http://%41.io/"', '"*"', 'device.driver', 'device.attributes["{d}"].{n}']
 LIBRARY_ATOMS = [
+    'isURL({url})', 'url({url}).getScheme() == "https"', 'url({url}).getHost() == url({url2}).getHost()',
+    'url({url}).getHostname().size() {cmp} 4', 'url({url}).getPort() == ""', 'url({url}).getEscapedPath() == "/a%20b"',
+    'url({url}).getQuery().size() {cmp} 1', 'url({url}) == url({url2})', 'dyn(url({url})) == {url}',
     '{text}.matches({re})', 'matches({text}, {re})', '{text}.find({re}) == ""', '{text}.findAll({re}).size() {cmp} 1',
     '{text}.findAll({re}, {small}) == {text}.findAll({re})',
     '{list}.sort() == {list2}', '{list}.slice({small}, {small2}).size() == 1', '{list}.flatten().size() > 0',
@@ -281,10 +287,11 @@ LIBRARY_ATOMS = [
 
 def _fill(rng: random.Random, atom: str) -> str:
     pick = rng.choice
-    if "{text}" in atom or "{list}" in atom or "{ip}" in atom or "{cidr}" in atom:
+    if any(f"{{{key}}}" in atom for key in ("text", "list", "ip", "cidr", "url")):
         regex = pick(REGEXES).replace("{", "{{").replace("}", "}}")
         atom = atom.format(text=pick(TEXTS), re=regex, list=pick(LISTS), list2=pick(LISTS), ip=pick(IPS),
-                           ip2=pick(IPS), cidr=pick(CIDRS), cidr2=pick(CIDRS), small="{small}", small2="{small2}",
+                           ip2=pick(IPS), cidr=pick(CIDRS), cidr2=pick(CIDRS),
+                           url=pick(URLS), url2=pick(URLS), small="{small}", small2="{small2}",
                            cmp="{cmp}", i="{i}", d="{d}", n="{n}", s="{s}")
     return atom.format(
         driver=pick([DRIVER, "other.example.com"]), d=pick(DOMAINS), n=pick(NAMES), dn=pick(["gpu", "x"]),

@@ -303,6 +303,9 @@ class Coster:
             left, right = (self.type_of(a) for a in args)
             if left == right and left in (QTY, SEMVER, "net.IP", "net.CIDR"):
                 return ONE, None
+            if left == right == "kubernetes.URL":  # upstream sizes both sides by the right one
+                right_size = self.size(args[1])
+                return scaled((1, right_size[1] if right_size else 1), STRING_FACTOR), None
         return None
 
     def _list_element_path(self, target: Node) -> list[str] | None:
@@ -517,7 +520,23 @@ def _contains(c: Coster, node: Call, costs: list[Range]) -> tuple[Range, Range |
     return plus(times(text, sub), *costs), None
 
 
+def _conversion(c: Coster, node: Call, costs: list[Range]) -> tuple[Range, Range | None] | None:
+    """string(bytes) and bytes(string) scan their argument; with a dyn argument that overload is
+    one of the candidates, so the estimate spans it and the unit cost of the others."""
+    if node.target is not None or len(node.args) != 1:
+        return None
+    t = c.type_of(node.args[0])
+    scanned = "bytes" if node.function == "string" else "string"
+    if t != scanned and not _dyn(t):
+        return None
+    size = c.size_or_unknown(node.args[0])
+    scan = plus(scaled(size, STRING_FACTOR), *costs)
+    result = (size[0], _mul(size[1], 4)) if node.function == "bytes" else size
+    return (union(scan, plus(ONE, *costs)) if _dyn(t) else scan), result
+
+
 _BUILTINS: dict[str, Callable[[Coster, Call, list[Range]], tuple[Range, Range | None] | None]] = {
+    "string": _conversion, "bytes": _conversion,
     "_&&_": _logical, "_||_": _logical, "_?_:_": _conditional,
     "_==_": _comparison, "_!=_": _comparison, "_<_": _comparison, "_<=_": _comparison,
     "_>_": _comparison, "_>=_": _comparison, "_+_": _addition, "@in": _in,

@@ -71,6 +71,11 @@ def assignable(want: Any, have: Any, binding: dict[str, Any]) -> bool:
 _NULLABLE = frozenset({"null_type", QTY, SEMVER, DEVICE, "any"})
 
 
+def _unified(t: Any, optional: bool) -> Any:
+    """An optional entry's value type; None for optional.none()'s free type (unified upstream)."""
+    return None if optional and t == DYN else t
+
+
 def _equivalent(a: Any, b: Any) -> bool:
     """Type.IsEquivalentType; inside type parameters ``dyn`` stands for the free type of an
     empty literal, which cel-go's checker would have unified."""
@@ -141,7 +146,7 @@ class Compiler:
         for i in node.optional:
             if not (isinstance(parts[i].type, tuple) and parts[i].type[0] == "optional") and not is_dyn(parts[i].type):
                 raise CheckError("optional list element must be optional_type")
-        self._homogeneous(elem_types)
+        self._homogeneous([_unified(t, i in node.optional) for i, t in enumerate(elem_types)])
         fns = [p.fn for p in parts]
         opt = frozenset(node.optional)
         if not opt and all(isinstance(e, Lit) for e in node.elements):
@@ -168,9 +173,10 @@ class Compiler:
         (``dyn`` included); literals inside ``format()`` arguments are exempt."""
         if self.exempt_literals:
             return
-        for t in types[1:]:
-            if not _equivalent(types[0], t):
-                raise CheckError(f"expected type '{fmt(types[0])}' but found '{fmt(t)}'")
+        known = [t for t in types if t is not None]
+        for t in known[1:]:
+            if not _equivalent(known[0], t):
+                raise CheckError(f"expected type '{fmt(known[0])}' but found '{fmt(t)}'")
 
     def c_MapLit(self, node: MapLit) -> Compiled:
         keys = [self.compile(k) for k, _, _ in node.entries]
@@ -181,7 +187,7 @@ class Compiler:
         self._homogeneous([k.type for k in keys])
         val_types = [p.type[1] if o and isinstance(p.type, tuple) else p.type
                      for p, (_, _, o) in zip(vals, node.entries, strict=True)]
-        self._homogeneous(val_types)
+        self._homogeneous([_unified(t, o) for t, (_, _, o) in zip(val_types, node.entries, strict=True)])
         pairs = [(k.fn, val.fn, o) for k, val, (_, _, o) in zip(keys, vals, node.entries, strict=True)]
 
         def build(a: dict[str, Any]) -> dict[Any, Any]:

@@ -193,7 +193,7 @@ def _opt_map(c: Compiler, node: Comprehension, target: Compiled) -> Compiled:
 
 
 def _pair_types(target: Any) -> tuple[Any, Any]:
-    if is_dyn(target):
+    if target == DYN:  # google.protobuf.Any (attributes without list types) is not a range
         return DYN, DYN
     if isinstance(target, tuple) and target[0] == "list":
         return "int", target[1]
