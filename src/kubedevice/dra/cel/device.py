@@ -7,6 +7,7 @@ Whole maps are only built when an expression needs one; the common shape
 from __future__ import annotations
 
 from collections.abc import Callable
+from functools import lru_cache
 from typing import Any, ClassVar
 
 from .quantity import Quantity, QuantityError, parse_quantity
@@ -149,6 +150,7 @@ def value_getter(field: str, domain: str, ident: str) -> Callable[[Any], Any]:
 _PLAIN = frozenset({"string", "int", "bool"})
 
 
+@lru_cache(maxsize=1024)
 def _valid_version(text: str) -> bool:
     try:
         parse(text)
@@ -157,6 +159,7 @@ def _valid_version(text: str) -> bool:
     return True
 
 CHECKED = "_kubedevice_cel_checked"
+_NEEDS_NO_CHECK = frozenset({"string", "int", "bool", "strings", "ints", "bools"})
 
 
 def precheck(device: Any) -> None:
@@ -172,8 +175,7 @@ def precheck(device: Any) -> None:
         return
     error: Err | None = None
     for name, value in device.attributes.items():
-        if len(value) == 1 and (value.get("string") is not None or value.get("int") is not None
-                                or value.get("bool") is not None):
+        if len(value) == 1 and value.keys() <= _NEEDS_NO_CHECK and None not in value.values():
             continue
         if len(value) != 1 or type(value.get("version")) is not str or not _valid_version(value["version"]):
             try:

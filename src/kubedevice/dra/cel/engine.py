@@ -13,7 +13,7 @@ from typing import Any
 
 from . import regex
 from . import values as v
-from .device import attribute_domains, capacity_domains, memoised, value_getter
+from .device import attribute_domains, capacity_domains, domain_getter, memoised, value_getter
 from .library import DYN, INCLUDES, NAMESPACES, OVERLOADS, QTY, RUNTIME_COSTS, SEMVER, VALUE_TYPES, Overload
 from .parser import Call, Comprehension, Ident, ListLit, Lit, MapLit, Node, Select
 from .quantity import ComputedQuantity, Quantity
@@ -23,6 +23,7 @@ from .values import NONE, Err, Optional, UInt
 Closure = Callable[[dict[str, Any]], Any]
 DEVICE = "kubernetes.DRADevice"
 DEFERRED = "@deferred:"  # scope marker: this variable may hold a Deferred error (cel.bind)
+DOMAIN = "@domain:"  # scope marker: this cel.bind variable is device.<field>[domain]
 
 
 class CheckError(Exception):
@@ -132,6 +133,10 @@ class Compiler:
         name = node.name
         scope = next((scope for scope in reversed(self.scopes) if name in scope), None)
         if scope is not None:
+            bound = scope.get(DOMAIN + name)
+            if bound is not None:  # cel.bind(x, device.attributes["d"], ...): read the domain itself
+                get_domain = domain_getter(*bound)
+                return Compiled(scope[name], lambda a: get_domain(a["device"]), 1)
             if scope.get(DEFERRED + name):
                 return Compiled(scope[name], lambda a: v.undefer(a[name]), 1)
             return Compiled(scope[name], lambda a: a[name], 1)
@@ -237,7 +242,12 @@ class Compiler:
         return Compiled(result_type, select, operand.cost + 1)
 
     def device_domain(self, node: Node) -> tuple[str, str] | None:
-        """(field, domain) when ``node`` is ``device.attributes["d"]`` or ``device.capacity.d``."""
+        """(field, domain) when ``node`` is ``device.attributes["d"]`` or ``device.capacity.d``,
+        or a cel.bind variable bound to one."""
+        if isinstance(node, Ident):
+            scope = next((scope for scope in reversed(self.scopes) if node.name in scope), None)
+            where: tuple[str, str] | None = scope.get(DOMAIN + node.name) if scope is not None else None
+            return where
         if isinstance(node, Call) and node.function == "_[_]" and node.target is None:
             container, key = node.args
             if not (isinstance(key, Lit) and key.kind == "string"):
@@ -381,7 +391,7 @@ class Compiler:
         return SPECIAL["@macro"](self, node)
 
 
-_PURE = frozenset({"quantity", "semver"})
+_PURE = frozenset({"quantity", "semver", "ip", "cidr", "url"})
 
 
 def _charged(impl: Callable[..., Any], fns: list[Closure],
@@ -452,6 +462,8 @@ def _accepts(param: Any, value: Any) -> bool:
 
 def _dispatcher(name: str, overloads: list[Overload]) -> Callable[..., Any]:
     """Runtime overload choice by the dynamic types of the arguments."""
+    if len(overloads) == 1 and all(is_dyn(p) or (isinstance(p, str) and len(p) == 1) for p in overloads[0].params):
+        return overloads[0].impl  # accepts anything: the implementation checks what it needs
     if len(overloads) == 1 and all(not isinstance(p, str) or p in _PY_TYPES for p in overloads[0].params) \
             and all(not isinstance(p, tuple) for p in overloads[0].params):
         ov = overloads[0]

@@ -157,6 +157,11 @@ def _includes(items: Any, value: Any) -> bool:
     """Kubernetes' includes(): list membership, or plain equality for a scalar target."""
     if not isinstance(items, (list, tuple)):
         return equal_or_false(items, value)
+    kind = type(value)
+    if kind is str or kind is bytes:  # only a str (bytes) equals a str (bytes), as in Python
+        return value in items
+    if kind is int:
+        return any(x == value for x in items if type(x) is not bool)
     return any(equal_or_false(x, value) for x in items)
 
 
@@ -454,12 +459,15 @@ def _register_optional() -> None:
 INCLUDES = Overload(True, (DYN, DYN), "bool", _includes)
 
 
+_SCALARS = frozenset({int, bool, float, UInt})
+
+
 def traversal_cost(value: Any) -> int:
     """Kubernetes' traversalCost: a tenth of each string's length (truncated), 1 per other value."""
     if type(value) in (str, bytes):
         return int(len(value) * 0.1)
     if isinstance(value, (list, tuple)):
-        return sum(traversal_cost(x) for x in value)
+        return sum(1 if type(x) in _SCALARS else traversal_cost(x) for x in value)
     if isinstance(value, dict):
         return sum(traversal_cost(k) + traversal_cost(x) for k, x in value.items())
     return 1

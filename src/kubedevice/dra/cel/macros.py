@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from . import values as v
-from .engine import DEFERRED, CheckError, Compiled, Compiler, assignable, fmt, is_dyn
+from .engine import DEFERRED, DOMAIN, CheckError, Compiled, Compiler, assignable, fmt, is_dyn
 from .library import DYN
 from .lists import COMPARABLE, sort_by_keys
 from .parser import Comprehension
@@ -132,6 +132,16 @@ def _run(loop: _Loop, a: dict[str, Any], items: list[Any]) -> Any:
 def _bind(c: Compiler, node: Comprehension, init: Compiled) -> Compiled:
     """cel.bind is lazy in cel-go: a failing initialiser only matters if the body reads it.
     Initialisers have no side effects, so evaluating eagerly and deferring the error is the same."""
+    domain = c.device_domain(node.target)
+    if domain is not None:
+        # device.attributes["d"] cannot fail and costs nothing to name: the body reads the
+        # domain (or single attributes of it) directly, nothing is bound at run time.
+        c.scopes.append({node.var: init.type, DOMAIN + node.var: domain})
+        try:
+            body = c.compile(node.body)
+        finally:
+            c.scopes.pop()
+        return Compiled(body.type, body.fn, init.cost + body.cost)
     c.scopes.append({node.var: init.type, DEFERRED + node.var: True})
     try:
         body = c.compile(node.body)

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import ipaddress
 from dataclasses import dataclass
+from functools import lru_cache
 
 
 class NetIPError(ValueError):
@@ -171,8 +172,9 @@ def _ipv6(text: str) -> Addr:
     return Addr(int.from_bytes(bytes(groups), "big"), 128, zone)
 
 
+@lru_cache(maxsize=4096)
 def parse_addr(text: str) -> Addr:
-    """netip.ParseAddr."""
+    """netip.ParseAddr (cached: addresses repeat across devices and selectors)."""
     for c in text:
         if c == ".":
             return Addr(int.from_bytes(bytes(_ipv4_fields(text)), "big"), 32)
@@ -183,6 +185,7 @@ def parse_addr(text: str) -> Addr:
     raise NetIPError("unable to parse IP")
 
 
+@lru_cache(maxsize=1024)
 def parse_prefix(text: str) -> Prefix:
     """netip.ParsePrefix (the address keeps its host bits)."""
     slash = text.rfind("/")

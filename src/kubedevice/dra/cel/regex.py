@@ -4,6 +4,10 @@
 regex.go). RE2 rather than Python's ``re``: ``$`` does not match before a final newline,
 lookarounds and backreferences are errors, POSIX classes, ``\\pL``, ``\\z`` and ``\\Q…\\E`` work.
 ``findAll`` keeps Go's rule that an empty match right after a previous match is skipped.
+
+Matching calls the binding's RE2 object (``_re2.RE2.Match``) on UTF-8 bytes, as Go does: the
+binding's Python-level ``search`` re-derives character offsets on every call and costs about
+four times as much.
 """
 
 from __future__ import annotations
@@ -17,13 +21,16 @@ from .values import Err
 
 _OPTIONS = re2.Options()
 _OPTIONS.log_errors = False  # RE2 would log every refused pattern on stderr
+_UNANCHORED = re2._Anchor.UNANCHORED
+_NO_MATCH = (-1, -1)
 
 
 @lru_cache(maxsize=512)
 def _compiled(pattern: str) -> Any:
     if _has_any_byte(pattern):
         raise re2.error(b"invalid escape sequence: \\C")
-    return re2.compile(pattern, _OPTIONS)
+    compiled = re2.compile(pattern, _OPTIONS)
+    return compiled._regexp  # the RE2 object itself (see the module docstring)
 
 
 def _has_any_byte(pattern: str) -> bool:
@@ -61,32 +68,47 @@ def is_valid(pattern: str) -> bool:
     return True
 
 
+def _span(compiled: Any, data: bytes, start: int) -> tuple[int, int]:
+    found: tuple[int, int] = compiled.Match(_UNANCHORED, data, start, len(data))[0]
+    return found
+
+
 def matches(text: str, pattern: str) -> bool:
-    return compile_pattern(pattern).search(text) is not None
+    data = text.encode("utf-8", "surrogatepass")
+    return _span(compile_pattern(pattern), data, 0) != _NO_MATCH
 
 
 def find(text: str, pattern: str) -> str:
-    found = compile_pattern(pattern).search(text)
-    return found.group(0) if found is not None else ""
+    data = text.encode("utf-8", "surrogatepass")
+    start, end = _span(compile_pattern(pattern), data, 0)
+    return data[start:end].decode("utf-8", "surrogatepass") if start >= 0 else ""
+
+
+def _next_char(data: bytes, pos: int) -> int:
+    """Offset after the UTF-8 character at ``pos``."""
+    pos += 1
+    while pos < len(data) and data[pos] & 0xC0 == 0x80:
+        pos += 1
+    return pos
 
 
 def find_all(text: str, pattern: str, limit: int = -1) -> list[str]:
     """Go's Regexp.FindAllString(text, limit)."""
     compiled = compile_pattern(pattern)
+    data = text.encode("utf-8", "surrogatepass")
     out: list[str] = []
-    pos, previous_end, end = 0, -1, len(text)
-    while (limit < 0 or len(out) < limit) and pos <= end:
-        found = compiled.search(text, pos)
-        if found is None:
+    pos, previous_end = 0, -1
+    while (limit < 0 or len(out) < limit) and pos <= len(data):
+        start, stop = _span(compiled, data, pos)
+        if start < 0:
             break
-        start, stop = found.span()
         accept = True
         if stop == pos:  # an empty match: never right after the previous match
             accept = start != previous_end
-            pos += 1
+            pos = _next_char(data, pos)
         else:
             pos = stop
         previous_end = stop
         if accept:
-            out.append(found.group(0))
+            out.append(data[start:stop].decode("utf-8", "surrogatepass"))
     return out

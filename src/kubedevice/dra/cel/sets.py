@@ -15,11 +15,22 @@ def _has(items: Any, item: Any) -> bool:
     return any(v.equal_or_false(item, x) for x in items)
 
 
+_HASHABLE = (str, int, bytes)  # exactly these types: equal in CEL exactly when equal in Python
+
+
+def _hashable(items: Any) -> bool:
+    return all(type(x) in _HASHABLE for x in items)
+
+
 def _contains(items: Any, subset: Any) -> bool:
+    if _hashable(items) and _hashable(subset):
+        return set(subset) <= set(items)
     return all(_has(items, x) for x in subset)
 
 
 def _intersects(a: Any, b: Any) -> bool:
+    if _hashable(a) and _hashable(b):
+        return not set(a).isdisjoint(b)
     return any(_has(b, x) for x in a)
 
 
