@@ -33,7 +33,18 @@ def _items(value: Any) -> list[Any]:
         return list(value)
     if isinstance(value, dict):
         return list(value.keys())
-    raise Err(f"cannot iterate over {v.type_name(value)}")
+    raise not_iterable(value)
+
+
+_GO_TYPES = {"int": "types.Int", "uint": "types.Uint", "double": "types.Double", "string": "types.String",
+             "bool": "types.Bool", "bytes": "types.Bytes", "null_type": "types.Null",
+             "kubernetes.Semver": "cel.Semver", "kubernetes.Quantity": "cel.Quantity"}
+
+
+def not_iterable(value: Any) -> Err:
+    """cel-go's message, which names the Go type of the value."""
+    name = v.type_name(value)
+    return Err(f"got '{_GO_TYPES.get(name, name)}', expected iterable type")
 
 
 def compile_macro(c: Compiler, node: Comprehension) -> Compiled:
@@ -218,7 +229,7 @@ def _pairs(value: Any) -> list[tuple[Any, Any]]:
         return list(enumerate(value))
     if isinstance(value, dict):
         return list(value.items())
-    raise Err(f"cannot iterate over {v.type_name(value)}")
+    raise not_iterable(value)
 
 
 def _two_var(c: Compiler, node: Comprehension, target: Compiled) -> Compiled:
