@@ -23,6 +23,8 @@ from .values import NONE, Err, Optional, UInt
 Closure = Callable[[dict[str, Any]], Any]
 DEVICE = "kubernetes.DRADevice"
 DEFERRED = "@deferred:"  # scope marker: this variable may hold a Deferred error (cel.bind)
+# [].sort(): cel-go binds the empty literal's free element type to the first comparable overload.
+EMPTY_SORTED = ("list", "int")
 DOMAIN = "@domain:"  # scope marker: this cel.bind variable is device.<field>[domain]
 
 
@@ -356,6 +358,8 @@ class Compiler:
             shown = ", ".join(fmt(p.type) for p in parts)
             raise CheckError(f"found no matching overload for '{name}' applied to '({shown})'")
         result_type = matched[0][1] if len({fmt(t) for _, t in matched}) == 1 else DYN
+        if name == "sort" and isinstance(target, ListLit) and not target.elements:
+            result_type = EMPTY_SORTED
         impl = _dispatcher(name, [ov for ov, _ in matched])
         literals = [a.value for a in args if isinstance(a, Lit)]
         _validate_regex_literals(name, target, args)

@@ -12,10 +12,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from . import values as v
-from .engine import DEFERRED, DOMAIN, CheckError, Compiled, Compiler, assignable, fmt, is_dyn
+from .engine import DEFERRED, DOMAIN, EMPTY_SORTED, CheckError, Compiled, Compiler, assignable, fmt, is_dyn
 from .library import DYN
 from .lists import COMPARABLE, sort_by_keys
-from .parser import Comprehension
+from .parser import Comprehension, ListLit
 from .values import NONE, Err, Optional, charge
 
 
@@ -339,4 +339,5 @@ def _sort_by(c: Compiler, node: Comprehension, target: Compiled) -> Compiled:
                 a[loop.var] = saved
         return sort_by_keys(items, keys)
 
-    return Compiled(target.type if not is_dyn(target.type) else ("list", DYN), run, target.cost + 1)
+    result = EMPTY_SORTED if isinstance(node.target, ListLit) and not node.target.elements else target.type
+    return Compiled(result if not is_dyn(result) else ("list", DYN), run, target.cost + 1)
