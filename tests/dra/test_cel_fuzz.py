@@ -4,7 +4,7 @@ escapes and nothing hangs (hypothesis' deadline guards against the latter)."""
 
 from __future__ import annotations
 
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from kubedevice.dra.cel import CELError, DeviceInput, compile_general, compile_selector
@@ -62,6 +62,7 @@ PIECES = [*'()[]{}.,?:!<>=&|+-*/%"\'`\\ab1_0eExu \n', " in ", "device", ".?", "[
 
 @FUZZ
 @given(st.lists(st.sampled_from(PIECES), max_size=40))
+@example(["[?", "]"])  # found by this test: "[?]" used to raise IndexError
 def test_any_text_compiles_or_is_a_compile_error(pieces: list[str]) -> None:
     _outcome(compile_selector, "".join(pieces))
 

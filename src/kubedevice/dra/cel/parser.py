@@ -370,6 +370,8 @@ class Parser:
     def list_literal(self, tok: Token, first_optional: bool) -> Node:
         elements: list[Node] = []
         optional: set[int] = {0} if first_optional else set()
+        if first_optional and self.peek().text == "]":  # "[?]": the ? needs an element
+            raise ParseError("Syntax error: mismatched input ']' expecting an expression")
         while not self.accept("]"):
             if self.accept("?"):
                 optional.add(len(elements))
