@@ -1,5 +1,5 @@
 """The Kubernetes base-environment libraries beyond the core: ext.Lists v3, ext.Sets, the
-two-variable comprehensions, IP, CIDR and URLs. Expected answers are Kubernetes' (v0.37.2 with
+two-variable comprehensions, IP, CIDR, URLs and type(). Expected answers are Kubernetes' (v0.37.2 with
 cel-go v0.29.2), checked with the Go reference program of tests/interop/cel."""
 
 from __future__ import annotations
@@ -58,6 +58,11 @@ COMPILERS = [compile_selector, compile_general]
     ('!isURL("http://a:b:80/") && isURL("ftp://a:b:80/") && !isURL("http://[1.2.3.4]/")', True),
     ('url("HTTP://X.io/").getScheme() == "http" && url("mailto:a@b").getEscapedPath() == ""', True),
     ('url("http://x.io/a#b") == url("http://x.io/a#b") && url("http://x.io/a#b") != url("http://x.io/a#c")', True),
+    # type() and type denotations
+    ('type(1) == int && type(1) != uint && type("a") == string && type([1]) == list && type({"a": 1}) == map', True),
+    ('type(null) == null_type && type(type(1)) == type && type(optional.of(1)) == optional_type', True),
+    ('type(device.attributes["gpu.example.com"].ids) == list && type(ip("1.2.3.4")) == net.IP', True),
+    ('cel.bind(int, 1, int == 1) && dyn(type(1)) != 1', True),
 ])
 def test_library_answers(compile_fn: object, expression: str, expected: bool) -> None:
     assert compile_fn(expression).matches(DEVICE) is expected  # type: ignore[operator]
@@ -89,6 +94,8 @@ def test_library_runtime_errors(expression: str) -> None:
     'ip("1.2.3.4") == cidr("1.2.3.4/32")',
     '[1].transformMapEntry(i, v, v) == {}',        # the entry must be a map
     'sets.contains([1], ["a"])',
+    'type(1) == 1',
+    'type(url("/x")) == kubernetes.URL',           # only net.IP and net.CIDR resolve by name
 ])
 def test_library_compile_errors(expression: str) -> None:
     with pytest.raises(CompileError):

@@ -261,6 +261,8 @@ LIBRARY_ATOMS = [
     'isURL({url})', 'url({url}).getScheme() == "https"', 'url({url}).getHost() == url({url2}).getHost()',
     'url({url}).getHostname().size() {cmp} 4', 'url({url}).getPort() == ""', 'url({url}).getEscapedPath() == "/a%20b"',
     'url({url}).getQuery().size() {cmp} 1', 'url({url}) == url({url2})', 'dyn(url({url})) == {url}',
+    'type({list}) == list', 'type(device.attributes["{d}"].{n}) == string', 'type({ip}) == type({list2})',
+    'type(ip({ip})) == net.IP', 'dyn(type({list})) == {list2}',
     '{text}.matches({re})', 'matches({text}, {re})', '{text}.find({re}) == ""', '{text}.findAll({re}).size() {cmp} 1',
     '{text}.findAll({re}, {small}) == {text}.findAll({re})',
     '{list}.sort() == {list2}', '{list}.slice({small}, {small2}).size() == 1', '{list}.flatten().size() > 0',

@@ -21,6 +21,7 @@ class CIDR:
     """A CEL ``net.CIDR`` value."""
 
     CEL_TYPE: ClassVar[str] = CIDR_TYPE
+    CEL_STRICT: ClassVar[bool] = True  # == with another kind is an error, as upstream
     prefix: Prefix
 
 

@@ -48,6 +48,18 @@ class Compiled:
     cost: int  # work of one evaluation outside loops: what a comprehension charges per iteration
 
 
+# Identifiers that denote types (int, string, ...); filled in by the type() library module.
+TYPE_DENOTATIONS: dict[str, Any] = {}
+
+
+def _qualified_name(node: Node) -> str:
+    """``net.IP`` for a plain selection chain on an identifier, else ""."""
+    if isinstance(node, Select) and not node.test_only and not node.optional:
+        base = _qualified_name(node.operand)
+        return f"{base}.{node.field}" if base else ""
+    return node.name if isinstance(node, Ident) else ""
+
+
 def is_dyn(t: Any) -> bool:
     return t in (DYN, "any")
 
@@ -144,6 +156,9 @@ class Compiler:
             return Compiled(scope[name], lambda a: a[name], 1)
         if name == "device":
             return Compiled(DEVICE, lambda a: a["device"], 1)
+        if name in TYPE_DENOTATIONS:
+            value = TYPE_DENOTATIONS[name]
+            return Compiled("type", lambda _a: value, 1)
         raise CheckError(f"undeclared reference to '{name}' (in container '')")
 
     def c_ListLit(self, node: ListLit) -> Compiled:
@@ -217,6 +232,10 @@ class Compiler:
 
     # field selection ------------------------------------------------------------------
     def c_Select(self, node: Select) -> Compiled:
+        qualified = _qualified_name(node)
+        if qualified in TYPE_DENOTATIONS and not any(qualified.split(".")[0] in s for s in self.scopes):
+            value = TYPE_DENOTATIONS[qualified]
+            return Compiled("type", lambda _a: value, 1)
         operand = self.compile(node.operand)
         if operand.type == DEVICE:
             return self._device_field(node, operand)

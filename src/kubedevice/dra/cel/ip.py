@@ -20,6 +20,7 @@ class IP:
     """A CEL ``net.IP`` value."""
 
     CEL_TYPE: ClassVar[str] = IP_TYPE
+    CEL_STRICT: ClassVar[bool] = True  # == with another kind is an error, as upstream
     addr: Addr
 
 

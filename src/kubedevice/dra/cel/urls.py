@@ -232,6 +232,7 @@ class URL:
     """A CEL ``kubernetes.URL`` value; equal when url.URL.String() is (the parsed parts are)."""
 
     CEL_TYPE: ClassVar[str] = URL_TYPE
+    CEL_STRICT: ClassVar[bool] = True  # == with another kind is an error, as upstream
     parsed: ParsedURL
 
 

@@ -97,7 +97,7 @@ def equals(a: Any, b: Any) -> bool:
     ta, tb = type(a), type(b)
     if ta is ComputedQuantity:
         ta = Quantity
-    if (ta in _STRICT or hasattr(ta, "CEL_TYPE")) and ta is not tb:
+    if (ta in _STRICT or getattr(ta, "CEL_STRICT", False)) and ta is not tb:
         raise no_overload("_==_", a, b)
     if ta is tb or (_is_num(a) and _is_num(b)):
         if ta in (list, tuple) or ta is dict:
