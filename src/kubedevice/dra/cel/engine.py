@@ -13,7 +13,7 @@ from typing import Any
 
 from . import regex
 from . import values as v
-from .device import attribute_domains, capacity_domains, domain_getter, memoised, value_getter
+from .device import DomainMap, attribute_domains, capacity_domains, domain_getter, memoised, value_getter
 from .library import DYN, INCLUDES, NAMESPACES, OVERLOADS, QTY, RUNTIME_COSTS, SEMVER, VALUE_TYPES, Overload
 from .parser import Call, Comprehension, Ident, ListLit, Lit, MapLit, Node, Select
 from .quantity import ComputedQuantity, Quantity
@@ -474,46 +474,48 @@ _PY_TYPES.update({
 })
 
 
-def _accepts(param: Any, value: Any) -> bool:
+_CONTAINERS: dict[str, tuple[type, ...]] = {"list": (list, tuple), "map": (dict, DomainMap), "optional": (Optional,)}
+
+
+def _guard(param: Any) -> tuple[type, ...] | None:
+    """The runtime classes an argument for ``param`` may have (None: any), like cel-go's guards,
+    which do not look at element types."""
     if isinstance(param, tuple):
-        kind = {"list": (list, tuple), "map": (dict,), "optional": (Optional,)}[param[0]]
-        return isinstance(value, kind)  # like cel-go's guards: element types are not checked
-    if param in _PY_TYPES:
-        return type(value) in _PY_TYPES[param]
-    return True
+        return _CONTAINERS[param[0]]
+    return _PY_TYPES.get(param)
 
 
 def _dispatcher(name: str, overloads: list[Overload]) -> Callable[..., Any]:
     """Runtime overload choice by the dynamic types of the arguments."""
-    if len(overloads) == 1 and all(is_dyn(p) or (isinstance(p, str) and len(p) == 1) for p in overloads[0].params):
-        return overloads[0].impl  # accepts anything: the implementation checks what it needs
-    if len(overloads) == 1 and all(not isinstance(p, str) or p in _PY_TYPES for p in overloads[0].params) \
-            and all(not isinstance(p, tuple) for p in overloads[0].params):
-        ov = overloads[0]
-        types = [_PY_TYPES[p] for p in ov.params]
-        impl = ov.impl
-        if len(types) == 2:
-            t0, t1 = types
+    table = [(ov.impl, [_guard(p) for p in ov.params]) for ov in overloads]
+    if len(table) == 1 and all(g is None for g in table[0][1]):
+        return table[0][0]  # accepts anything: the implementation checks what it needs
+    if len(table) == 1 and len(table[0][1]) == 1:
+        impl, (g0,) = table[0]
 
-            def call2(x: Any, y: Any) -> Any:
-                if type(x) in t0 and type(y) in t1:
-                    return impl(x, y)
-                raise v.no_overload(name, x, y)
+        def call1(x: Any) -> Any:
+            if g0 is None or type(x) in g0:
+                return impl(x)
+            raise v.no_overload(name, x)
 
-            return call2
+        return call1
+    if len(table) == 1 and len(table[0][1]) == 2:
+        impl, (g0, g1) = table[0]
 
-        def call_typed(*args: Any) -> Any:
-            for arg, t in zip(args, types, strict=True):
-                if type(arg) not in t:
-                    raise v.no_overload(name, *args)
-            return impl(*args)
+        def call2(x: Any, y: Any) -> Any:
+            if (g0 is None or type(x) in g0) and (g1 is None or type(y) in g1):
+                return impl(x, y)
+            raise v.no_overload(name, x, y)
 
-        return call_typed
+        return call2
 
     def call(*args: Any) -> Any:
-        for ov in overloads:
-            if all(_accepts(p, a) for p, a in zip(ov.params, args, strict=True)):
-                return ov.impl(*args)
+        for impl, guards in table:
+            for arg, guard in zip(args, guards, strict=True):
+                if guard is not None and type(arg) not in guard:
+                    break
+            else:
+                return impl(*args)
         raise v.no_overload(name, *args)
 
     return call
