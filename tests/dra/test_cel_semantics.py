@@ -27,6 +27,9 @@ COMPILERS = [compile_selector, compile_general]
     ('device.`driver` == "gpu.example.com" && {"a-b": 1}.`a-b` == 1', True),  # backtick-quoted fields
     ('{"if": 1}.if == 1 && {"package": 1}.package == 1', True),      # reserved words are fine as fields
     ('int("+42") == 42 && uint("42") == 42u && uint(2.5) == 2u', True),
+    ('[1u, 2u, 3u].sum() == 6u && [duration("1s"), duration("2s")].sum() == duration("3s")', True),
+    ('(dyn("abc").reverse() == []) || true', True),                  # an ordinary error: absorbed
+    ('true || device.attributes["gpu.example.com"].cores.distinct() == []', True),  # || stops at true
 ])
 def test_kubernetes_answers(compile_fn: object, expression: str, expected: bool) -> None:
     assert compile_fn(expression).matches(DEVICE) is expected  # type: ignore[operator]
@@ -43,6 +46,10 @@ def test_kubernetes_answers(compile_fn: object, expression: str, expected: bool)
     'lists.range(500000).sum() > 0',
     'sets.contains(lists.range(1000), lists.range(1000))',
     '"hello".indexOf("l", -1) == 1',
+    'dyn([true]).sum() == 1',                                        # bools are not summable
+    # distinct() panics in cel-go on a non-list or failed argument: || cannot absorb that
+    '(dyn("abc").distinct() == []) || true',
+    '(device.attributes["gpu.example.com"].cores.distinct() == []) || true',
 ])
 def test_kubernetes_runtime_errors(compile_fn: object, expression: str) -> None:
     with pytest.raises(EvalError):

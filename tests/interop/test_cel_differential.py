@@ -111,6 +111,7 @@ def test_corpus_covers_every_library_function() -> None:
                  ".isLoopback()", ".isUnspecified()", ".isGlobalUnicast()", ".isLinkLocalMulticast()",
                  ".isLinkLocalUnicast()", "cidr(", "isCIDR(", ".containsIP(", ".containsCIDR(", ".prefixLength()",
                  ".masked()", "url(", "isURL(", ".getScheme()", ".getHost()", ".getHostname()", ".getPort()",
-                 ".getEscapedPath()", ".getQuery()", "type("]
+                 ".getEscapedPath()", ".getQuery()", "type(", "timestamp(", "duration(", ".getFullYear(",
+                 ".getDayOfWeek()", ".getMilliseconds()"]
     missing = [f for f in functions if f not in text]
     assert not missing, f"corpus never calls {missing}"

@@ -257,7 +257,21 @@ CIDRS = ['"10.0.0.0/8"', '"10.1.2.3/8"', '"::/0"', '"1.2.3.4/33"', '"1.2.3.4/08"
 URLS = ['"https://user:pw@x.io:8080/a%20b?b=c&b=d&e#f"', '"/relative"', '"x.io"', '""', '"https://x.io/a%zz"',
         '"mailto:a@b"', '"http://a:b:80/"', '"ftp://a:b:80/"', '"http://[::1]:80/p"', '"http://[1.2.3.4]/"',
         '"HTTP://X.io/a b?x=1;y=2"', '"http://%41.io/"', '"*"', 'device.driver', 'device.attributes["{d}"].{n}']
+TIMES = ['"2024-01-02T03:04:05Z"', '"2024-01-02T03:04:05.5+01:00"', '"2024-02-30T00:00:00Z"', '"2024-01-02T3:04:05Z"',
+         '"9999-12-31T23:59:59Z"', '"0001-01-01T00:00:00Z"', '"2024-01-02t03:04:05z"', '0', '-62135596801',
+         'device.attributes["{d}"].{n}']
+ZONES = ['"America/New_York"', '"+05:30"', '"-01:00"', '"UTC"', '"Mars/Olympus"', '"+05:99"']
+DURATIONS = ['"1h30m"', '"-1.5h"', '"100ns"', '"1d"', '"0"', '".5s"', '"2562048h"', '"1µs"', 'device.driver']
 LIBRARY_ATOMS = [
+    'timestamp({time}) < timestamp({time2})', 'string(timestamp({time})) == {time2}', 'int(timestamp({time})) {cmp} 0',
+    'timestamp({time}).getFullYear() == 2024', 'timestamp({time}).getHours({tz}) {cmp} 3',
+    'timestamp({time}).getDayOfWeek() == 2 && timestamp({time}).getMilliseconds() == 500',
+    'timestamp({time}) + duration({dur}) > timestamp({time2})',
+    'timestamp({time}) - timestamp({time2}) < duration({dur})',
+    'duration({dur}).getMinutes() {cmp} 90', 'string(duration({dur})) == "5400s"', 'int(duration({dur})) > 0',
+    'duration({dur}) - duration({dur2}) == duration("0s")',
+    '[duration({dur}), duration({dur2})].min() < duration("1s")',
+    'type(timestamp({time})) == google.protobuf.Timestamp', '-dyn(duration({dur})) < duration("0s")',
     'isURL({url})', 'url({url}).getScheme() == "https"', 'url({url}).getHost() == url({url2}).getHost()',
     'url({url}).getHostname().size() {cmp} 4', 'url({url}).getPort() == ""', 'url({url}).getEscapedPath() == "/a%20b"',
     'url({url}).getQuery().size() {cmp} 1', 'url({url}) == url({url2})', 'dyn(url({url})) == {url}',
@@ -289,11 +303,13 @@ LIBRARY_ATOMS = [
 
 def _fill(rng: random.Random, atom: str) -> str:
     pick = rng.choice
-    if any(f"{{{key}}}" in atom for key in ("text", "list", "ip", "cidr", "url")):
+    if any(f"{{{key}}}" in atom for key in ("text", "list", "ip", "cidr", "url", "time", "dur")):
         regex = pick(REGEXES).replace("{", "{{").replace("}", "}}")
         atom = atom.format(text=pick(TEXTS), re=regex, list=pick(LISTS), list2=pick(LISTS), ip=pick(IPS),
                            ip2=pick(IPS), cidr=pick(CIDRS), cidr2=pick(CIDRS),
-                           url=pick(URLS), url2=pick(URLS), small="{small}", small2="{small2}",
+                           url=pick(URLS), url2=pick(URLS), time=pick(TIMES), time2=pick(TIMES),
+                           dur=pick(DURATIONS), dur2=pick(DURATIONS),
+                           tz=pick(ZONES), small="{small}", small2="{small2}",
                            cmp="{cmp}", i="{i}", d="{d}", n="{n}", s="{s}")
     return atom.format(
         driver=pick([DRIVER, "other.example.com"]), d=pick(DOMAINS), n=pick(NAMES), dn=pick(["gpu", "x"]),

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Any, Literal
 
-from . import cidr, engine, ip, lists, operators, sets, typevalues, urls
+from . import cidr, engine, ip, lists, operators, sets, timestamps, typevalues, urls
 from .cost import estimate
 from .device import CHECKED, precheck
 from .engine import CheckError, Compiler, EnvConfig
@@ -21,7 +21,8 @@ from .macros import compile_macro
 from .parser import Node, ParseError, flatten, parse
 from .values import Err, type_name
 
-LIBRARIES = (cidr, ip, lists, sets, typevalues, urls)  # each registers its functions and static costs when imported
+# Each library module registers its functions and static costs when imported.
+LIBRARIES = (cidr, ip, lists, sets, timestamps, typevalues, urls)
 engine.SPECIAL.update(operators.SPECIAL)
 engine.SPECIAL["@macro"] = compile_macro
 

@@ -87,7 +87,7 @@ def _device_decl() -> tuple[_Decl, _Decl]:
 
 
 _DEVICE, _ATTRIBUTE = _device_decl()
-_SCALARS = frozenset({"bool", "int", "uint", "double", "timestamp", "duration"})
+_SCALARS = frozenset({"bool", "int", "uint", "double", "google.protobuf.Timestamp", "google.protobuf.Duration"})
 
 
 def _path_size(path: list[str] | None) -> Range | None:

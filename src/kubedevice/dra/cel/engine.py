@@ -14,7 +14,7 @@ from typing import Any
 from . import regex
 from . import values as v
 from .device import DomainMap, attribute_domains, capacity_domains, domain_getter, memoised, value_getter
-from .library import DYN, INCLUDES, NAMESPACES, OVERLOADS, QTY, RUNTIME_COSTS, SEMVER, VALUE_TYPES, Overload
+from .library import DYN, INCLUDES, NAMESPACES, OVERLOADS, QTY, RUNTIME_COSTS, SEMVER, UNCHECKED, VALUE_TYPES, Overload
 from .parser import Call, Comprehension, Ident, ListLit, Lit, MapLit, Node, Select
 from .quantity import ComputedQuantity, Quantity
 from .semver import Semver
@@ -391,6 +391,8 @@ class Compiler:
         fns = [p.fn for p in parts]
         cost = sum(p.cost for p in parts) + 1
         tracked = RUNTIME_COSTS.get(name)
+        if name in UNCHECKED:
+            return Compiled(result_type, _panicking(impl, fns, tracked, name), cost)
         if tracked is not None:
             return Compiled(result_type, _charged(impl, fns, tracked), cost)
         if len(fns) == 1:
@@ -429,6 +431,25 @@ def _charged(impl: Callable[..., Any], fns: list[Closure],
     return call
 
 
+def _panicking(impl: Callable[..., Any], fns: list[Closure], tracked: Callable[[list[Any], Any], int] | None,
+               name: str) -> Closure:
+    """A call cel-go's cost tracker asserts the arguments of even when one is an error: the
+    error becomes a panic (values.Panic) instead of an ordinary, absorbable error."""
+    def call(a: dict[str, Any]) -> Any:
+        try:
+            args = [f(a) for f in fns]
+        except v.Panic:
+            raise
+        except Err:
+            raise v.Panic(f"internal error: interface conversion in {name}") from None
+        result = impl(*args)
+        if tracked is not None:
+            v.charge(a, tracked(args, result))
+        return result
+
+    return call
+
+
 def _try_fold(impl: Callable[..., Any], args: list[Any]) -> Any:
     """Evaluate a pure constructor of literals once; a failure stays a runtime error, as in Kubernetes."""
     try:
@@ -437,7 +458,7 @@ def _try_fold(impl: Callable[..., Any], args: list[Any]) -> Any:
         return None
 
 
-_CONVERSIONS = frozenset({"int", "uint", "double", "string", "bytes", "bool", "dyn"})
+_CONVERSIONS = frozenset({"int", "uint", "double", "string", "bytes", "bool", "dyn", "timestamp", "duration"})
 
 
 def _validate_regex_literals(name: str, target: Node | None, args: list[Node]) -> None:
@@ -488,9 +509,12 @@ def _guard(param: Any) -> tuple[type, ...] | None:
 def _dispatcher(name: str, overloads: list[Overload]) -> Callable[..., Any]:
     """Runtime overload choice by the dynamic types of the arguments."""
     table = [(ov.impl, [_guard(p) for p in ov.params]) for ov in overloads]
-    if len(table) == 1 and all(g is None for g in table[0][1]):
+    unchecked = name in UNCHECKED  # a mismatch panics in Go: the general dispatcher below raises Panic
+    if unchecked:
+        pass
+    elif len(table) == 1 and all(g is None for g in table[0][1]):
         return table[0][0]  # accepts anything: the implementation checks what it needs
-    if len(table) == 1 and len(table[0][1]) == 1:
+    elif len(table) == 1 and len(table[0][1]) == 1:
         impl, (g0,) = table[0]
 
         def call1(x: Any) -> Any:
@@ -499,7 +523,7 @@ def _dispatcher(name: str, overloads: list[Overload]) -> Callable[..., Any]:
             raise v.no_overload(name, x)
 
         return call1
-    if len(table) == 1 and len(table[0][1]) == 2:
+    elif len(table) == 1 and len(table[0][1]) == 2:
         impl, (g0, g1) = table[0]
 
         def call2(x: Any, y: Any) -> Any:
@@ -516,6 +540,8 @@ def _dispatcher(name: str, overloads: list[Overload]) -> Callable[..., Any]:
                     break
             else:
                 return impl(*args)
+        if unchecked:
+            raise v.Panic(f"internal error: interface conversion in {name}")
         raise v.no_overload(name, *args)
 
     return call

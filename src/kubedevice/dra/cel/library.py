@@ -14,7 +14,19 @@ from typing import Any
 from . import quantity as q
 from . import regex
 from . import semver as sv
-from .values import NONE, Err, Optional, UInt, check_int, compare, equal_or_false, no_overload, type_name
+from .values import (
+    NONE,
+    TIME_TYPES,
+    Err,
+    Optional,
+    UInt,
+    arith,
+    check_int,
+    compare,
+    equal_or_false,
+    no_overload,
+    type_name,
+)
 
 T = Any  # a type: str for primitives/abstract types, tuple for ("list", e), ("map", k, v), ("optional", e)
 DYN = "dyn"
@@ -37,6 +49,9 @@ CALL_COSTS: dict[str, Callable[[Any, Any], Any]] = {}
 # Runtime cost of a call, per function name, charged when the call is evaluated (cel-go's cost
 # trackers and Kubernetes' CallCost): (arguments, result) -> cost.
 RUNTIME_COSTS: dict[str, Callable[[list[Any], Any], int]] = {}
+# Functions that panic in Go when called with the wrong kind through dyn (see values.Panic)
+# instead of failing normally.
+UNCHECKED: set[str] = set()
 # Runtime classes of each declared type name, for overload dispatch (libraries add theirs).
 VALUE_TYPES: dict[str, tuple[type, ...]] = {}
 # Prefixes of namespaced global functions (``sets.contains(a, b)`` is not a call on ``sets``).
@@ -98,7 +113,7 @@ _COMPARABLE = (int, UInt, float, bool, str, bytes)
 
 
 def _comparable(item: Any, name: str) -> Any:
-    if type(item) not in _COMPARABLE:
+    if type(item) not in _COMPARABLE and type(item) not in TIME_TYPES:
         raise no_overload(name, item)
     return item
 
@@ -125,11 +140,11 @@ def _sum(items: Any) -> Any:
     items = _list_of(items, "sum")
     if not items:
         return 0
+    if type(items[0]) not in (int, UInt, float) and TIME_TYPES.get(type(items[0])) != "duration":
+        raise no_overload("sum", items)
     total = items[0]
     for item in items[1:]:
-        if type(item) is not type(total):
-            raise no_overload("sum", item)
-        total = check_int(total + item) if type(total) is int else total + item
+        total = arith("+", total, item)  # kinds must agree; overflow is an error
     return total
 
 
@@ -406,11 +421,13 @@ def _register_strings() -> None:
 
 
 def _register_lists() -> None:
-    for elem in ("int", "uint", "double", "string", "bool", "bytes"):
+    for elem in ("int", "uint", "double", "string", "bool", "bytes", "google.protobuf.Duration",
+                 "google.protobuf.Timestamp"):
         register("isSorted", True, (("list", elem),), "bool", _is_sorted)
-    for elem in ("int", "uint", "double"):
+    for elem in ("int", "uint", "double", "google.protobuf.Duration"):
         register("sum", True, (("list", elem),), elem, _sum)
-    for elem in ("int", "uint", "double", "string", "bool", "bytes"):
+    for elem in ("int", "uint", "double", "string", "bool", "bytes", "google.protobuf.Duration",
+                 "google.protobuf.Timestamp"):
         register("min", True, (("list", elem),), elem, lambda xs: _extreme(xs, -1, "min"))
         register("max", True, (("list", elem),), elem, lambda xs: _extreme(xs, 1, "max"))
     register("indexOf", True, (("list", "A"), "A"), "int", _index_of)
@@ -483,5 +500,5 @@ _register_quantity()
 _register_semver()
 _register_optional()
 
-__all__ = ["CALL_COSTS", "DYN", "INCLUDES", "NAMESPACES", "OVERLOADS", "QTY", "RUNTIME_COSTS", "SEMVER", "VALUE_TYPES",
-           "Overload", "register", "traversal_cost", "type_name"]
+__all__ = ["CALL_COSTS", "DYN", "INCLUDES", "NAMESPACES", "OVERLOADS", "QTY", "RUNTIME_COSTS", "SEMVER", "UNCHECKED",
+           "VALUE_TYPES", "Overload", "register", "traversal_cost", "type_name"]

@@ -7,11 +7,12 @@ from typing import Any
 
 from . import values as v
 from .cost import MAX, Coster, Range, plus, scaled, sort_cost, times
-from .library import CALL_COSTS, DYN, RUNTIME_COSTS, register
+from .library import CALL_COSTS, DYN, RUNTIME_COSTS, UNCHECKED, register
 from .parser import Call, Lit, Node
 from .values import Err, UInt
 
-COMPARABLE = ("int", "uint", "double", "bool", "duration", "timestamp", "string", "bytes")
+COMPARABLE = ("int", "uint", "double", "bool", "google.protobuf.Duration", "google.protobuf.Timestamp", "string",
+              "bytes")
 MAX_RANGE = 1_000_000
 LIST_CREATE = 10
 
@@ -71,7 +72,7 @@ def sort_by_keys(items: Any, keys: list[Any]) -> list[Any]:
     if not items:
         return list(items)
     first = type(keys[0])
-    if first not in _ORDERED:
+    if first not in _ORDERED and first not in v.TIME_TYPES:
         raise Err("list elements must be comparable")
     if len(keys) > 1 and any(type(k) is not first for k in keys):
         raise Err("list elements must have the same type")
@@ -174,6 +175,8 @@ RUNTIME_COSTS.update({"slice": lambda _args, result: _allocated(1, len(result)),
                       "flatten": _flatten_tracked,
                       "distinct": lambda args, _result: _self_compare(args[0]),
                       "sort": lambda args, _result: _self_compare(args[0])})
+# distinct() of a non-list panics in cel-go (its cost tracker asserts args[0].(traits.Lister)).
+UNCHECKED.add("distinct")
 CALL_COSTS.update({"slice": _slice_cost, "flatten": _flatten_cost, "lists.range": _range_cost,
                    "reverse": _reverse_cost, "distinct": _distinct_cost, "sort": _sort_cost})
 _register()

@@ -19,6 +19,11 @@ class Err(Exception):
     """A CEL runtime error value, raised so that Python unwinds to the nearest absorber."""
 
 
+class Panic(Err):
+    """A Go panic in a library function (an unchecked type assertion on a dyn argument): cel-go
+    turns it into an 'internal error' for the whole evaluation, which && and || cannot absorb."""
+
+
 COST_KEY = "@cost"
 MAX_COST = 1_000_000
 
@@ -204,11 +209,26 @@ def has_key(container: Any, key: Any) -> bool:
 def compare(a: Any, b: Any, op: str) -> int:
     """Ordering for the relational operators, including cross-type numeric comparisons."""
     ta, tb = type(a), type(b)
-    if (_is_num(a) and _is_num(b)) or (ta is tb and ta in (str, bytes, bool)):
+    if (_is_num(a) and _is_num(b)) or (ta is tb and (ta in (str, bytes, bool) or ta in TIME_TYPES)):
         if (ta is float and math.isnan(a)) or (tb is float and math.isnan(b)):
             raise Err("NaN values cannot be ordered")
         return int(a > b) - int(a < b)
     raise no_overload(op, a, b)
+
+
+# Timestamp and Duration classes (kind by class) and their + - and negation, registered by
+# timestamps.py, which builds on this module.
+TIME_TYPES: dict[type, str] = {}
+TIME_OPS: dict[str, Callable[..., Any]] = {}
+
+
+def _time_arith(op: str, a: Any, b: Any) -> Any:
+    kinds = (TIME_TYPES.get(type(a)), TIME_TYPES.get(type(b)))
+    allowed = {"+": (("timestamp", "duration"), ("duration", "timestamp"), ("duration", "duration")),
+               "-": (("timestamp", "timestamp"), ("timestamp", "duration"), ("duration", "duration"))}
+    if kinds not in allowed.get(op, ()):
+        raise no_overload(f"_{op}_", a, b)
+    return TIME_OPS[op](a, b)
 
 
 def check_int(value: int) -> int:
@@ -231,6 +251,8 @@ def _int_div(a: int, b: int) -> int:
 def arith(op: str, a: Any, b: Any) -> Any:
     """+ - * / % with CEL's overflow and division-by-zero errors; operands must share a kind."""
     ta, tb = type(a), type(b)
+    if ta in TIME_TYPES or tb in TIME_TYPES:
+        return _time_arith(op, a, b)
     if ta is not tb and not (ta in (list, tuple) and tb in (list, tuple)):
         raise no_overload(op, a, b)
     if ta is int or ta is UInt:
@@ -267,6 +289,8 @@ def _float_op(op: str, a: float, b: float) -> float:
 def negate(a: Any) -> Any:
     if type(a) is int:
         return check_int(-a)
+    if TIME_TYPES.get(type(a)) == "duration":  # only reachable through dyn: -_ is not declared for it
+        return TIME_OPS["negate"](a)
     if type(a) is float:
         return -a
     raise no_overload("-_", a)
@@ -309,6 +333,8 @@ def outcome(fn: Callable[[Any], Any], arg: Any) -> Any:
     """``fn(arg)``, with a CEL error returned as a value rather than raised."""
     try:
         return fn(arg)
+    except Panic:
+        raise
     except Err as exc:
         return exc
 
