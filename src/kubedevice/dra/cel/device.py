@@ -159,7 +159,6 @@ def _valid_version(text: str) -> bool:
     return True
 
 CHECKED = "_kubedevice_cel_checked"
-_NEEDS_NO_CHECK = frozenset({"string", "int", "bool", "strings", "ints", "bools"})
 
 
 def precheck(device: Any) -> None:
@@ -175,8 +174,11 @@ def precheck(device: Any) -> None:
         return
     error: Err | None = None
     for name, value in device.attributes.items():
-        if len(value) == 1 and value.keys() <= _NEEDS_NO_CHECK and None not in value.values():
-            continue
+        if "version" not in value and "versions" not in value and (
+                value.get("string") is not None or value.get("int") is not None or value.get("bool") is not None
+                or value.get("strings") is not None or value.get("ints") is not None
+                or value.get("bools") is not None):
+            continue  # attribute_value cannot fail without a version (a few dict probes, no views)
         if len(value) != 1 or type(value.get("version")) is not str or not _valid_version(value["version"]):
             try:
                 attribute_value(value)
