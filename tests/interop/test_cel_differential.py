@@ -112,6 +112,6 @@ def test_corpus_covers_every_library_function() -> None:
                  ".isLinkLocalUnicast()", "cidr(", "isCIDR(", ".containsIP(", ".containsCIDR(", ".prefixLength()",
                  ".masked()", "url(", "isURL(", ".getScheme()", ".getHost()", ".getHostname()", ".getPort()",
                  ".getEscapedPath()", ".getQuery()", "type(", "timestamp(", "duration(", ".getFullYear(",
-                 ".getDayOfWeek()", ".getMilliseconds()"]
+                 ".getDayOfWeek()", ".getMilliseconds()", ".format(", "strings.quote("]
     missing = [f for f in functions if f not in text]
     assert not missing, f"corpus never calls {missing}"

@@ -263,6 +263,8 @@ TIMES = ['"2024-01-02T03:04:05Z"', '"2024-01-02T03:04:05.5+01:00"', '"2024-02-30
 ZONES = ['"America/New_York"', '"+05:30"', '"-01:00"', '"UTC"', '"Mars/Olympus"', '"+05:99"']
 DURATIONS = ['"1h30m"', '"-1.5h"', '"100ns"', '"1d"', '"0"', '".5s"', '"2562048h"', '"1µs"', 'device.driver']
 LIBRARY_ATOMS = [
+    '"%s/%d".format([{text}, {i}]) == "a100/1"', '"%.2f %e".format([{list}, 1.5]).size() > 0',
+    '"%x %o %b".format([{i}, {i}, {i}]) != ""', '"%s".format({list}) != ""', 'strings.quote({text}).size() > 2',
     'timestamp({time}) < timestamp({time2})', 'string(timestamp({time})) == {time2}', 'int(timestamp({time})) {cmp} 0',
     'timestamp({time}).getFullYear() == 2024', 'timestamp({time}).getHours({tz}) {cmp} 3',
     'timestamp({time}).getDayOfWeek() == 2 && timestamp({time}).getMilliseconds() == 500',

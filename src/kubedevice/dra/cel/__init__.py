@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Any, Literal
 
-from . import cidr, engine, ip, lists, operators, sets, timestamps, typevalues, urls
+from . import cidr, engine, ip, lists, operators, sets, strformat, timestamps, typevalues, urls
 from .cost import estimate
 from .device import CHECKED, precheck
 from .engine import CheckError, Compiler, EnvConfig
@@ -22,7 +22,7 @@ from .parser import Node, ParseError, flatten, parse
 from .values import Err, type_name
 
 # Each library module registers its functions and static costs when imported.
-LIBRARIES = (cidr, ip, lists, sets, timestamps, typevalues, urls)
+LIBRARIES = (cidr, ip, lists, sets, strformat, timestamps, typevalues, urls)
 engine.SPECIAL.update(operators.SPECIAL)
 engine.SPECIAL["@macro"] = compile_macro
 

@@ -48,6 +48,8 @@ class Compiled:
     cost: int  # work of one evaluation outside loops: what a comprehension charges per iteration
 
 
+# string.format()'s compile-time check, registered by strformat.py (which builds on this module).
+FORMAT_VALIDATOR: list[Callable[[str, list[Node], Callable[[Node], Any]], str | None]] = []
 # Identifiers that denote types (int, string, ...); filled in by the type() library module.
 TYPE_DENOTATIONS: dict[str, Any] = {}
 
@@ -360,7 +362,12 @@ class Compiler:
         return None
 
     def _call(self, name: str, target: Node | None, args: list[Node]) -> Compiled:
-        parts = ([self.compile(target)] if target is not None else []) + [self.compile(a) for a in args]
+        exempt = name == "format" and target is not None  # format's argument list may mix types
+        self.exempt_literals += exempt
+        try:
+            parts = ([self.compile(target)] if target is not None else []) + [self.compile(a) for a in args]
+        finally:
+            self.exempt_literals -= exempt
         candidates = list(OVERLOADS.get(name, []))
         if name == "includes" and self.env.includes:
             candidates.append(INCLUDES)
@@ -382,6 +389,11 @@ class Compiler:
         impl = _dispatcher(name, [ov for ov, _ in matched])
         literals = [a.value for a in args if isinstance(a, Lit)]
         _validate_regex_literals(name, target, args)
+        if exempt and isinstance(target, Lit) and target.kind == "string" and len(args) == 1 \
+                and isinstance(args[0], ListLit) and FORMAT_VALIDATOR:
+            problem = FORMAT_VALIDATOR[0](str(target.value), args[0].elements, lambda n: self.types.get(id(n), DYN))
+            if problem is not None:
+                raise CheckError(problem)
         if name in _CONVERSIONS and target is None and len(literals) == len(args) == 1:
             return self._folded(impl, parts[0].fn({}), result_type)
         if name in _PURE and target is None and len(literals) == len(args):

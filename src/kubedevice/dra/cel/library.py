@@ -55,7 +55,7 @@ UNCHECKED: set[str] = set()
 # Runtime classes of each declared type name, for overload dispatch (libraries add theirs).
 VALUE_TYPES: dict[str, tuple[type, ...]] = {}
 # Prefixes of namespaced global functions (``sets.contains(a, b)`` is not a call on ``sets``).
-NAMESPACES = {"optional", "sets", "lists", "ip"}
+NAMESPACES = {"optional", "sets", "lists", "ip", "strings"}
 
 
 def register(name: str, member: bool, params: tuple[T, ...], result: T, impl: Callable[..., Any]) -> None:
@@ -501,4 +501,4 @@ _register_semver()
 _register_optional()
 
 __all__ = ["CALL_COSTS", "DYN", "INCLUDES", "NAMESPACES", "OVERLOADS", "QTY", "RUNTIME_COSTS", "SEMVER", "UNCHECKED",
-           "VALUE_TYPES", "Overload", "register", "traversal_cost", "type_name"]
+           "VALUE_TYPES", "Overload", "format_double", "register", "traversal_cost", "type_name"]
