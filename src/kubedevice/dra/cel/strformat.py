@@ -12,7 +12,7 @@ from collections.abc import Callable
 from typing import Any
 
 from . import values as v
-from .cost import Coster, Range, scaled
+from .cost import Coster, Range, plus, scaled, times
 from .engine import FORMAT_VALIDATOR
 from .library import CALL_COSTS, format_double, register
 from .parser import Call, ListLit, MapLit
@@ -292,8 +292,12 @@ def _format_cost(c: Coster, node: Call) -> tuple[Range, None] | None:
     return scaled(c.size_or_unknown(node.target), 0.1), None
 
 
-def _quote_cost(c: Coster, node: Call) -> tuple[Range, None] | None:
-    return (scaled(c.size_or_unknown(node.args[0]), 0.1), None) if len(node.args) == 1 else None
+def _quote_cost(c: Coster, node: Call) -> tuple[Range, Range] | None:
+    """A tenth of the text; the result is 2 longer, or twice as long plus 2 when all is escaped."""
+    if len(node.args) != 1:
+        return None
+    size = c.size_or_unknown(node.args[0])
+    return scaled(size, 0.1), plus((size[0], times(size, (2, 2))[1]), (2, 2))
 
 
 def _register() -> None:
