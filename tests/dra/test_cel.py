@@ -109,19 +109,19 @@ def test_kubernetes_library_answers(expression: str, expected: bool) -> None:
 ])
 def test_compile_errors(expression: str) -> None:
     with pytest.raises(CompileError) as info:
-        compile_selector(expression)
+        compile_selector(expression, env="NewExpressions")
     assert info.value.kind == "compile" and info.value.message
 
 
 def test_feature_gates_and_stored_expressions() -> None:
     gated = "device.allowMultipleAllocations == false"
-    assert evaluate(gated, env="StoredExpressions")
-    assert evaluate(gated, features={"DRAConsumableCapacity": True})
+    assert evaluate(gated)  # the default environment is StoredExpressions, like Options{}
+    assert evaluate(gated, env="NewExpressions", features={"DRAConsumableCapacity": True})
     lists = f'device.attributes["{DRIVER}"].ids.includes(2) && device.attributes["{DRIVER}"].ids.exists(x, x == 1)'
-    assert evaluate(lists, env="StoredExpressions")
-    assert evaluate(lists, features={"DRAListTypeAttributes": True})
+    assert evaluate(lists)
+    assert evaluate(lists, env="NewExpressions", features={"DRAListTypeAttributes": True})
     with pytest.raises(CompileError):
-        compile_selector(lists, features={"DRAConsumableCapacity": True})
+        compile_selector(lists, env="NewExpressions", features={"DRAConsumableCapacity": True})
 
 
 @pytest.mark.parametrize("compile_fn", COMPILERS)
@@ -157,6 +157,39 @@ def test_cost_limit_stops_expensive_expression_quickly() -> None:
         selector.matches(GPU)
     assert time.monotonic() - start < 30
     assert selector.cost_estimate > MAX_COST
+
+
+@pytest.mark.parametrize("compile_fn", COMPILERS)
+@pytest.mark.parametrize(("expression", "expected"), [
+    # Kubernetes' regexes are RE2 (Go's regexp), not Python's re.
+    ('"abc\\n".matches("abc$")', False),
+    ('"abc".matches("abc$") && "abc".matches("c\\\\z")', True),
+    ('"ab1".matches("^[[:alpha:]]+[[:digit:]]$")', True),
+    ('"é".matches("^\\\\pL$")', True),
+    ('"a.b".matches("\\\\Qa.b\\\\E") && !"axb".matches("^\\\\Qa.b\\\\E$")', True),
+    ('"axxb".findAll("x*") == ["", "xx", ""]', True),        # Go skips an empty match after a match
+    ('"aaa".findAll("a", 2) == ["a", "a"] && "ab".find("z") == ""', True),
+])
+def test_regex_is_re2(compile_fn: object, expression: str, expected: bool) -> None:
+    assert compile_fn(expression).matches(GPU) is expected  # type: ignore[operator]
+
+
+@pytest.mark.parametrize("expression", [
+    '"ab".matches("a(?=b)")',          # lookahead: not RE2
+    '"aa".matches("(a)\\\\1")',       # backreference: not RE2
+    '"ab".find("(")',                  # the find/findAll regex optimisation compiles constant patterns
+    '"ab".findAll("[", 1).size() == 0',
+    'matches("(", "x")',               # ValidateRegexLiterals checks the first argument of global matches
+])
+def test_invalid_constant_regex_is_a_compile_error(expression: str) -> None:
+    with pytest.raises(CompileError):
+        compile_selector(expression)
+
+
+def test_invalid_dynamic_regex_is_a_runtime_error() -> None:
+    selector = compile_selector(f'device.driver.matches(device.attributes["{DRIVER}"].model + "(?=x)")')
+    with pytest.raises(EvalError, match="error parsing regexp"):
+        selector.matches(GPU)
 
 
 def test_compile_once_and_errors_are_cel_errors() -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -46,9 +47,18 @@ def test_answers_line_by_line(cel_process: subprocess.Popen[str]) -> None:
 
 def test_environment_and_features(cel_process: subprocess.Popen[str]) -> None:
     case = {"expression": "device.allowMultipleAllocations", "driver": "d", "allowMultipleAllocations": True}
-    assert ask(cel_process, json.dumps(case))["error"] == "compile"
-    assert ask(cel_process, json.dumps({**case, "env": "StoredExpressions"})) == {"result": True}
-    assert ask(cel_process, json.dumps({**case, "features": {"DRAConsumableCapacity": True}})) == {"result": True}
+    assert ask(cel_process, json.dumps(case)) == {"result": True}  # StoredExpressions by default, like Options{}
+    new = {**case, "env": "NewExpressions"}
+    assert ask(cel_process, json.dumps(new))["error"] == "compile"
+    assert ask(cel_process, json.dumps({**new, "features": {"DRAConsumableCapacity": True}})) == {"result": True}
+
+
+def test_help_documents_the_line_formats() -> None:
+    done = subprocess.run([sys.executable, "-m", "kubedevice", "dra", "cel", "--help"], capture_output=True,
+                          text=True, check=True, env={**os.environ, "COLUMNS": "100"})
+    for text in ('"expression"', '"attributes"', '"capacity"', '"env"', "StoredExpressions", '"features"',
+                 '{"result": true}', '"error": "compile" or "runtime"', '"error": "input"'):
+        assert text in done.stdout
 
 
 @pytest.mark.parametrize("line", [

@@ -7,7 +7,6 @@ import (
 	"os"
 	"time"
 
-	"k8s.io/apiserver/pkg/cel/environment"
 	dracel "k8s.io/dynamic-resource-allocation/cel"
 )
 
@@ -41,10 +40,10 @@ func bench(args []string) int {
 			return 1
 		}
 	}
-	envType := environment.NewExpressions
+	// Options{}: StoredExpressions, the environment the scheduler evaluates selectors with.
 	ctx := context.Background()
 	for _, expr := range spec.Expressions {
-		result := dracel.GetCompiler(dracel.Features{}).CompileCELExpression(expr, dracel.Options{EnvType: &envType})
+		result := dracel.GetCompiler(dracel.Features{}).CompileCELExpression(expr, dracel.Options{})
 		if result.Error != nil {
 			fmt.Fprintln(os.Stderr, result.Error)
 			return 1

@@ -12,7 +12,7 @@ from typing import Any
 
 DRIVER = "gpu.example.com"
 DOMAINS = [DRIVER, "other.example.com", "unknown.example.com"]
-NAMES = ["model", "cores", "ecc", "fw", "tags", "ids", "flags", "fws", "missing"]
+NAMES = ["model", "cores", "ecc", "fw", "tags", "ids", "flags", "fws", "addr", "missing"]
 CAPS = ["memory", "slices", "missing"]
 STRINGS = ['"a100"', '"h100"', '""', '"A100"', '"a"']
 INTS = ["0", "1", "-1", "80", "9223372036854775807", "-9223372036854775808", "3u", "2.5"]
@@ -243,18 +243,87 @@ ATOMS = [
 ]
 
 
+# Right and wrong operands for the libraries of the base environment beyond the core.
+REGEXES = ['"^a"', '"a$"', '"[[:alpha:]]+"', '"\\\\pL+"', '"(?=a)"', '"(a)\\\\1"', '"\\\\Qa.\\\\E"', '"0\\\\z"',
+           '"x*"', '"["', '"(?i)A"', '"[0-9]+"', '"^$"', '"\\\\d{2}"', '"a{1001}"', '"(?P<n>a)"', '"\\\\C"']
+TEXTS = ['"abc\\n"', '"a100"', '"x1y22"', '""', '"é0"', '"a.b"', 'device.driver', 'device.attributes["{d}"].{n}']
+LISTS = ["[3, 1, 2]", "[1, 1]", "[]", '["b", "a"]', "[1.5, -0.0, 0.0]", '[dyn(1), dyn("a")]', "[[1], [2, 3]]",
+         'device.attributes["{d}"].{n}', "[true, false]", '"abc"', "dyn([1, 2u, 3.0])", "[0.0 / 0.0, 1.0]"]
+IPS = ['"10.1.2.3"', '"::1"', '"fe80::1%eth0"', '"01.2.3.4"', '"::ffff:1.2.3.4"', '"2001:DB8::1"', '"1.2.3"',
+       '"224.0.0.251"', '"ff02::1"', '"255.255.255.255"', '"0.0.0.0"', '"169.254.1.1"', '"1:2:3:4:5:6:7::"',
+       'device.attributes["{d}"].{n}']
+CIDRS = ['"10.0.0.0/8"', '"10.1.2.3/8"', '"::/0"', '"1.2.3.4/33"', '"1.2.3.4/08"', '"fe80::/10"', '"1.2.3.4"',
+         '"::ffff:1.2.3.0/120"', '"10.1.0.0/16"', '"0.0.0.0/0"']
+URLS = ['"https://user:pw@x.io:8080/a%20b?b=c&b=d&e#f"', '"/relative"', '"x.io"', '""', '"https://x.io/a%zz"',
+        '"mailto:a@b"', '"http://a:b:80/"', '"ftp://a:b:80/"', '"http://[::1]:80/p"', '"http://[1.2.3.4]/"',
+        '"HTTP://X.io/a b?x=1;y=2"', '"http://%41.io/"', '"*"', 'device.driver', 'device.attributes["{d}"].{n}']
+TIMES = ['"2024-01-02T03:04:05Z"', '"2024-01-02T03:04:05.5+01:00"', '"2024-02-30T00:00:00Z"', '"2024-01-02T3:04:05Z"',
+         '"9999-12-31T23:59:59Z"', '"0001-01-01T00:00:00Z"', '"2024-01-02t03:04:05z"', '0', '-62135596801',
+         'device.attributes["{d}"].{n}']
+ZONES = ['"America/New_York"', '"+05:30"', '"-01:00"', '"UTC"', '"Mars/Olympus"', '"+05:99"']
+DURATIONS = ['"1h30m"', '"-1.5h"', '"100ns"', '"1d"', '"0"', '".5s"', '"2562048h"', '"1µs"', 'device.driver']
+LIBRARY_ATOMS = [
+    '"%s/%d".format([{text}, {i}]) == "a100/1"', '"%.2f %e".format([{list}, 1.5]).size() > 0',
+    '"%x %o %b".format([{i}, {i}, {i}]) != ""', '"%s".format({list}) != ""', 'strings.quote({text}).size() > 2',
+    'timestamp({time}) < timestamp({time2})', 'string(timestamp({time})) == {time2}', 'int(timestamp({time})) {cmp} 0',
+    'timestamp({time}).getFullYear() == 2024', 'timestamp({time}).getHours({tz}) {cmp} 3',
+    'timestamp({time}).getDayOfWeek() == 2 && timestamp({time}).getMilliseconds() == 500',
+    'timestamp({time}) + duration({dur}) > timestamp({time2})',
+    'timestamp({time}) - timestamp({time2}) < duration({dur})',
+    'duration({dur}).getMinutes() {cmp} 90', 'string(duration({dur})) == "5400s"', 'int(duration({dur})) > 0',
+    'duration({dur}) - duration({dur2}) == duration("0s")',
+    '[duration({dur}), duration({dur2})].min() < duration("1s")',
+    'type(timestamp({time})) == google.protobuf.Timestamp', '-dyn(duration({dur})) < duration("0s")',
+    'isURL({url})', 'url({url}).getScheme() == "https"', 'url({url}).getHost() == url({url2}).getHost()',
+    'url({url}).getHostname().size() {cmp} 4', 'url({url}).getPort() == ""', 'url({url}).getEscapedPath() == "/a%20b"',
+    'url({url}).getQuery().size() {cmp} 1', 'url({url}) == url({url2})', 'dyn(url({url})) == {url}',
+    'type({list}) == list', 'type(device.attributes["{d}"].{n}) == string', 'type({ip}) == type({list2})',
+    'type(ip({ip})) == net.IP', 'dyn(type({list})) == {list2}',
+    '{text}.matches({re})', 'matches({text}, {re})', '{text}.find({re}) == ""', '{text}.findAll({re}).size() {cmp} 1',
+    '{text}.findAll({re}, {small}) == {text}.findAll({re})',
+    '{list}.sort() == {list2}', '{list}.slice({small}, {small2}).size() == 1', '{list}.flatten().size() > 0',
+    'dyn({list}).flatten({small}).size() > 0', '{list}.distinct() == {list}', '{list}.reverse().size() >= 0',
+    'lists.range({small}).size() == {small}', '{list}.sortBy(x, x) == {list2}', '{list}.sortBy(x, -x).size() > 0',
+    'sets.contains({list}, {list2})', 'sets.intersects({list}, {list2})', 'sets.equivalent({list}, {list2})',
+    '{list}.all(i, v, i >= 0)', '{list}.exists(i, v, v == {i})', '{list}.existsOne(i, v, i == 1)',
+    '{list}.transformList(i, v, i).size() {cmp} 2', '{list}.transformList(i, v, i > 0, v) == {list2}',
+    '{list}.transformMap(i, v, v).size() >= 0', '{list}.transformMapEntry(i, v, {{{{string(i): v}}}}).size() >= 0',
+    'device.attributes.exists(d, m, m.size() > 1 && d.endsWith(".com"))',
+    'device.attributes["{d}"].all(k, v, k != "" && v != null)',
+    'device.attributes["{d}"].transformMap(k, v, k.size()).size() >= 0',
+    'ip({ip}).family() == 4', 'isIP({ip})', 'ip.isCanonical({ip})', 'ip({ip}).isLoopback()',
+    'ip({ip}).isUnspecified() || ip({ip}).isGlobalUnicast()', 'ip({ip}).isLinkLocalMulticast()',
+    'ip({ip}).isLinkLocalUnicast()', 'string(ip({ip})) == {ip}', 'ip({ip}) == ip({ip2})',
+    'cidr({cidr}).containsIP({ip})', 'cidr({cidr}).containsIP(ip({ip}))', 'cidr({cidr}).containsCIDR({cidr2})',
+    'cidr({cidr}).containsCIDR(cidr({cidr2}))', 'isCIDR({cidr})', 'cidr({cidr}).prefixLength() {cmp} 8',
+    'string(cidr({cidr}).masked()) == {cidr}', 'cidr({cidr}).ip() == ip({ip})', 'cidr({cidr}) == cidr({cidr2})',
+    'dyn(ip({ip})) == cidr({cidr})', 'ip({list}) == ip({ip})', 'cidr({cidr}).containsIP({i})',
+    'cel.bind(x, {i} / 0, {i} > 0)', 'cel.bind(x, device.attributes["{d}"].{n}, true)',
+    'cel.bind(x, device.attributes["{d}"].{n}, x == {s})',
+]
+
+
 def _fill(rng: random.Random, atom: str) -> str:
     pick = rng.choice
+    if any(f"{{{key}}}" in atom for key in ("text", "list", "ip", "cidr", "url", "time", "dur")):
+        regex = pick(REGEXES).replace("{", "{{").replace("}", "}}")
+        atom = atom.format(text=pick(TEXTS), re=regex, list=pick(LISTS), list2=pick(LISTS), ip=pick(IPS),
+                           ip2=pick(IPS), cidr=pick(CIDRS), cidr2=pick(CIDRS),
+                           url=pick(URLS), url2=pick(URLS), time=pick(TIMES), time2=pick(TIMES),
+                           dur=pick(DURATIONS), dur2=pick(DURATIONS),
+                           tz=pick(ZONES), small="{small}", small2="{small2}",
+                           cmp="{cmp}", i="{i}", d="{d}", n="{n}", s="{s}")
     return atom.format(
         driver=pick([DRIVER, "other.example.com"]), d=pick(DOMAINS), n=pick(NAMES), dn=pick(["gpu", "x"]),
         s=pick(STRINGS), i=pick(INTS), i2=pick(INTS), c=pick(CAPS), q=pick(QUANTITIES), q2=pick(QUANTITIES),
         v=pick(VERSIONS), v2=pick(VERSIONS), cmp=pick(["==", "!=", "<", ">", "<=", ">="]),
-        small=pick(["1", "2", "-1", "5"]),
+        small=pick(["1", "2", "-1", "5"]), small2=pick(["0", "1", "2", "3"]),
     )
 
 
 def expression(rng: random.Random) -> str:
-    parts = [_fill(rng, rng.choice(ATOMS)) for _ in range(rng.choice([1, 1, 1, 2, 3]))]
+    atoms = ATOMS if rng.random() < 0.5 else LIBRARY_ATOMS
+    parts = [_fill(rng, rng.choice(atoms)) for _ in range(rng.choice([1, 1, 1, 2, 3]))]
     out = parts[0]
     for part in parts[1:]:
         out = f"({out}) {rng.choice(['&&', '||'])} ({part})"
@@ -272,6 +341,7 @@ def _attribute(rng: random.Random, name: str) -> dict[str, Any]:
         "ids": [{"ints": [1, 2, 3]}, {"ints": [3, 1]}, {"ints": []}],
         "flags": [{"bools": [True, False]}],
         "fws": [{"versions": ["1.0.0", "1.2.3"]}, {"versions": ["1.0.0", "1.2.3"]}, {"versions": ["1.0.0", "01.2.3"]}],
+        "addr": [{"string": "10.1.2.3"}, {"string": "fe80::1"}, {"string": "a100"}, {"int": 4}],
     }
     return rng.choice(kinds[name])
 
@@ -298,8 +368,11 @@ def corpus(seed: int, expressions: int, devices_per_expression: int) -> list[dic
     cases = []
     for _ in range(expressions):
         expr = expression(rng)
-        env = rng.choice(["NewExpressions", "NewExpressions", "StoredExpressions"])
+        env = rng.choice(["NewExpressions", "NewExpressions", "StoredExpressions", None])
         features = {"DRAConsumableCapacity": rng.random() < 0.5, "DRAListTypeAttributes": rng.random() < 0.5}
         for _ in range(devices_per_expression):
-            cases.append({"expression": expr, "env": env, "features": features, **device(rng)})
+            case = {"expression": expr, "features": features, **device(rng)}
+            if env is not None:  # without "env" both sides use the library's default, StoredExpressions
+                case["env"] = env
+            cases.append(case)
     return cases

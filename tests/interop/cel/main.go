@@ -88,15 +88,17 @@ func toDevice(req request) (dracel.Device, error) {
 }
 
 func evaluate(req request) answer {
-	envType := environment.NewExpressions
-	if req.Env == "StoredExpressions" {
-		envType = environment.StoredExpressions
+	// No "env": Options{} as the library's callers pass it (EnvType nil means StoredExpressions).
+	var options dracel.Options
+	if req.Env != "" {
+		envType := environment.Type(req.Env)
+		options.EnvType = &envType
 	}
 	features := dracel.Features{
 		EnableConsumableCapacity: req.Features["DRAConsumableCapacity"],
 		EnableListTypeAttributes: req.Features["DRAListTypeAttributes"],
 	}
-	result := dracel.GetCompiler(features).CompileCELExpression(req.Expression, dracel.Options{EnvType: &envType})
+	result := dracel.GetCompiler(features).CompileCELExpression(req.Expression, options)
 	if result.Error != nil {
 		return answer{Error: "compile", Message: result.Error.Error()}
 	}

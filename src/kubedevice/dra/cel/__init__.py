@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Any, Literal
 
-from . import engine, operators
+from . import cidr, engine, ip, lists, operators, sets, strformat, timestamps, typevalues, urls
 from .cost import estimate
 from .device import CHECKED, precheck
 from .engine import CheckError, Compiler, EnvConfig
@@ -21,6 +21,8 @@ from .macros import compile_macro
 from .parser import Node, ParseError, flatten, parse
 from .values import Err, type_name
 
+# Each library module registers its functions and static costs when imported.
+LIBRARIES = (cidr, ip, lists, sets, strformat, timestamps, typevalues, urls)
 engine.SPECIAL.update(operators.SPECIAL)
 engine.SPECIAL["@macro"] = compile_macro
 
@@ -99,13 +101,18 @@ def _frozen_features(features: Mapping[str, bool] | None) -> tuple[tuple[str, bo
     return tuple(sorted((features or {}).items()))
 
 
-def compile_selector(expression: str, *, env: Environment = "NewExpressions",
+def compile_selector(expression: str, *, env: Environment = "StoredExpressions",
                      features: Mapping[str, bool] | None = None) -> Selector:
-    """Compile (cached) or raise CompileError with cel-go's classification."""
+    """Compile (cached) or raise CompileError with cel-go's classification.
+
+    The default environment is the Go library's (``Options{}``): StoredExpressions, which the
+    scheduler evaluates with. Pass ``env="NewExpressions"`` to validate a new or changed object
+    as the API server does (then ``features`` gates what the environment declares).
+    """
     return _compile(expression, env, _frozen_features(features), True)
 
 
-def compile_general(expression: str, *, env: Environment = "NewExpressions",
+def compile_general(expression: str, *, env: Environment = "StoredExpressions",
                     features: Mapping[str, bool] | None = None) -> Selector:
     """Like compile_selector but never uses the fast path, so tests can hold both to Kubernetes."""
     return _compile(expression, env, _frozen_features(features), False)

@@ -31,11 +31,11 @@ def answer(line: str) -> dict[str, Any]:
             raise ValueError("attributes must map names to objects")
         device = DeviceInput(str(case.get("driver", "")), attributes, _capacity(case.get("capacity") or {}),
                              case.get("allowMultipleAllocations"))
-        env = case.get("env") or "NewExpressions"
+        env = case.get("env") or "StoredExpressions"
         if env not in ("NewExpressions", "StoredExpressions"):
             raise ValueError(f"unknown env {env!r}")
-        selector = compile_selector(case["expression"], env="StoredExpressions" if env == "StoredExpressions"
-                                    else "NewExpressions", features=case.get("features") or {})
+        selector = compile_selector(case["expression"], env="NewExpressions" if env == "NewExpressions"
+                                    else "StoredExpressions", features=case.get("features") or {})
         return {"result": selector.matches(device)}
     except CELError as exc:
         return {"error": exc.kind, "message": exc.message}
@@ -44,7 +44,27 @@ def answer(line: str) -> dict[str, Any]:
 
 
 def cel_command() -> None:
-    """Read stdin until EOF, answering and flushing line by line."""
+    """Evaluate DRA CEL selectors: JSON lines on stdin, one flushed answer line each.
+
+    Input (only "expression" is required):
+    {"expression": "device.driver == 'gpu.example.com'",
+     "driver": "gpu.example.com",
+     "attributes": {"model": {"string": "a100"}, "x.io/ids": {"ints": [1]}},
+     "capacity": {"memory": {"value": "40Gi"}},
+     "allowMultipleAllocations": true,
+     "env": "StoredExpressions" or "NewExpressions",
+     "features": {"DRAConsumableCapacity": true, "DRAListTypeAttributes": true}}
+    Attribute values: int, bool, string, version, ints, bools, strings, versions.
+
+    "env" defaults to StoredExpressions, as Options{} of the Go library
+    k8s.io/dynamic-resource-allocation/cel does (the scheduler's view);
+    NewExpressions is how the API server validates new objects, and only
+    there do "features" change the environment.
+
+    Output: {"result": true} or {"result": false},
+    {"error": "compile" or "runtime", "message": "..."} for CEL errors,
+    {"error": "input", "message": "..."} for a malformed line (reading goes on).
+    """
     for line in sys.stdin:
         if not line.strip():
             continue

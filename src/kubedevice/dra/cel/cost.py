@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from .engine import DEVICE
-from .library import QTY, SEMVER
+from .library import CALL_COSTS, NAMESPACES, QTY, SEMVER
 from .parser import Call, Comprehension, Ident, ListLit, Lit, MapLit, Node, Select
 
 MAX = (1 << 64) - 1
@@ -87,7 +87,7 @@ def _device_decl() -> tuple[_Decl, _Decl]:
 
 
 _DEVICE, _ATTRIBUTE = _device_decl()
-_SCALARS = frozenset({"bool", "int", "uint", "double", "timestamp", "duration"})
+_SCALARS = frozenset({"bool", "int", "uint", "double", "google.protobuf.Timestamp", "google.protobuf.Duration"})
 
 
 def _path_size(path: list[str] | None) -> Range | None:
@@ -229,8 +229,8 @@ class Coster:
             self._copy(node.args[0], node)
             return plus(ONE, inner)
         arg_costs = [self.cost(a) for a in node.args]
-        namespaced = isinstance(node.target, Ident) and node.target.name == "optional" \
-            and self._local("optional") is None  # optional.of(...) is a function name, not a target
+        namespaced = isinstance(node.target, Ident) and node.target.name in NAMESPACES \
+            and self._local(node.target.name) is None  # optional.of(...) is a function name, not a target
         target_cost = self.cost(node.target) if node.target is not None and not namespaced else ZERO
         estimate, result_size = self._function(node, arg_costs)
         if node.function in ("_[_]", "_[?_]") and node.target is None:
@@ -248,8 +248,20 @@ class Coster:
             self.sizes[id(node)] = result_size
         return plus(target_cost, estimate)
 
+    def function_name(self, node: Call) -> str:
+        """The declared name: ``sets.contains`` for ``sets.contains(a, b)``."""
+        target = node.target
+        if isinstance(target, Ident) and target.name in NAMESPACES and self._local(target.name) is None:
+            return f"{target.name}.{node.function}"
+        return node.function
+
     def _function(self, node: Call, arg_costs: list[Range]) -> tuple[Range, Range | None]:
         args_sum = plus(*arg_costs)
+        library = CALL_COSTS.get(self.function_name(node))
+        if library is not None:
+            found = library(self, node)
+            if found is not None:
+                return plus(found[0], args_sum), found[1]
         k8s = self._kubernetes(node)
         if k8s is not None:
             return plus(k8s[0], args_sum), k8s[1]
@@ -289,8 +301,11 @@ class Coster:
             return ONE, None
         if name == "_==_":
             left, right = (self.type_of(a) for a in args)
-            if left == right and left in (QTY, SEMVER):
+            if left == right and left in (QTY, SEMVER, "net.IP", "net.CIDR"):
                 return ONE, None
+            if left == right == "kubernetes.URL":  # upstream sizes both sides by the right one
+                right_size = self.size(args[1])
+                return scaled((1, right_size[1] if right_size else 1), STRING_FACTOR), None
         return None
 
     def _list_element_path(self, target: Node) -> list[str] | None:
@@ -349,16 +364,53 @@ class Coster:
             return plus((10, 10), init, body)
         if node.kind in ("optMap", "optFlatMap"):
             return self._opt_map(node)
+        if node.kind == "sortBy":
+            return self._sort_by(node)
         range_cost = self.cost(node.target)
         self.locals.append((node.var, self._iter_var(node.target)))
+        if node.var2 is not None:
+            self.locals[-1] = (node.var, self._first_var(node.target))
+            self.locals.append((node.var2, self._second_var(node.target)))
         body = self.cost(node.body)
         extra = self.cost(node.extra) if node.extra is not None else None
         self.locals.pop()
+        if node.var2 is not None:
+            self.locals.pop()
         count = self.size_or_unknown(node.target)
         init, step, result = _MACRO_COSTS[node.kind](body, extra)
-        if node.kind in ("map", "filter"):
+        if node.kind in ("map", "filter", "transformList", "transformMap", "transformMapEntry"):
             self.sizes[id(node)] = count
         return plus(range_cost, init, result, times(count, step))
+
+    def _first_var(self, target: Node) -> _Var:
+        """Index (a scalar) of a list, or key of a map."""
+        t = self.type_of(target)
+        base = self.paths.get(id(target))
+        if isinstance(t, tuple) and t[0] == "list":
+            return _Var(None, ONE, None)
+        return _Var([*base, "@keys"] if base is not None else None, None, None)
+
+    def _second_var(self, target: Node) -> _Var:
+        """Element of a list, or value of a map."""
+        t = self.type_of(target)
+        base = self.paths.get(id(target))
+        step = "@items" if isinstance(t, tuple) and t[0] == "list" else "@values"
+        entry = self.entry(target)
+        size = entry if (entry is not None and step == "@items") else None
+        return _Var([*base, step] if base is not None else None, size, None)
+
+    def _sort_by(self, node: Comprehension) -> Range:
+        """cel.bind(@in, list, @in.@sortByAssociatedKeys(@in.map(x, key))) as ext.Lists expands it."""
+        init = self.cost(node.target)
+        size = self.size_or_unknown(node.target)
+        self.locals.append((node.var, self._iter_var(node.target)))
+        key = self.cost(node.body)
+        self.locals.pop()
+        map_init, map_step, map_result = _map(key, None)
+        mapped = plus(ONE, map_init, map_result, times(size, map_step))  # @in.map(x, key)
+        sort, result_size = sort_cost(size, self.type_of(node.body))
+        self.sizes[id(node)] = result_size
+        return plus((10, 10), init, sort, ONE, mapped)
 
     def _var_for(self, init: Node) -> _Var:
         return _Var(self.paths.get(id(init)), self.size(init), self.entry(init))
@@ -468,7 +520,23 @@ def _contains(c: Coster, node: Call, costs: list[Range]) -> tuple[Range, Range |
     return plus(times(text, sub), *costs), None
 
 
+def _conversion(c: Coster, node: Call, costs: list[Range]) -> tuple[Range, Range | None] | None:
+    """string(bytes) and bytes(string) scan their argument; with a dyn argument that overload is
+    one of the candidates, so the estimate spans it and the unit cost of the others."""
+    if node.target is not None or len(node.args) != 1:
+        return None
+    t = c.type_of(node.args[0])
+    scanned = "bytes" if node.function == "string" else "string"
+    if t != scanned and not _dyn(t):
+        return None
+    size = c.size_or_unknown(node.args[0])
+    scan = plus(scaled(size, STRING_FACTOR), *costs)
+    result = (size[0], _mul(size[1], 4)) if node.function == "bytes" else size
+    return (union(scan, plus(ONE, *costs)) if _dyn(t) else scan), result
+
+
 _BUILTINS: dict[str, Callable[[Coster, Call, list[Range]], tuple[Range, Range | None] | None]] = {
+    "string": _conversion, "bytes": _conversion,
     "_&&_": _logical, "_||_": _logical, "_?_:_": _conditional,
     "_==_": _comparison, "_!=_": _comparison, "_<_": _comparison, "_<=_": _comparison,
     "_>_": _comparison, "_>=_": _comparison, "_+_": _addition, "@in": _in,
@@ -502,9 +570,30 @@ def _filter(body: Range, extra: Range | None) -> tuple[Range, Range, Range]:
     return (10, 10), plus(body, union((13, 13), ONE)), ONE
 
 
+def _transform_map(body: Range, extra: Range | None) -> tuple[Range, Range, Range]:
+    # init {}; step [filter ?] cel.@mapInsert(acc, k, body) [: acc]; result acc
+    insert = plus((3, 3), body)
+    return (30, 30), (plus(extra, union(insert, ONE)) if extra is not None else insert), ONE
+
+
+def _transform_map_entry(body: Range, extra: Range | None) -> tuple[Range, Range, Range]:
+    # init {}; step [filter ?] cel.@mapInsert(acc, body) [: acc]; result acc
+    insert = plus((2, 2), body)
+    return (30, 30), (plus(extra, union(insert, ONE)) if extra is not None else insert), ONE
+
+
 _MACRO_COSTS: dict[str, Callable[[Range, Range | None], tuple[Range, Range, Range]]] = {
     "all": _all, "exists": _exists, "exists_one": _exists_one, "map": _map, "filter": _filter,
+    "transformList": _map, "transformMap": _transform_map, "transformMapEntry": _transform_map_entry,
 }
+
+
+def sort_cost(size: Range, element_type: Any) -> tuple[Range, Range]:
+    """ext.Lists' estimateListSortCost: n² comparisons (strings and bytes also pay for their
+    length; a dyn element may be one), plus the call and the new list; the result size is n²."""
+    factor = 2.1 if element_type in ("string", "bytes", "dyn", "any") else 2.0
+    squared = times(size, size)
+    return plus(scaled(squared, factor), (11, 11)), squared
 
 
 def estimate(root: Node, types: dict[int, Any]) -> int:

@@ -7,6 +7,7 @@ Whole maps are only built when an expression needs one; the common shape
 from __future__ import annotations
 
 from collections.abc import Callable
+from functools import lru_cache
 from typing import Any, ClassVar
 
 from .quantity import Quantity, QuantityError, parse_quantity
@@ -149,6 +150,7 @@ def value_getter(field: str, domain: str, ident: str) -> Callable[[Any], Any]:
 _PLAIN = frozenset({"string", "int", "bool"})
 
 
+@lru_cache(maxsize=1024)
 def _valid_version(text: str) -> bool:
     try:
         parse(text)
@@ -172,9 +174,11 @@ def precheck(device: Any) -> None:
         return
     error: Err | None = None
     for name, value in device.attributes.items():
-        if len(value) == 1 and (value.get("string") is not None or value.get("int") is not None
-                                or value.get("bool") is not None):
-            continue
+        if "version" not in value and "versions" not in value and (
+                value.get("string") is not None or value.get("int") is not None or value.get("bool") is not None
+                or value.get("strings") is not None or value.get("ints") is not None
+                or value.get("bools") is not None):
+            continue  # attribute_value cannot fail without a version (a few dict probes, no views)
         if len(value) != 1 or type(value.get("version")) is not str or not _valid_version(value["version"]):
             try:
                 attribute_value(value)

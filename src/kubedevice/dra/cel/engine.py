@@ -7,21 +7,25 @@ without any per-node dispatch, which is what makes simple selectors fast.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from . import regex
 from . import values as v
-from .device import attribute_domains, capacity_domains, memoised, value_getter
-from .library import DYN, INCLUDES, OVERLOADS, QTY, SEMVER, Overload
+from .device import DomainMap, attribute_domains, capacity_domains, domain_getter, memoised, value_getter
+from .library import DYN, INCLUDES, NAMESPACES, OVERLOADS, QTY, RUNTIME_COSTS, SEMVER, UNCHECKED, VALUE_TYPES, Overload
 from .parser import Call, Comprehension, Ident, ListLit, Lit, MapLit, Node, Select
-from .quantity import Quantity
+from .quantity import ComputedQuantity, Quantity
 from .semver import Semver
 from .values import NONE, Err, Optional, UInt
 
 Closure = Callable[[dict[str, Any]], Any]
 DEVICE = "kubernetes.DRADevice"
+DEFERRED = "@deferred:"  # scope marker: this variable may hold a Deferred error (cel.bind)
+# [].sort(): cel-go binds the empty literal's free element type to the first comparable overload.
+EMPTY_SORTED = ("list", "int")
+DOMAIN = "@domain:"  # scope marker: this cel.bind variable is device.<field>[domain]
 
 
 class CheckError(Exception):
@@ -42,6 +46,20 @@ class Compiled:
     type: Any
     fn: Closure
     cost: int  # work of one evaluation outside loops: what a comprehension charges per iteration
+
+
+# string.format()'s compile-time check, registered by strformat.py (which builds on this module).
+FORMAT_VALIDATOR: list[Callable[[str, list[Node], Callable[[Node], Any]], str | None]] = []
+# Identifiers that denote types (int, string, ...); filled in by the type() library module.
+TYPE_DENOTATIONS: dict[str, Any] = {}
+
+
+def _qualified_name(node: Node) -> str:
+    """``net.IP`` for a plain selection chain on an identifier, else ""."""
+    if isinstance(node, Select) and not node.test_only and not node.optional:
+        base = _qualified_name(node.operand)
+        return f"{base}.{node.field}" if base else ""
+    return node.name if isinstance(node, Ident) else ""
 
 
 def is_dyn(t: Any) -> bool:
@@ -68,6 +86,20 @@ def assignable(want: Any, have: Any, binding: dict[str, Any]) -> bool:
 
 
 _NULLABLE = frozenset({"null_type", QTY, SEMVER, DEVICE, "any"})
+
+
+def _unified(t: Any, optional: bool) -> Any:
+    """An optional entry's value type; None for optional.none()'s free type (unified upstream)."""
+    return None if optional and t == DYN else t
+
+
+def _equivalent(a: Any, b: Any) -> bool:
+    """Type.IsEquivalentType; inside type parameters ``dyn`` stands for the free type of an
+    empty literal, which cel-go's checker would have unified."""
+    if isinstance(a, tuple) and isinstance(b, tuple):
+        return a[0] == b[0] and len(a) == len(b) and all(
+            is_dyn(x) or is_dyn(y) or _equivalent(x, y) for x, y in zip(a[1:], b[1:], strict=True))
+    return bool(a == b)
 
 
 def substitute(t: Any, binding: dict[str, Any]) -> Any:
@@ -99,6 +131,7 @@ class Compiler:
         self.env = env
         self.scopes: list[dict[str, Any]] = []
         self.types: dict[int, Any] = {}  # id(node) -> checked type, for the cost estimator
+        self.exempt_literals = 0  # > 0 inside the arguments of string.format()
 
     def compile(self, node: Node) -> Compiled:
         method = getattr(self, "c_" + type(node).__name__)
@@ -114,11 +147,20 @@ class Compiler:
 
     def c_Ident(self, node: Ident) -> Compiled:
         name = node.name
-        declared = next((scope[name] for scope in reversed(self.scopes) if name in scope), None)
-        if declared is not None:
-            return Compiled(declared, lambda a: a[name], 1)
+        scope = next((scope for scope in reversed(self.scopes) if name in scope), None)
+        if scope is not None:
+            bound = scope.get(DOMAIN + name)
+            if bound is not None:  # cel.bind(x, device.attributes["d"], ...): read the domain itself
+                get_domain = domain_getter(*bound)
+                return Compiled(scope[name], lambda a: get_domain(a["device"]), 1)
+            if scope.get(DEFERRED + name):
+                return Compiled(scope[name], lambda a: v.undefer(a[name]), 1)
+            return Compiled(scope[name], lambda a: a[name], 1)
         if name == "device":
             return Compiled(DEVICE, lambda a: a["device"], 1)
+        if name in TYPE_DENOTATIONS:
+            value = TYPE_DENOTATIONS[name]
+            return Compiled("type", lambda _a: value, 1)
         raise CheckError(f"undeclared reference to '{name}' (in container '')")
 
     def c_ListLit(self, node: ListLit) -> Compiled:
@@ -128,7 +170,7 @@ class Compiler:
         for i in node.optional:
             if not (isinstance(parts[i].type, tuple) and parts[i].type[0] == "optional") and not is_dyn(parts[i].type):
                 raise CheckError("optional list element must be optional_type")
-        self._homogeneous(elem_types)
+        self._homogeneous([_unified(t, i in node.optional) for i, t in enumerate(elem_types)])
         fns = [p.fn for p in parts]
         opt = frozenset(node.optional)
         if not opt and all(isinstance(e, Lit) for e in node.elements):
@@ -151,9 +193,13 @@ class Compiler:
         return Compiled(("list", join_types(elem_types)), build, 10 + sum(p.cost for p in parts))
 
     def _homogeneous(self, types: list[Any]) -> None:
-        known = [t for t in types if not is_dyn(t)]
-        for t in known:
-            if not assignable(known[0], t, {}) or not assignable(t, known[0], {}):
+        """ValidateHomogeneousAggregateLiterals: every element has the first one's type exactly
+        (``dyn`` included); literals inside ``format()`` arguments are exempt."""
+        if self.exempt_literals:
+            return
+        known = [t for t in types if t is not None]
+        for t in known[1:]:
+            if not _equivalent(known[0], t):
                 raise CheckError(f"expected type '{fmt(known[0])}' but found '{fmt(t)}'")
 
     def c_MapLit(self, node: MapLit) -> Compiled:
@@ -165,7 +211,7 @@ class Compiler:
         self._homogeneous([k.type for k in keys])
         val_types = [p.type[1] if o and isinstance(p.type, tuple) else p.type
                      for p, (_, _, o) in zip(vals, node.entries, strict=True)]
-        self._homogeneous(val_types)
+        self._homogeneous([_unified(t, o) for t, (_, _, o) in zip(val_types, node.entries, strict=True)])
         pairs = [(k.fn, val.fn, o) for k, val, (_, _, o) in zip(keys, vals, node.entries, strict=True)]
 
         def build(a: dict[str, Any]) -> dict[Any, Any]:
@@ -188,6 +234,10 @@ class Compiler:
 
     # field selection ------------------------------------------------------------------
     def c_Select(self, node: Select) -> Compiled:
+        qualified = _qualified_name(node)
+        if qualified in TYPE_DENOTATIONS and not any(qualified.split(".")[0] in s for s in self.scopes):
+            value = TYPE_DENOTATIONS[qualified]
+            return Compiled("type", lambda _a: value, 1)
         operand = self.compile(node.operand)
         if operand.type == DEVICE:
             return self._device_field(node, operand)
@@ -215,7 +265,12 @@ class Compiler:
         return Compiled(result_type, select, operand.cost + 1)
 
     def device_domain(self, node: Node) -> tuple[str, str] | None:
-        """(field, domain) when ``node`` is ``device.attributes["d"]`` or ``device.capacity.d``."""
+        """(field, domain) when ``node`` is ``device.attributes["d"]`` or ``device.capacity.d``,
+        or a cel.bind variable bound to one."""
+        if isinstance(node, Ident):
+            scope = next((scope for scope in reversed(self.scopes) if node.name in scope), None)
+            where: tuple[str, str] | None = scope.get(DOMAIN + node.name) if scope is not None else None
+            return where
         if isinstance(node, Call) and node.function == "_[_]" and node.target is None:
             container, key = node.args
             if not (isinstance(key, Lit) and key.kind == "string"):
@@ -274,11 +329,13 @@ class Compiler:
             fields["allowMultipleAllocations"] = "bool"
         if node.field not in fields:
             raise CheckError(f"undefined field '{node.field}'")
-        if node.optional:
-            raise CheckError("unsupported optional field selection on object")
         name = node.field
         if node.test_only:
             return Compiled("bool", lambda _a: True, 0)
+        if node.optional:  # every field of the device is set: optional.of(the field)
+            plain = self._device_field(Select(node.start, node.end, node.operand, name), operand)
+            pf = plain.fn
+            return Compiled(("optional", plain.type), lambda a: Optional(True, pf(a)), plain.cost)
         if name == "driver":
             return Compiled(fields[name], lambda a: a["device"].driver, 1)
         getter = _DEVICE_GETTERS[name]
@@ -290,13 +347,27 @@ class Compiler:
         if special is not None and node.target is None:
             result: Compiled = special(self, node)
             return result
-        if node.target is not None and isinstance(node.target, Ident) and node.target.name == "optional" \
-                and not any("optional" in s for s in self.scopes):
-            return self._call(f"optional.{node.function}", None, node.args)
+        namespaced = self.namespaced(node)
+        if namespaced is not None:
+            return self._call(namespaced, None, node.args)
         return self._call(node.function, node.target, node.args)
 
+    def namespaced(self, node: Call) -> str | None:
+        """``sets.contains``, ``optional.of``, ``lists.range``, ``ip.isCanonical``: a global function."""
+        target = node.target
+        if isinstance(target, Ident) and target.name in NAMESPACES \
+                and not any(target.name in s for s in self.scopes):
+            name = f"{target.name}.{node.function}"
+            return name if name in OVERLOADS else None
+        return None
+
     def _call(self, name: str, target: Node | None, args: list[Node]) -> Compiled:
-        parts = ([self.compile(target)] if target is not None else []) + [self.compile(a) for a in args]
+        exempt = name == "format" and target is not None  # format's argument list may mix types
+        self.exempt_literals += exempt
+        try:
+            parts = ([self.compile(target)] if target is not None else []) + [self.compile(a) for a in args]
+        finally:
+            self.exempt_literals -= exempt
         candidates = list(OVERLOADS.get(name, []))
         if name == "includes" and self.env.includes:
             candidates.append(INCLUDES)
@@ -313,10 +384,16 @@ class Compiler:
             shown = ", ".join(fmt(p.type) for p in parts)
             raise CheckError(f"found no matching overload for '{name}' applied to '({shown})'")
         result_type = matched[0][1] if len({fmt(t) for _, t in matched}) == 1 else DYN
+        if name == "sort" and isinstance(target, ListLit) and not target.elements:
+            result_type = EMPTY_SORTED
         impl = _dispatcher(name, [ov for ov, _ in matched])
         literals = [a.value for a in args if isinstance(a, Lit)]
-        if name == "matches" and isinstance(args[-1], Lit):
-            _validate_regex(args[-1].value)
+        _validate_regex_literals(name, target, args)
+        if exempt and isinstance(target, Lit) and target.kind == "string" and len(args) == 1 \
+                and isinstance(args[0], ListLit) and FORMAT_VALIDATOR:
+            problem = FORMAT_VALIDATOR[0](str(target.value), args[0].elements, lambda n: self.types.get(id(n), DYN))
+            if problem is not None:
+                raise CheckError(problem)
         if name in _CONVERSIONS and target is None and len(literals) == len(args) == 1:
             return self._folded(impl, parts[0].fn({}), result_type)
         if name in _PURE and target is None and len(literals) == len(args):
@@ -325,6 +402,11 @@ class Compiler:
                 return Compiled(result_type, _constant(folded), sum(p.cost for p in parts) + 1)
         fns = [p.fn for p in parts]
         cost = sum(p.cost for p in parts) + 1
+        tracked = RUNTIME_COSTS.get(name)
+        if name in UNCHECKED:
+            return Compiled(result_type, _panicking(impl, fns, tracked, name), cost)
+        if tracked is not None:
+            return Compiled(result_type, _charged(impl, fns, tracked), cost)
         if len(fns) == 1:
             f0 = fns[0]
             return Compiled(result_type, lambda a: impl(f0(a)), cost)
@@ -346,7 +428,38 @@ class Compiler:
         return SPECIAL["@macro"](self, node)
 
 
-_PURE = frozenset({"quantity", "semver"})
+_PURE = frozenset({"quantity", "semver", "ip", "cidr", "url"})
+
+
+def _charged(impl: Callable[..., Any], fns: list[Closure],
+             tracked: Callable[[list[Any], Any], int]) -> Closure:
+    """A call whose runtime cost depends on its arguments: charge it to the evaluation."""
+    def call(a: dict[str, Any]) -> Any:
+        args = [f(a) for f in fns]
+        result = impl(*args)
+        v.charge(a, tracked(args, result))
+        return result
+
+    return call
+
+
+def _panicking(impl: Callable[..., Any], fns: list[Closure], tracked: Callable[[list[Any], Any], int] | None,
+               name: str) -> Closure:
+    """A call cel-go's cost tracker asserts the arguments of even when one is an error: the
+    error becomes a panic (values.Panic) instead of an ordinary, absorbable error."""
+    def call(a: dict[str, Any]) -> Any:
+        try:
+            args = [f(a) for f in fns]
+        except v.Panic:
+            raise
+        except Err:
+            raise v.Panic(f"internal error: interface conversion in {name}") from None
+        result = impl(*args)
+        if tracked is not None:
+            v.charge(a, tracked(args, result))
+        return result
+
+    return call
 
 
 def _try_fold(impl: Callable[..., Any], args: list[Any]) -> Any:
@@ -357,16 +470,23 @@ def _try_fold(impl: Callable[..., Any], args: list[Any]) -> Any:
         return None
 
 
-_CONVERSIONS = frozenset({"int", "uint", "double", "string", "bytes", "bool", "dyn"})
+_CONVERSIONS = frozenset({"int", "uint", "double", "string", "bytes", "bool", "dyn", "timestamp", "duration"})
 
 
-def _validate_regex(pattern: Any) -> None:
-    """ValidateRegexLiterals: a constant bad pattern is a compile error."""
-    if isinstance(pattern, str):
-        try:
-            re.compile(pattern)
-        except re.error:
-            raise CheckError("invalid matches argument") from None
+def _validate_regex_literals(name: str, target: Node | None, args: list[Node]) -> None:
+    """A constant bad pattern is a compile error, as in Kubernetes: cel-go's ValidateRegexLiterals
+    checks the first argument of ``matches`` (for the global form that is the *text*), and the
+    regex optimisations of ``matches``/``find``/``findAll`` compile the pattern argument when the
+    program is built."""
+    if name not in ("matches", "find", "findAll"):
+        return
+    checked = [args[0]] if name == "matches" and args else []
+    pattern_index = 0 if target is not None else 1
+    if len(args) > pattern_index:
+        checked.append(args[pattern_index])
+    for node in checked:
+        if isinstance(node, Lit) and isinstance(node.value, str) and not regex.is_valid(node.value):
+            raise CheckError(f"invalid {name} argument")
 
 
 def _map_only(value: Any, field: str) -> Any:
@@ -379,54 +499,61 @@ def _constant(value: Any) -> Closure:
     return lambda _a: value
 
 
-_PY_TYPES: dict[str, tuple[type, ...]] = {
+_PY_TYPES: dict[str, tuple[type, ...]] = VALUE_TYPES
+_PY_TYPES.update({
     "int": (int,), "uint": (UInt,), "double": (float,), "string": (str,), "bytes": (bytes,),
-    "bool": (bool,), "null_type": (type(None),), QTY: (Quantity,), SEMVER: (Semver,),
-}
+    "bool": (bool,), "null_type": (type(None),), QTY: (Quantity, ComputedQuantity),
+    SEMVER: (Semver,),
+})
 
 
-def _accepts(param: Any, value: Any) -> bool:
+_CONTAINERS: dict[str, tuple[type, ...]] = {"list": (list, tuple), "map": (dict, DomainMap), "optional": (Optional,)}
+
+
+def _guard(param: Any) -> tuple[type, ...] | None:
+    """The runtime classes an argument for ``param`` may have (None: any), like cel-go's guards,
+    which do not look at element types."""
     if isinstance(param, tuple):
-        kind = {"list": (list, tuple), "map": (dict,), "optional": (Optional,)}[param[0]]
-        if not isinstance(value, kind) or isinstance(value, Optional):
-            return isinstance(value, kind)
-        if param[0] == "list" and isinstance(param[1], str) and param[1] in _PY_TYPES:
-            return all(type(x) in _PY_TYPES[param[1]] for x in value)
-        return True
-    if param in _PY_TYPES:
-        return type(value) in _PY_TYPES[param]
-    return True
+        return _CONTAINERS[param[0]]
+    return _PY_TYPES.get(param)
 
 
 def _dispatcher(name: str, overloads: list[Overload]) -> Callable[..., Any]:
     """Runtime overload choice by the dynamic types of the arguments."""
-    if len(overloads) == 1 and all(not isinstance(p, str) or p in _PY_TYPES for p in overloads[0].params) \
-            and all(not isinstance(p, tuple) for p in overloads[0].params):
-        ov = overloads[0]
-        types = [_PY_TYPES[p] for p in ov.params]
-        impl = ov.impl
-        if len(types) == 2:
-            t0, t1 = types
+    table = [(ov.impl, [_guard(p) for p in ov.params]) for ov in overloads]
+    unchecked = name in UNCHECKED  # a mismatch panics in Go: the general dispatcher below raises Panic
+    if unchecked:
+        pass
+    elif len(table) == 1 and all(g is None for g in table[0][1]):
+        return table[0][0]  # accepts anything: the implementation checks what it needs
+    elif len(table) == 1 and len(table[0][1]) == 1:
+        impl, (g0,) = table[0]
 
-            def call2(x: Any, y: Any) -> Any:
-                if type(x) in t0 and type(y) in t1:
-                    return impl(x, y)
-                raise v.no_overload(name, x, y)
+        def call1(x: Any) -> Any:
+            if g0 is None or type(x) in g0:
+                return impl(x)
+            raise v.no_overload(name, x)
 
-            return call2
+        return call1
+    elif len(table) == 1 and len(table[0][1]) == 2:
+        impl, (g0, g1) = table[0]
 
-        def call_typed(*args: Any) -> Any:
-            for arg, t in zip(args, types, strict=True):
-                if type(arg) not in t:
-                    raise v.no_overload(name, *args)
-            return impl(*args)
+        def call2(x: Any, y: Any) -> Any:
+            if (g0 is None or type(x) in g0) and (g1 is None or type(y) in g1):
+                return impl(x, y)
+            raise v.no_overload(name, x, y)
 
-        return call_typed
+        return call2
 
     def call(*args: Any) -> Any:
-        for ov in overloads:
-            if all(_accepts(p, a) for p, a in zip(ov.params, args, strict=True)):
-                return ov.impl(*args)
+        for impl, guards in table:
+            for arg, guard in zip(args, guards, strict=True):
+                if guard is not None and type(arg) not in guard:
+                    break
+            else:
+                return impl(*args)
+        if unchecked:
+            raise v.Panic(f"internal error: interface conversion in {name}")
         raise v.no_overload(name, *args)
 
     return call

@@ -31,7 +31,7 @@ def _literal(node: Node) -> Any:
 class _Emitter:
     def __init__(self, compiler: Compiler) -> None:
         self.compiler = compiler
-        self.names: dict[str, Any] = {"Err": Err, "_equals": v.equals,
+        self.names: dict[str, Any] = {"Err": Err, "Panic": v.Panic, "_equals": v.equals,
                                       "_compare": v.compare, "_nonbool": v.no_overload}
 
     def bind(self, value: Any) -> str:
@@ -94,7 +94,8 @@ def generate(compiler: Compiler, root: Node) -> Fn | None:
     else:
         lines.append("    err = None")
         for text, _ in parts:
-            lines += ["    try:", f"        r = {text}", "    except Err as exc:", "        r = err = err or exc",
+            lines += ["    try:", f"        r = {text}", "    except Panic:", "        raise",
+                      "    except Err as exc:", "        r = err = err or exc",
                       f"    if r is {stop}:", f"        return {stop}",
                       f"    if r is not {'False' if stop == 'True' else 'True'} and err is None:",
                       "        err = _nonbool('_&&_', r)"]

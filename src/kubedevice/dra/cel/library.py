@@ -9,13 +9,24 @@ import math
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
-from functools import lru_cache
-from itertools import pairwise
 from typing import Any
 
 from . import quantity as q
+from . import regex
 from . import semver as sv
-from .values import NONE, Err, Optional, UInt, check_int, compare, equal_or_false, no_overload, type_name
+from .values import (
+    NONE,
+    TIME_TYPES,
+    Err,
+    Optional,
+    UInt,
+    arith,
+    check_int,
+    compare,
+    equal_or_false,
+    no_overload,
+    type_name,
+)
 
 T = Any  # a type: str for primitives/abstract types, tuple for ("list", e), ("map", k, v), ("optional", e)
 DYN = "dyn"
@@ -32,22 +43,23 @@ class Overload:
 
 
 OVERLOADS: dict[str, list[Overload]] = {}
+# Static cost of a call, per function name, for the libraries in their own modules:
+# (coster, call node) -> (cost without the arguments, result size) or None for cel-go's default.
+CALL_COSTS: dict[str, Callable[[Any, Any], Any]] = {}
+# Runtime cost of a call, per function name, charged when the call is evaluated (cel-go's cost
+# trackers and Kubernetes' CallCost): (arguments, result) -> cost.
+RUNTIME_COSTS: dict[str, Callable[[list[Any], Any], int]] = {}
+# Functions that panic in Go when called with the wrong kind through dyn (see values.Panic)
+# instead of failing normally.
+UNCHECKED: set[str] = set()
+# Runtime classes of each declared type name, for overload dispatch (libraries add theirs).
+VALUE_TYPES: dict[str, tuple[type, ...]] = {}
+# Prefixes of namespaced global functions (``sets.contains(a, b)`` is not a call on ``sets``).
+NAMESPACES = {"optional", "sets", "lists", "ip", "strings"}
 
 
-def _add(name: str, member: bool, params: tuple[T, ...], result: T, impl: Callable[..., Any]) -> None:
+def register(name: str, member: bool, params: tuple[T, ...], result: T, impl: Callable[..., Any]) -> None:
     OVERLOADS.setdefault(name, []).append(Overload(member, params, result, impl))
-
-
-@lru_cache(maxsize=256)
-def _regex(pattern: str) -> re.Pattern[str]:
-    try:
-        return re.compile(pattern)
-    except re.error as exc:
-        raise Err(f"error parsing regexp: {exc}") from exc
-
-
-def _matches(s: str, pattern: str) -> bool:
-    return _regex(pattern).search(s) is not None
 
 
 def _quantity(text: str) -> q.Quantity:
@@ -97,31 +109,55 @@ def _list_of(value: Any, name: str) -> list[Any]:
     return list(value)
 
 
+_COMPARABLE = (int, UInt, float, bool, str, bytes)
+
+
+def _comparable(item: Any, name: str) -> Any:
+    if type(item) not in _COMPARABLE and type(item) not in TIME_TYPES:
+        raise no_overload(name, item)
+    return item
+
+
+def _ordering(a: Any, b: Any) -> int | None:
+    """traits.Comparer.Compare as Kubernetes' list functions use it: an error is just no answer."""
+    try:
+        return compare(a, b, "")
+    except Err:
+        return None
+
+
 def _is_sorted(items: Any) -> bool:
+    """Only a pair known to be out of order counts; incomparable pairs (NaN, mixed kinds) do not."""
     items = _list_of(items, "isSorted")
-    return all(compare(a, b, "isSorted") <= 0 for a, b in pairwise(items))
+    for i, item in enumerate(items):
+        _comparable(item, "isSorted")
+        if i and _ordering(items[i - 1], item) == 1:
+            return False
+    return True
 
 
 def _sum(items: Any) -> Any:
     items = _list_of(items, "sum")
     if not items:
         return 0
+    if type(items[0]) not in (int, UInt, float) and TIME_TYPES.get(type(items[0])) != "duration":
+        raise no_overload("sum", items)
     total = items[0]
     for item in items[1:]:
-        if type(item) is not type(total):
-            raise no_overload("sum", item)
-        total = check_int(total + item) if type(total) is int else total + item
+        total = arith("+", total, item)  # kinds must agree; overflow is an error
     return total
 
 
 def _extreme(items: Any, sign: int, name: str) -> Any:
+    """Kubernetes' min()/max(): replace the best only when it compares the preferred way."""
     items = _list_of(items, name)
-    if not items:
-        raise Err(f"{name}(list) argument must not be empty")
-    best = items[0]
-    for item in items[1:]:
-        if compare(item, best, name) == sign:
+    best = None
+    for item in items:
+        _comparable(item, name)
+        if best is None or _ordering(best, item) == -sign:
             best = item
+    if best is None:
+        raise Err(f"{name} called on empty list")
     return best
 
 
@@ -136,6 +172,11 @@ def _includes(items: Any, value: Any) -> bool:
     """Kubernetes' includes(): list membership, or plain equality for a scalar target."""
     if not isinstance(items, (list, tuple)):
         return equal_or_false(items, value)
+    kind = type(value)
+    if kind is str or kind is bytes:  # only a str (bytes) equals a str (bytes), as in Python
+        return value in items
+    if kind is int:
+        return any(x == value for x in items if type(x) is not bool)
     return any(equal_or_false(x, value) for x in items)
 
 
@@ -157,16 +198,31 @@ def _char_at(s: str, i: int) -> str:
 
 
 def _index_of_str(s: str, sub: str, start: int = 0) -> int:
-    if start < 0 or start > len(s):
+    """cel-go v0.29 indexOf: a negative offset fails, one past the end finds nothing."""
+    if start < 0:
         raise Err(f"index out of range: {start}")
+    if sub == "":
+        return min(start, len(s))
+    if start >= len(s):
+        return -1
     return s.find(sub, start)
 
 
 def _last_index_of_str(s: str, sub: str, end: int | None = None) -> int:
-    end = len(s) if end is None else end
-    if end < 0 or end > len(s):
+    """cel-go v0.29 lastIndexOf: the search starts at ``end`` (default the last character)."""
+    if end is None:
+        if sub == "":
+            return len(s)
+        if len(s.encode()) < len(sub.encode()):
+            return -1
+        end = len(s) - 1
+    if end < 0:
         raise Err(f"index out of range: {end}")
-    return s.rfind(sub, 0, end + len(sub))
+    if sub == "":
+        return min(end, len(s))
+    if end >= len(s):
+        return -1
+    return s.rfind(sub, 0, min(end, len(s) - len(sub)) + len(sub))
 
 
 def _split(s: str, sep: str, limit: int = -1) -> list[str]:
@@ -196,24 +252,11 @@ def _join(items: Any, sep: str = "") -> str:
     return sep.join(items)
 
 
-def _find(s: str, pattern: str) -> str:
-    m = _regex(pattern).search(s)
-    return m.group(0) if m else ""
-
-
-def _find_all(s: str, pattern: str, limit: int = -1) -> list[str]:
-    if limit == 0:
-        return []
-    found = [m.group(0) for m in _regex(pattern).finditer(s)]
-    return found if limit < 0 else found[:limit]
-
-
 def _to_int(value: Any) -> int:
     if type(value) is str:
-        try:
-            return check_int(int(value, 10))
-        except ValueError as exc:
-            raise Err(f"cannot convert {value!r} to int") from exc
+        if _GO_INT.fullmatch(value) is None:  # strconv.ParseInt: no spaces, underscores or prefixes
+            raise Err("type conversion error from 'string' to 'int'")
+        return check_int(int(value, 10))
     if type(value) is float:
         if math.isnan(value) or not -9.223372036854776e18 < value < 9.223372036854776e18:
             raise Err("double is out of int range")
@@ -221,6 +264,9 @@ def _to_int(value: Any) -> int:
     if type(value) in (int, UInt):
         return check_int(int(value))
     raise no_overload("int", value)
+
+
+_GO_INT = re.compile(r"[+-]?[0-9]+")
 
 
 def _to_string(value: Any) -> str:
@@ -295,43 +341,53 @@ def _of_non_zero(value: Any) -> Optional:
 
 
 def _register_standard() -> None:
-    _add("size", False, ("string",), "int", len)
-    _add("size", True, ("string",), "int", len)
-    _add("size", False, ("bytes",), "int", len)
-    _add("size", True, ("bytes",), "int", len)
-    _add("size", False, (("list", "A"),), "int", len)
-    _add("size", True, (("list", "A"),), "int", len)
-    _add("size", False, (("map", "A", "B"),), "int", len)
-    _add("size", True, (("map", "A", "B"),), "int", len)
-    _add("contains", True, ("string", "string"), "bool", lambda s, t: t in s)
-    _add("startsWith", True, ("string", "string"), "bool", lambda s, t: s.startswith(t))
-    _add("endsWith", True, ("string", "string"), "bool", lambda s, t: s.endswith(t))
-    _add("matches", True, ("string", "string"), "bool", _matches)
-    _add("matches", False, ("string", "string"), "bool", _matches)
-    _add("int", False, ("int",), "int", _to_int)
-    _add("int", False, ("uint",), "int", _to_int)
-    _add("int", False, ("double",), "int", _to_int)
-    _add("int", False, ("string",), "int", _to_int)
-    _add("string", False, ("string",), "string", _to_string)
-    _add("string", False, ("int",), "string", _to_string)
-    _add("string", False, ("uint",), "string", _to_string)
-    _add("string", False, ("bool",), "string", _to_string)
-    _add("string", False, ("bytes",), "string", _to_string)
-    _add("double", False, ("int",), "double", float)
-    _add("double", False, ("uint",), "double", float)
-    _add("double", False, ("double",), "double", float)
-    _add("double", False, ("string",), "double", _parse_double)
-    _add("string", False, ("double",), "string", format_double)
-    _add("bool", False, ("string",), "bool", _parse_bool)
-    _add("bytes", False, ("string",), "bytes", lambda s: s.encode())
-    _add("bytes", False, ("bytes",), "bytes", lambda b: b)
-    _add("uint", False, ("int",), "uint", _to_uint)
-    _add("uint", False, ("uint",), "uint", _to_uint)
-    _add("bool", False, ("bool",), "bool", lambda b: b)
-    _add("dyn", False, ("A",), DYN, lambda v: v)
+    register("size", False, ("string",), "int", len)
+    register("size", True, ("string",), "int", len)
+    register("size", False, ("bytes",), "int", len)
+    register("size", True, ("bytes",), "int", len)
+    register("size", False, (("list", "A"),), "int", len)
+    register("size", True, (("list", "A"),), "int", len)
+    register("size", False, (("map", "A", "B"),), "int", len)
+    register("size", True, (("map", "A", "B"),), "int", len)
+    register("contains", True, ("string", "string"), "bool", lambda s, t: t in s)
+    register("startsWith", True, ("string", "string"), "bool", lambda s, t: s.startswith(t))
+    register("endsWith", True, ("string", "string"), "bool", lambda s, t: s.endswith(t))
+    register("matches", True, ("string", "string"), "bool", regex.matches)
+    register("matches", False, ("string", "string"), "bool", regex.matches)
+    register("int", False, ("int",), "int", _to_int)
+    register("int", False, ("uint",), "int", _to_int)
+    register("int", False, ("double",), "int", _to_int)
+    register("int", False, ("string",), "int", _to_int)
+    register("string", False, ("string",), "string", _to_string)
+    register("string", False, ("int",), "string", _to_string)
+    register("string", False, ("uint",), "string", _to_string)
+    register("string", False, ("bool",), "string", _to_string)
+    register("string", False, ("bytes",), "string", _to_string)
+    register("double", False, ("int",), "double", float)
+    register("double", False, ("uint",), "double", float)
+    register("double", False, ("double",), "double", float)
+    register("double", False, ("string",), "double", _parse_double)
+    register("string", False, ("double",), "string", format_double)
+    register("bool", False, ("string",), "bool", _parse_bool)
+    register("bytes", False, ("string",), "bytes", lambda s: s.encode())
+    register("bytes", False, ("bytes",), "bytes", lambda b: b)
+    register("uint", False, ("int",), "uint", _to_uint)
+    register("uint", False, ("uint",), "uint", _to_uint)
+    register("uint", False, ("double",), "uint", _to_uint)
+    register("uint", False, ("string",), "uint", _to_uint)
+    register("bool", False, ("bool",), "bool", lambda b: b)
+    register("dyn", False, ("A",), DYN, lambda v: v)
 
 
 def _to_uint(value: Any) -> UInt:
+    if type(value) is str:
+        if not value.isascii() or not value.isdigit():  # strconv.ParseUint: digits only
+            raise Err("type conversion error from 'string' to 'uint'")
+        value = int(value)
+    elif type(value) is float:
+        if math.isnan(value) or not 0 <= value < 1.8446744073709552e19:
+            raise Err("double out of uint range")
+        value = int(value)
     if value < 0 or value > (1 << 64) - 1:
         raise Err("uint out of range")
     return UInt(value)
@@ -343,79 +399,99 @@ _UNICODE_SPACE = (" \t\n\v\f\r\x85\xa0\u1680\u2000\u2001\u2002\u2003\u2004\u2005
 
 
 def _register_strings() -> None:
-    _add("charAt", True, ("string", "int"), "string", _char_at)
-    _add("indexOf", True, ("string", "string"), "int", _index_of_str)
-    _add("indexOf", True, ("string", "string", "int"), "int", _index_of_str)
-    _add("lastIndexOf", True, ("string", "string"), "int", _last_index_of_str)
-    _add("lastIndexOf", True, ("string", "string", "int"), "int", _last_index_of_str)
-    _add("lowerAscii", True, ("string",), "string", lambda s: "".join(c.lower() if c.isascii() else c for c in s))
-    _add("upperAscii", True, ("string",), "string", lambda s: "".join(c.upper() if c.isascii() else c for c in s))
-    _add("replace", True, ("string", "string", "string"), "string", _replace)
-    _add("replace", True, ("string", "string", "string", "int"), "string", _replace)
-    _add("split", True, ("string", "string"), ("list", "string"), _split)
-    _add("split", True, ("string", "string", "int"), ("list", "string"), _split)
-    _add("substring", True, ("string", "int"), "string", _substring)
-    _add("substring", True, ("string", "int", "int"), "string", _substring)
-    _add("trim", True, ("string",), "string", lambda s: s.strip(_UNICODE_SPACE))
-    _add("join", True, (("list", "string"),), "string", _join)
-    _add("join", True, (("list", "string"), "string"), "string", _join)
-    _add("find", True, ("string", "string"), "string", _find)
-    _add("findAll", True, ("string", "string"), ("list", "string"), _find_all)
-    _add("findAll", True, ("string", "string", "int"), ("list", "string"), _find_all)
+    register("charAt", True, ("string", "int"), "string", _char_at)
+    register("indexOf", True, ("string", "string"), "int", _index_of_str)
+    register("indexOf", True, ("string", "string", "int"), "int", _index_of_str)
+    register("lastIndexOf", True, ("string", "string"), "int", _last_index_of_str)
+    register("lastIndexOf", True, ("string", "string", "int"), "int", _last_index_of_str)
+    register("lowerAscii", True, ("string",), "string", lambda s: "".join(c.lower() if c.isascii() else c for c in s))
+    register("upperAscii", True, ("string",), "string", lambda s: "".join(c.upper() if c.isascii() else c for c in s))
+    register("replace", True, ("string", "string", "string"), "string", _replace)
+    register("replace", True, ("string", "string", "string", "int"), "string", _replace)
+    register("split", True, ("string", "string"), ("list", "string"), _split)
+    register("split", True, ("string", "string", "int"), ("list", "string"), _split)
+    register("substring", True, ("string", "int"), "string", _substring)
+    register("substring", True, ("string", "int", "int"), "string", _substring)
+    register("trim", True, ("string",), "string", lambda s: s.strip(_UNICODE_SPACE))
+    register("join", True, (("list", "string"),), "string", _join)
+    register("join", True, (("list", "string"), "string"), "string", _join)
+    register("find", True, ("string", "string"), "string", regex.find)
+    register("findAll", True, ("string", "string"), ("list", "string"), regex.find_all)
+    register("findAll", True, ("string", "string", "int"), ("list", "string"), regex.find_all)
 
 
 def _register_lists() -> None:
-    for elem in ("int", "uint", "double", "string", "bool", "bytes"):
-        _add("isSorted", True, (("list", elem),), "bool", _is_sorted)
-    for elem in ("int", "uint", "double"):
-        _add("sum", True, (("list", elem),), elem, _sum)
-    for elem in ("int", "uint", "double", "string", "bool", "bytes"):
-        _add("min", True, (("list", elem),), elem, lambda xs: _extreme(xs, -1, "min"))
-        _add("max", True, (("list", elem),), elem, lambda xs: _extreme(xs, 1, "max"))
-    _add("indexOf", True, (("list", "A"), "A"), "int", _index_of)
-    _add("lastIndexOf", True, (("list", "A"), "A"), "int", lambda xs, v: _index_of(xs, v, last=True))
+    for elem in ("int", "uint", "double", "string", "bool", "bytes", "google.protobuf.Duration",
+                 "google.protobuf.Timestamp"):
+        register("isSorted", True, (("list", elem),), "bool", _is_sorted)
+    for elem in ("int", "uint", "double", "google.protobuf.Duration"):
+        register("sum", True, (("list", elem),), elem, _sum)
+    for elem in ("int", "uint", "double", "string", "bool", "bytes", "google.protobuf.Duration",
+                 "google.protobuf.Timestamp"):
+        register("min", True, (("list", elem),), elem, lambda xs: _extreme(xs, -1, "min"))
+        register("max", True, (("list", elem),), elem, lambda xs: _extreme(xs, 1, "max"))
+    register("indexOf", True, (("list", "A"), "A"), "int", _index_of)
+    register("lastIndexOf", True, (("list", "A"), "A"), "int", lambda xs, v: _index_of(xs, v, last=True))
 
 
 def _register_quantity() -> None:
-    _add("quantity", False, ("string",), QTY, _quantity)
-    _add("isQuantity", False, ("string",), "bool", _is_quantity)
-    _add("sign", False, (QTY,), "int", lambda a: a.sign())
-    _add("isGreaterThan", True, (QTY, QTY), "bool", lambda a, b: a.cmp(b) == 1)
-    _add("isLessThan", True, (QTY, QTY), "bool", lambda a, b: a.cmp(b) == -1)
-    _add("compareTo", True, (QTY, QTY), "int", lambda a, b: a.cmp(b))
-    _add("asApproximateFloat", True, (QTY,), "double", lambda a: a.approximate_float())
-    _add("asInteger", True, (QTY,), "int", _as_integer)
-    _add("isInteger", True, (QTY,), "bool", lambda a: a.as_int64() is not None)
-    _add("add", True, (QTY, QTY), QTY, lambda a, b: a.add(b))
-    _add("add", True, (QTY, "int"), QTY, lambda a, b: a.add(q.from_int(b)))
-    _add("sub", True, (QTY, QTY), QTY, lambda a, b: a.sub(b))
-    _add("sub", True, (QTY, "int"), QTY, lambda a, b: a.sub(q.from_int(b)))
+    register("quantity", False, ("string",), QTY, _quantity)
+    register("isQuantity", False, ("string",), "bool", _is_quantity)
+    register("sign", False, (QTY,), "int", lambda a: a.sign())
+    register("isGreaterThan", True, (QTY, QTY), "bool", lambda a, b: a.cmp(b) == 1)
+    register("isLessThan", True, (QTY, QTY), "bool", lambda a, b: a.cmp(b) == -1)
+    register("compareTo", True, (QTY, QTY), "int", lambda a, b: a.cmp(b))
+    register("asApproximateFloat", True, (QTY,), "double", lambda a: a.approximate_float())
+    register("asInteger", True, (QTY,), "int", _as_integer)
+    register("isInteger", True, (QTY,), "bool", lambda a: a.as_int64() is not None)
+    register("add", True, (QTY, QTY), QTY, lambda a, b: q.computed(a.add(b)))
+    register("add", True, (QTY, "int"), QTY, lambda a, b: q.computed(a.add(q.from_int(b))))
+    register("sub", True, (QTY, QTY), QTY, lambda a, b: q.computed(a.sub(b)))
+    register("sub", True, (QTY, "int"), QTY, lambda a, b: q.computed(a.sub(q.from_int(b))))
 
 
 def _register_semver() -> None:
-    _add("semver", False, ("string",), SEMVER, _semver)
-    _add("semver", False, ("string", "bool"), SEMVER, _semver)
-    _add("isSemver", False, ("string",), "bool", _is_semver)
-    _add("isSemver", False, ("string", "bool"), "bool", _is_semver)
-    _add("isGreaterThan", True, (SEMVER, SEMVER), "bool", lambda a, b: a.compare(b) == 1)
-    _add("isLessThan", True, (SEMVER, SEMVER), "bool", lambda a, b: a.compare(b) == -1)
-    _add("compareTo", True, (SEMVER, SEMVER), "int", lambda a, b: a.compare(b))
-    _add("major", True, (SEMVER,), "int", lambda a: _int64(a.major))
-    _add("minor", True, (SEMVER,), "int", lambda a: _int64(a.minor))
-    _add("patch", True, (SEMVER,), "int", lambda a: _int64(a.patch))
+    register("semver", False, ("string",), SEMVER, _semver)
+    register("semver", False, ("string", "bool"), SEMVER, _semver)
+    register("isSemver", False, ("string",), "bool", _is_semver)
+    register("isSemver", False, ("string", "bool"), "bool", _is_semver)
+    register("isGreaterThan", True, (SEMVER, SEMVER), "bool", lambda a, b: a.compare(b) == 1)
+    register("isLessThan", True, (SEMVER, SEMVER), "bool", lambda a, b: a.compare(b) == -1)
+    register("compareTo", True, (SEMVER, SEMVER), "int", lambda a, b: a.compare(b))
+    register("major", True, (SEMVER,), "int", lambda a: _int64(a.major))
+    register("minor", True, (SEMVER,), "int", lambda a: _int64(a.minor))
+    register("patch", True, (SEMVER,), "int", lambda a: _int64(a.patch))
 
 
 def _register_optional() -> None:
-    _add("optional.of", False, ("A",), ("optional", "A"), lambda v: Optional(True, v))
-    _add("optional.ofNonZeroValue", False, ("A",), ("optional", "A"), _of_non_zero)
-    _add("optional.none", False, (), ("optional", "A"), lambda: NONE)
-    _add("hasValue", True, (("optional", "A"),), "bool", lambda o: o.present)
-    _add("value", True, (("optional", "A"),), "A", _opt_value)
-    _add("orValue", True, (("optional", "A"), "A"), "A", lambda o, v: o.value if o.present else v)
-    _add("or", True, (("optional", "A"), ("optional", "A")), ("optional", "A"), lambda o, p: o if o.present else p)
+    register("optional.of", False, ("A",), ("optional", "A"), lambda v: Optional(True, v))
+    register("optional.ofNonZeroValue", False, ("A",), ("optional", "A"), _of_non_zero)
+    register("optional.none", False, (), ("optional", "A"), lambda: NONE)
+    register("hasValue", True, (("optional", "A"),), "bool", lambda o: o.present)
+    register("value", True, (("optional", "A"),), "A", _opt_value)
+    register("orValue", True, (("optional", "A"), "A"), "A", lambda o, v: o.value if o.present else v)
+    register("or", True, (("optional", "A"), ("optional", "A")), ("optional", "A"), lambda o, p: o if o.present else p)
 
 
 INCLUDES = Overload(True, (DYN, DYN), "bool", _includes)
+
+
+_SCALARS = frozenset({int, bool, float, UInt})
+
+
+def traversal_cost(value: Any) -> int:
+    """Kubernetes' traversalCost: a tenth of each string's length (truncated), 1 per other value."""
+    if type(value) in (str, bytes):
+        return int(len(value) * 0.1)
+    if isinstance(value, (list, tuple)):
+        return sum(1 if type(x) in _SCALARS else traversal_cost(x) for x in value)
+    if isinstance(value, dict):
+        return sum(traversal_cost(k) + traversal_cost(x) for k, x in value.items())
+    return 1
+
+
+RUNTIME_COSTS.update(dict.fromkeys(("isSorted", "sum", "max", "min", "indexOf", "lastIndexOf", "includes"),
+                                   lambda args, _result: traversal_cost(args[0])))
 
 _register_standard()
 _register_strings()
@@ -424,4 +500,5 @@ _register_quantity()
 _register_semver()
 _register_optional()
 
-__all__ = ["DYN", "INCLUDES", "OVERLOADS", "QTY", "SEMVER", "Overload", "type_name"]
+__all__ = ["CALL_COSTS", "DYN", "INCLUDES", "NAMESPACES", "OVERLOADS", "QTY", "RUNTIME_COSTS", "SEMVER", "UNCHECKED",
+           "VALUE_TYPES", "Overload", "format_double", "register", "traversal_cost", "type_name"]

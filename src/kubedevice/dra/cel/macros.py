@@ -1,4 +1,5 @@
-"""Comprehension macros (all, exists, exists_one, map, filter), cel.bind and optMap/optFlatMap.
+"""Comprehension macros (all, exists, exists_one, map, filter), cel.bind, optMap/optFlatMap,
+the two-variable comprehensions of ext.TwoVarComprehensions and ext.Lists' sortBy.
 
 Each iteration charges the shared runtime cost counter, so that nested loops over large lists
 hit Kubernetes' per-evaluation cost limit (1,000,000) instead of running unbounded.
@@ -11,22 +12,11 @@ from dataclasses import dataclass
 from typing import Any
 
 from . import values as v
-from .engine import CheckError, Compiled, Compiler, fmt, is_dyn
+from .engine import DEFERRED, DOMAIN, EMPTY_SORTED, CheckError, Compiled, Compiler, assignable, fmt, is_dyn
 from .library import DYN
-from .parser import Comprehension
-from .values import NONE, Err, Optional
-
-COST_KEY = "@cost"
-MAX_COST = 1_000_000
-
-
-def _charge(a: dict[str, Any], amount: int) -> None:
-    budget = a.get(COST_KEY)
-    if budget is None:
-        budget = a[COST_KEY] = [MAX_COST]
-    budget[0] -= amount
-    if budget[0] < 0:
-        raise Err("operation cancelled: actual cost limit exceeded")
+from .lists import COMPARABLE, sort_by_keys
+from .parser import Comprehension, ListLit
+from .values import NONE, Err, Optional, charge
 
 
 def _iter_var_type(target: Any) -> Any:
@@ -43,7 +33,18 @@ def _items(value: Any) -> list[Any]:
         return list(value)
     if isinstance(value, dict):
         return list(value.keys())
-    raise Err(f"cannot iterate over {v.type_name(value)}")
+    raise not_iterable(value)
+
+
+_GO_TYPES = {"int": "types.Int", "uint": "types.Uint", "double": "types.Double", "string": "types.String",
+             "bool": "types.Bool", "bytes": "types.Bytes", "null_type": "types.Null",
+             "kubernetes.Semver": "cel.Semver", "kubernetes.Quantity": "cel.Quantity"}
+
+
+def not_iterable(value: Any) -> Err:
+    """cel-go's message, which names the Go type of the value."""
+    name = v.type_name(value)
+    return Err(f"got '{_GO_TYPES.get(name, name)}', expected iterable type")
 
 
 def compile_macro(c: Compiler, node: Comprehension) -> Compiled:
@@ -52,6 +53,10 @@ def compile_macro(c: Compiler, node: Comprehension) -> Compiled:
         return _bind(c, node, target)
     if node.kind in ("optMap", "optFlatMap"):
         return _opt_map(c, node, target)
+    if node.var2 is not None:
+        return _two_var(c, node, target)
+    if node.kind == "sortBy":
+        return _sort_by(c, node, target)
     c.scopes.append({node.var: _iter_var_type(target.type)})
     try:
         body = c.compile(node.body)
@@ -108,7 +113,7 @@ def _run(loop: _Loop, a: dict[str, Any], items: list[Any]) -> Any:
     if kind in ("all", "exists"):
         def outcomes() -> Iterator[Any]:
             for item in items:
-                _charge(a, step)
+                charge(a, step)
                 a[var] = item
                 yield v.outcome(bf, a)
 
@@ -116,13 +121,13 @@ def _run(loop: _Loop, a: dict[str, Any], items: list[Any]) -> Any:
     if kind == "exists_one":
         count = 0
         for item in items:
-            _charge(a, step)
+            charge(a, step)
             a[var] = item
             count += v.truthy(bf(a), "exists_one")
         return count == 1
     out = []
     for item in items:
-        _charge(a, step)
+        charge(a, step)
         a[var] = item
         if kind == "filter":
             if v.truthy(bf(a), "filter"):
@@ -136,7 +141,19 @@ def _run(loop: _Loop, a: dict[str, Any], items: list[Any]) -> Any:
 
 
 def _bind(c: Compiler, node: Comprehension, init: Compiled) -> Compiled:
-    c.scopes.append({node.var: init.type})
+    """cel.bind is lazy in cel-go: a failing initialiser only matters if the body reads it.
+    Initialisers have no side effects, so evaluating eagerly and deferring the error is the same."""
+    domain = c.device_domain(node.target)
+    if domain is not None:
+        # device.attributes["d"] cannot fail and costs nothing to name: the body reads the
+        # domain (or single attributes of it) directly, nothing is bound at run time.
+        c.scopes.append({node.var: init.type, DOMAIN + node.var: domain})
+        try:
+            body = c.compile(node.body)
+        finally:
+            c.scopes.pop()
+        return Compiled(body.type, body.fn, init.cost + body.cost)
+    c.scopes.append({node.var: init.type, DEFERRED + node.var: True})
     try:
         body = c.compile(node.body)
     finally:
@@ -145,7 +162,10 @@ def _bind(c: Compiler, node: Comprehension, init: Compiled) -> Compiled:
 
     def run(a: dict[str, Any]) -> Any:
         saved = a.get(var, _UNSET)
-        a[var] = inf(a)
+        try:
+            a[var] = inf(a)
+        except Err as exc:
+            a[var] = v.Deferred(exc)
         try:
             return bf(a)
         finally:
@@ -191,3 +211,133 @@ def _opt_map(c: Compiler, node: Comprehension, target: Compiled) -> Compiled:
 
     result = body.type if flat else ("optional", body.type)
     return Compiled(result, run, target.cost + body.cost + 1)
+
+
+def _pair_types(target: Any) -> tuple[Any, Any]:
+    if target == DYN:  # google.protobuf.Any (attributes without list types) is not a range
+        return DYN, DYN
+    if isinstance(target, tuple) and target[0] == "list":
+        return "int", target[1]
+    if isinstance(target, tuple) and target[0] == "map":
+        return target[1], target[2]
+    raise CheckError(f"expression of type '{fmt(target)}' cannot be range of a comprehension "
+                     "(must be list, map, or dynamic)")
+
+
+def _pairs(value: Any) -> list[tuple[Any, Any]]:
+    if isinstance(value, (list, tuple)):
+        return list(enumerate(value))
+    if isinstance(value, dict):
+        return list(value.items())
+    raise not_iterable(value)
+
+
+def _two_var(c: Compiler, node: Comprehension, target: Compiled) -> Compiled:
+    """all/exists/existsOne(i, v, p), transformList/transformMap/transformMapEntry(i, v, [filter,] e)."""
+    first, second = _pair_types(target.type)
+    assert node.var2 is not None
+    c.scopes.append({node.var: first, node.var2: second})
+    try:
+        body = c.compile(node.body)
+        extra = c.compile(node.extra) if node.extra is not None else None
+    finally:
+        c.scopes.pop()
+    kind = node.kind
+    for part in (body if kind in ("all", "exists", "exists_one") else None, extra):
+        if part is not None and part.type != "bool" and not is_dyn(part.type):
+            raise CheckError(f"found no matching overload for '_&&_' applied to '(bool, {fmt(part.type)})'")
+    if kind == "transformMapEntry" and not (is_dyn(body.type) or (isinstance(body.type, tuple)
+                                                                   and body.type[0] == "map")):
+        raise CheckError(f"found no matching overload for 'cel.@mapInsert' applied to '(map(dyn, dyn), "
+                         f"{fmt(body.type)})'")
+    result: Any = {"transformList": ("list", body.type), "transformMap": ("map", first, body.type),
+                   "transformMapEntry": body.type if not is_dyn(body.type) else ("map", DYN, DYN)}.get(kind, "bool")
+    loop = _Loop(kind, node.var, body.fn, extra.fn if extra else None, body.cost + (extra.cost if extra else 0) + 3)
+    var2, tf = node.var2, target.fn
+
+    def run(a: dict[str, Any]) -> Any:
+        pairs = _pairs(tf(a))
+        saved = a.get(loop.var, _UNSET), a.get(var2, _UNSET)
+        try:
+            return _run_pairs(loop, var2, a, pairs)
+        finally:
+            for name, old in zip((loop.var, var2), saved, strict=True):
+                if old is _UNSET:
+                    a.pop(name, None)
+                else:
+                    a[name] = old
+
+    return Compiled(result, run, target.cost + 1)
+
+
+def _run_pairs(loop: _Loop, var2: str, a: dict[str, Any], pairs: list[tuple[Any, Any]]) -> Any:
+    kind, var, bf, xf, step = loop.kind, loop.var, loop.body, loop.extra, loop.step
+    if kind in ("all", "exists"):
+        def outcomes() -> Iterator[Any]:
+            for first, second in pairs:
+                charge(a, step)
+                a[var], a[var2] = first, second
+                yield v.outcome(bf, a)
+
+        return v.absorb(outcomes(), kind == "exists", "_&&_" if kind == "all" else "_||_")
+    if kind == "exists_one":
+        count = 0
+        for first, second in pairs:
+            charge(a, step)
+            a[var], a[var2] = first, second
+            count += v.truthy(bf(a), "exists_one")
+        return count == 1
+    out: Any = [] if kind == "transformList" else {}
+    for first, second in pairs:
+        charge(a, step)
+        a[var], a[var2] = first, second
+        if xf is not None and not v.truthy(xf(a), "_?_:_"):
+            continue
+        if kind == "transformList":
+            out.append(bf(a))
+        elif kind == "transformMap":
+            out[first] = bf(a)
+        else:
+            _insert_entries(out, bf(a))
+    return out
+
+
+def _insert_entries(out: dict[Any, Any], entries: Any) -> None:
+    """cel.@mapInsert(map, map): a key already present is an error."""
+    if not isinstance(entries, dict):
+        raise v.no_overload("cel.@mapInsert", out, entries)
+    for key, value in entries.items():
+        if v.has_key(out, key):
+            raise Err(f"insert failed: key {key} already exists")
+        out[key] = value
+
+
+def _sort_by(c: Compiler, node: Comprehension, target: Compiled) -> Compiled:
+    """list.sortBy(x, key): sort the list by the (comparable) key of each element."""
+    if not (is_dyn(target.type) or (isinstance(target.type, tuple) and target.type[0] == "list")):
+        raise CheckError(f"found no matching overload for 'map' applied to '({fmt(target.type)})'")
+    c.scopes.append({node.var: _iter_var_type(target.type)})
+    try:
+        key = c.compile(node.body)
+    finally:
+        c.scopes.pop()
+    if not is_dyn(key.type) and not any(assignable(t, key.type, {}) for t in COMPARABLE):
+        raise CheckError(f"found no matching overload for '@sortByAssociatedKeys' applied to "
+                         f"'({fmt(target.type)}, list({fmt(key.type)}))'")
+    loop = _Loop("map", node.var, key.fn, None, key.cost + 3)
+    tf = target.fn
+
+    def run(a: dict[str, Any]) -> Any:
+        items = tf(a)
+        saved = a.get(loop.var, _UNSET)
+        try:
+            keys = _run(loop, a, _items(items))
+        finally:
+            if saved is _UNSET:
+                a.pop(loop.var, None)
+            else:
+                a[loop.var] = saved
+        return sort_by_keys(items, keys)
+
+    result = EMPTY_SORTED if isinstance(node.target, ListLit) and not node.target.elements else target.type
+    return Compiled(result if not is_dyn(result) else ("list", DYN), run, target.cost + 1)

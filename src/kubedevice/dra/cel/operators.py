@@ -10,6 +10,7 @@ from . import values as v
 from .device import domain_getter, value_getter
 from .engine import DEVICE, CheckError, Closure, Compiled, Compiler, assignable, fmt, is_dyn
 from .parser import Call, ListLit, Lit, Node, flatten
+from .timestamps import DURATION, TIMESTAMP
 from .values import NONE, Err, Optional
 
 _NUMERIC = ("int", "uint", "double")
@@ -96,7 +97,7 @@ def _relation(name: str) -> Callable[[Compiler, Call], Compiled]:
         left, right = (c.compile(a) for a in node.args)
         lt, rt = left.type, right.type
         ok = is_dyn(lt) or is_dyn(rt) or (lt in _NUMERIC and rt in _NUMERIC) or (
-            lt == rt and lt in ("string", "bytes", "bool", "timestamp", "duration"))
+            lt == rt and lt in ("string", "bytes", "bool", TIMESTAMP, DURATION))
         if not ok:
             raise _no_overload(name, lt, rt)
         lf, rf = left.fn, right.fn
@@ -128,6 +129,10 @@ def _arith(op: str) -> Callable[[Compiler, Call], Compiled]:
         lt, rt = left.type, right.type
         allowed = {"+": ("int", "uint", "double", "string", "bytes"), "-": _NUMERIC, "*": _NUMERIC,
                    "/": _NUMERIC, "%": ("int", "uint")}[op]
+        timed = _time_arith(op, lt, rt)
+        if timed is not None:
+            lf, rf = left.fn, right.fn
+            return Compiled(timed, lambda a: v.arith(op, lf(a), rf(a)), left.cost + right.cost + 1)
         if is_dyn(lt) or is_dyn(rt):
             result: Any = lt if not is_dyn(lt) else rt
             if (isinstance(result, tuple) and result[0] != "list") or (
@@ -144,6 +149,22 @@ def _arith(op: str) -> Callable[[Compiler, Call], Compiled]:
         return Compiled(result, lambda a: v.arith(op, lf(a), rf(a)), left.cost + right.cost + 1)
 
     return build
+
+
+_TIME_ARITH = {("+", TIMESTAMP, DURATION): TIMESTAMP, ("+", DURATION, TIMESTAMP): TIMESTAMP,
+               ("+", DURATION, DURATION): DURATION, ("-", TIMESTAMP, TIMESTAMP): DURATION,
+               ("-", TIMESTAMP, DURATION): TIMESTAMP, ("-", DURATION, DURATION): DURATION}
+
+
+def _time_arith(op: str, lt: Any, rt: Any) -> Any:
+    """Result type of + or - when a timestamp or duration is involved (None otherwise)."""
+    if TIMESTAMP not in (lt, rt) and DURATION not in (lt, rt):
+        return None
+    results = {result for (o, x, y), result in _TIME_ARITH.items()
+               if o == op and (x == lt or is_dyn(lt)) and (y == rt or is_dyn(rt))}
+    if not results:
+        raise _no_overload(f"_{op}_", lt, rt)
+    return results.pop() if len(results) == 1 else "dyn"
 
 
 def _negate(c: Compiler, node: Call) -> Compiled:

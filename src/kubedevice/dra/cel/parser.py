@@ -19,6 +19,9 @@ RESERVED = frozenset({
 })
 
 
+_KEYWORDS = frozenset({"in", "true", "false", "null"})  # tokens of their own: never a field name
+
+
 class ParseError(Exception):
     """Syntax error; becomes a compile error."""
 
@@ -68,13 +71,16 @@ class MapLit(Node):
 
 @dataclass(eq=False)
 class Comprehension(Node):
-    """A macro: kind in all, exists, exists_one, map, filter, bind, optMap, optFlatMap."""
+    """A macro: kind in all, exists, exists_one, map, filter, bind, optMap, optFlatMap, sortBy,
+    transformList, transformMap, transformMapEntry (the last three, and all/exists/exists_one
+    with ``var2``, are ext.TwoVarComprehensions)."""
 
     kind: str
     target: Node
     var: str
     body: Node
-    extra: Node | None = None  # map's transform when a filter is given
+    extra: Node | None = None  # the filter of map(x, filter, e) and of the transform macros
+    var2: str | None = None  # the value variable of a two-variable comprehension
 
 
 _TOKEN = re.compile(
@@ -86,6 +92,7 @@ _TOKEN = re.compile(
   | (?P<str>(?:[rR][bB]?|[bB][rR]?)?
       (?:\"\"\"(?:\\.|[^\\])*?\"\"\"|'''(?:\\.|[^\\])*?'''|"(?:\\.|[^\\"\n])*"|'(?:\\.|[^\\'\n])*'))
   | (?P<id>[_a-zA-Z][_a-zA-Z0-9]*)
+  | (?P<quoted>`[a-zA-Z0-9_./\- ]+`)
   | (?P<op>==|!=|<=|>=|&&|\|\||\.\?|\[\?|[-+*/%!<>?:.,\[\](){}])
     """,
     re.VERBOSE | re.DOTALL,
@@ -290,7 +297,10 @@ class Parser:
             if tok.text in (".", ".?"):
                 self.pos += 1
                 name = self.next()
-                if name.kind != "id":
+                if name.kind == "quoted":  # a backtick-quoted field name: a.`b-c`
+                    node = Select(node.start, name.end, node, name.text[1:-1], optional=tok.text == ".?")
+                    continue
+                if name.kind != "id" or name.text in _KEYWORDS:
                     raise ParseError(f"Syntax error: no viable alternative at input '.{name.text}'")
                 if tok.text == "." and self.accept("("):
                     args = self.arguments(")")
@@ -360,6 +370,8 @@ class Parser:
     def list_literal(self, tok: Token, first_optional: bool) -> Node:
         elements: list[Node] = []
         optional: set[int] = {0} if first_optional else set()
+        if first_optional and self.peek().text == "]":  # "[?]": the ? needs an element
+            raise ParseError("Syntax error: mismatched input ']' expecting an expression")
         while not self.accept("]"):
             if self.accept("?"):
                 optional.add(len(elements))
@@ -425,6 +437,10 @@ def _macro(name: str, target: Node | None, args: list[Node], start: int, end: in
         return None
     if name == "bind" and isinstance(target, Ident) and target.name == "cel" and len(args) == 3:
         return Comprehension(start, end, "bind", args[1], _var(args[0], "cel.bind() variable name"), args[2])
+    if (name, len(args)) in _TWO_VAR:
+        return _two_var(name, target, args, start, end)
+    if name == "sortBy" and len(args) == 2:
+        return Comprehension(start, end, "sortBy", target, _var(args[0], "sortBy"), args[1])
     kinds = {("all", 2), ("exists", 2), ("exists_one", 2), ("existsOne", 2), ("map", 2), ("filter", 2),
              ("map", 3), ("optMap", 2), ("optFlatMap", 2)}
     if (name, len(args)) not in kinds:
@@ -434,6 +450,21 @@ def _macro(name: str, target: Node | None, args: list[Node], start: int, end: in
     if name == "map" and len(args) == 3:
         return Comprehension(start, end, "map", target, var, args[2], extra=args[1])
     return Comprehension(start, end, name, target, var, args[1])
+
+
+_TWO_VAR = {("all", 3), ("exists", 3), ("exists_one", 3), ("existsOne", 3), ("transformList", 3),
+            ("transformList", 4), ("transformMap", 3), ("transformMap", 4), ("transformMapEntry", 3),
+            ("transformMapEntry", 4)}
+
+
+def _two_var(name: str, target: Node, args: list[Node], start: int, end: int) -> Comprehension:
+    """ext.TwoVarComprehensions: (index, value) over a list, (key, value) over a map."""
+    first, second = (_var(a, "argument must be a simple name:") for a in args[:2])
+    if first == second:
+        raise ParseError(f"duplicate variable name: {first}")
+    kind = "exists_one" if name == "existsOne" else name
+    extra = args[2] if len(args) == 4 else None
+    return Comprehension(start, end, kind, target, first, args[-1], extra=extra, var2=second)
 
 
 def _depth(node: Node) -> int:

@@ -232,3 +232,13 @@ def _slow_path(value: str, base: int, exponent: int, fmt: str) -> Quantity:
     if fmt == "bin" and Fraction(unscaled, 10**scale) > _INT64_MAX:
         unscaled, scale = _INT64_MAX, 0
     return Quantity(-unscaled if negative else unscaled, scale, False)
+
+
+@dataclass(frozen=True, slots=True)
+class ComputedQuantity(Quantity):
+    """The result of add()/sub(): Kubernetes returns a *Quantity there, and Quantity.Equal only
+    accepts a Quantity value on its right, so ``x == q.add(r)`` is a runtime error upstream."""
+
+
+def computed(q: Quantity) -> ComputedQuantity:
+    return ComputedQuantity(q.unscaled, q.scale, q.small)

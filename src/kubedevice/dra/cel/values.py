@@ -7,7 +7,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from .quantity import Quantity
+from .quantity import ComputedQuantity, Quantity
 from .semver import Semver
 
 INT_MIN = -(1 << 63)
@@ -17,6 +17,25 @@ UINT_MAX = (1 << 64) - 1
 
 class Err(Exception):
     """A CEL runtime error value, raised so that Python unwinds to the nearest absorber."""
+
+
+class Panic(Err):
+    """A Go panic in a library function (an unchecked type assertion on a dyn argument): cel-go
+    turns it into an 'internal error' for the whole evaluation, which && and || cannot absorb."""
+
+
+COST_KEY = "@cost"
+MAX_COST = 1_000_000
+
+
+def charge(a: dict[str, Any], amount: int) -> None:
+    """Spend runtime cost from the evaluation's budget (Kubernetes' per-call limit)."""
+    budget = a.get(COST_KEY)
+    if budget is None:
+        budget = a[COST_KEY] = [MAX_COST]
+    budget[0] -= amount
+    if budget[0] < 0:
+        raise Err("operation cancelled: actual cost limit exceeded")
 
 
 class UInt(int):
@@ -36,11 +55,29 @@ class Optional:
 NONE = Optional(False)
 
 
+class Deferred:
+    """A cel.bind initialiser that failed: cel-go binds lazily, so the error only counts if used."""
+
+    __slots__ = ("error",)
+
+    def __init__(self, error: Err) -> None:
+        self.error = error
+
+
+def undefer(value: Any) -> Any:
+    if type(value) is Deferred:
+        raise value.error
+    return value
+
+
 def no_overload(name: str, *args: Any) -> Err:
     return Err(f"no such overload: {name}({', '.join(type_name(a) for a in args)})")
 
 
 def type_name(value: Any) -> str:
+    declared = getattr(value, "CEL_TYPE", None)
+    if isinstance(declared, str):
+        return declared
     names: dict[type, str] = {bool: "bool", int: "int", UInt: "uint", float: "double", str: "string",
                               bytes: "bytes", type(None): "null_type", list: "list", tuple: "list",
                               dict: "map", Quantity: "kubernetes.Quantity", Semver: "kubernetes.Semver",
@@ -63,7 +100,9 @@ def equals(a: Any, b: Any) -> bool:
     if a is None or b is None:
         return a is None and b is None
     ta, tb = type(a), type(b)
-    if ta in _STRICT and ta is not tb:
+    if ta is ComputedQuantity:
+        ta = Quantity
+    if (ta in _STRICT or getattr(ta, "CEL_STRICT", False)) and ta is not tb:
         raise no_overload("_==_", a, b)
     if ta is tb or (_is_num(a) and _is_num(b)):
         if ta in (list, tuple) or ta is dict:
@@ -92,15 +131,24 @@ def equal_or_false(a: Any, b: Any) -> bool:
 
 
 def _container_equals(a: Any, b: Any) -> bool:
+    """cel-go's list and map Equal: only a definite false decides; an element comparison that
+    fails (``[q.add(r)] == [q.add(r)]``) counts as equal."""
     if len(a) != len(b):
         return False
     if isinstance(a, dict):
         for key, value in a.items():
             other = map_find(b, key)
-            if other is _MISSING or not equals(value, other):
+            if other is _MISSING or not _element_equal(value, other):
                 return False
         return True
-    return all(equals(x, y) for x, y in zip(a, b, strict=True))
+    return all(_element_equal(x, y) for x, y in zip(a, b, strict=True))
+
+
+def _element_equal(a: Any, b: Any) -> bool:
+    try:
+        return equals(a, b)
+    except Err:
+        return True
 
 
 _MISSING = object()
@@ -161,11 +209,26 @@ def has_key(container: Any, key: Any) -> bool:
 def compare(a: Any, b: Any, op: str) -> int:
     """Ordering for the relational operators, including cross-type numeric comparisons."""
     ta, tb = type(a), type(b)
-    if (_is_num(a) and _is_num(b)) or (ta is tb and ta in (str, bytes, bool)):
+    if (_is_num(a) and _is_num(b)) or (ta is tb and (ta in (str, bytes, bool) or ta in TIME_TYPES)):
         if (ta is float and math.isnan(a)) or (tb is float and math.isnan(b)):
-            return 2  # unordered: every relation is false
+            raise Err("NaN values cannot be ordered")
         return int(a > b) - int(a < b)
     raise no_overload(op, a, b)
+
+
+# Timestamp and Duration classes (kind by class) and their + - and negation, registered by
+# timestamps.py, which builds on this module.
+TIME_TYPES: dict[type, str] = {}
+TIME_OPS: dict[str, Callable[..., Any]] = {}
+
+
+def _time_arith(op: str, a: Any, b: Any) -> Any:
+    kinds = (TIME_TYPES.get(type(a)), TIME_TYPES.get(type(b)))
+    allowed = {"+": (("timestamp", "duration"), ("duration", "timestamp"), ("duration", "duration")),
+               "-": (("timestamp", "timestamp"), ("timestamp", "duration"), ("duration", "duration"))}
+    if kinds not in allowed.get(op, ()):
+        raise no_overload(f"_{op}_", a, b)
+    return TIME_OPS[op](a, b)
 
 
 def check_int(value: int) -> int:
@@ -188,6 +251,8 @@ def _int_div(a: int, b: int) -> int:
 def arith(op: str, a: Any, b: Any) -> Any:
     """+ - * / % with CEL's overflow and division-by-zero errors; operands must share a kind."""
     ta, tb = type(a), type(b)
+    if ta in TIME_TYPES or tb in TIME_TYPES:
+        return _time_arith(op, a, b)
     if ta is not tb and not (ta in (list, tuple) and tb in (list, tuple)):
         raise no_overload(op, a, b)
     if ta is int or ta is UInt:
@@ -224,6 +289,8 @@ def _float_op(op: str, a: float, b: float) -> float:
 def negate(a: Any) -> Any:
     if type(a) is int:
         return check_int(-a)
+    if TIME_TYPES.get(type(a)) == "duration":  # only reachable through dyn: -_ is not declared for it
+        return TIME_OPS["negate"](a)
     if type(a) is float:
         return -a
     raise no_overload("-_", a)
@@ -266,6 +333,8 @@ def outcome(fn: Callable[[Any], Any], arg: Any) -> Any:
     """``fn(arg)``, with a CEL error returned as a value rather than raised."""
     try:
         return fn(arg)
+    except Panic:
+        raise
     except Err as exc:
         return exc
 
