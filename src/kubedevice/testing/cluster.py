@@ -464,6 +464,7 @@ state = "/run/containerd"
   [plugins."io.containerd.cri.v1.runtime".cni]
     bin_dirs = ["{cni / 'bin'}"]
     conf_dir = "{cni / 'net.d'}"
+    use_internal_loopback = true  # no standard CNI plugins here, not even loopback
 
 [plugins."io.containerd.cri.v1.images"]
   snapshotter = "native"

@@ -84,10 +84,39 @@ def containerd() -> Path:
 
 
 def runc() -> Path:
-    """runc, in a module of its own (with containerd's newer runtime-spec it does not compile); no seccomp
-    (that needs libseccomp's headers), which the cluster's test containers do not use."""
-    return _build_set("runc", RUNC_VERSION, _module("runc"), ["github.com/opencontainers/runc"],
-                      ["-ldflags", "-s -w"], cgo=True) / "runc"
+    """runc with seccomp (containerd gives every pod sandbox the runtime/default profile), in a module
+    of its own: with containerd's newer runtime-spec it does not compile.
+
+    libseccomp is linked statically from Debian's libseccomp-dev, unpacked into a private directory
+    (``apt-get download`` + ``dpkg -x``) unless its headers are installed.
+    """
+    final = cache_dir() / f"runc-{RUNC_VERSION}"
+    if final.is_dir():
+        return final / "runc"
+    with tempfile.TemporaryDirectory(prefix="kd-seccomp-") as scratch:
+        env = {"PKG_CONFIG_PATH": str(_libseccomp(Path(scratch)))}
+        return _build_set("runc", RUNC_VERSION, _module("runc"), ["github.com/opencontainers/runc"],
+                          ["-tags", "seccomp", "-ldflags", "-s -w"], cgo=True, env=env) / "runc"
+
+
+def _libseccomp(scratch: Path) -> Path:
+    """A pkg-config directory whose libseccomp.pc links libseccomp.a statically."""
+    root = scratch / "root"
+    if Path("/usr/lib/x86_64-linux-gnu/libseccomp.a").exists() and Path("/usr/include/seccomp.h").exists():
+        root = Path("/")
+    else:
+        _run_tool(["apt-get", "download", "libseccomp-dev"], scratch)
+        debs = list(scratch.glob("libseccomp-dev_*.deb"))
+        if not debs:
+            raise BuildError("runc needs libseccomp's headers: apt-get download libseccomp-dev left no .deb")
+        _run_tool(["dpkg-deb", "-x", str(debs[0]), str(root)], scratch)
+    libdir = root / "usr" / "lib" / "x86_64-linux-gnu"
+    pkgconfig = scratch / "pkgconfig"
+    pkgconfig.mkdir()
+    (pkgconfig / "libseccomp.pc").write_text(
+        f"Name: libseccomp\nDescription: static, for runc\nVersion: 2.5.4\n"
+        f"Cflags: -I{root / 'usr' / 'include'}\nLibs: {libdir / 'libseccomp.a'}\n")
+    return pkgconfig
 
 
 def _module(name: str) -> Path:
@@ -104,8 +133,14 @@ def _all_cached() -> bool:
         ("containerd", CONTAINERD_VERSION), ("runc", RUNC_VERSION)))
 
 
+def _run_tool(argv: list[str], cwd: Path) -> None:
+    done = subprocess.run(argv, cwd=cwd, capture_output=True, text=True, check=False)
+    if done.returncode != 0:
+        raise BuildError(f"runc needs libseccomp's headers: {' '.join(argv)} failed: {done.stderr.strip()}")
+
+
 def _build_set(name: str, version: str, module: Path, packages: list[str], flags: list[str], *,
-               cgo: bool = False) -> Path:
+               cgo: bool = False, env: dict[str, str] | None = None) -> Path:
     """``go build -o DIR/ packages...`` into ``<cache>/<name>-<version>/``, atomically."""
     final = cache_dir() / f"{name}-{version}"
     if final.is_dir():
@@ -114,7 +149,7 @@ def _build_set(name: str, version: str, module: Path, packages: list[str], flags
     if go is None:
         raise BuildError(f"cannot build {name} {version}: the Go toolchain is not installed")
     final.parent.mkdir(parents=True, exist_ok=True)
-    env = {**os.environ, "CGO_ENABLED": "1" if cgo else "0"}
+    env = {**os.environ, **(env or {}), "CGO_ENABLED": "1" if cgo else "0"}
     with tempfile.TemporaryDirectory(dir=final.parent, prefix=f".{final.name}-") as staging:
         out = Path(staging) / "bin"
         out.mkdir()
