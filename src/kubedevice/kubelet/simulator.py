@@ -380,7 +380,6 @@ class KubeletSimulator:
             raise AdmissionError(
                 UNEXPECTED_ADMISSION_ERROR, f"Allocate failed due to {err}, which is unexpected"
             ) from None
-        self._check_node_resources(pod)
         return {c.name: self._admission_of(pod, c, preferred[c.name]) for c in pod.containers}
 
     def remove_pod(self, pod_uid: str) -> None:
@@ -392,19 +391,6 @@ class KubeletSimulator:
         """A rejected pod is no longer active; what it got stays recorded until the next purge."""
         self._active.discard(pod.uid)
         self._pods.pop(pod.uid, None)
-
-    def _check_node_resources(self, pod: Pod) -> None:
-        """The predicate handler: a resource no plugin ever registered has capacity 0 on the node."""
-        wanted: dict[str, int] = {}
-        for c in pod.containers:
-            for name, count in c.requests.items():
-                wanted[name] = wanted.get(name, 0) + count
-        for name, count in wanted.items():
-            if count > 0 and not self._is_device_plugin_resource(name):
-                raise AdmissionError(
-                    f"OutOf{name}",
-                    f"Node didn't have enough resource: {name}, requested: {count}, used: 0, capacity: 0",
-                )
 
     def _admission_of(self, pod: Pod, container: Container, preferred: dict[str, list[str]]) -> ContainerAdmission:
         assigned = self._pod_devices.get(pod.uid, {}).get(container.name, {})
