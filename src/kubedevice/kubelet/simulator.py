@@ -40,6 +40,10 @@ from .model import (
 )
 
 SUPPORTED_VERSIONS = (VERSION,)
+ADMISSION_DELAY_S = 0.9
+"""After a start the real kubelet admits no pod until its first container runtime check passed
+(syncLoop backs off 0.1 s, 0.2 s, 0.4 s, ...): measured 0.9 s after its new kubelet.sock on
+v1.36.3 (tests/e2e/test_fidelity.py). A plugin back by then loses no pod created meanwhile."""
 _EMPTY_ALLOCATE_RESPONSE = "&AllocateResponse{ContainerResponses:[]*ContainerAllocateResponse{},}"
 T = TypeVar("T", bound=Message)
 
@@ -98,11 +102,13 @@ class KubeletSimulator:
         grace_period: float = 300.0,
         dial_timeout: float = 10.0,
         pre_start_timeout: float = float(PRE_START_TIMEOUT_SECONDS),
+        admission_delay: float = ADMISSION_DELAY_S,
     ) -> None:
         self.plugin_dir = Path(plugin_dir)
         self.grace_period = grace_period
         self.dial_timeout = dial_timeout
         self.pre_start_timeout = pre_start_timeout
+        self.admission_delay = admission_delay
         self.kubelet_sock_created_at = float("nan")
         self.registrations: list[Registration] = []
         self.resources: dict[str, Resource] = {}
@@ -360,7 +366,13 @@ class KubeletSimulator:
     # ---- admission -------------------------------------------------------------------------
 
     async def admit(self, pod: Pod) -> dict[str, ContainerAdmission]:
-        """Admit a pod as the kubelet's resource allocation handler does, container by container."""
+        """Admit a pod as the kubelet's resource allocation handler does, container by container.
+
+        Within ``admission_delay`` of a start, the pod waits as it would in the kubelet's sync loop.
+        """
+        wait = self.kubelet_sock_created_at + self.admission_delay - time.monotonic()
+        if wait > 0:  # false for NaN: never started
+            await asyncio.sleep(wait)
         async with self._admission:
             self._pods[pod.uid] = pod
             self._active.add(pod.uid)
