@@ -167,7 +167,7 @@ def test_started_container_after_restart_uses_checkpointed_devices(tmp_path: Pat
 
 
 def test_pod_created_right_after_a_restart_waits_for_the_sync_loop(tmp_path: Path) -> None:
-    """The real kubelet admits nothing until its first runtime check (~0.9 s after a start): a plugin
+    """The real kubelet admits nothing in the first ~0.3 s after a start: a plugin
     back within that window loses no pod (tests/e2e/test_fidelity.py, right_after_restart)."""
 
     async def main() -> None:
