@@ -662,6 +662,10 @@ def up(directory: Path, node_name: str = NODE_NAME) -> Cluster:
     return cluster
 
 
+def _interrupt(signum: int, frame: object) -> None:
+    raise KeyboardInterrupt(f"signal {signum}")
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="cluster.sh", description=__doc__.splitlines()[0])
     parser.add_argument("command", choices=("up", "down", "status"))
@@ -669,6 +673,7 @@ def main(argv: list[str] | None = None) -> int:
                         help=f"the cluster directory (default ${DIR_ENV} or {DEFAULT_DIR})")
     parser.add_argument("--node-name", default=NODE_NAME)
     args = parser.parse_args(argv)
+    signal.signal(signal.SIGTERM, _interrupt)  # an interrupted `up` stops what it started
     try:
         if args.command == "up":
             cluster = up(args.dir, args.node_name)
@@ -687,6 +692,9 @@ def main(argv: list[str] | None = None) -> int:
     except (ClusterError, BuildError) as err:
         print(f"kubedevice: {err}", file=sys.stderr)
         return 1
+    except KeyboardInterrupt:
+        print("kubedevice: interrupted; stopped what was started", file=sys.stderr)
+        return 130
     return 0
 
 
