@@ -86,7 +86,7 @@ def test_health_and_topology() -> None:
     assert rules.topology_problems(devices) == ["device 'b' repeats a NUMA node in [1, 1]"]
 
 
-LATENCIES = [(0.2, Status.PASS), (1.0, Status.PASS), (5.0, Status.WARN), (10.0, Status.WARN), (12.0, Status.FAIL)]
+LATENCIES = [(0.2, Status.PASS), (0.2, Status.PASS), (0.3, Status.FAIL), (6.0, Status.FAIL), (12.0, Status.FAIL)]
 
 
 @pytest.mark.parametrize(("took", "status"), [*LATENCIES, (None, Status.FAIL)])

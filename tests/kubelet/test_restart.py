@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import json
+import time
 from pathlib import Path
 
 import pytest
@@ -157,6 +159,39 @@ def test_started_container_after_restart_uses_checkpointed_devices(tmp_path: Pat
             await sim.wait_until(lambda: sim.allocatable().get(NULL) == 4, 5)
             await sim.start_container("p1", "main")
             assert list(plugin.requests["PreStartContainer"][-1].devices_ids) == kept
+        finally:
+            await sim.stop()
+            await plugin.stop()
+
+    run(main())
+
+
+def test_pod_created_right_after_a_restart_waits_for_the_sync_loop(tmp_path: Path) -> None:
+    """The real kubelet admits nothing in the first ~0.3 s after a start: a plugin
+    back within that window loses no pod (tests/e2e/test_fidelity.py, right_after_restart)."""
+
+    async def main() -> None:
+        sim = KubeletSimulator(tmp_path, admission_delay=0.6)
+        await sim.start()
+        plugin = RawPlugin(tmp_path)
+        await plugin.serve()
+        try:
+            await plugin.register()
+            await sim.wait_until(lambda: sim.allocatable().get(NULL) == 4, 5)
+            await sim.restart()
+
+            async def come_back() -> None:
+                await asyncio.sleep(0.2)
+                await plugin.stop()
+                await plugin.serve()
+                await plugin.register()
+
+            back = asyncio.create_task(come_back())
+            started = time.monotonic()
+            admitted = await sim.admit(pod("p1", 1))
+            assert time.monotonic() - started >= 0.5
+            assert len(admitted["main"].device_ids[NULL]) == 1
+            await back
         finally:
             await sim.stop()
             await plugin.stop()

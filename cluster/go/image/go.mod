@@ -1,0 +1,3 @@
+module kubedevice.test/cluster/image
+
+go 1.26.0

@@ -1,0 +1,702 @@
+"""A real single-node Kubernetes (etcd, API server, scheduler, controller-manager, kubelet, containerd).
+
+Everything runs inside one private PID and mount namespace whose only host-visible trace is the
+cluster directory: the kubelet hard-codes ``/var/lib/kubelet/device-plugins``, so ``/var/lib``,
+``/run`` and ``/var/log`` are bind mounts of directories under it there, and so are the few
+``/proc/sys`` files the kubelet writes. Networking stays the host's, on 127.0.0.1 only, with
+free ports chosen at start, so two clusters can run at once. Killing the namespace's init kills
+every process in it (containers included), its mounts vanish with it, and the pods' cgroups
+live under ``kubedevice/<cluster id>`` in each hierarchy and are removed at ``down``.
+
+``python -m kubedevice.testing.cluster up|down|status`` (or ``scripts/cluster.sh``) drives it;
+tests use :func:`up` and :meth:`Cluster.down`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import hashlib
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from collections.abc import Callable, Iterator
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+from . import components, pki
+from .components import Binaries
+from .gobuild import BuildError
+from .images import write_oci_archive
+from .kubeapi import KubeApi
+
+DEFAULT_DIR = Path("/tmp/kubedevice-cluster")
+DIR_ENV = "KUBEDEVICE_CLUSTER_DIR"
+NODE_NAME = "kubedevice-node"
+PAUSE_IMAGE = "registry.k8s.io/pause:3.10"
+TEST_IMAGE = "kubedevice.test/envsleep:1"
+"""Both tags name the same static program: it prints its environment, then sleeps until SIGTERM."""
+
+_SYSCTLS = ("vm/overcommit_memory", "vm/panic_on_oom", "kernel/panic", "kernel/panic_on_oops",
+            "kernel/keys/root_maxkeys", "kernel/keys/root_maxbytes")
+"""The kubelet's kernel tunables (container_manager_linux.go): private copies inside the namespace."""
+_HIDDEN = ("/var/lib", "/run", "/var/log")
+_STOP_ORDER = ("kube-scheduler", "kube-controller-manager", "kubelet", "containerd", "kube-apiserver", "etcd")
+"""The API server before etcd: with etcd gone first its shutdown hangs for more than 90 s."""
+
+
+class ClusterError(RuntimeError):
+    """The cluster cannot start here; the message says exactly which part and why."""
+
+
+@dataclass
+class Ports:
+    etcd_client: int
+    etcd_peer: int
+    apiserver: int
+    kubelet: int
+    kubelet_healthz: int
+    scheduler: int
+    controller_manager: int
+
+    @classmethod
+    def free(cls) -> Ports:
+        """Ports the kernel hands out now; all bound at once so none repeats."""
+        with contextlib.ExitStack() as stack:
+            sockets = [stack.enter_context(socket.socket()) for _ in range(7)]
+            for sock in sockets:
+                sock.bind(("127.0.0.1", 0))
+            return cls(*(sock.getsockname()[1] for sock in sockets))
+
+
+@dataclass
+class State:
+    """What ``down`` needs after ``up`` has returned, kept in ``<dir>/state.json``."""
+
+    ports: Ports
+    node_name: str
+    cluster_id: str
+    binaries: dict[str, str] = field(default_factory=dict)
+    init_pid: int = 0
+    """unshare(1), outside the namespace; its child is the namespace's init."""
+    namespace_pid: int = 0
+    """Host PID of the namespace's init, for nsenter."""
+    pids: dict[str, int] = field(default_factory=dict)
+
+
+def missing_prerequisite() -> str | None:
+    """Why a cluster cannot run on this machine at all, or None."""
+    if sys.platform != "linux":
+        return "a real cluster needs Linux"
+    if os.geteuid() != 0:
+        return "a real cluster needs root (private mount and PID namespaces, cgroups, container sandboxes)"
+    for tool in ("unshare", "nsenter", "openssl", "ip", "flock", "mount"):
+        if shutil.which(tool) is None:
+            return f"{tool}(1) is not installed"
+    probe = subprocess.run(["unshare", "--mount", "--pid", "--fork", "--propagation", "private", "true"],
+                           capture_output=True, text=True, check=False)
+    if probe.returncode != 0:
+        return f"unshare --mount --pid failed: {probe.stderr.strip()}"
+    return None
+
+
+class Cluster:
+    """A cluster directory, running or not."""
+
+    def __init__(self, directory: Path) -> None:
+        self.dir = directory.resolve()
+
+    # Paths other tools need (printed by ``up``).
+    @property
+    def kubeconfig(self) -> Path:
+        return self.dir / "kubeconfig"
+
+    @property
+    def kubelet_dir(self) -> Path:
+        return self.dir / "ns" / "var-lib" / "kubelet"
+
+    @property
+    def plugin_dir(self) -> Path:
+        return self.kubelet_dir / "device-plugins"
+
+    @property
+    def pod_log_dir(self) -> Path:
+        return self.dir / "ns" / "var-log" / "pods"
+
+    @property
+    def cdi_dir(self) -> Path:
+        return self.dir / "ns" / "run" / "cdi"
+
+    @property
+    def containerd_socket(self) -> Path:
+        return self.dir / "ns" / "run" / "containerd" / "containerd.sock"
+
+    @property
+    def logs(self) -> Path:
+        return self.dir / "logs"
+
+    @property
+    def state_file(self) -> Path:
+        return self.dir / "state.json"
+
+    def state(self) -> State | None:
+        try:
+            data = json.loads(self.state_file.read_text())
+        except (OSError, ValueError):
+            return None
+        return State(ports=Ports(**data.pop("ports")), **data)
+
+    def save(self, state: State) -> None:
+        tmp = self.state_file.with_suffix(".tmp")
+        tmp.write_text(json.dumps(asdict(state), indent=1))
+        tmp.replace(self.state_file)
+
+    def api(self) -> KubeApi:
+        state = self._require_state()
+        pkidir = self.dir / "pki"
+        return KubeApi(f"https://127.0.0.1:{state.ports.apiserver}", pkidir / "ca.crt", pkidir / "admin.crt",
+                       pkidir / "admin.key")
+
+    @property
+    def node_name(self) -> str:
+        return self._require_state().node_name
+
+    def summary(self) -> dict[str, str]:
+        state = self._require_state()
+        return {"kubeconfig": str(self.kubeconfig), "plugin-dir": str(self.plugin_dir),
+                "kubelet-dir": str(self.kubelet_dir), "pod-logs": str(self.pod_log_dir),
+                "cdi-dir": str(self.cdi_dir), "containerd": str(self.containerd_socket),
+                "apiserver": f"https://127.0.0.1:{state.ports.apiserver}", "node": state.node_name,
+                "logs": str(self.logs)}
+
+    def _require_state(self) -> State:
+        state = self.state()
+        if state is None:
+            raise ClusterError(f"no cluster in {self.dir} (no state.json): run `up` first")
+        return state
+
+    # --- lifecycle -------------------------------------------------------------------------------
+
+    def running(self) -> dict[str, bool]:
+        state = self.state()
+        if state is None:
+            return {}
+        return {name: _alive(pid) for name, pid in {"namespace": state.init_pid, **state.pids}.items()}
+
+    def down(self) -> None:
+        """Stop everything in order, then kill the namespace and remove the pods' cgroups.
+
+        Safe to call on a half-started or already stopped cluster.
+        """
+        state = self.state()
+        if state is None:
+            return
+        members = _descendants([state.init_pid, *state.pids.values()])
+        extra = [name for name in state.pids if name not in _STOP_ORDER]  # plugins started with spawn()
+        for name in [*extra, *_STOP_ORDER]:
+            pid = state.pids.get(name, 0)
+            if pid:
+                _terminate(pid, timeout=20.0)
+        if state.init_pid:
+            # unshare --kill-child: its child, the namespace's init, gets SIGKILL, and with it every
+            # process of the PID namespace (container processes in nested namespaces too).
+            _terminate(state.init_pid, timeout=10.0)
+        _wait_gone(members | _descendants([state.init_pid, *state.pids.values()]))
+        _remove_cgroups(state.cluster_id)
+        self.state_file.unlink(missing_ok=True)
+
+    def restart_kubelet(self, wait_healthy: bool = True) -> float:
+        """Stop the kubelet (SIGTERM) and start it again; seconds until it answers healthz."""
+        state = self._require_state()
+        _terminate(state.pids["kubelet"], timeout=20.0)
+        started = time.monotonic()
+        state.pids["kubelet"] = self._start_kubelet(state)
+        self.save(state)
+        if wait_healthy:
+            self.wait_kubelet_healthy(state)
+        return time.monotonic() - started
+
+    def stop(self, name: str) -> None:
+        """SIGTERM a process started by :meth:`spawn` (SIGKILL after 20 s)."""
+        state = self._require_state()
+        _terminate(state.pids.pop(name, 0), timeout=20.0)
+        self.save(state)
+
+    def wait_kubelet_healthy(self, state: State | None = None, timeout: float = 60.0) -> None:
+        state = state or self._require_state()
+        _wait(f"kubelet healthz on 127.0.0.1:{state.ports.kubelet_healthz}", timeout,
+              lambda: _http_ok(f"http://127.0.0.1:{state.ports.kubelet_healthz}/healthz"),
+              self.logs / "kubelet.log", state.pids.get("kubelet"))
+
+    def _start_kubelet(self, state: State) -> int:
+        return self.spawn("kubelet", [
+            str(self._bins.kube("kubelet")), f"--config={self.dir / 'config' / 'kubelet.yaml'}",
+            f"--kubeconfig={self.dir / 'kubelet.kubeconfig'}", f"--hostname-override={state.node_name}",
+            "--v=2"], state)
+
+    # --- start -----------------------------------------------------------------------------------
+
+    @property
+    def binaries(self) -> Binaries:
+        paths = self._require_state().binaries
+        return Binaries(**{key: Path(value) for key, value in paths.items()})
+
+    _bins = binaries
+
+    def up(self, binaries: Binaries, node_name: str = NODE_NAME) -> None:
+        """Start a fresh cluster; on any failure everything started so far is stopped again."""
+        self.down()  # a previous run interrupted before its own down
+        for sub in ("ns", "config", "pki"):
+            shutil.rmtree(self.dir / sub, ignore_errors=True)
+        shutil.rmtree(self.dir / "etcd", ignore_errors=True)
+        self.logs.mkdir(parents=True, exist_ok=True)
+        cluster_id = hashlib.sha256(str(self.dir).encode()).hexdigest()[:12]
+        state = State(ports=Ports.free(), node_name=node_name, cluster_id=cluster_id,
+                      binaries={key: str(value) for key, value in asdict(binaries).items()})
+        self.save(state)
+        try:
+            self._prepare(state)
+            self._start_namespace(state)
+            self._start_control_plane(state)
+            self._start_node(state)
+        except BaseException:
+            self.down()
+            raise
+
+    def _prepare(self, state: State) -> None:
+        pki.create(self.dir / "pki", state.node_name)
+        api = f"https://127.0.0.1:{state.ports.apiserver}"
+        for name, user in (("kubeconfig", "admin"), ("kubelet.kubeconfig", "kubelet"),
+                           ("scheduler.kubeconfig", "scheduler"),
+                           ("controller-manager.kubeconfig", "controller-manager")):
+            (self.dir / name).write_text(pki.kubeconfig(api, self.dir / "pki", user))
+        ns = self.dir / "ns"
+        for sub in ("var-lib/kubelet/device-plugins", "run/cdi", "var-log", "sysctl"):
+            (ns / sub).mkdir(parents=True, exist_ok=True)
+        for path in _SYSCTLS:
+            source = Path("/proc/sys") / path
+            if source.exists():
+                (ns / "sysctl" / path.replace("/", ".")).write_text(source.read_text())
+        config = self.dir / "config"
+        config.mkdir(exist_ok=True)
+        (config / "kubelet.yaml").write_text(_kubelet_config(state, self.dir))
+        (config / "containerd.toml").write_text(_containerd_config(self.dir, self._bins))
+        cni = self.dir / "cni"
+        shutil.rmtree(cni, ignore_errors=True)
+        (cni / "bin").mkdir(parents=True)
+        (cni / "net.d").mkdir()
+        plugin = cni / "bin" / "kubedevice-veth"
+        plugin.write_text(_CNI_PLUGIN.replace("@IPAM@", str(cni / "ipam")))
+        plugin.chmod(0o755)
+        (cni / "net.d" / "10-kubedevice.conflist").write_text(json.dumps(
+            {"cniVersion": "1.0.0", "name": "kubedevice", "plugins": [{"type": "kubedevice-veth"}]}))
+        write_oci_archive(self._bins.image_program, [PAUSE_IMAGE, TEST_IMAGE], config / "image.tar")
+
+    def _start_namespace(self, state: State) -> None:
+        script = _namespace_script(self.dir)
+        log = (self.logs / "namespace.log").open("ab")
+        process = subprocess.Popen(
+            ["unshare", "--mount", "--pid", "--fork", "--mount-proc", "--propagation", "private",
+             "--kill-child", "sh", "-c", script, "sh", sys.executable],
+            stdin=subprocess.DEVNULL, stdout=log, stderr=log, start_new_session=True)
+        log.close()
+        state.init_pid = process.pid
+        self.save(state)
+        ready = self.dir / "ns.ready"
+        ready.unlink(missing_ok=True)
+        _wait("the private namespace", 15.0, ready.exists, self.logs / "namespace.log", process.pid)
+        state.namespace_pid = _child_of(process.pid)
+        self.save(state)
+
+    def spawn(self, name: str, argv: list[str], state: State | None = None,
+              env: dict[str, str] | None = None) -> int:
+        """Start ``argv`` inside the namespace (where /var/lib/kubelet is the cluster's); its host PID.
+
+        Its output goes to ``logs/<name>.log``; :meth:`stop` ends it, :meth:`down` in any case.
+        """
+        state = state or self._require_state()
+        nspid = state.namespace_pid
+        log = (self.logs / f"{name}.log").open("ab")
+        env = {**os.environ, **(env or {}),
+               "PATH": f"{self._bins.containerd}:{self.dir / 'cni' / 'bin'}:{os.environ['PATH']}"}
+        process = subprocess.Popen(["nsenter", "-t", str(nspid), "-m", "-p", "--", *argv], stdin=subprocess.DEVNULL,
+                                   stdout=log, stderr=log, env=env, start_new_session=True, cwd=self.dir)
+        log.close()
+        child = _child_of(process.pid)
+        state.pids[name] = child
+        self.save(state)
+        return child
+
+    def _start_control_plane(self, state: State) -> None:
+        ports, pkidir, bins = state.ports, self.dir / "pki", self._bins
+        etcd_url = f"http://127.0.0.1:{ports.etcd_client}"
+        peer_url = f"http://127.0.0.1:{ports.etcd_peer}"
+        self.spawn("etcd", [str(bins.etcd), f"--data-dir={self.dir / 'etcd'}", "--name=default",
+                             f"--listen-client-urls={etcd_url}", f"--advertise-client-urls={etcd_url}",
+                             f"--listen-peer-urls={peer_url}", f"--initial-advertise-peer-urls={peer_url}",
+                             f"--initial-cluster=default={peer_url}", "--unsafe-no-fsync",
+                             "--log-level=warn"], state)
+        _wait("etcd /health", 30.0, lambda: _http_ok(f"{etcd_url}/health"), self.logs / "etcd.log",
+              state.pids["etcd"])
+        self.spawn("kube-apiserver", [
+            str(bins.kube("kube-apiserver")), f"--etcd-servers={etcd_url}", "--bind-address=127.0.0.1",
+            "--advertise-address=127.0.0.1", f"--secure-port={ports.apiserver}",
+            f"--tls-cert-file={pkidir / 'apiserver.crt'}", f"--tls-private-key-file={pkidir / 'apiserver.key'}",
+            f"--client-ca-file={pkidir / 'ca.crt'}", f"--service-account-key-file={pkidir / 'sa.pub'}",
+            f"--service-account-signing-key-file={pkidir / 'sa.key'}",
+            "--service-account-issuer=https://kubernetes.default.svc", "--authorization-mode=Node,RBAC",
+            "--service-cluster-ip-range=10.96.0.0/24", "--allow-privileged=true", "--profiling=false",
+            f"--kubelet-client-certificate={pkidir / 'admin.crt'}",
+            f"--kubelet-client-key={pkidir / 'admin.key'}"], state)
+        api = self.api()
+        _wait("kube-apiserver /readyz", 90.0, api.ready, self.logs / "kube-apiserver.log",
+              state.pids["kube-apiserver"])
+        self.spawn("kube-scheduler", [
+            str(bins.kube("kube-scheduler")), f"--kubeconfig={self.dir / 'scheduler.kubeconfig'}",
+            f"--authentication-kubeconfig={self.dir / 'scheduler.kubeconfig'}",
+            f"--authorization-kubeconfig={self.dir / 'scheduler.kubeconfig'}",
+            "--bind-address=127.0.0.1", f"--secure-port={ports.scheduler}", "--leader-elect=false"], state)
+        self.spawn("kube-controller-manager", [
+            str(bins.kube("kube-controller-manager")), f"--kubeconfig={self.dir / 'controller-manager.kubeconfig'}",
+            f"--authentication-kubeconfig={self.dir / 'controller-manager.kubeconfig'}",
+            f"--authorization-kubeconfig={self.dir / 'controller-manager.kubeconfig'}",
+            "--bind-address=127.0.0.1", f"--secure-port={ports.controller_manager}", "--leader-elect=false",
+            f"--service-account-private-key-file={pkidir / 'sa.key'}", f"--root-ca-file={pkidir / 'ca.crt'}",
+            "--use-service-account-credentials=false"], state)
+
+    def _start_node(self, state: State) -> None:
+        self.spawn("containerd", [str(self._bins.containerd / "containerd"),
+                                   f"--config={self.dir / 'config' / 'containerd.toml'}"], state)
+        _wait("containerd's socket", 30.0, self.containerd_socket.exists, self.logs / "containerd.log",
+              state.pids["containerd"])
+        ctr = [str(self._bins.containerd / "ctr"), "--address", str(self.containerd_socket), "-n", "k8s.io"]
+        done = subprocess.run([*ctr, "images", "import", "--platform", "linux/amd64", "--snapshotter", "native",
+                               str(self.dir / "config" / "image.tar")], capture_output=True, text=True,
+                              check=False, timeout=120)
+        if done.returncode != 0:
+            raise ClusterError(f"ctr images import failed: {done.stderr.strip()[-2000:]}")
+        self._start_kubelet(state)
+        self.wait_kubelet_healthy(state)
+        api = self.api()
+        _wait(f"node {state.node_name} Ready", 90.0, lambda: api.node_ready(state.node_name),
+              self.logs / "kubelet.log", state.pids["kubelet"])
+        _wait("service account default/default", 60.0,
+              lambda: api.get("/api/v1/namespaces/default/serviceaccounts/default") is not None,
+              self.logs / "kube-controller-manager.log", state.pids["kube-controller-manager"])
+
+
+# --- helpers -------------------------------------------------------------------------------------
+
+
+def _namespace_script(directory: Path) -> str:
+    """Inside the new namespaces: bind the private directories, then become a reaping init."""
+    ns = directory / "ns"
+    lines = ["set -e"]
+    for target in _HIDDEN:
+        lines.append(f"mount --bind '{ns / target.strip('/').replace('/', '-')}' {target}")
+    for path in _SYSCTLS:
+        copy = ns / "sysctl" / path.replace("/", ".")
+        lines.append(f"[ ! -e '{copy}' ] || mount --bind '{copy}' /proc/sys/{path}")
+    lines.append(f"touch '{directory / 'ns.ready'}'")
+    lines.append(f"exec \"$1\" -c '{_REAPER}'")
+    return "\n".join(lines)
+
+
+_REAPER = """
+import os, signal, sys, time
+# PID 1 of the namespace: reap orphans (container shims re-parent here) and stay until killed.
+signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
+while True:
+    try:
+        os.wait()
+    except ChildProcessError:
+        time.sleep(0.5)
+"""
+
+
+def _kubelet_config(state: State, directory: Path) -> str:
+    ports = state.ports
+    config = {
+        "apiVersion": "kubelet.config.k8s.io/v1beta1", "kind": "KubeletConfiguration",
+        "address": "127.0.0.1", "port": ports.kubelet, "healthzBindAddress": "127.0.0.1",
+        "healthzPort": ports.kubelet_healthz, "readOnlyPort": 0,
+        "authentication": {"anonymous": {"enabled": False}, "webhook": {"enabled": False},
+                           "x509": {"clientCAFile": str(directory / "pki" / "ca.crt")}},
+        "authorization": {"mode": "AlwaysAllow"},
+        "cgroupDriver": "cgroupfs", "cgroupsPerQOS": False, "cgroupRoot": f"/kubedevice/{state.cluster_id}",
+        "enforceNodeAllocatable": [], "failSwapOn": False, "failCgroupV1": False,
+        "containerRuntimeEndpoint": "unix:///run/containerd/containerd.sock",
+        "nodeStatusUpdateFrequency": "1s", "nodeStatusReportFrequency": "1s", "resolvConf": "",
+        "imageGCHighThresholdPercent": 100, "imageGCLowThresholdPercent": 99,
+        "serializeImagePulls": False,
+    }
+    return json.dumps(config, indent=1)
+
+
+def _containerd_config(directory: Path, bins: Binaries) -> str:
+    cni = directory / "cni"
+    return f"""version = 3
+root = "/var/lib/containerd"
+state = "/run/containerd"
+
+[grpc]
+  address = "/run/containerd/containerd.sock"
+
+[plugins."io.containerd.cri.v1.runtime"]
+  enable_cdi = true
+  cdi_spec_dirs = ["/run/cdi"]
+  # the sandbox lacks CAP_SYS_RESOURCE: runc cannot lower oom_score_adj below containerd's own
+  restrict_oom_score_adj = true
+  [plugins."io.containerd.cri.v1.runtime".containerd]
+    default_runtime_name = "runc"
+    [plugins."io.containerd.cri.v1.runtime".containerd.runtimes.runc]
+      runtime_type = "io.containerd.runc.v2"
+      snapshotter = "native"
+      [plugins."io.containerd.cri.v1.runtime".containerd.runtimes.runc.options]
+        BinaryName = "{bins.runc}"
+        SystemdCgroup = false
+  [plugins."io.containerd.cri.v1.runtime".cni]
+    bin_dirs = ["{cni / 'bin'}"]
+    conf_dir = "{cni / 'net.d'}"
+    use_internal_loopback = true  # no standard CNI plugins here, not even loopback
+
+[plugins."io.containerd.cri.v1.images"]
+  snapshotter = "native"
+  [plugins."io.containerd.cri.v1.images".pinned_images]
+    sandbox = "{PAUSE_IMAGE}"
+
+# ctr import unpacks through the transfer service: it needs the snapshotter named per platform
+[[plugins."io.containerd.transfer.v1.local".unpack_config]]
+  platform = "linux/amd64"
+  snapshotter = "native"
+
+[plugins."io.containerd.grpc.v1.cri"]
+  stream_server_address = "127.0.0.1"
+  stream_server_port = "0"
+"""
+
+
+_CNI_PLUGIN = r"""#!/bin/sh
+# The cluster's CNI plugin: a veth pair with both ends inside the pod's network namespace, so a
+# pod gets an interface and an address without touching any host interface or route (the
+# kernel here has no dummy/ipvlan links, which the standard plugins need).
+set -e
+config=$(cat)
+case "$CNI_COMMAND" in
+VERSION) echo '{"cniVersion":"1.0.0","supportedVersions":["0.4.0","1.0.0","1.1.0"]}'; exit 0 ;;
+ADD) ;;
+*) exit 0 ;;
+esac
+mkdir -p '@IPAM@'
+n=$(flock '@IPAM@/lock' sh -c 'n=$(cat "$0/next" 2>/dev/null || echo 2); echo $((n + 1)) > "$0/next"; echo $n' '@IPAM@')
+addr="10.88.$((n / 250)).$((n % 250 + 2))"
+nsenter --net="$CNI_NETNS" sh -c '
+  ip link add "$1" type veth peer name kdpeer0
+  ip link set lo up && ip link set kdpeer0 up && ip link set "$1" up
+  ip addr add "$2/16" dev "$1"' sh "$CNI_IFNAME" "$addr"
+printf '{"cniVersion":"1.0.0","interfaces":[{"name":"%s","sandbox":"%s"}],' "$CNI_IFNAME" "$CNI_NETNS"
+printf '"ips":[{"address":"%s/16","interface":0}]}\n' "$addr"
+"""
+
+
+def _child_of(pid: int, timeout: float = 10.0) -> int:
+    """The host PID of the process nsenter forked into the namespace."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        with contextlib.suppress(OSError):
+            children = Path(f"/proc/{pid}/task/{pid}/children").read_text().split()
+            if children:
+                return int(children[0])
+        time.sleep(0.01)
+    raise ClusterError(f"nsenter (pid {pid}) did not start its command")
+
+
+def _alive(pid: int) -> bool:
+    if pid <= 0:
+        return False
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except OSError:
+        return False
+    return state != "Z"
+
+
+def _terminate(pid: int, timeout: float) -> None:
+    """SIGTERM, then SIGKILL after ``timeout``; returns once the process is gone."""
+    if not _alive(pid):
+        return
+    with contextlib.suppress(ProcessLookupError):
+        os.kill(pid, signal.SIGTERM)
+    deadline = time.monotonic() + timeout
+    while _alive(pid) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    if _alive(pid):
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGKILL)
+        while _alive(pid):
+            time.sleep(0.05)
+
+
+def _descendants(roots: list[int]) -> set[int]:
+    """``roots`` and every live process below them."""
+    parents: dict[int, list[int]] = {}
+    for pid in _all_pids():
+        with contextlib.suppress(OSError, IndexError, ValueError):
+            ppid = int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[1])
+            parents.setdefault(ppid, []).append(pid)
+    found: set[int] = set()
+    todo = [pid for pid in roots if _alive(pid)]
+    while todo:
+        pid = todo.pop()
+        if pid not in found:
+            found.add(pid)
+            todo.extend(parents.get(pid, []))
+    return found
+
+
+def _wait_gone(pids: set[int], timeout: float = 20.0) -> None:
+    """Until none of ``pids`` is alive (the kernel kills a PID namespace's processes after its init)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        left = sorted(pid for pid in pids if _alive(pid))
+        if not left:
+            return
+        if time.monotonic() > deadline:
+            raise ClusterError(f"processes of the cluster still alive after stop: {left}")
+        time.sleep(0.05)
+
+
+def _all_pids() -> Iterator[int]:
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            yield int(entry)
+
+
+def cgroup_dirs(cluster_id: str) -> list[Path]:
+    """The cluster's cgroup directories in every mounted hierarchy (v1 controllers and v2)."""
+    root = Path("/sys/fs/cgroup")
+    found = [path for path in [root / "kubedevice" / cluster_id, *root.glob(f"*/kubedevice/{cluster_id}")]
+             if path.is_dir()]
+    return found
+
+
+def _remove_cgroups(cluster_id: str, timeout: float = 10.0) -> None:
+    """rmdir the pods' cgroups bottom-up; the kernel frees a cgroup shortly after its last task."""
+    deadline = time.monotonic() + timeout
+    while True:
+        left = []
+        for top in cgroup_dirs(cluster_id):
+            for path in sorted((p for p in top.rglob("*") if p.is_dir()), key=lambda p: -len(p.parts)):
+                with contextlib.suppress(OSError):
+                    path.rmdir()
+            try:
+                top.rmdir()
+                with contextlib.suppress(OSError):
+                    top.parent.rmdir()  # kubedevice/, if no other cluster uses it
+            except OSError:
+                left.append(top)
+        if not left:
+            return
+        if time.monotonic() > deadline:
+            raise ClusterError(f"cgroups still busy after stop: {', '.join(map(str, left))}")
+        time.sleep(0.2)
+
+
+def leftovers(directory: Path, state: State) -> list[str]:
+    """What a stopped cluster left on the host: processes, mounts below its directory, cgroups."""
+    found = [f"process {pid}" for pid in (state.init_pid, state.namespace_pid, *state.pids.values()) if _alive(pid)]
+    prefix = str(directory.resolve())
+    for line in Path("/proc/self/mountinfo").read_text().splitlines():
+        root, target = line.split()[3:5]
+        if target.startswith(prefix) or root.startswith(prefix):
+            found.append(f"mount {target}")
+    found += [f"cgroup {path}" for path in cgroup_dirs(state.cluster_id)]
+    return found
+
+
+def _http_ok(url: str) -> bool:
+    try:
+        with urllib.request.urlopen(url, timeout=2) as response:
+            return bool(response.status == 200)
+    except OSError:
+        return False
+
+
+def _wait(what: str, timeout: float, ready: Callable[[], bool], log: Path, pid: int | None) -> None:
+    """Poll ``ready``; ClusterError with the log's tail if the process dies or time runs out."""
+    deadline = time.monotonic() + timeout
+    while True:
+        if ready():
+            return
+        if pid is not None and not _alive(pid):
+            raise ClusterError(f"{what}: the process exited; {log} ends with:\n{_tail(log)}")
+        if time.monotonic() > deadline:
+            raise ClusterError(f"{what}: not ready after {timeout:.0f} s; {log} ends with:\n{_tail(log)}")
+        time.sleep(0.1)
+
+
+def _tail(log: Path, size: int = 3000) -> str:
+    try:
+        return log.read_text(errors="replace")[-size:]
+    except OSError:
+        return "(no log)"
+
+
+def up(directory: Path, node_name: str = NODE_NAME) -> Cluster:
+    """Build (cached) and start a cluster in ``directory``; ClusterError/BuildError say why not."""
+    reason = missing_prerequisite()
+    if reason is not None:
+        raise ClusterError(reason)
+    cluster = Cluster(directory)
+    cluster.dir.mkdir(parents=True, exist_ok=True)
+    for hidden in _HIDDEN:
+        if cluster.dir.is_relative_to(hidden):
+            raise ClusterError(f"the cluster directory may not be under {hidden}: the namespace hides it")
+    cluster.up(components.ensure_all(), node_name)
+    return cluster
+
+
+def _interrupt(signum: int, frame: object) -> None:
+    raise KeyboardInterrupt(f"signal {signum}")
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="cluster.sh", description=__doc__.splitlines()[0])
+    parser.add_argument("command", choices=("up", "down", "status"))
+    parser.add_argument("--dir", type=Path, default=Path(os.environ.get(DIR_ENV, DEFAULT_DIR)),
+                        help=f"the cluster directory (default ${DIR_ENV} or {DEFAULT_DIR})")
+    parser.add_argument("--node-name", default=NODE_NAME)
+    args = parser.parse_args(argv)
+    signal.signal(signal.SIGTERM, _interrupt)  # an interrupted `up` stops what it started
+    try:
+        if args.command == "up":
+            cluster = up(args.dir, args.node_name)
+            for key, value in cluster.summary().items():
+                print(f"{key}: {value}")
+        elif args.command == "down":
+            Cluster(args.dir).down()
+        else:
+            running = Cluster(args.dir).running()
+            if not running:
+                print(f"no cluster in {args.dir}")
+                return 1
+            for name, alive in running.items():
+                print(f"{name}: {'running' if alive else 'stopped'}")
+            return 0 if all(running.values()) else 1
+    except (ClusterError, BuildError) as err:
+        print(f"kubedevice: {err}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        print("kubedevice: interrupted; stopped what was started", file=sys.stderr)
+        return 130
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,182 @@
+"""Scenarios on a real cluster shared by the e2e tests and ``benchmarks/real_kubelet.py``.
+
+Pods use the cluster's one image (it prints its environment, then sleeps), ``imagePullPolicy:
+Never`` (there is no registry) and no service-account token (nothing in them talks to the API).
+"""
+
+from __future__ import annotations
+
+import itertools
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, TypeVar
+
+from .cluster import TEST_IMAGE, Cluster
+from .kubeapi import KubeApi
+
+T = TypeVar("T")
+_COUNTER = itertools.count()
+
+
+def wait_for(what: str, predicate: Callable[[], T | None], timeout: float, interval: float = 0.05) -> T:
+    """The first truthy value of ``predicate()``; AssertionError naming ``what`` after ``timeout``."""
+    deadline = time.monotonic() + timeout
+    while True:
+        value = predicate()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout:g} s waiting for {what}")
+        time.sleep(interval)
+
+
+def device_pod(name: str, resources: dict[str, int], node: str | None = None) -> dict[str, Any]:
+    """A pod whose one container requests ``resources``; bound to ``node`` directly when given.
+
+    Binding with ``nodeName`` skips the scheduler, as a DaemonSet or a restarted node's existing
+    pods do: the kubelet's admission is then the only gate, which is what the restart race is about.
+    """
+    limits = {key: str(value) for key, value in resources.items()}
+    spec: dict[str, Any] = {
+        "containers": [{"name": "main", "image": TEST_IMAGE, "imagePullPolicy": "Never",
+                        "resources": {"limits": limits, "requests": limits}}],
+        "automountServiceAccountToken": False, "terminationGracePeriodSeconds": 1,
+        "tolerations": [{"operator": "Exists"}],
+    }
+    if node is not None:
+        spec["nodeName"] = node
+    return {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name}, "spec": spec}
+
+
+def unique(prefix: str) -> str:
+    return f"{prefix}-{os.getpid()}-{next(_COUNTER)}"
+
+
+def pod_outcome(api: KubeApi, name: str) -> tuple[str, str, str] | None:
+    """(phase, reason, message) once the pod runs or failed; None while undecided."""
+    pod = api.pod(name)
+    if pod is None:
+        return None
+    status = pod.get("status", {})
+    phase = status.get("phase", "")
+    if phase == "Failed":
+        return phase, status.get("reason", ""), status.get("message", "")
+    if phase == "Running":
+        return phase, "", ""
+    return None
+
+
+def wait_outcome(api: KubeApi, name: str, timeout: float = 60.0) -> tuple[str, str, str]:
+    return wait_for(f"pod {name} to run or fail", lambda: pod_outcome(api, name), timeout)
+
+
+def container_log(cluster: Cluster, pod: dict[str, Any], container: str = "main") -> str:
+    """The container's stdout from the kubelet's pod log directory (``kubectl logs`` cannot reach a
+    kubelet without a node IP). CRI log lines are ``<time> <stream> <tag> <text>``."""
+    meta = pod["metadata"]
+    path = cluster.pod_log_dir / f"{meta['namespace']}_{meta['name']}_{meta['uid']}" / container / "0.log"
+    try:
+        lines = path.read_text().splitlines()
+    except OSError:
+        return ""
+    return "\n".join(line.split(" ", 3)[3] for line in lines if line.count(" ") >= 3)
+
+
+def delete_pods(api: KubeApi, names: list[str], timeout: float = 60.0) -> None:
+    for name in names:
+        api.delete_pod(name)
+    wait_for("pods to be deleted", lambda: all(api.pod(name) is None for name in names), timeout)
+
+
+@dataclass
+class RestartRound:
+    """One kubelet restart: when it answered healthz and what happened to the pods created then."""
+
+    healthy_after_s: float
+    registered_after_s: float | None
+    outcomes: dict[str, tuple[str, str, str]] = field(default_factory=dict)
+
+    @property
+    def admission_errors(self) -> int:
+        return sum(1 for _, reason, _ in self.outcomes.values() if reason == "UnexpectedAdmissionError")
+
+
+def kubelet_restart_round(cluster: Cluster, resource: str, pods: int, allocatable: int) -> RestartRound:
+    """Restart only the kubelet; as soon as it answers healthz create ``pods`` pods bound to the node,
+    each requesting one ``resource``; wait for every outcome, then delete them.
+
+    ``registered_after_s``: from the kubelet's start until the Node object shows ``allocatable``
+    again (its status is updated every second in this cluster, so this is an upper bound).
+    """
+    api = cluster.api()
+    started = time.monotonic()
+    healthy = cluster.restart_kubelet()
+    names = [unique("race") for _ in range(pods)]
+    for name in names:
+        api.create_pod(device_pod(name, {resource: 1}, cluster.node_name))
+    registered = None
+    deadline = time.monotonic() + 30.0
+    while time.monotonic() < deadline:
+        if api.resource(cluster.node_name, resource)[1] >= allocatable and api.node_ready(cluster.node_name):
+            registered = time.monotonic() - started
+            break
+        time.sleep(0.05)
+    result = RestartRound(healthy, registered)
+    for name in names:
+        result.outcomes[name] = wait_outcome(api, name)
+    delete_pods(api, names)
+    settle_checkpoint(cluster, resource)
+    return result
+
+
+def settle_checkpoint(cluster: Cluster, resource: str) -> None:
+    """Make the kubelet forget deleted pods' devices before the next restart.
+
+    The kubelet rewrites its device checkpoint only on an allocation, and purges deleted pods from
+    it only once its pod sources are ready (about a second after a start). When every allocation
+    happens in the first second after a restart, deleted pods pile up in the checkpoint and hold
+    their devices after the next restart (``Available: 0``) whatever the plugin does. One allocation
+    well after the restart purges them; its own pod then holds one device at the next restart.
+    """
+    api = cluster.api()
+    name = unique("settle")
+    api.create_pod(device_pod(name, {resource: 1}, cluster.node_name))
+    wait_outcome(api, name)
+    delete_pods(api, [name])
+
+
+class Daemon:
+    """``kubedevice serve`` (this checkout's code) against a cluster's (or a simulator's) plugin directory."""
+
+    def __init__(self, target: Cluster | Path, config: Path, log: Path) -> None:
+        self.log = log
+        plugin_dir = target.plugin_dir if isinstance(target, Cluster) else target
+        cdi_dir = target.cdi_dir if isinstance(target, Cluster) else target / "cdi"
+        with log.open("ab") as out:
+            self.process = subprocess.Popen(
+                [sys.executable, "-m", "kubedevice", "serve", "--config", str(config),
+                 "--plugin-dir", str(plugin_dir), "--cdi-dir", str(cdi_dir)],
+                stdout=out, stderr=subprocess.STDOUT, env={**os.environ, "PYTHONPATH": _src_path()})
+
+    def signal(self, signum: signal.Signals) -> None:
+        self.process.send_signal(signum)
+
+    def stop(self) -> int:
+        if self.process.poll() is None:
+            self.process.terminate()
+        try:
+            return self.process.wait(timeout=15)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+            return self.process.wait()
+
+
+def _src_path() -> str:
+    src = str(Path(__file__).resolve().parents[2])
+    return os.pathsep.join([src, *filter(None, [os.environ.get("PYTHONPATH")])])

@@ -1,0 +1,67 @@
+"""One real cluster for the whole e2e session (starting one costs ~30 s; building it once, ~10 min).
+
+Where a component cannot run (no root, no unshare, no Go and nothing cached), the tests skip with
+the exact reason on a developer machine and FAIL with it in CI (``CI`` set), so CI never passes
+without having run them.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from kubedevice.testing import components
+from kubedevice.testing.cluster import Cluster, ClusterError, leftovers, missing_prerequisite
+from kubedevice.testing.gobuild import BuildError
+
+
+def unavailable(reason: str) -> None:
+    if os.environ.get("CI", "").lower() not in ("", "0", "false"):
+        pytest.fail(f"e2e tests cannot run here: {reason}", pytrace=False)
+    pytest.skip(reason)
+
+
+@pytest.fixture(scope="session")
+def cluster() -> Iterator[Cluster]:
+    reason = missing_prerequisite()
+    if reason is not None:
+        unavailable(reason)
+    try:
+        binaries = components.ensure_all()
+    except BuildError as err:
+        if shutil.which("go") is None:
+            unavailable(str(err))
+        raise
+    # Short: unix socket paths below it must stay under 108 bytes.
+    directory = Path(tempfile.mkdtemp(prefix="kd-e2e-"))
+    cluster = Cluster(directory)
+    try:
+        cluster.up(binaries)
+    except ClusterError as err:
+        pytest.fail(f"the cluster did not start: {err}", pytrace=False)
+    state = cluster.state()
+    assert state is not None
+    try:
+        yield cluster
+    finally:
+        cluster.down()
+        left = leftovers(cluster.dir, state)
+        if not left:
+            shutil.rmtree(directory, ignore_errors=True)
+        assert not left, f"the cluster left things behind (logs kept in {directory}): {left}"
+
+
+@pytest.fixture(scope="session")
+def binaries(cluster: Cluster) -> components.Binaries:
+    return cluster.binaries
+
+
+@pytest.fixture
+def short_tmp() -> Iterator[Path]:
+    with tempfile.TemporaryDirectory(prefix="kd-") as path:
+        yield Path(path)

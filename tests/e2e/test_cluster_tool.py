@@ -1,0 +1,42 @@
+"""scripts/cluster.sh itself: an interrupted `up` leaves nothing behind, next to the session's cluster."""
+
+from __future__ import annotations
+
+import json
+import signal
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+
+from kubedevice.testing.cluster import Cluster, Ports, State, leftovers
+
+pytestmark = pytest.mark.e2e
+
+SCRIPT = Path(__file__).resolve().parents[2] / "scripts" / "cluster.sh"
+
+
+def test_interrupted_up_leaves_nothing_while_another_cluster_runs(cluster: Cluster, short_tmp: Path) -> None:
+    directory = short_tmp / "second"
+    up = subprocess.Popen([str(SCRIPT), "up", "--dir", str(directory)], stdout=subprocess.PIPE,
+                          stderr=subprocess.PIPE, text=True)
+    state_file = directory / "state.json"
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline:  # interrupt once the node's processes are starting
+        if state_file.exists() and "containerd" in json.loads(state_file.read_text())["pids"]:
+            break
+        time.sleep(0.05)
+    else:
+        up.kill()
+        pytest.fail(f"up did not get to containerd: {up.communicate()}")
+    data = json.loads(state_file.read_text())
+    state = State(ports=Ports(**data.pop("ports")), **data)
+    session = cluster.state()
+    assert session is not None and state.ports != session.ports
+    up.send_signal(signal.SIGTERM)
+    _, err = up.communicate(timeout=120)
+    assert up.returncode == 130, err
+    assert not state_file.exists(), err
+    assert leftovers(directory, state) == []
+    assert cluster.api().node_ready(cluster.node_name)  # the session's cluster was not touched
