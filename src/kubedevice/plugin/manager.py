@@ -76,10 +76,10 @@ class Manager:
             return
         self._watcher.start()  # before serving, so no kubelet.sock creation can slip past
         self._seen_kubelet = self.kubelet_socket.exists()
-        if not self._seen_kubelet:
-            log.info("waiting for the kubelet to create %s", self.kubelet_socket)
         for plugin in self._plugins:
             await self.add(plugin)
+        if not self._seen_kubelet:
+            log.info("waiting for the kubelet to create %s", self.kubelet_socket)
 
     async def _directory_ready(self) -> bool:
         """Whether the plugin directory exists, waiting for it (until a stop) if it does not yet."""
