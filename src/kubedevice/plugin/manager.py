@@ -94,17 +94,18 @@ class Manager:
         )
         appeared = asyncio.ensure_future(wait_for_directory(self.plugin_dir))
         stopped = asyncio.ensure_future(self._done.wait())
-        await asyncio.wait({appeared, stopped}, return_when=asyncio.FIRST_COMPLETED)
-        for task in (appeared, stopped):
+        done, pending = await asyncio.wait({appeared, stopped}, return_when=asyncio.FIRST_COMPLETED)
+        for task in pending:
             task.cancel()
-        if not appeared.cancelled() and appeared.done():
-            try:
-                appeared.result()
-            except NotADirectoryError as err:
-                raise ValueError(str(err)) from None
-            log.info("plugin directory %s appeared", self.plugin_dir)
-            return True
-        return False
+        await asyncio.gather(*pending, return_exceptions=True)
+        if appeared not in done:
+            return False
+        try:
+            appeared.result()
+        except NotADirectoryError as err:
+            raise ValueError(str(err)) from None
+        log.info("plugin directory %s appeared", self.plugin_dir)
+        return True
 
     async def add(self, plugin: Plugin) -> None:
         """Serve one more plugin (at start, or on a config reload)."""
