@@ -94,6 +94,32 @@ async def bench_startup_and_rss(runs: int) -> None:
     report("idle RSS, 4 devices (MiB)", rss, "<= 30 MiB", statistics.median(rss) <= 30, unit="MiB")
 
 
+def wall_ms(args: Sequence[str]) -> float:
+    """Wall time of one short command, from spawn to exit."""
+    started = time.perf_counter()
+    subprocess.run(list(args), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=True)
+    return 1000 * (time.perf_counter() - started)
+
+
+def bench_command_startup(runs: int) -> None:
+    """``kubedevice --help`` against the bare interpreter and the daemon's own imports, interleaved."""
+    commands = {
+        "bare interpreter (python -c pass)": [sys.executable, "-c", "pass"],
+        "serve's dependencies imported (floor)": [
+            sys.executable, "-c", "import grpc, pydantic, yaml, inotify_simple, typer",
+        ],
+        "kubedevice --help": [sys.executable, "-m", "kubedevice", "--help"],
+    }
+    times: dict[str, list[float]] = {name: [] for name in commands}
+    for _ in range(runs):
+        for name, args in commands.items():
+            times[name].append(wall_ms(args))
+    bare = statistics.median(times["bare interpreter (python -c pass)"])
+    for name, values in times.items():
+        ratio = statistics.median(values) / bare
+        report(f"{name} ({ratio:.1f}x bare)", values, "-", True)
+
+
 async def bench_reregistration(restarts: int) -> None:
     """New kubelet.sock to our Register call, over many kubelet restarts."""
     with tempfile.TemporaryDirectory() as tmp:
@@ -202,7 +228,8 @@ async def bench_preferred(calls: int) -> None:
 async def main(quick: bool) -> None:
     scale = 0.1 if quick else 1.0
     print(f"kubedevice core benchmarks on {os.cpu_count()} CPUs (load average {os.getloadavg()[0]:.2f})")
-    await bench_startup_and_rss(2 if quick else 5)
+    bench_command_startup(5 if quick else 21)
+    await bench_startup_and_rss(3 if quick else 11)
     await bench_reregistration(max(5, int(100 * scale)))
     await bench_propagation(max(20, int(200 * scale)))
     await bench_allocate(max(200, int(2000 * scale)))

@@ -40,6 +40,7 @@ def start_ours(work: Path, root: Path) -> tuple[subprocess.Popen[bytes], Path]:
     config = work / "hot.yaml"
     config.write_text(f'resources:\n  - name: {RESOURCE}\n    glob: {{paths: ["/dev/hot*"]}}\n')
     plugin_dir = work / "plugins"
+    plugin_dir.mkdir(exist_ok=True)  # the kubelet's directory: serve waits for it, never creates it
     command = [sys.executable, "-m", "kubedevice", "serve", "--config", str(config)]
     command += ["--plugin-dir", str(plugin_dir), "--host-root", str(root), "--log-level", "warning"]
     return subprocess.Popen(command), plugin_dir / endpoint_for(RESOURCE)

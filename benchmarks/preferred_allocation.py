@@ -97,6 +97,7 @@ async def time_rpc(work: Path, reqs: list[dict[str, object]]) -> list[float]:
     plugin = ConfiguredPlugin(config, work / "root")
     ids = [d.id for d in plugin.devices()]
     assert len(ids) == PHYSICAL * REPLICAS
+    (work / "plugins").mkdir(exist_ok=True)  # the kubelet's directory: the runtime never creates it
     manager = Manager([plugin], work / "plugins")
     await manager.start()
     samples = []

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import os
 import re
 import signal
 import socket
@@ -279,3 +280,168 @@ def test_missing_host_root_is_one_line_and_exit_2(tmp_path: Path) -> None:
     )
     assert result.returncode == 2 and "Traceback" not in result.stderr
     assert result.stderr.strip().count("\n") == 0 and "nope" in result.stderr, result.stderr
+
+
+def serve_args(config: Path, plugin_dir: Path, *extra: str) -> list[str]:
+    return [sys.executable, "-m", "kubedevice", "serve", "--config", str(config), "--plugin-dir", str(plugin_dir),
+            *extra]
+
+
+def sigterm_caught(pid: int) -> bool:
+    """Whether the process has a handler for SIGTERM (``SigCgt`` in /proc)."""
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("SigCgt:"):
+            return bool(int(line.split()[1], 16) & (1 << (signal.SIGTERM - 1)))
+    return False
+
+
+def test_sigterm_while_loading_the_config_is_a_clean_stop(tmp_path: Path) -> None:
+    """The config is a FIFO, so serve is provably inside config loading when SIGTERM comes."""
+    fifo, plugin_dir = tmp_path / "config.yaml", tmp_path / "plugins"
+    os.mkfifo(fifo)
+    plugin_dir.mkdir()
+    proc = subprocess.Popen(serve_args(fifo, plugin_dir), stderr=subprocess.PIPE, text=True)
+    with fifo.open("w") as writer:  # returns once serve has opened the FIFO to read its config
+        proc.send_signal(signal.SIGTERM)
+        writer.write(config_text(NULL))
+    _, stderr = proc.communicate(timeout=60)
+    assert proc.returncode == 0, stderr
+    assert "received SIGTERM: stopping" in stderr and "Traceback" not in stderr
+    assert list(plugin_dir.iterdir()) == []
+
+
+def test_sigterm_right_after_spawn_is_a_clean_stop(tmp_path: Path) -> None:
+    daemon = Daemon(tmp_path, config_text(NULL))
+    daemon.start()
+    assert daemon.proc is not None
+    deadline = time.monotonic() + TIMEOUT
+    while not sigterm_caught(daemon.proc.pid) and time.monotonic() < deadline:
+        pass  # no sleep: signal at the first moment a handler exists
+    assert daemon.stop() == 0, daemon.log.read_text()
+    assert "received SIGTERM: stopping" in daemon.log.read_text()
+    assert not [p for p in daemon.plugin_dir.iterdir() if p.is_socket()]
+
+
+def test_a_second_serve_or_a_file_at_the_endpoint_is_refused_in_one_line(tmp_path: Path) -> None:
+    async def main() -> None:
+        daemon = Daemon(tmp_path, config_text(NULL))
+        daemon.start()
+        endpoint = daemon.plugin_dir / endpoint_for(NULL)
+        try:
+            await eventually(endpoint.is_socket, "first serve listening")
+            inode = endpoint.stat().st_ino
+            second = await asyncio.to_thread(
+                subprocess.run, serve_args(daemon.config, daemon.plugin_dir, "--host-root", str(daemon.host)),
+                capture_output=True, text=True, timeout=60, check=False,
+            )
+            assert second.returncode == 1, second.stderr
+            assert second.stderr.strip() == (
+                f"kubedevice: {endpoint} is served by another live process (a second kubedevice serve?): "
+                "refusing to replace it"
+            )
+            assert endpoint.stat().st_ino == inode  # the first one's socket is untouched
+        finally:
+            assert await asyncio.to_thread(daemon.stop) == 0
+
+    asyncio.run(main())
+    endpoint = tmp_path / "plugins" / endpoint_for(NULL)
+    endpoint.write_text("someone else's file\n")
+    result = subprocess.run(
+        serve_args(tmp_path / "config.yaml", tmp_path / "plugins", "--host-root", str(tmp_path / "host")),
+        capture_output=True, text=True, timeout=60, check=False,
+    )
+    assert result.returncode == 1
+    assert result.stderr.strip() == f"kubedevice: {endpoint} exists and is not a socket: refusing to replace it"
+    assert endpoint.read_text() == "someone else's file\n"
+
+
+def test_serve_never_deletes_the_kubelets_socket(tmp_path: Path) -> None:
+    async def main() -> None:
+        async with daemon_and_kubelet(tmp_path, config_text(NULL)) as (daemon, sim):
+            await sim.wait_until(lambda: sim.allocatable().get(NULL) == 4, TIMEOUT)
+            inode = sim.kubelet_sock.stat().st_ino
+            await asyncio.to_thread(daemon.stop)
+            assert sim.kubelet_sock.is_socket() and sim.kubelet_sock.stat().st_ino == inode
+            with socket.socket(socket.AF_UNIX) as probe:
+                probe.connect(str(sim.kubelet_sock))  # still the live kubelet's
+            daemon.start()  # a second run meets the live kubelet.sock at start-up
+            before = len(sim.registrations)
+            await sim.wait_until(lambda: len(sim.registrations) > before, TIMEOUT)
+            assert sim.kubelet_sock.stat().st_ino == inode
+
+    asyncio.run(main())
+
+
+def test_readiness_drops_when_the_kubelet_exits_and_returns_with_it(tmp_path: Path) -> None:
+    """No restart wipe here: the simulator just exits, as a crashed or stopped kubelet does."""
+
+    async def main() -> None:
+        daemon = Daemon(tmp_path, config_text(NULL))
+        daemon.start()
+        try:
+            sim = KubeletSimulator(daemon.plugin_dir)
+            await sim.start()
+            await eventually(lambda: daemon.get("/readyz")[0] == 200, "ready after registration")
+            await sim.stop()
+            assert (daemon.plugin_dir / endpoint_for(NULL)).is_socket()
+            await eventually(lambda: daemon.get("/readyz")[0] == 503, "unready once the kubelet is gone")
+            await eventually(lambda: "lost the kubelet" in daemon.log.read_text(), "loss logged")
+            sim = KubeletSimulator(daemon.plugin_dir)
+            await sim.start()
+            await eventually(lambda: daemon.get("/readyz")[0] == 200, "ready after re-registration")
+            await sim.stop()
+        finally:
+            assert await asyncio.to_thread(daemon.stop) == 0
+        log = daemon.log.read_text()
+        assert f"lost the kubelet (its ListAndWatch stream closed): {NULL} no longer registered" in log
+        assert "received SIGTERM: stopping" in log
+
+    asyncio.run(main())
+
+
+def test_a_missing_plugin_dir_is_not_created_and_is_waited_for(tmp_path: Path) -> None:
+    async def main() -> None:
+        daemon = Daemon(tmp_path, config_text(NULL))
+        daemon.plugin_dir.rmdir()
+        daemon.start()
+        try:
+            await eventually(lambda: "waiting for it to appear" in daemon.log.read_text(), "wait logged")
+            assert not daemon.plugin_dir.exists()
+            sim = KubeletSimulator(daemon.plugin_dir)  # a kubelet's first start makes the directory
+            await sim.start()
+            await sim.wait_until(lambda: sim.allocatable().get(NULL) == 4, TIMEOUT)
+            await sim.stop()
+        finally:
+            assert await asyncio.to_thread(daemon.stop) == 0
+        assert f"plugin directory {daemon.plugin_dir} does not exist" in daemon.log.read_text()
+
+    asyncio.run(main())
+    typo = tmp_path / "typo" / "dir"
+    proc = subprocess.Popen(serve_args(tmp_path / "config.yaml", typo), stderr=subprocess.PIPE, text=True)
+    assert proc.stderr is not None
+    for line in proc.stderr:
+        if "waiting for it to appear" in line:
+            break
+    proc.send_signal(signal.SIGTERM)
+    assert proc.wait(TIMEOUT) == 0 and not (tmp_path / "typo").exists()
+
+
+def test_serve_a_glob_with_the_default_host_root(tmp_path: Path) -> None:
+    """No --host-root: the config's default '/' must work for a glob (it failed with '//dev/null')."""
+    config, plugin_dir = tmp_path / "c.yaml", tmp_path / "plugins"
+    config.write_text('resources:\n  - name: a.com/null\n    glob: {paths: ["/dev/null"]}\n')
+    plugin_dir.mkdir()
+
+    async def main() -> None:
+        sim = KubeletSimulator(plugin_dir)
+        await sim.start()
+        proc = subprocess.Popen(serve_args(config, plugin_dir), stderr=subprocess.PIPE)
+        try:
+            await sim.wait_until(lambda: sim.allocatable().get("a.com/null") == 1, TIMEOUT)
+        finally:
+            proc.send_signal(signal.SIGTERM)
+            _, stderr = await asyncio.to_thread(proc.communicate, timeout=TIMEOUT)
+            await sim.stop()
+        assert proc.returncode == 0, stderr
+
+    asyncio.run(main())

@@ -5,8 +5,10 @@ from __future__ import annotations
 import asyncio
 import logging
 import signal
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Literal
 
 from .config import Config
 from .logs import setup_logging
@@ -29,7 +31,7 @@ class DaemonOptions:
     cdi_dir: Path | None = None
     metrics_address: str | None = None
     log_level: str = "info"
-    log_format: str = "text"
+    log_format: Literal["text", "json"] = "text"
 
 
 def build_plugins(config: Config, host_root: Path | None = None, cdi_dir: Path | None = None) -> list[Plugin]:
@@ -79,14 +81,21 @@ def count_devices(plugin: Plugin, metrics: Metrics) -> None:
     plugin.subscribe(update)
 
 
-def run_daemon(config: Config, options: DaemonOptions) -> int:
-    """Serve until SIGTERM/SIGINT; the process exit code."""
-    setup_logging(options.log_level, "json" if options.log_format == "json" else "text")
+def run_daemon(
+    config: Config, options: DaemonOptions, early_signal: Callable[[], int | None] = lambda: None
+) -> int:
+    """Serve until SIGTERM/SIGINT; the process exit code.
+
+    ``early_signal`` reports a stop signal the command line caught before the loop ran.
+    """
+    setup_logging(options.log_level, options.log_format)
     plugins = build_plugins(config, options.host_root, options.cdi_dir)
-    return asyncio.run(_serve(config, options, plugins))
+    return asyncio.run(_serve(config, options, plugins, early_signal))
 
 
-async def _serve(config: Config, options: DaemonOptions, plugins: list[Plugin]) -> int:
+async def _serve(
+    config: Config, options: DaemonOptions, plugins: list[Plugin], early_signal: Callable[[], int | None]
+) -> int:
     metrics = Metrics() if options.metrics_address else Metrics.disabled()
     readiness = Readiness(p.resource_name for p in plugins)
     for plugin in plugins:
@@ -111,7 +120,7 @@ async def _serve(config: Config, options: DaemonOptions, plugins: list[Plugin]) 
         http = await start_http_server(options.metrics_address, metrics, readiness)
         log.info("serving metrics and probes", extra={"port": http.port})
     try:
-        return await run(manager)
+        return await run(manager, early_signal)
     finally:
         reloader.stop()
         if http is not None:

@@ -16,10 +16,12 @@ from pathlib import Path
 from rich.console import Console
 from rich.table import Table
 
-from .config import load_config
+from .config import Config, ConfigError, load_config
 from .daemon import build_plugins
 from .device import ContainerAllocation
+from .errors import UsageError
 from .kubelet import Container, KubeletSimulator, Pod
+from .plugin.base import Plugin
 from .plugin.manager import Manager
 
 TIMEOUT = 10.0
@@ -30,18 +32,35 @@ def bundled_example() -> Path:
 
 
 def run_demo(config_path: Path | None = None) -> int:
-    return asyncio.run(_demo(config_path or bundled_example(), Console()))
+    """Run the demo; :class:`UsageError` (one line) for a config it cannot use."""
+    path = config_path or bundled_example()
+    try:
+        config = load_config(path)
+    except ConfigError as err:
+        raise UsageError(str(err)) from None
+    return asyncio.run(_demo(path, config, Console()))
 
 
-async def _demo(config_path: Path, console: Console) -> int:
-    config = load_config(config_path)
+def _check_devices(config_path: Path, config: Config, plugins: list[Plugin]) -> None:
+    """A resource that finds nothing would leave the demo waiting: say so before starting."""
+    empty = [p.resource_name for p in plugins if not p.devices()]
+    if empty:
+        raise UsageError(
+            f"{config_path}: no devices found for {', '.join(empty)} under host root {config.host_root}; "
+            "nothing to demo (try 'kubedevice discover --config ...')"
+        )
+
+
+async def _demo(config_path: Path, config: Config, console: Console) -> int:
     with tempfile.TemporaryDirectory(prefix="kubedevice-demo-") as tmp:
         plugin_dir = Path(tmp)
+        plugins = build_plugins(config, cdi_dir=plugin_dir / "cdi")
+        _check_devices(config_path, config, plugins)
         console.rule("[bold]kubedevice demo")
         console.print(f"config [cyan]{config_path}[/], plugin directory [cyan]{plugin_dir}[/]")
         sim = KubeletSimulator(plugin_dir)
         await sim.start()
-        manager = Manager(build_plugins(config, cdi_dir=plugin_dir / "cdi"), plugin_dir)
+        manager = Manager(plugins, plugin_dir)
         started = time.perf_counter()
         await manager.start()
         try:
@@ -52,7 +71,7 @@ async def _demo(config_path: Path, console: Console) -> int:
             )
             _show_registrations(console, sim)
             _show_capacity(console, sim)
-            await _admit(console, sim, names[0])
+            await _admit(console, sim, names[0], min(2, len(plugins[0].devices())))
             await _restart(console, sim, names)
             _show_capacity(console, sim)
         finally:
@@ -84,8 +103,8 @@ def _show_capacity(console: Console, sim: KubeletSimulator) -> None:
     console.print(table)
 
 
-async def _admit(console: Console, sim: KubeletSimulator, resource: str) -> None:
-    pod = Pod(uid="demo-pod-uid", name="demo", containers=[Container(name="app", requests={resource: 2})])
+async def _admit(console: Console, sim: KubeletSimulator, resource: str, count: int) -> None:
+    pod = Pod(uid="demo-pod-uid", name="demo", containers=[Container(name="app", requests={resource: count})])
     admitted = await sim.admit(pod)
     app = admitted["app"]
     console.print(f"2. admitted pod [bold]demo[/]: container app gets {', '.join(app.device_ids[resource])}")

@@ -68,6 +68,7 @@ def test_rejected_registration_stops_the_resource_and_exits_non_zero(tmp_path: P
     async def main() -> None:
         kubelet_dir, elsewhere = tmp_path / "kubelet", tmp_path / "elsewhere"
         kubelet_dir.mkdir()
+        elsewhere.mkdir()
         async with kubelet(kubelet_dir, dial_timeout=0.5) as sim:
             manager = Manager([NullPlugin(devices=null_devices())], elsewhere)
             manager.kubelet_socket = kubelet_dir / KUBELET_SOCKET

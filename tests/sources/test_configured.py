@@ -27,6 +27,7 @@ Stream = aio.UnaryStreamCall[pb.Empty, pb.ListAndWatchResponse]
 @asynccontextmanager
 async def served(plugin: ConfiguredPlugin, plugin_dir: Path) -> AsyncIterator[pb_grpc.DevicePluginStub]:
     """The plugin behind the runtime's Manager (no kubelet needed), and a client on its socket."""
+    plugin_dir.mkdir(exist_ok=True)  # the kubelet's directory: the runtime never creates it
     manager = Manager([plugin], plugin_dir)
     await manager.start()
     try:

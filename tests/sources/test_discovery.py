@@ -110,6 +110,32 @@ def test_pci_vfio_without_iommu_group_is_skipped_with_a_warning(
     assert "no IOMMU group" in caplog.text
 
 
+def test_pci_skips_are_one_coherent_warning_not_absence(host: FakeHost, caplog: pytest.LogCaptureFixture) -> None:
+    """The function is present: the warning must say why it is unusable, never that it is absent."""
+    host.pci_device("0000:01:00.0", "10ee", "903f", "120000")  # no IOMMU group
+    host.pci_device("0000:02:00.0", "10ee", "903f", "120000", iommu_group=7, driver="ixgbe")  # no /dev/vfio/7
+    with caplog.at_level(logging.INFO, "kubedevice.sources"):
+        assert paths(host, FPGA) == {}
+    messages = [r.getMessage() for r in caplog.records]
+    assert messages == [
+        "fpga: 2 PCI function(s) 10ee:* present but not usable for VFIO: 0000:01:00.0 has no IOMMU group "
+        "(IOMMU off?); 0000:02:00.0 lacks /dev/vfio/7, /dev/vfio/vfio (not bound to vfio-pci?); nothing to advertise"
+    ]
+    caplog.clear()
+    with caplog.at_level(logging.INFO, "kubedevice.sources"):
+        assert paths(host, 'name: a.com/f\npci: {vendor: "8086", vfio: true}') == {}
+    assert [r.getMessage() for r in caplog.records] == ["f: no PCI function 8086:* present"]
+
+
+def test_pci_without_vfio_warns_that_containers_get_no_device_node(
+    host: FakeHost, caplog: pytest.LogCaptureFixture
+) -> None:
+    host.pci_device("0000:01:00.0", "10ee", "903f", "120000", iommu_group=7)
+    with caplog.at_level(logging.WARNING, "kubedevice.sources"):
+        assert paths(host, 'name: a.com/f\npci: {vendor: "10ee"}') == {"0000:01:00.0": ()}
+    assert "advertised without device nodes (vfio is off)" in caplog.text and "vfio: true" in caplog.text
+
+
 def test_unreadable_sysfs_attribute_skips_that_device_only(host: FakeHost, caplog: pytest.LogCaptureFixture) -> None:
     populate(host)
     host.pci_device("0000:d8:00.0", "10ee", "903f", "120000", numa_node=0, iommu_group=44, driver="vfio-pci")

@@ -13,6 +13,7 @@ from dataclasses import replace
 from typing import Protocol, runtime_checkable
 
 from ..device import ContainerAllocation, Device, Health, check_unique
+from ..names import extended_resource_name_error
 
 Listener = Callable[[], None]
 
@@ -33,6 +34,9 @@ class Plugin:
             self.resource_name = resource_name
         if not self.resource_name:
             raise ValueError(f"{type(self).__name__} has no resource_name")
+        error = extended_resource_name_error(self.resource_name)
+        if error:  # fail here, where the user wrote the name, not later inside serve()
+            raise ValueError(error)
         self._lock = threading.Lock()
         self._devices: dict[str, Device] = check_unique(devices)
         self._listeners: list[Listener] = []

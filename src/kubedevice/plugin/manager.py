@@ -21,7 +21,7 @@ from ..names import endpoint_for, extended_resource_name_error
 from .base import Plugin
 from .registration import KubeletUnavailable, RegistrationRejected, register
 from .server import PluginServer, RpcObserver
-from .watcher import DirectoryWatcher
+from .watcher import DirectoryWatcher, wait_for_directory
 
 log = logging.getLogger(__name__)
 
@@ -67,20 +67,53 @@ class Manager:
 
     # -- lifecycle ------------------------------------------------------------------
     async def start(self) -> None:
-        """Watch the directory, serve every plugin, register if the kubelet is there."""
-        self.plugin_dir.mkdir(parents=True, exist_ok=True)
+        """Wait for the directory, watch it, serve every plugin, register if the kubelet is there.
+
+        The directory is the kubelet's: we never create it. A missing one means no kubelet here
+        yet (or a mistyped ``--plugin-dir``), which the log says; a stop request ends the wait.
+        """
+        if not await self._directory_ready():
+            return
         self._watcher.start()  # before serving, so no kubelet.sock creation can slip past
         self._seen_kubelet = self.kubelet_socket.exists()
-        if not self._seen_kubelet:
-            log.info("waiting for the kubelet", extra={"socket": str(self.kubelet_socket)})
         for plugin in self._plugins:
             await self.add(plugin)
+        if not self._seen_kubelet:
+            log.info("waiting for the kubelet to create %s", self.kubelet_socket)
+
+    async def _directory_ready(self) -> bool:
+        """Whether the plugin directory exists, waiting for it (until a stop) if it does not yet."""
+        if self.plugin_dir.is_dir():
+            return True
+        if self.plugin_dir.exists():
+            raise ValueError(f"plugin directory {self.plugin_dir} is not a directory")
+        log.warning(
+            "plugin directory %s does not exist: no kubelet on this node yet, or a wrong --plugin-dir; "
+            "waiting for it to appear (not creating it)",
+            self.plugin_dir,
+        )
+        appeared = asyncio.ensure_future(wait_for_directory(self.plugin_dir))
+        stopped = asyncio.ensure_future(self._done.wait())
+        done, pending = await asyncio.wait({appeared, stopped}, return_when=asyncio.FIRST_COMPLETED)
+        for task in pending:
+            task.cancel()
+        await asyncio.gather(*pending, return_exceptions=True)
+        if appeared not in done:
+            return False
+        try:
+            appeared.result()
+        except NotADirectoryError as err:
+            raise ValueError(str(err)) from None
+        log.info("plugin directory %s appeared", self.plugin_dir)
+        return True
 
     async def add(self, plugin: Plugin) -> None:
         """Serve one more plugin (at start, or on a config reload)."""
         check_plugins([*self.plugins, plugin])
         endpoint = endpoint_for(plugin.resource_name)
-        server = PluginServer(plugin, self.plugin_dir / endpoint, self.hooks.on_rpc)
+        server = PluginServer(
+            plugin, self.plugin_dir / endpoint, self.hooks.on_rpc, on_client_gone=lambda: self._client_gone(endpoint)
+        )
         await server.serve()
         resource = _Resource(server)
         resource.watch = asyncio.create_task(self._watch(resource), name=f"run {resource.name}")
@@ -137,12 +170,30 @@ class Manager:
             self._seen_kubelet = True
             for resource in self._resources.values():
                 self._schedule(resource)
+        elif name == KUBELET_SOCKET:
+            self._lost_kubelet(list(self._resources.values()), f"{self.kubelet_socket} was removed")
         elif not created and name in self._resources:
             resource = self._resources[name]
             if not resource.server.owns_socket():
-                log.info("socket removed, serving again", extra={"resource": resource.name})
+                log.info("socket of %s removed: serving again", resource.name, extra={"resource": resource.name})
                 self._set_registered(resource, False)
                 self._schedule(resource)
+
+    def _client_gone(self, endpoint: str) -> None:
+        """The kubelet closed its last ListAndWatch stream: it exited, or dropped us. Register again."""
+        resource = self._resources.get(endpoint)
+        if resource is not None and resource.registered:
+            self._lost_kubelet([resource], "its ListAndWatch stream closed")
+            self._schedule(resource)  # a live kubelet takes us back; a dead one is waited for
+
+    def _lost_kubelet(self, resources: list[_Resource], why: str) -> None:
+        """Log once and drop readiness for the resources that were registered."""
+        lost = [r for r in resources if r.registered]
+        for resource in lost:
+            self._set_registered(resource, False)
+        if lost:
+            names = ", ".join(r.name for r in lost)
+            log.warning("lost the kubelet (%s): %s no longer registered; waiting for it to return", why, names)
 
     def _schedule(self, resource: _Resource) -> None:
         """Start a fresh registration attempt, superseding any attempt still waiting."""
@@ -160,7 +211,7 @@ class Manager:
         try:
             await register(str(self.kubelet_socket), server.socket_path.name, resource.name, server.options)
         except KubeletUnavailable as err:
-            log.info("kubelet not answering yet: %s", err, extra={"resource": resource.name})
+            log.info("kubelet not answering %s yet: %s", resource.name, err, extra={"resource": resource.name})
             self.hooks.on_registration(resource.name, "error")
             return
         except RegistrationRejected as err:
@@ -168,7 +219,10 @@ class Manager:
             return
         self._set_registered(resource, True)
         self.hooks.on_registration(resource.name, "ok")
-        log.info("registered with the kubelet", extra={"resource": resource.name, "endpoint": server.socket_path.name})
+        log.info(
+            "registered %s with the kubelet", resource.name,
+            extra={"resource": resource.name, "endpoint": server.socket_path.name},
+        )
 
     async def _ensure_serving(self, resource: _Resource) -> None:
         async with resource.lock:
@@ -178,7 +232,7 @@ class Manager:
 
     async def _reject(self, resource: _Resource, message: str) -> None:
         """The kubelet refused us: stop this resource; exit non-zero once nothing is served."""
-        log.error("kubelet rejected registration: %s", message, extra={"resource": resource.name})
+        log.error("kubelet rejected %s: %s", resource.name, message, extra={"resource": resource.name})
         self.hooks.on_registration(resource.name, "rejected")
         resource.rejected = message
         if resource.watch is not None:
@@ -199,7 +253,10 @@ class Manager:
         except asyncio.CancelledError:
             raise
         except Exception:
-            log.exception("device watcher failed; devices no longer update", extra={"resource": resource.name})
+            log.exception(
+                "device watcher of %s failed; its devices no longer update", resource.name,
+                extra={"resource": resource.name},
+            )
 
 
 def check_plugins(plugins: Sequence[Plugin]) -> None:
@@ -214,20 +271,37 @@ def check_plugins(plugins: Sequence[Plugin]) -> None:
         seen.add(plugin.resource_name)
 
 
-async def run(manager: Manager) -> int:
-    """Serve until SIGTERM/SIGINT (exit 0) or until every resource is rejected (exit 1)."""
+STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT)
+
+
+async def run(manager: Manager, early_signal: Callable[[], int | None] = lambda: None) -> int:
+    """Serve until SIGTERM/SIGINT (exit 0) or until every resource is rejected (exit 1).
+
+    ``early_signal`` tells of a stop signal caught before this loop took the signals over
+    (the command line catches them from its first line); the daemon then stops at once.
+    """
     loop = asyncio.get_running_loop()
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        loop.add_signal_handler(sig, manager.request_stop)
+    for sig in STOP_SIGNALS:
+        loop.add_signal_handler(sig, _stop, manager, sig)
     try:
-        await manager.start()
+        early = early_signal()
+        if early is not None:
+            _stop(manager, signal.Signals(early))
+        else:
+            await manager.start()
         code = await manager.wait()
     finally:
         await manager.stop()
-        for sig in (signal.SIGTERM, signal.SIGINT):
+        for sig in STOP_SIGNALS:
             with contextlib.suppress(Exception):
                 loop.remove_signal_handler(sig)
+    log.info("stopped: final Unhealthy lists sent, our sockets removed")
     return code
+
+
+def _stop(manager: Manager, sig: signal.Signals) -> None:
+    log.info("received %s: stopping", sig.name)
+    manager.request_stop()
 
 
 def serve(*plugins: Plugin, plugin_dir: Path | str | None = None, hooks: ManagerHooks | None = None) -> int:

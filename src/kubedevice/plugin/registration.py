@@ -16,6 +16,7 @@ _CHANNEL_OPTIONS = [
     ("grpc.max_reconnect_backoff_ms", 200),
     ("grpc.enable_retries", 0),
 ]
+_NOT_A_VERDICT = (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED, grpc.StatusCode.CANCELLED)
 # Register returns only after the kubelet has dialled us back (up to ~10 s upstream).
 REGISTER_TIMEOUT = 15.0
 
@@ -44,6 +45,7 @@ async def register(
         try:
             await stub.Register(request, timeout=timeout, wait_for_ready=True)
         except aio.AioRpcError as err:
-            if err.code() in (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED):
+            # CANCELLED: the kubelet stopped while answering (a restart); that is no verdict on us.
+            if err.code() in _NOT_A_VERDICT:
                 raise KubeletUnavailable(err.details() or err.code().name) from err
             raise RegistrationRejected(err.details() or err.code().name) from err

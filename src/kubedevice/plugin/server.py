@@ -51,11 +51,19 @@ class RpcFailure(Exception):
 class PluginServer(pb_grpc.DevicePluginServicer):  # type: ignore[misc]
     """The gRPC face of one plugin, on ``socket_path``. Restartable: :meth:`serve` again after a stop."""
 
-    def __init__(self, plugin: Plugin, socket_path: Path, observe: RpcObserver | None = None) -> None:
+    def __init__(
+        self,
+        plugin: Plugin,
+        socket_path: Path,
+        observe: RpcObserver | None = None,
+        on_client_gone: Callable[[], None] | None = None,
+    ) -> None:
         self.plugin = plugin
         self.socket_path = socket_path
         self.options = options_of(plugin)
         self._observe = observe
+        self._on_client_gone = on_client_gone
+        self._generation = 0  # one per serve(): a stream ended by our own restart is not the client leaving
         self._server: aio.Server | None = None
         self._inode: tuple[int, int] | None = None
         self._version = 0
@@ -70,6 +78,7 @@ class PluginServer(pb_grpc.DevicePluginServicer):  # type: ignore[misc]
         """Bind the socket (clearing only a stale one of ours) and start serving."""
         _clear_stale_socket(self.socket_path)
         self._final = False
+        self._generation += 1
         server = aio.server(options=[("grpc.so_reuseport", 0)])
         pb_grpc.add_DevicePluginServicer_to_server(self, server)
         server.add_insecure_port(f"unix://{self.socket_path}")
@@ -133,8 +142,13 @@ class PluginServer(pb_grpc.DevicePluginServicer):  # type: ignore[misc]
         return options_to_pb(*self.options)
 
     async def ListAndWatch(self, request: pb.Empty, context: Ctx) -> Any:
-        """The full list at once, then again after every change, until the client or we stop."""
+        """The full list at once, then again after every change, until the client or we stop.
+
+        A stream the client closes (the kubelet exited or dropped us) is reported to
+        ``on_client_gone`` once no stream is left; one we end ourselves is not.
+        """
         self._streams += 1
+        generation = self._generation
         try:
             sent = -1
             while True:
@@ -148,6 +162,9 @@ class PluginServer(pb_grpc.DevicePluginServicer):  # type: ignore[misc]
                 await self._changed.wait()
         finally:
             self._streams -= 1
+            ours = self._final or generation != self._generation
+            if not ours and self._streams == 0 and self._on_client_gone is not None:
+                self._on_client_gone()
 
     async def Allocate(self, request: pb.AllocateRequest, context: Ctx) -> pb.AllocateResponse:
         return await self._unary("Allocate", context, self._allocate(request))
@@ -259,7 +276,8 @@ class PluginServer(pb_grpc.DevicePluginServicer):  # type: ignore[misc]
             return await body
         except RpcFailure as failure:
             result = failure.code.name.lower()
-            log.warning("%s refused", method, extra={"resource": self.plugin.resource_name, "reason": str(failure)})
+            # The reason goes in the message: a library user without logging set up sees only that.
+            log.warning("%s refused for %s: %s", method, self.plugin.resource_name, failure)
             await _abort(context, failure)
         finally:
             if self._observe is not None:
@@ -282,7 +300,7 @@ def _clear_stale_socket(path: Path) -> None:
     except FileNotFoundError:
         return
     if not stat.S_ISSOCK(mode):
-        raise SocketInUse(f"{path} exists and is not a socket; refusing to replace it")
+        raise SocketInUse(f"{path} exists and is not a socket: refusing to replace it")
     with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as probe:
         try:
             probe.connect(str(path))
@@ -290,4 +308,4 @@ def _clear_stale_socket(path: Path) -> None:
             with contextlib.suppress(FileNotFoundError):
                 os.unlink(path)
             return
-    raise SocketInUse(f"{path} is served by another live process")
+    raise SocketInUse(f"{path} is served by another live process (a second kubedevice serve?): refusing to replace it")

@@ -22,6 +22,7 @@ Handler = Callable[[str, bool], None]
 
 _CREATED = flags.CREATE | flags.MOVED_TO
 _REMOVED = flags.DELETE | flags.MOVED_FROM
+_GONE = flags.DELETE_SELF | flags.MOVE_SELF
 
 
 class DirectoryWatcher:
@@ -57,3 +58,42 @@ class DirectoryWatcher:
                 self._handler(event.name, bool(event.mask & self._created))
             except Exception:  # a handler bug must not stop the watch
                 log.exception("handling %s in %s failed", event.name, self.directory)
+
+
+def nearest_existing(path: Path) -> Path:
+    """``path`` or its closest ancestor that exists."""
+    while not path.exists() and path != path.parent:
+        path = path.parent
+    return path
+
+
+async def wait_for_directory(directory: Path) -> None:
+    """Return once ``directory`` exists; raise ``NotADirectoryError`` if it never can.
+
+    inotify on the nearest existing ancestor wakes us as each missing level is created (or
+    when that ancestor itself goes): no polling, and nothing is created on our side.
+    """
+    loop = asyncio.get_running_loop()
+    inotify = INotify()
+    readable: asyncio.Future[None] | None = None
+
+    def wake() -> None:
+        if readable is not None and not readable.done():
+            readable.set_result(None)
+
+    loop.add_reader(inotify.fileno(), wake)
+    try:
+        while True:
+            ancestor = nearest_existing(directory)
+            if not ancestor.is_dir():
+                raise NotADirectoryError(f"{ancestor} is not a directory, so {directory} can never appear")
+            if ancestor == directory:
+                return
+            readable = loop.create_future()
+            inotify.add_watch(str(ancestor), _CREATED | _GONE)
+            if nearest_existing(directory) == ancestor:  # nothing happened between the check and the watch
+                await readable
+            inotify.read(timeout=0)
+    finally:
+        loop.remove_reader(inotify.fileno())
+        inotify.close()

@@ -10,6 +10,7 @@ from typing import Annotated, Any
 import typer
 
 from ..device import Device
+from ..errors import fail
 from .base import Found
 
 
@@ -28,8 +29,7 @@ def discover(
         cfg = load_config(config)
         resources = survey(cfg, host_root or cfg.host_root)
     except (ConfigError, ValueError) as err:
-        typer.echo(f"kubedevice: {err}", err=True)
-        raise typer.Exit(2) from None
+        fail(str(err))
     document = {
         "resources": [
             {"name": resource.name, "devices": [_row(d, {f.key: f for f in found}) for d in devices]}

@@ -83,7 +83,9 @@ class HostRoot:
 
     def glob(self, pattern: str) -> list[str]:
         """Host paths matching ``pattern`` (sorted, canonical, deduplicated)."""
-        matches = globlib.glob(globlib.escape(str(self.root)) + "/" + pattern.lstrip("/"))
+        # os.path.join, not "root + '/' + pattern": a root of "/" would give "//dev/...",
+        # which relative_to("/") refuses.
+        matches = globlib.glob(os.path.join(globlib.escape(str(self.root)), pattern.lstrip("/")))
         canonical = {self.resolve(self.host_path(m)) for m in matches}
         return sorted(p for p in canonical if self.local(p).exists())
 

@@ -16,9 +16,23 @@ VFIO_CONTAINER = "/dev/vfio/vfio"
 
 
 def discover(config: PciConfig, host: HostRoot, stem: str) -> list[Found]:
-    found = scan_bus(host, DEVICES, lambda address: _read(config, host, address))
-    if not found:
-        log.warning("%s: no PCI function %s:%s present", stem, config.vendor, config.device or "*")
+    """Matching functions; one warning says what was skipped and why, or that none is present."""
+    skipped: list[str] = []
+    found = scan_bus(host, DEVICES, lambda address: _read(config, host, address, skipped))
+    wanted = f"{config.vendor}:{config.device or '*'}"
+    if skipped:
+        log.warning(
+            "%s: %d PCI function(s) %s present but not usable for VFIO: %s%s",
+            stem, len(skipped), wanted, "; ".join(skipped), "" if found else "; nothing to advertise",
+        )
+    elif not found:
+        log.warning("%s: no PCI function %s present", stem, wanted)
+    if found and not config.vfio:
+        log.warning(
+            "%s: PCI functions are advertised without device nodes (vfio is off): a container gets only "
+            "the configured mounts, env and annotations; set 'vfio: true' to grant /dev/vfio/<group>",
+            stem,
+        )
     return found
 
 
@@ -26,7 +40,8 @@ def _hex(value: str | None) -> str:
     return (value or "").lower().removeprefix("0x")
 
 
-def _read(config: PciConfig, host: HostRoot, address: str) -> Found | None:
+def _read(config: PciConfig, host: HostRoot, address: str, skipped: list[str]) -> Found | None:
+    """The function at ``address`` if it matches; a match unusable for VFIO goes to ``skipped``."""
     sys_dir = f"{DEVICES}/{address}"
     vendor, device = _hex(attribute(host, sys_dir, "vendor")), _hex(attribute(host, sys_dir, "device"))
     pci_class = _hex(attribute(host, sys_dir, "class"))
@@ -52,11 +67,12 @@ def _read(config: PciConfig, host: HostRoot, address: str) -> Found | None:
         attributes["iommuGroup"] = int_attr(int(group)) if group.isdigit() else string_attr(group)
     if config.vfio:
         if group is None:
-            log.warning("PCI function %s has no IOMMU group (IOMMU off?); skipped for VFIO", address)
+            skipped.append(f"{address} has no IOMMU group (IOMMU off?)")
             return None
         paths = (f"/dev/vfio/{group}", VFIO_CONTAINER)
-        if not all(host.exists(p) for p in paths):
-            log.info("PCI function %s: VFIO nodes %s not present (not bound to vfio-pci?)", address, paths)
+        missing = [p for p in paths if not host.exists(p)]
+        if missing:
+            skipped.append(f"{address} lacks {', '.join(missing)} (not bound to vfio-pci?)")
             return None
     return Found(stable_key(address), paths, nodes, sys_dir, attributes)
 

@@ -1,0 +1,202 @@
+"""The ``kubedevice`` commands: ``serve`` and ``demo`` here, the tools loaded only when named.
+
+``kubedevice --help`` lists every command from the table below without importing any of
+them, and running one imports that one alone: ``serve`` on a small node does not pay (in
+start-up time or RSS) for the DRA tools, the simulator or the checker.
+"""
+
+from __future__ import annotations
+
+import importlib
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated, Any, Literal, NamedTuple, NoReturn
+
+import typer
+from typer.core import TyperGroup
+
+from . import __version__
+from .errors import fail
+
+try:  # typer >= 0.2x carries its own copy of click
+    from typer._click import exceptions as click_errors
+except ImportError:  # pragma: no cover - older typer on the real click
+    from click import exceptions as click_errors  # type: ignore[no-redef]
+
+if TYPE_CHECKING:
+    from .config import Config
+
+# click < 8.2 has no NoArgsIsHelpError (it printed the help itself); an empty tuple catches nothing.
+_NO_ARGS: Any = getattr(click_errors, "NoArgsIsHelpError", ())
+
+
+class LazyCommand(NamedTuple):
+    module: str
+    attribute: str  # a typer.Typer (a group) or a command function
+    help: str
+
+
+LAZY = {
+    "discover": LazyCommand(
+        "kubedevice.sources.cli", "discover", "Dry run: what each configured resource would advertise."
+    ),
+    "kubelet": LazyCommand(
+        "kubedevice.kubelet.cli", "kubelet", "Run the kubelet simulator: live capacity, admit pods, restart."
+    ),
+    "check": LazyCommand(
+        "kubedevice.conformance.cli", "check", "Check a device plugin against the kubelet's contract."
+    ),
+    "dra": LazyCommand(
+        "kubedevice.dra.cli", "app", "Dynamic Resource Allocation: validate, explain and allocate like the API server."
+    ),
+}
+
+
+class LazyGroup(TyperGroup):
+    """A group whose tool commands are imported when invoked, and listed in help without import."""
+
+    def list_commands(self, ctx: Any) -> list[str]:
+        return [*super().list_commands(ctx), *LAZY]
+
+    def get_command(self, ctx: Any, cmd_name: str) -> Any:
+        if cmd_name in LAZY:
+            return _load(cmd_name)
+        return super().get_command(ctx, cmd_name)
+
+    def format_commands(self, ctx: Any, formatter: Any) -> None:
+        rows = [(name, command.get_short_help_str(limit=200)) for name, command in self.commands.items()]
+        rows += [(name, lazy.help) for name, lazy in LAZY.items()]
+        with formatter.section("Commands"):
+            formatter.write_dl(rows)
+
+
+def _load(name: str) -> Any:
+    lazy = LAZY[name]
+    target = getattr(importlib.import_module(lazy.module), lazy.attribute)
+    if not isinstance(target, typer.Typer):
+        single = typer.Typer(rich_markup_mode=None)
+        single.command(name=name, help=lazy.help)(target)
+        target = single
+    command = typer.main.get_command(target)
+    command.name = name
+    return command
+
+
+app = typer.Typer(
+    name="kubedevice",
+    cls=LazyGroup,
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+    rich_markup_mode=None,  # plain click help: no markup to leak, no rich import for --help
+    context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100},
+)
+
+
+def _version(value: bool) -> None:
+    if value:
+        typer.echo(f"kubedevice {__version__}")
+        raise typer.Exit
+
+
+@app.callback()
+def _main(
+    version: Annotated[
+        bool, typer.Option("--version", help="Print the version and exit.", is_eager=True, callback=_version)
+    ] = False,
+) -> None:
+    """Kubernetes device plugins: serve devices, simulate the kubelet, check plugins, DRA tools."""
+
+
+ConfigOption = Annotated[
+    Path, typer.Option("--config", "-c", help="YAML config file.", dir_okay=False, metavar="FILE")
+]
+PluginDirOption = Annotated[
+    Path | None,
+    typer.Option(
+        metavar="DIR",
+        help="The kubelet's device plugin directory (env KUBEDEVICE_PLUGIN_DIR, then the config, "
+        "then /var/lib/kubelet/device-plugins). Never created: serve waits for it.",
+    ),
+]
+HostRootOption = Annotated[
+    Path | None, typer.Option(metavar="DIR", help="Where the host's / is mounted (e.g. /host in a pod).")
+]
+LogLevel = Literal["debug", "info", "warning", "error", "critical"]
+LogFormat = Literal["text", "json"]
+
+
+def load(config: Path) -> Config:
+    from .config import ConfigError, load_config  # noqa: PLC0415 - pydantic only for the commands that read a config
+
+    try:
+        return load_config(config)
+    except ConfigError as err:
+        fail(str(err))
+
+
+@app.command()
+def serve(  # noqa: PLR0917 - typer maps each parameter to an option
+    config: ConfigOption,
+    plugin_dir: PluginDirOption = None,
+    host_root: HostRootOption = None,
+    cdi_dir: Annotated[
+        Path | None, typer.Option(metavar="DIR", help="CDI spec directory (overrides the config).")
+    ] = None,
+    metrics_address: Annotated[
+        str | None,
+        typer.Option(metavar="HOST:PORT", help="Serve /metrics, /healthz and /readyz here (off by default)."),
+    ] = None,
+    log_level: Annotated[LogLevel, typer.Option(case_sensitive=False, help="Log level.")] = "info",
+    log_format: Annotated[LogFormat, typer.Option(case_sensitive=False, help="Log format.")] = "text",
+) -> None:
+    """Run the config-driven daemon: serve every configured resource and keep it registered."""
+    from .cli import early_signal  # noqa: PLC0415
+    from .daemon import DaemonOptions, run_daemon  # noqa: PLC0415
+    from .plugin.server import SocketInUse  # noqa: PLC0415
+
+    cfg = load(config)
+    options = DaemonOptions(config, plugin_dir, host_root, cdi_dir, metrics_address, log_level, log_format)
+    try:
+        code = run_daemon(cfg, options, early_signal)
+    except SocketInUse as err:  # another live process on our endpoint, or a file that is not ours
+        fail(str(err), 1)
+    except ValueError as err:  # a resource the kubelet would refuse, a host root that is missing, ...
+        fail(str(err))
+    raise typer.Exit(code)
+
+
+@app.command()
+def demo(
+    config: Annotated[
+        Path | None,
+        typer.Option(metavar="FILE", help="Config to serve (default: the bundled examples/null.yaml)."),
+    ] = None,
+) -> None:
+    """No cluster, no root: a simulated kubelet and a plugin in a temp dir, end to end."""
+    from .demo import run_demo  # noqa: PLC0415
+    from .errors import UsageError  # noqa: PLC0415
+
+    try:
+        code = run_demo(config)
+    except (UsageError, ValueError) as err:
+        fail(str(err))
+    raise typer.Exit(code)
+
+
+def run(args: list[str]) -> NoReturn:
+    """Run the command line; click's usage errors become the one-line format of every error."""
+    command = typer.main.get_command(app)
+    try:
+        code = command.main(args=args, prog_name="kubedevice", standalone_mode=False)
+    except _NO_ARGS as err:  # a bare group: its help, as a usage error
+        typer.echo(err.format_message(), err=True)
+        raise SystemExit(2) from None
+    except click_errors.UsageError as err:
+        where = err.ctx.command_path if err.ctx is not None else "kubedevice"
+        message = err.format_message().replace("Value error, ", "").rstrip(".")
+        fail(f"{message[:1].lower()}{message[1:]} (see '{where} --help')")
+    except click_errors.ClickException as err:
+        fail(err.format_message(), err.exit_code)
+    except typer.Abort:
+        fail("aborted", 1)
+    raise SystemExit(code if isinstance(code, int) else 0)

@@ -1,0 +1,108 @@
+"""The top-level command line as a new user meets it: help, version, refusals, demo errors."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from kubedevice import __version__
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def kubedevice(*args: str, timeout: float = 60) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "kubedevice", *args], capture_output=True, text=True, timeout=timeout, check=False
+    )
+
+
+def one_line(result: subprocess.CompletedProcess[str], code: int = 2) -> str:
+    """The single ``kubedevice: ...`` line of a refused command."""
+    assert result.returncode == code, (result.returncode, result.stderr)
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("kubedevice: "), result.stderr
+    return lines[0]
+
+
+def test_version() -> None:
+    result = kubedevice("--version")
+    assert result.returncode == 0 and result.stdout.strip() == f"kubedevice {__version__}"
+
+
+def test_help_loads_no_tool_and_shows_no_markup() -> None:
+    """``--help`` lists every command without importing the DRA tools, the simulator or the checker."""
+    script = (
+        "import sys; from kubedevice.cli import main; sys.argv = ['kubedevice', *sys.argv[1:]]\n"
+        "try:\n    main()\nexcept SystemExit:\n    pass\n"
+        "print(' '.join(m for m in sys.modules if m.startswith(('kubedevice.', 'grpc', 'pydantic', 'rich'))))"
+    )
+    for args in (["--help"], ["serve", "--help"], ["demo", "--help"]):
+        result = subprocess.run(
+            [sys.executable, "-c", script, *args], capture_output=True, text=True, timeout=60, check=True
+        )
+        *help_lines, loaded = result.stdout.strip().splitlines()
+        modules = set(loaded.split())
+        tools = ("kubedevice.dra", "kubedevice.kubelet", "kubedevice.conformance", "grpc", "rich")
+        # serve and demo read a config (pydantic; typer also parses their options with it)
+        heavy = {m for m in modules if m.startswith(tools if args != ["--help"] else (*tools, "pydantic"))}
+        assert heavy == set(), (args, sorted(heavy))
+        text = "\n".join(help_lines)
+        assert "``" not in text and "<bool>" not in text and "[bold" not in text, text
+    top = kubedevice("--help").stdout
+    for command in ("serve", "demo", "discover", "kubelet", "check", "dra"):
+        assert re.search(rf"^  {command}\s+\S", top, re.MULTILINE), top
+
+
+def test_unknown_command_and_missing_option_are_one_line() -> None:
+    assert "no such command 'srve'" in one_line(kubedevice("srve"))
+    assert "missing option '--config'" in one_line(kubedevice("serve"))
+
+
+@pytest.mark.parametrize(
+    ("option", "value", "named"),
+    [("--log-format", "xml", "'--log-format'"), ("--log-level", "loud", "'--log-level'")],
+)
+def test_bad_log_format_and_level_are_refused_alike(tmp_path: Path, option: str, value: str, named: str) -> None:
+    config = tmp_path / "c.yaml"
+    config.write_text("resources:\n  - name: a.com/x\n    static: {count: 1, paths: [/dev/null]}\n")
+    line = one_line(kubedevice("serve", "--config", str(config), "--plugin-dir", str(tmp_path), option, value))
+    assert named in line and repr(value) in line
+    assert not list(tmp_path.glob("*.sock"))
+
+
+def test_help_and_operations_doc_agree_on_log_levels() -> None:
+    levels = ["debug", "info", "warning", "error", "critical"]
+    assert "<" + "|".join(levels) + ">" in kubedevice("serve", "--help").stdout
+    doc = (ROOT / "docs" / "operations.md").read_text()
+    assert "`--log-level` is " + ", ".join(f"`{level}`" for level in levels[:-1]) + f" or `{levels[-1]}`" in doc
+    assert "`--log-format` is `text` (default) or `json`" in doc
+
+
+def test_demo_config_errors_are_one_line(tmp_path: Path) -> None:
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("resourcez: []\n")
+    assert "bad.yaml" in one_line(kubedevice("demo", "--config", str(bad)))
+    assert "missing.yaml: cannot read" in one_line(kubedevice("demo", "--config", str(tmp_path / "missing.yaml")))
+
+
+def test_demo_with_no_devices_says_so_at_once(tmp_path: Path) -> None:
+    none = tmp_path / "none.yaml"
+    none.write_text('resources:\n  - name: a.com/x\n    glob: {paths: ["/dev/kubedevice-nothing*"]}\n')
+    result = kubedevice("demo", "--config", str(none))
+    assert result.returncode == 2 and "Traceback" not in result.stderr, result.stderr
+    assert result.stderr.strip().splitlines()[-1] == (
+        f"kubedevice: {none}: no devices found for a.com/x under host root /; nothing to demo "
+        "(try 'kubedevice discover --config ...')"
+    )
+
+
+def test_demo_of_a_glob_under_host_root_slash(tmp_path: Path) -> None:
+    config = tmp_path / "tty.yaml"
+    config.write_text('resources:\n  - name: a.com/null\n    glob: {paths: ["/dev/null"]}\n')
+    result = kubedevice("demo", "--config", str(config))
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "demo finished" in result.stdout and "/dev/null" in result.stdout
