@@ -271,17 +271,21 @@ class PluginServer(pb_grpc.DevicePluginServicer):  # type: ignore[misc]
 
     async def _unary(self, method: str, context: Ctx, body: Awaitable[T]) -> T:
         start = time.perf_counter()
-        result = "ok"
         try:
-            return await body
+            answer = await body
         except RpcFailure as failure:
-            result = failure.code.name.lower()
+            # Counted before the status leaves: a client that reads /metrics right after its
+            # error must find it there.
+            self._observed(method, start, failure.code.name.lower())
             # The reason goes in the message: a library user without logging set up sees only that.
             log.warning("%s refused for %s: %s", method, self.plugin.resource_name, failure)
             await _abort(context, failure)
-        finally:
-            if self._observe is not None:
-                self._observe(self.plugin.resource_name, method, time.perf_counter() - start, result)
+        self._observed(method, start, "ok")
+        return answer
+
+    def _observed(self, method: str, start: float, result: str) -> None:
+        if self._observe is not None:
+            self._observe(self.plugin.resource_name, method, time.perf_counter() - start, result)
 
 
 async def _abort(context: Ctx, failure: RpcFailure) -> NoReturn:
