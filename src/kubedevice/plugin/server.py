@@ -26,6 +26,7 @@ from grpc import aio
 from ..allocation.policies import AllocationRequestError, check_answer, check_request
 from ..api import PRE_START_TIMEOUT_SECONDS, pb, pb_grpc
 from ..api.convert import allocation_to_pb, ids, list_response, options_to_pb
+from ..api.malformed import RefuseMalformed
 from ..device import ContainerAllocation, Device, Health
 from .base import Plugin, PreferredAllocator, PreStarter, options_of
 
@@ -70,7 +71,7 @@ class PluginServer(pb_grpc.DevicePluginServicer):  # type: ignore[misc]
         """Bind the socket (clearing only a stale one of ours) and start serving."""
         _clear_stale_socket(self.socket_path)
         self._final = False
-        server = aio.server(options=[("grpc.so_reuseport", 0)])
+        server = aio.server(options=[("grpc.so_reuseport", 0)], interceptors=[RefuseMalformed()])
         pb_grpc.add_DevicePluginServicer_to_server(self, server)
         server.add_insecure_port(f"unix://{self.socket_path}")
         await server.start()
