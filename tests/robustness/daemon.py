@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -48,7 +49,8 @@ class Daemon:
         with self.log.open("ab") as out:
             self.proc = subprocess.Popen(args, stdout=out, stderr=subprocess.STDOUT)
         if wait:
-            until(lambda: self.socket().is_socket() and self.socket(SERIAL).is_socket(), "daemon sockets")
+            names = re.findall(r"- name: (\S+)", self.config.read_text())
+            until(lambda: all(self.socket(n).is_socket() for n in names), "daemon sockets")
 
     @property
     def pid(self) -> int:
