@@ -75,8 +75,12 @@ class PluginServer(pb_grpc.DevicePluginServicer):  # type: ignore[misc]
         pb_grpc.add_DevicePluginServicer_to_server(self, server)
         server.add_insecure_port(f"unix://{self.socket_path}")
         await server.start()
-        st = self.socket_path.stat()
-        self._server, self._inode = server, (st.st_dev, st.st_ino)
+        self._server = server
+        try:
+            st = self.socket_path.stat()
+        except FileNotFoundError:  # a starting kubelet wiped it already: not ours, so serve() again
+            return
+        self._inode = (st.st_dev, st.st_ino)
         log.debug("serving %s on %s", self.plugin.resource_name, self.socket_path)
 
     async def stop(self, grace: float = 1.0) -> None:
