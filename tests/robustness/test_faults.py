@@ -63,7 +63,7 @@ def test_kubelet_sigkilled_mid_stream_then_back(tmp_path: Path) -> None:
     try:
         for n in range(1, 4):
             proc = spawn_kubelet(daemon.plugin_dir)
-            until(lambda: daemon.log.read_text().count("registered with the kubelet") >= 2 * n, f"registration {n}")
+            until(lambda n=n: daemon.log.read_text().count("registered with the kubelet") >= 2 * n, f"registration {n}")
             time.sleep(0.3)  # ListAndWatch streams are open now
             proc.send_signal(signal.SIGKILL)
             proc.wait(5)
