@@ -14,6 +14,7 @@ from typing import Any
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
+from . import boundedyaml
 from .api import DEFAULT_PLUGIN_DIR
 from .sources.schema import ResourceConfig
 
@@ -59,7 +60,7 @@ class Config(BaseModel):
 def load_config(path: Path) -> Config:
     """Read and validate ``path``; every failure is a one-line :class:`ConfigError`."""
     try:
-        text = path.read_text()
+        text = boundedyaml.read_text(path)
     except OSError as err:
         raise ConfigError(f"{path}: cannot read: {err.strerror or err}") from None
     return parse_config(text, str(path))
@@ -67,7 +68,7 @@ def load_config(path: Path) -> Config:
 
 def parse_config(text: str, source: str = "<config>") -> Config:
     try:
-        data = yaml.safe_load(text)
+        data = boundedyaml.load(text)
     except yaml.YAMLError as err:
         mark = getattr(err, "problem_mark", None)
         where = f":{mark.line + 1}:{mark.column + 1}" if mark is not None else ""

@@ -13,6 +13,7 @@ from typing import Annotated, Any, Literal, NoReturn
 
 import typer
 
+from ..boundedyaml import read_text
 from . import models
 from .allocator import AllocationError, DeviceID, Node, Unallocatable, allocate
 from .explain import explain, render, requests_using
@@ -35,7 +36,7 @@ def _fail(message: str, code: int = 2) -> NoReturn:
 
 def _documents(path: Path) -> list[tuple[int, Any]]:
     try:
-        text = path.read_text(encoding="utf-8")
+        text = read_text(path)
     except (OSError, UnicodeDecodeError) as error:
         _fail(f"{path}: cannot read: {error}")
     try:
@@ -47,7 +48,7 @@ def _documents(path: Path) -> list[tuple[int, Any]]:
 def _load(path: Path) -> list[DRAObject]:
     """Every object of a file, or exit 2 naming the first undecodable document."""
     try:
-        return models.load_text(path.read_text(encoding="utf-8"), str(path))
+        return models.load_text(read_text(path), str(path))
     except (OSError, UnicodeDecodeError) as error:
         _fail(f"{path}: cannot read: {error}")
     except DecodeError as error:

@@ -19,6 +19,8 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 from pydantic.alias_generators import to_camel
 
+from ..boundedyaml import BoundedLoader, read_text
+
 GROUP = "resource.k8s.io"
 VERSIONS = ("v1alpha3", "v1beta1", "v1beta2", "v1")
 KINDS = ("DeviceClass", "ResourceSlice", "ResourceClaim")
@@ -394,7 +396,7 @@ def _apply_defaults(obj: DRAObject) -> None:
                 _default_request(sub)
 
 
-class _LineLoader(yaml.SafeLoader):
+class _LineLoader(BoundedLoader):
     """SafeLoader that remembers where each document starts, for error messages."""
 
 
@@ -403,8 +405,12 @@ def load_documents(text: str, source: str = "<input>") -> list[tuple[int, Any]]:
 
     A ``List`` document (``kind: List`` or ``...List``) contributes its ``items``.
     """
-    loader = _LineLoader(text)
     documents: list[tuple[int, Any]] = []
+    try:
+        loader = _LineLoader(text)  # refuses control characters already
+    except yaml.reader.ReaderError as error:
+        message = f"position {error.position}: unacceptable character #x{error.character:04x}"
+        raise DecodeError([message], source) from None
     try:
         while loader.check_node():
             node = loader.get_node()
@@ -449,9 +455,8 @@ def load_text(text: str, source: str = "<input>") -> list[DRAObject]:
 
 def load_file(path: str) -> list[DRAObject]:
     try:
-        with open(path, encoding="utf-8") as handle:
-            text = handle.read()
-    except (OSError, UnicodeDecodeError) as error:
+        text = read_text(path)
+    except OSError as error:
         raise DecodeError([f"cannot read: {error}"], path) from None
     return load_text(text, path)
 
