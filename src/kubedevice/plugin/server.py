@@ -33,6 +33,7 @@ from .base import Plugin, PreferredAllocator, PreStarter, options_of
 log = logging.getLogger(__name__)
 T = TypeVar("T")
 Ctx = aio.ServicerContext[Any, Any]
+SOCKET_MODE = 0o600  # only the kubelet (root, or our own user) may connect
 RpcObserver = Callable[[str, str, float, str], None]
 """Called after every unary RPC with (resource, method, seconds, result)."""
 
@@ -81,6 +82,7 @@ class PluginServer(pb_grpc.DevicePluginServicer):  # type: ignore[misc]
         except FileNotFoundError:  # a starting kubelet wiped it already: not ours, so serve() again
             return
         self._inode = (st.st_dev, st.st_ino)
+        os.chmod(self.socket_path, SOCKET_MODE)
         log.debug("serving %s on %s", self.plugin.resource_name, self.socket_path)
 
     async def stop(self, grace: float = 1.0) -> None:
