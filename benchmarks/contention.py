@@ -5,7 +5,8 @@
     python benchmarks/contention.py --rounds 1 --calls 500
 
 The same Go kubelet client (``dpharness bench-allocate``) times sequential Allocate calls on
-``kubedevice serve`` and on the kubelet's own Go plugin stub, idle and then with one busy-loop
+``kubedevice serve``, on the kubelet's own Go plugin stub and on a bare grpc.aio server with
+no kubedevice code (bare_grpcio_peer.py: what is grpcio's), idle and then with one busy-loop
 process per CPU at the same priority; rounds alternate peers. Re-registration is timed under
 the hog against the kubelet's real device manager restarted in a mount namespace (root only).
 Ratios kubedevice / Go within one condition cancel most of the machine's noise; the spread of
@@ -46,9 +47,19 @@ def cpu_hog(enabled: bool) -> Iterator[None]:
             proc.wait()
 
 
+def bare_peer(devices: int) -> sbs.PeerStart:
+    script = str(Path(__file__).with_name("bare_grpcio_peer.py"))
+
+    def start(plugin_dir: Path, log: Path) -> contextlib.AbstractAsyncContextManager[int]:
+        return sbs.process([sys.executable, script, str(plugin_dir), str(devices)], log)
+
+    return start
+
+
 def peers(args: argparse.Namespace, work: Path, stub: Path) -> list[sbs.Peer]:
     return [sbs.Peer("kubedevice", "example.com/null", args.devices, sbs.kubedevice_peer(args.devices, work)),
-            sbs.Peer("go-stub", "example.com/null", args.devices, sbs.stub_peer(stub, args.devices))]
+            sbs.Peer("go-stub", "example.com/null", args.devices, sbs.stub_peer(stub, args.devices)),
+            sbs.Peer("grpcio-bare", "example.com/null", args.devices, bare_peer(args.devices))]
 
 
 async def run(args: argparse.Namespace, work: Path) -> None:
@@ -59,7 +70,8 @@ async def run(args: argparse.Namespace, work: Path) -> None:
     for n in range(args.rounds):
         for condition in CONDITIONS:
             with cpu_hog(condition == "hog"):
-                ordered = results[condition][n % 2:] + results[condition][: n % 2]
+                group = results[condition]
+                ordered = group[n % len(group):] + group[: n % len(group)]
                 for peer in ordered:
                     await sbs.allocate_round(peer, harness, args, work)
                     print(f"round {n + 1} {condition:4}: {peer.name:10} Allocate p50 {peer.round_p50s[-1]:6.0f} µs",
@@ -67,7 +79,7 @@ async def run(args: argparse.Namespace, work: Path) -> None:
     namespace_error = sbs.gobuild.mount_namespace_error()
     if namespace_error is None and args.restarts:
         with cpu_hog(True):
-            for peer in results["hog"]:
+            for peer in results["hog"][:2]:  # the bare peer registers once only
                 await sbs.reregister_round(peer, harness, args, work)
                 print(f"re-registration under the hog: {peer.name} {peer.reregister_ms} ms", flush=True)
     else:
@@ -83,11 +95,12 @@ def report(results: dict[str, list[sbs.Peer]]) -> None:
             spread = (max(p.round_p50s) - min(p.round_p50s)) / statistics.median(p.round_p50s) * 100
             print(f"{condition:9} {p.name:10} {sbs.pct(p.allocate_us, 50):7.0f} {sbs.pct(p.allocate_us, 99):7.0f}"
                   f" {spread:16.0f}%")
-    print("\nkubedevice / go-stub")
-    for condition, (ours, go) in results.items():
-        r50 = sbs.pct(ours.allocate_us, 50) / sbs.pct(go.allocate_us, 50)
-        r99 = sbs.pct(ours.allocate_us, 99) / sbs.pct(go.allocate_us, 99)
-        print(f"{condition:9} Allocate p50 {r50:5.2f}x   p99 {r99:5.2f}x")
+    print("\nkubedevice / peer")
+    for condition, (ours, *others) in results.items():
+        for other in others:
+            r50 = sbs.pct(ours.allocate_us, 50) / sbs.pct(other.allocate_us, 50)
+            r99 = sbs.pct(ours.allocate_us, 99) / sbs.pct(other.allocate_us, 99)
+            print(f"{condition:9} vs {other.name:11} Allocate p50 {r50:5.2f}x   p99 {r99:5.2f}x")
     for p in results["hog"]:
         if p.reregister_ms:
             print(f"re-registration under the hog, {p.name:10}: median {statistics.median(p.reregister_ms):8.1f} ms"
