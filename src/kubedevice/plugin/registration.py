@@ -16,6 +16,8 @@ _CHANNEL_OPTIONS = [
     ("grpc.max_reconnect_backoff_ms", 200),
     ("grpc.enable_retries", 0),
 ]
+# CANCELLED: the kubelet stopped while our call was in flight (a restart), not a refusal.
+_TRANSIENT = (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED, grpc.StatusCode.CANCELLED)
 # Register returns only after the kubelet has dialled us back (up to ~10 s upstream).
 REGISTER_TIMEOUT = 15.0
 
@@ -44,6 +46,6 @@ async def register(
         try:
             await stub.Register(request, timeout=timeout, wait_for_ready=True)
         except aio.AioRpcError as err:
-            if err.code() in (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED):
+            if err.code() in _TRANSIENT:
                 raise KubeletUnavailable(err.details() or err.code().name) from err
             raise RegistrationRejected(err.details() or err.code().name) from err
