@@ -78,11 +78,11 @@ class PluginServer(pb_grpc.DevicePluginServicer):  # type: ignore[misc]
         await server.start()
         self._server = server
         try:
+            os.chmod(self.socket_path, SOCKET_MODE)
             st = self.socket_path.stat()
         except FileNotFoundError:  # a starting kubelet wiped it already: not ours, so serve() again
             return
         self._inode = (st.st_dev, st.st_ino)
-        os.chmod(self.socket_path, SOCKET_MODE)
         log.debug("serving %s on %s", self.plugin.resource_name, self.socket_path)
 
     async def stop(self, grace: float = 1.0) -> None:
