@@ -15,6 +15,7 @@ from typing import Annotated, Any, Union, get_args, get_origin
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
+from . import boundedyaml
 from .errors import at, cannot_read
 from .plugin_dir import resolve_plugin_dir
 from .sources.schema import ResourceConfig
@@ -58,7 +59,7 @@ class Config(BaseModel):
 def load_config(path: Path) -> Config:
     """Read and validate ``path``; every failure is a one-line :class:`ConfigError`."""
     try:
-        text = path.read_text(encoding="utf-8")
+        text = boundedyaml.read_text(path)
     except (OSError, UnicodeDecodeError) as err:
         raise ConfigError(cannot_read(path, err)) from None
     return parse_config(text, str(path))
@@ -76,7 +77,7 @@ def parse_config(text: str, source: str = "<config>") -> Config:
 
 def _parse_yaml(text: str, source: str) -> tuple[yaml.Node | None, Any]:
     """The document's node tree (for line numbers) and its data."""
-    loader = yaml.SafeLoader(text)
+    loader = boundedyaml.BoundedLoader(text)
     try:
         node = loader.get_single_node()
         return node, loader.construct_document(node) if node is not None else None

@@ -210,3 +210,23 @@ def test_release_name_and_overrides_shape_object_names(helm: Helm) -> None:
     assert one(helm.template(release="gpu"), "DaemonSet")["metadata"]["name"] == "gpu-kubedevice"
     assert one(helm.template(release="kubedevice-a"), "DaemonSet")["metadata"]["name"] == "kubedevice-a"
     assert one(helm.template("fullnameOverride=dp"), "ConfigMap")["metadata"]["name"] == "dp"
+
+
+@pytest.mark.parametrize("sets", VALUE_SETS.values(), ids=VALUE_SETS.keys())
+def test_least_privilege_under_every_option(helm: Helm, sets: tuple[str, ...]) -> None:
+    """No host namespaces, no capability, no escalation, seccomp on, and only the host paths needed."""
+    docs = helm.template(*sets)
+    spec = pod_spec(docs)
+    assert not spec.get("hostNetwork") and not spec.get("hostPID") and not spec.get("hostIPC")
+    assert spec["securityContext"]["seccompProfile"] == {"type": "RuntimeDefault"}
+    security = container(docs)["securityContext"]
+    assert security["privileged"] is False and "add" not in security["capabilities"]
+    assert security["capabilities"]["drop"] == ["ALL"] and security["allowPrivilegeEscalation"] is False
+    assert security["readOnlyRootFilesystem"] is True
+    writable = {"/var/lib/kubelet/device-plugins", "/var/run/cdi"}
+    for path, mount in mounts(docs).items():
+        host = mount["volume"].get("hostPath")
+        if host is None:
+            continue
+        assert host["path"] in writable | {"/dev", "/sys", "/"}, path
+        assert mount.get("readOnly") is True or host["path"] in writable, path

@@ -14,6 +14,7 @@ from collections import defaultdict
 from collections.abc import Sequence
 from collections.abc import Set as AbstractSet
 
+from ..api.convert import ids
 from ..device import Device
 
 
@@ -28,7 +29,7 @@ def check_request(pool: AbstractSet[str], must_include: Sequence[str], size: int
     must = set(must_include)
     missing = sorted(must - pool)
     if missing:
-        raise AllocationRequestError(f"must_include devices not in available: {', '.join(missing)}")
+        raise AllocationRequestError(f"must_include devices not in available: {ids(missing)}")
     if size < len(must):
         raise AllocationRequestError(f"allocation_size {size} is smaller than the {len(must)} must_include devices")
     if size > len(pool):
@@ -44,12 +45,12 @@ def check_answer(answer: Sequence[str], pool: AbstractSet[str], must_include: Se
     if len(answer) != size:
         problems.append(f"has {len(answer)} devices, not {size}")
     if not must <= chosen:
-        problems.append(f"omits must_include {', '.join(sorted(must - chosen))}")
+        problems.append(f"omits must_include {ids(must - chosen)}")
     outside = chosen - pool
     if outside:
-        problems.append(f"names unavailable {', '.join(sorted(outside))}")
+        problems.append(f"names unavailable {ids(outside)}")
     if problems:
-        raise ValueError(f"preferred allocation policy answer {list(answer)} " + "; ".join(problems))
+        raise ValueError(f"preferred allocation policy answer [{ids(answer)}] " + "; ".join(problems))
 
 
 def pack_numa(available: Sequence[Device], must_include: Sequence[Device], size: int) -> list[str]:

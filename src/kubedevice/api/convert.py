@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable
 
 from ..device import ContainerAllocation, Device, DeviceSpec, Health, Mount
 from . import api_pb2 as pb
@@ -60,6 +60,24 @@ def options_to_pb(pre_start_required: bool, preferred_available: bool) -> pb.Dev
     )
 
 
-def ids(values: Sequence[str]) -> str:
-    """Device IDs for an error message, sorted so messages are stable."""
-    return ", ".join(sorted(values))
+_SHOWN_IDS = 10
+_SHOWN_CHARS = 32
+
+
+def ids(values: Iterable[str]) -> str:
+    """Device IDs for an error message: sorted so messages are stable, and bounded.
+
+    The message travels as a gRPC trailer, percent-encoded, and a client refuses trailers over
+    8 KiB with RESOURCE_EXHAUSTED instead of our status: at most 10 IDs of 32 characters show.
+    """
+    ordered = sorted(values)
+    shown = ", ".join(_id_text(v) for v in ordered[:_SHOWN_IDS])
+    hidden = len(ordered) - _SHOWN_IDS
+    return f"{shown} and {hidden:,} more" if hidden > 0 else shown
+
+
+def _id_text(value: str) -> str:
+    """An ID as a reader can see it: empty or unprintable ones quoted, long ones cut."""
+    if len(value) > _SHOWN_CHARS:
+        value = f"{value[:_SHOWN_CHARS]}...({len(value):,} chars)"
+    return value if value and value.isprintable() else repr(value)

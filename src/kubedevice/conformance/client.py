@@ -16,6 +16,7 @@ from typing import Any
 import grpc
 
 from ..api import PRE_START_TIMEOUT_SECONDS, pb, pb_grpc
+from ..api.channel import wait_ready
 from .model import RPC_TIMEOUT_S
 
 
@@ -36,7 +37,7 @@ class PluginClient:
 
     async def connect(self) -> None:
         """Wait for the socket to accept a connection; ``TimeoutError`` if it does not."""
-        await asyncio.wait_for(self._channel.channel_ready(), self.timeout)
+        await wait_ready(self._channel, self.timeout)
 
     async def options(self) -> pb.DevicePluginOptions:
         reply: pb.DevicePluginOptions = await self._stub.GetDevicePluginOptions(pb.Empty(), timeout=self.timeout)

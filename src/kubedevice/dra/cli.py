@@ -14,6 +14,7 @@ from typing import Annotated, Any, Literal
 
 import typer
 
+from ..boundedyaml import read_text
 from ..errors import cannot_read, fail
 from . import models
 from .allocator import AllocationError, DeviceID, Node, Unallocatable, allocate
@@ -33,7 +34,7 @@ Output = Literal["yaml", "json"]
 
 def _documents(path: Path) -> list[tuple[int, Any]]:
     try:
-        text = path.read_text(encoding="utf-8")
+        text = read_text(path)
     except (OSError, UnicodeDecodeError) as error:
         fail(cannot_read(path, error))
     try:
@@ -45,7 +46,7 @@ def _documents(path: Path) -> list[tuple[int, Any]]:
 def _load(path: Path) -> list[DRAObject]:
     """Every object of a file, or exit 2 naming the first undecodable document."""
     try:
-        return models.load_text(path.read_text(encoding="utf-8"), str(path))
+        return models.load_text(read_text(path), str(path))
     except (OSError, UnicodeDecodeError) as error:
         fail(cannot_read(path, error))
     except DecodeError as error:

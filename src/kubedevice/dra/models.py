@@ -19,6 +19,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 from pydantic.alias_generators import to_camel
 
+from ..boundedyaml import BoundedLoader, read_text
 from ..errors import at, cannot_read
 
 GROUP = "resource.k8s.io"
@@ -409,7 +410,7 @@ def _apply_defaults(obj: DRAObject) -> None:
                 _default_request(sub)
 
 
-class _LineLoader(yaml.SafeLoader):
+class _LineLoader(BoundedLoader):
     """SafeLoader that remembers where each document starts, for error messages."""
 
 
@@ -418,8 +419,12 @@ def load_documents(text: str, source: str = "<input>") -> list[tuple[int, Any]]:
 
     A ``List`` document (``kind: List`` or ``...List``) contributes its ``items``.
     """
-    loader = _LineLoader(text)
     documents: list[tuple[int, Any]] = []
+    try:
+        loader = _LineLoader(text)  # refuses control characters already
+    except yaml.reader.ReaderError as error:
+        message = f"position {error.position}: unacceptable character #x{error.character:04x}"
+        raise DecodeError([message], source) from None
     try:
         while loader.check_node():
             node = loader.get_node()
@@ -464,8 +469,7 @@ def load_text(text: str, source: str = "<input>") -> list[DRAObject]:
 
 def load_file(path: str) -> list[DRAObject]:
     try:
-        with open(path, encoding="utf-8") as handle:
-            text = handle.read()
+        text = read_text(path)
     except (OSError, UnicodeDecodeError) as error:
         raise DecodeError([cannot_read(path, error)]) from None
     return load_text(text, path)

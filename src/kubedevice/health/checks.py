@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
+import signal
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Protocol
@@ -111,7 +112,17 @@ def _sysfs(host: HostRoot, target: CheckTarget, check: SysfsCheck) -> str | None
     return None if value == check.equals else f"{path} is {value!r}, want {check.equals!r}"
 
 
+# A check sees no variable of ours (no tokens, no proxies): only a fixed search path and locale.
+EXEC_ENV = {"PATH": "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin", "LC_ALL": "C"}
+
+
 async def _exec(check: ExecCheck, target: CheckTarget) -> str | None:
+    """Run ``argv`` without a shell, in a clean environment and its own process group.
+
+    At the timeout the whole group is killed, so a check that forked (a shell pipeline, a
+    helper left in the background) cannot outlive it; the group is also killed after a normal
+    exit, so no leftover keeps running until the next check.
+    """
     fields = {
         "id": target.key,
         "path": target.host_paths[0] if target.host_paths else "",
@@ -125,14 +136,22 @@ async def _exec(check: ExecCheck, target: CheckTarget) -> str | None:
             stdin=asyncio.subprocess.DEVNULL,
             stdout=asyncio.subprocess.DEVNULL,
             stderr=asyncio.subprocess.DEVNULL,
+            env=EXEC_ENV,
+            start_new_session=True,
         )
     except OSError as exc:
         return f"cannot run {argv[0]}: {exc.strerror}"
     try:
         code = await asyncio.wait_for(process.wait(), check.timeout_seconds)
     except TimeoutError:
-        with contextlib.suppress(ProcessLookupError):
-            process.kill()
+        _kill_group(process.pid)
         await process.wait()
         return f"{argv[0]} timed out after {check.timeout_seconds:g}s"
+    finally:
+        _kill_group(process.pid)
     return None if code == 0 else f"{argv[0]} exited with {code}"
+
+
+def _kill_group(pgid: int) -> None:
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(pgid, signal.SIGKILL)

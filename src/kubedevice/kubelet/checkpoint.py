@@ -17,9 +17,11 @@ from __future__ import annotations
 
 import base64
 import binascii
+import contextlib
 import json
 import os
 import re
+import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -154,10 +156,22 @@ def _as_go(data: CheckpointData) -> GoData:
 
 
 def write(path: Path, data: CheckpointData) -> None:
-    """Write atomically (temp file, then rename) as the kubelet's file store does."""
-    tmp = path.with_name(f".{path.name}.tmp")
-    tmp.write_bytes(marshal(_as_go(data)))
-    os.replace(tmp, path)
+    """Write atomically (temp file, fsync, rename) as the kubelet's file store does, mode 0600.
+
+    On any failure (a full disk) the temp file is removed and the old checkpoint stays whole.
+    """
+    blob = marshal(_as_go(data))
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")  # mode 0600
+    try:
+        with os.fdopen(fd, "wb") as handle:
+            handle.write(blob)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(tmp)
+        raise
 
 
 # ---- reading: Go's json.Unmarshal -------------------------------------------------------------

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import os
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -11,6 +10,7 @@ from typing import Any
 import grpc
 
 from ..api import pb, pb_grpc
+from ..api.channel import wait_ready
 from .model import PluginOptions
 
 FAILED_TO_DIAL = "failed to dial device plugin:"
@@ -46,7 +46,7 @@ class Endpoint:
         """Block until connected, as the kubelet's ``grpc.WithBlock`` dial does, or fail after ``timeout``."""
         channel = grpc.aio.insecure_channel(f"unix://{socket}")
         try:
-            await asyncio.wait_for(channel.channel_ready(), timeout)
+            await wait_ready(channel, timeout)
         except TimeoutError:
             await channel.close(None)
             raise DialError(f"{FAILED_TO_DIAL} context deadline exceeded") from None

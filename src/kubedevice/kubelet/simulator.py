@@ -397,7 +397,10 @@ class KubeletSimulator:
             for res, a in resources.items()
         ]
         registered = {name: sorted(i for i, d in r.devices.items() if d.healthy) for name, r in self.resources.items()}
-        checkpoint.write(self.checkpoint_path, checkpoint.CheckpointData(entries, registered))
+        try:
+            checkpoint.write(self.checkpoint_path, checkpoint.CheckpointData(entries, registered))
+        except OSError as err:  # the kubelet logs "Failed to write checkpoint file" and goes on
+            self._event(f"failed to write checkpoint file: {err.strerror or err}")
 
     def _load_checkpoint(self) -> None:
         """``readCheckpoint``: restore assignments; known resources come back stopped with zero devices."""

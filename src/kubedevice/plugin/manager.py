@@ -12,6 +12,7 @@ import contextlib
 import logging
 import os
 import signal
+import stat
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -20,7 +21,7 @@ from ..api import DEFAULT_PLUGIN_DIR, KUBELET_SOCKET
 from ..names import endpoint_for, extended_resource_name_error
 from .base import Plugin
 from .registration import KubeletUnavailable, RegistrationRejected, register
-from .server import PluginServer, RpcObserver
+from .server import PluginServer, RpcObserver, SocketInUse
 from .watcher import DirectoryWatcher, wait_for_directory
 
 log = logging.getLogger(__name__)
@@ -204,8 +205,11 @@ class Manager:
         resource.registration = asyncio.create_task(self._reconcile(resource), name=f"register {resource.name}")
 
     async def _reconcile(self, resource: _Resource) -> None:
-        await asyncio.shield(self._ensure_serving(resource))
-        if not self.kubelet_socket.exists():
+        if not await asyncio.shield(self._ensure_serving(resource)):
+            return
+        if not _is_socket(self.kubelet_socket):
+            if self.kubelet_socket.exists():
+                log.warning("%s is not a socket; waiting for the kubelet", self.kubelet_socket)
             return
         server = resource.server
         try:
@@ -224,11 +228,17 @@ class Manager:
             extra={"resource": resource.name, "endpoint": server.socket_path.name},
         )
 
-    async def _ensure_serving(self, resource: _Resource) -> None:
+    async def _ensure_serving(self, resource: _Resource) -> bool:
+        """Serve again if our socket went; False while that fails (the directory is gone)."""
         async with resource.lock:
             if not resource.server.owns_socket():
                 await resource.server.stop(grace=0)
-                await resource.server.serve()
+                try:
+                    await resource.server.serve()
+                except (OSError, RuntimeError, SocketInUse) as err:  # grpc's bind failure is a RuntimeError
+                    log.warning("cannot serve yet: %s", err, extra={"resource": resource.name})
+                    return False
+            return True
 
     async def _reject(self, resource: _Resource, message: str) -> None:
         """The kubelet refused us: stop this resource; exit non-zero once nothing is served."""
@@ -257,6 +267,13 @@ class Manager:
                 "device watcher of %s failed; its devices no longer update", resource.name,
                 extra={"resource": resource.name},
             )
+
+
+def _is_socket(path: Path) -> bool:
+    try:
+        return stat.S_ISSOCK(path.lstat().st_mode)
+    except OSError:
+        return False
 
 
 def check_plugins(plugins: Sequence[Plugin]) -> None:

@@ -26,12 +26,14 @@ from grpc import aio
 from ..allocation.policies import AllocationRequestError, check_answer, check_request
 from ..api import PRE_START_TIMEOUT_SECONDS, pb, pb_grpc
 from ..api.convert import allocation_to_pb, ids, list_response, options_to_pb
+from ..api.malformed import RefuseMalformed
 from ..device import ContainerAllocation, Device, Health
 from .base import Plugin, PreferredAllocator, PreStarter, options_of
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
 Ctx = aio.ServicerContext[Any, Any]
+SOCKET_MODE = 0o600  # only the kubelet (root, or our own user) may connect
 RpcObserver = Callable[[str, str, float, str], None]
 """Called after every unary RPC with (resource, method, seconds, result)."""
 
@@ -79,12 +81,17 @@ class PluginServer(pb_grpc.DevicePluginServicer):  # type: ignore[misc]
         _clear_stale_socket(self.socket_path)
         self._final = False
         self._generation += 1
-        server = aio.server(options=[("grpc.so_reuseport", 0)])
+        server = aio.server(options=[("grpc.so_reuseport", 0)], interceptors=[RefuseMalformed()])
         pb_grpc.add_DevicePluginServicer_to_server(self, server)
         server.add_insecure_port(f"unix://{self.socket_path}")
         await server.start()
-        st = self.socket_path.stat()
-        self._server, self._inode = server, (st.st_dev, st.st_ino)
+        self._server = server
+        try:
+            os.chmod(self.socket_path, SOCKET_MODE)
+            st = self.socket_path.stat()
+        except FileNotFoundError:  # a starting kubelet wiped it already: not ours, so serve() again
+            return
+        self._inode = (st.st_dev, st.st_ino)
         log.debug("serving %s on %s", self.plugin.resource_name, self.socket_path)
 
     async def stop(self, grace: float = 1.0) -> None:

@@ -9,7 +9,9 @@ plugins that poll take seconds.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
+import os
 from collections.abc import Callable
 from pathlib import Path
 
@@ -39,7 +41,9 @@ class DirectoryWatcher:
     def start(self) -> None:
         self._loop = asyncio.get_running_loop()
         self._inotify = INotify()
-        self._inotify.add_watch(str(self.directory), self._created | _REMOVED)
+        self._wd: int | None = None
+        self._parent_wd: int | None = None
+        self._watch_directory()
         self._loop.add_reader(self._inotify.fileno(), self._read)
 
     def stop(self) -> None:
@@ -49,15 +53,49 @@ class DirectoryWatcher:
         self._inotify.close()
         self._inotify = None
 
+    def _watch_directory(self) -> bool:
+        """Watch the directory; while it is missing, watch its parent for it to come back."""
+        assert self._inotify is not None
+        while True:
+            try:
+                self._wd = self._inotify.add_watch(str(self.directory), self._created | _REMOVED)
+            except FileNotFoundError:
+                if self._parent_wd is None:
+                    self._parent_wd = self._inotify.add_watch(str(self.directory.parent), _CREATED)
+                if not self.directory.is_dir():  # not back between the two calls: wait for the event
+                    return False
+                continue
+            if self._parent_wd is not None:
+                self._inotify.rm_watch(self._parent_wd)
+                self._parent_wd = None
+            return True
+
     def _read(self) -> None:
         assert self._inotify is not None
         for event in self._inotify.read(timeout=0):
-            if not event.name:
-                continue
-            try:
-                self._handler(event.name, bool(event.mask & self._created))
-            except Exception:  # a handler bug must not stop the watch
-                log.exception("handling %s in %s failed", event.name, self.directory)
+            if event.wd == self._parent_wd:
+                if event.name == self.directory.name and self._wd is None and self._watch_directory():
+                    self._replay()
+            elif event.wd == self._wd and event.mask & flags.IGNORED:  # the directory itself is gone
+                log.warning("%s was removed; waiting for it to come back", self.directory)
+                self._wd = None
+                if self._watch_directory():
+                    self._replay()
+            elif event.name and event.wd == self._wd:
+                self._deliver(event.name, bool(event.mask & self._created))
+
+    def _replay(self) -> None:
+        """The directory is back: what it already holds counts as created."""
+        log.info("%s is back", self.directory)
+        with contextlib.suppress(OSError):
+            for name in sorted(os.listdir(self.directory)):
+                self._deliver(name, True)
+
+    def _deliver(self, name: str, created: bool) -> None:
+        try:
+            self._handler(name, created)
+        except Exception:  # a handler bug must not stop the watch
+            log.exception("handling %s in %s failed", name, self.directory)
 
 
 def nearest_existing(path: Path) -> Path:

@@ -44,6 +44,7 @@ class ConfiguredPlugin(Plugin):
         self._tracker = HealthTracker(resource.health.failure_threshold, resource.health.recovery_threshold)
         self._checker: HealthChecker | None = None
         self._cdi = CdiSpecDir(cdi_dir, resource.cdi_kind) if cdi_dir and resource.cdi else None
+        self._cdi_behind = False  # the last write failed (a full disk): retry until it works
         self._policy = SharingPolicy(resource.policy, resource.one_replica_per_device, numa_distances(self.host))
         self._found: list[Found] = find(resource, self.host)
         super().__init__(resource.name, advertised(resource, self._found))
@@ -69,11 +70,20 @@ class ConfiguredPlugin(Plugin):
         self._found = found
         self._tracker.retain(f.key for f in found)
         self._republish()
-        if changed:
-            try:
-                self._sync_cdi()
-            except CdiError as err:  # keep serving; the next change retries
-                log.error("%s: %s", self.resource_name, err)
+        if changed or self._cdi_behind:
+            self._sync_cdi_logged()
+
+    def _sync_cdi_logged(self) -> None:
+        """Keep serving when the CDI directory cannot be written; a later change or health round retries."""
+        try:
+            self._sync_cdi()
+        except CdiError as err:
+            self._cdi_behind = True
+            log.error("%s: %s", self.resource_name, err)
+            return
+        if self._cdi_behind:
+            log.info("%s: CDI spec files written again", self.resource_name)
+        self._cdi_behind = False
 
     def _republish(self) -> None:
         """Publish the current devices; the allocation layout follows every change (IDs or health)."""
@@ -129,6 +139,8 @@ class ConfiguredPlugin(Plugin):
             if after != before:
                 log.warning("%s device %s is %s%s", self.resource_name, key, after, f": {reason}" if reason else "")
         self._republish()
+        if self._cdi_behind:
+            self._sync_cdi_logged()
 
     # -- allocation -------------------------------------------------------------------------
     def allocate(self, devices: Sequence[Device]) -> ContainerAllocation:

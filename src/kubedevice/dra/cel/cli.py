@@ -41,6 +41,8 @@ def answer(line: str) -> dict[str, Any]:
         return {"error": exc.kind, "message": exc.message}
     except (ValueError, TypeError, AttributeError) as exc:
         return {"error": "input", "message": str(exc)}
+    except RecursionError:  # JSON nested deeper than the interpreter's stack
+        return {"error": "input", "message": "input nested too deeply"}
 
 
 def cel_command() -> None:

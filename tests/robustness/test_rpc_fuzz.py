@@ -1,0 +1,236 @@
+"""Fuzzed RPCs against a real ``kubedevice serve`` process over its real unix sockets.
+
+Every answer is checked against an oracle of the contract (valid → OK, anything else →
+INVALID_ARGUMENT naming an offending ID, too big → RESOURCE_EXHAUSTED); afterwards the daemon is
+alive, the ListAndWatch streams opened before the storm still deliver a change, and its memory
+stayed bounded.
+"""
+
+from __future__ import annotations
+
+import socket
+import threading
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+from typing import Any
+
+import grpc
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from kubedevice.api import pb, pb_grpc
+
+from .daemon import SERIAL, Daemon, until
+
+OK, INVALID = grpc.StatusCode.OK, grpc.StatusCode.INVALID_ARGUMENT
+MAX_MESSAGE = 4 * 1024 * 1024  # grpc's default receive limit, which the daemon keeps
+FUZZ = settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+
+
+class Stream:
+    """A ListAndWatch stream read on its own thread; the device counts it has received, in order."""
+
+    def __init__(self, channel: grpc.Channel) -> None:
+        self.counts: list[int] = []
+        self.error = None
+        self._call: Any = pb_grpc.DevicePluginStub(channel).ListAndWatch(pb.Empty())
+        self._thread = threading.Thread(target=self._read, daemon=True)
+        self._thread.start()
+
+    def _read(self) -> None:
+        try:
+            for message in self._call:
+                self.counts.append(len(message.devices))
+        except grpc.RpcError as err:  # our own cancel() ends it; anything else is kept for the test
+            if err.code() != grpc.StatusCode.CANCELLED:
+                self.error: grpc.RpcError | None = err
+
+    def cancel(self) -> None:
+        self._call.cancel()
+        self._thread.join(5)
+
+
+class Target:
+    def __init__(self, daemon: Daemon) -> None:
+        self.daemon = daemon
+        self.channel = grpc.insecure_channel(f"unix://{daemon.socket()}")
+        self.stub: Any = pb_grpc.DevicePluginStub(self.channel)
+        first = next(iter(self.stub.ListAndWatch(pb.Empty(), timeout=5)))
+        self.known = [d.ID for d in first.devices]
+
+    def code(self, method: str, request: Any) -> tuple[grpc.StatusCode, str, Any]:
+        try:
+            reply = getattr(self.stub, method)(request, timeout=20)
+        except grpc.RpcError as err:
+            return err.code(), err.details() or "", None
+        return OK, "", reply
+
+
+@pytest.fixture(scope="module")
+def target(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Target]:
+    daemon = Daemon(tmp_path_factory.mktemp("fuzz"))
+    daemon.start()
+    target = Target(daemon)
+    try:
+        yield target
+    finally:
+        target.channel.close()
+        assert daemon.stop() == 0, daemon.log.read_text()[-3000:]
+
+
+def huge_id(draw: st.DrawFn) -> str:
+    return draw(st.characters(codec="utf-8", exclude_categories=["Cs"])) * draw(st.integers(1_000, 60_000))
+
+
+@st.composite
+def device_ids(draw: st.DrawFn, known: Sequence[str]) -> list[str]:
+    one = st.one_of(
+        st.sampled_from(known),
+        st.sampled_from(known),
+        st.text(max_size=40),
+        st.builds(lambda s: s, st.text(alphabet=st.characters(codec="utf-8"), min_size=1, max_size=8)),
+        st.just(""),
+    )
+    chosen = draw(st.lists(one, max_size=12))
+    if chosen and draw(st.integers(0, 9)) == 0:
+        chosen.append(huge_id(draw))
+    return chosen
+
+
+def one_container(ids: Sequence[str]) -> pb.AllocateRequest:
+    return pb.AllocateRequest(container_requests=[pb.ContainerAllocateRequest(devices_ids=ids)])
+
+
+def oracle(containers: Sequence[Sequence[str]], known: Sequence[str], allow_empty: bool = False) -> grpc.StatusCode:
+    for ids in containers:
+        if (not ids and not allow_empty) or not set(ids) <= set(known) or len(set(ids)) != len(ids):
+            return INVALID
+    return OK
+
+
+def offending(ids: Sequence[str], known: Sequence[str]) -> set[str]:
+    unknown = {i for i in ids if i not in known}
+    return unknown or {i for i in ids if ids.count(i) > 1}
+
+
+def assert_names_one(details: str, culprits: set[str]) -> None:
+    """The message names the first offending ID: as is, cut to 32 characters, or quoted."""
+    if "names no devices" in details:
+        return
+    first = sorted(culprits)[0]
+    shown = first[:32] if first and first.isprintable() else repr(first[:8])[:-1]
+    assert shown in details, (first[:80], details[:300])
+
+
+@given(data=st.data())
+@FUZZ
+def test_allocate_answers_the_contract(target: Target, data: st.DataObject) -> None:
+    containers = data.draw(st.lists(device_ids(target.known), max_size=4))
+    request = pb.AllocateRequest(container_requests=[pb.ContainerAllocateRequest(devices_ids=c) for c in containers])
+    code, details, reply = target.code("Allocate", request)
+    assert code == oracle(containers, target.known), details
+    if code == OK:
+        assert len(reply.container_responses) == len(containers)
+    else:
+        bad = next(c for c in containers if oracle([c], target.known) != OK)
+        assert len(details) < 4096
+        assert_names_one(details, offending(bad, target.known))
+
+
+@given(data=st.data())
+@FUZZ
+def test_preferred_allocation_answers_the_contract(target: Target, data: st.DataObject) -> None:
+    available = data.draw(device_ids(target.known))
+    must = data.draw(st.lists(st.sampled_from(available), max_size=len(available)) if available else st.just([]))
+    size = data.draw(st.one_of(st.integers(-(2**31), 2**31 - 1), st.integers(-1, len(available) + 1)))
+    request = pb.PreferredAllocationRequest(
+        container_requests=[
+            pb.ContainerPreferredAllocationRequest(
+                available_deviceIDs=available, must_include_deviceIDs=must, allocation_size=size
+            )
+        ]
+    )
+    code, details, reply = target.code("GetPreferredAllocation", request)
+    pool = set(available)
+    valid = oracle([available, must], target.known, allow_empty=True) == OK and len(must) <= size <= len(pool)
+    assert code == (OK if valid else INVALID), details
+    assert len(details) < 4096
+    if valid:
+        [answer] = reply.container_responses
+        assert len(answer.deviceIDs) == size and set(must) <= set(answer.deviceIDs) <= pool
+
+
+@given(data=st.data())
+@FUZZ
+def test_pre_start_answers_the_contract(target: Target, data: st.DataObject) -> None:
+    ids = data.draw(device_ids(target.known))
+    code, details, _ = target.code("PreStartContainer", pb.PreStartContainerRequest(devices_ids=ids))
+    assert code == oracle([ids], target.known), details
+    assert len(details) < 4096
+
+
+@pytest.mark.parametrize("count", [0, 100_000])
+def test_long_lists_of_unknown_ids_get_a_short_message(target: Target, count: int) -> None:
+    ids = [f"ghost-{n}" for n in range(count)]
+    code, details, _ = target.code("Allocate", one_container(ids))
+    assert code == INVALID
+    assert len(details) < 4096
+    assert ("ghost-0" in details and f"{count - 10:,} more" in details) if count else "names no devices" in details
+
+
+def test_100k_containers_of_known_ids_are_answered(target: Target) -> None:
+    containers = [pb.ContainerAllocateRequest(devices_ids=[target.known[n % 8]]) for n in range(100_000)]
+    code, details, reply = target.code("Allocate", pb.AllocateRequest(container_requests=containers))
+    assert code == OK, details
+    assert len(reply.container_responses) == 100_000
+
+
+def test_oversize_message_is_resource_exhausted(target: Target) -> None:
+    ids = ["x" * 1024] * (MAX_MESSAGE // 1024 + 8)
+    code, details, _ = target.code("Allocate", one_container(ids))
+    assert code == grpc.StatusCode.RESOURCE_EXHAUSTED, details
+
+
+def test_undecodable_request_bytes_are_refused(target: Target) -> None:
+    """Invalid UTF-8 in a string field, truncated varints: INVALID_ARGUMENT, not grpcio's UNKNOWN."""
+    allocate = target.channel.unary_unary("/v1beta1.DevicePlugin/Allocate")
+    for raw in (b"\x0a\x03\x0a\x01\xff", b"\x0a\xff\xff\xff\xff\x0f", b"\x08"):
+        with pytest.raises(grpc.RpcError) as caught:
+            allocate(raw, timeout=5)
+        assert caught.value.code() == INVALID, raw
+        assert "malformed request" in (caught.value.details() or "")
+    assert target.daemon.alive()
+
+
+@given(raw=st.binary(max_size=2048), preface=st.booleans())
+@settings(max_examples=60, deadline=None)
+def test_raw_garbage_on_the_socket(target: Target, raw: bytes, preface: bool) -> None:
+    """Random bytes, with or without a valid HTTP/2 preface, then a hang-up."""
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as peer:
+        peer.settimeout(2)
+        peer.connect(str(target.daemon.socket()))
+        peer.sendall((b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n" if preface else b"") + raw)
+    assert target.daemon.alive()
+
+
+def test_last_the_daemon_still_serves_and_streams_flowed(target: Target, tmp_path: Path) -> None:
+    """Runs after the fuzzing above (file order): streams opened before it must see a hotplug."""
+    daemon = target.daemon
+    rss_before = daemon.rss_kib()
+    serial = grpc.insecure_channel(f"unix://{daemon.socket(SERIAL)}")
+    streams = [Stream(serial), Stream(target.channel)]
+    until(lambda: streams[0].counts == [1] and streams[1].counts == [8], "first lists")
+    # A second storm while the streams are open: 100k-ID requests, garbage, oversize.
+    test_long_lists_of_unknown_ids_get_a_short_message(target, 100_000)
+    test_100k_containers_of_known_ids_are_answered(target)
+    test_oversize_message_is_resource_exhausted(target)
+    (daemon.host / "dev" / "ttyUSB1").touch()
+    until(lambda: streams[0].counts[-1:] == [2], "hotplug on the stream opened before the storm")
+    assert streams[1].counts == [8] and all(s._thread.is_alive() and s.error is None for s in streams)
+    assert daemon.alive()
+    grown = daemon.rss_kib() - rss_before
+    assert grown < 64 * 1024, f"RSS grew {grown} KiB in a repeat of the storm"
+    for s in streams:
+        s.cancel()
+    serial.close()
