@@ -393,7 +393,9 @@ def test_readiness_drops_when_the_kubelet_exits_and_returns_with_it(tmp_path: Pa
         finally:
             assert await asyncio.to_thread(daemon.stop) == 0
         log = daemon.log.read_text()
-        assert f"lost the kubelet (its ListAndWatch stream closed): {NULL} no longer registered" in log
+        # Which the daemon sees first, the stream closing or kubelet.sock going, is the simulator's race.
+        why = r"(its ListAndWatch stream closed|\S+ was removed)"
+        assert re.search(rf"lost the kubelet \({why}\): {NULL} no longer registered", log)
         assert "received SIGTERM: stopping" in log
 
     asyncio.run(main())
