@@ -60,11 +60,19 @@ def serve(
     ] = None,
     log_level: Annotated[str, typer.Option(help="debug, info, warning or error")] = "info",
     log_format: Annotated[str, typer.Option(help="text or json")] = "text",
+    node: Annotated[str | None, typer.Option(envvar="NODE_NAME", help="DRA: this node's name [env NODE_NAME]")] = None,
+    kubelet_dir: Annotated[Path | None, typer.Option(help="DRA: kubelet root [default /var/lib/kubelet]")] = None,
+    kubeconfig: Annotated[Path | None, typer.Option(help="DRA: API access [default in-cluster, $KUBECONFIG]")] = None,
 ) -> None:
     """Run the config-driven daemon: serve every configured resource and keep it registered."""
     from .daemon import DaemonOptions, run_daemon
 
     cfg = load(config)
+    if cfg.dra is not None:
+        from .dra.driver.daemon import DraOptions, serve_command
+
+        paths = (kubelet_dir, cdi_dir, kubeconfig, host_root)
+        serve_command(cfg, DraOptions(node or "", *paths, metrics_address, log_level, log_format))
     options = DaemonOptions(config, plugin_dir, host_root, cdi_dir, metrics_address, log_level, log_format)
     try:
         code = run_daemon(cfg, options)

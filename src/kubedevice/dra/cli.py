@@ -217,15 +217,21 @@ def slices_command(
     host_root: Annotated[
         Path | None, typer.Option("--host-root", help="Where the host's / is (default: the config's hostRoot).")
     ] = None,
-    driver: Annotated[str, typer.Option("--driver", help="DRA driver name (a DNS subdomain).")] = "kubedevice.io",
+    driver: Annotated[
+        str | None, typer.Option("--driver", help="DRA driver name [default: the config's dra.driver, kubedevice.io]")
+    ] = None,
     output: Annotated[str, typer.Option("--output", "-o", help="yaml or json.")] = "yaml",
 ) -> None:
-    """Print ResourceSlices for the devices a kubedevice config discovers, ready to apply."""
+    """Print ResourceSlices for the devices a kubedevice config discovers, ready to apply.
+
+    With the config's ``dra.driver`` these are the slices ``kubedevice serve`` publishes, but for
+    the pool generation and the Node owner reference, which only the running driver knows.
+    """
     fmt = _output(output)
     discover = _discovery()
     try:
-        resources = discover(config, host_root)
-        slices = slices_for(driver, node, resources)
+        resources, configured_driver = discover(config, host_root)
+        slices = slices_for(driver or configured_driver or "kubedevice.io", node, resources)
     except SliceError as error:
         _fail(str(error))
     except (OSError, ValueError) as error:
@@ -244,7 +250,8 @@ def _discovery() -> Callable[[Path, Path | None], Any]:
     def run(config: Path, host_root: Path | None) -> Any:
         try:
             loaded = load_config(config)
-            return discover_resources(loaded, host_root or loaded.host_root)
+            driver = loaded.dra.driver if loaded.dra is not None else None
+            return discover_resources(loaded, host_root or loaded.host_root), driver
         except (ConfigError, HostRootError) as error:
             _fail(str(error))
 

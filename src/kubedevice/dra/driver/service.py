@@ -41,7 +41,8 @@ class ServiceOptions:
     cdi_dir: Path = DEFAULT_CDI_DIR
     boot_id_path: Path = BOOT_ID_PATH
     observe: RpcObserver | None = None
-    on_registration: Callable[[bool], None] | None = None
+    on_ready: Callable[[bool], None] | None = None
+    """Called when readiness changes: registered with the kubelet and (if publishing) slices published."""
     ready: asyncio.Event = field(default_factory=asyncio.Event)
 
 
@@ -114,18 +115,21 @@ class DriverService:
 
     def _status(self, registered: bool, error: str) -> None:
         self.registered = registered
-        if self.options.on_registration is not None:
-            self.options.on_registration(registered)
         if registered and self._publisher is not None:
             self._publisher.changed()
         self._update_ready()
 
     def _update_ready(self) -> None:
         published = self._publisher is None or self._publisher.published.is_set()
-        if self.registered and published:
+        ready = self.registered and published
+        if ready == self.options.ready.is_set():
+            return
+        if ready:
             self.options.ready.set()
         else:
             self.options.ready.clear()
+        if self.options.on_ready is not None:
+            self.options.on_ready(ready)
 
     async def run(self) -> None:
         """Watch the hardware (every plugin's ``run``) and publish slices until cancelled."""
