@@ -14,12 +14,15 @@ from pathlib import Path
 import grpc
 import pytest
 from grpc import aio
+from prometheus_client import CollectorRegistry
 
 from kubedevice.api import dra_v1_pb2 as v1
 from kubedevice.api import dra_v1_pb2_grpc as v1_grpc
 from kubedevice.device import Health
-from kubedevice.dra.driver import DraDriver
+from kubedevice.dra.driver import DraDriver, DriverService
 from kubedevice.dra.driver.checkpoint import CheckpointError
+from kubedevice.dra.driver.claims import FileClaims
+from kubedevice.dra.driver.metrics import DraMetrics
 from kubedevice.kubelet.dra import DraClient, Registered, RegistrationRefused, register
 from kubedevice.plugin.server import SocketInUse
 
@@ -241,3 +244,27 @@ async def test_a_stale_socket_is_replaced_and_a_live_one_is_left_alone(node: Nod
 def test_driver_names_are_checked() -> None:
     with pytest.raises(ValueError, match="DNS subdomain"):
         DraDriver("Not_A_Name", [null_plugin()])
+
+
+async def test_prepare_and_unprepare_are_counted_in_metrics(node: Node) -> None:
+    registry = CollectorRegistry()
+    metrics = DraMetrics(registry)
+    good = node.add_claim(claim_object("m", ["null0"]))
+    options = node.options()
+    options.observe = metrics.observe_rpc
+    service = DriverService(driver(), FileClaims(node.claims_dir), options, None)
+    await service.start()
+    try:
+        async with kubelet(service) as client:
+            await client.prepare([good, ("default", "absent", "uid-x")])
+            await client.unprepare([good])
+    finally:
+        await service.stop()
+
+    def value(name: str, **labels: str) -> float | None:
+        return registry.get_sample_value(name, labels)
+
+    assert value("kubedevice_dra_claims_total", method="NodePrepareResources", result="ok") == 1
+    assert value("kubedevice_dra_claims_total", method="NodePrepareResources", result="error") == 1
+    assert value("kubedevice_dra_claims_total", method="NodeUnprepareResources", result="ok") == 1
+    assert value("kubedevice_dra_rpc_duration_seconds_count", method="NodePrepareResources") == 1

@@ -25,6 +25,7 @@ from ...plugin.server import SocketInUse
 from .checkpoint import CheckpointError
 from .driver import DraDriver
 from .kube import KubeAccessError
+from .metrics import DraMetrics
 from .service import DEFAULT_KUBELET_DIR, ServiceOptions, serve
 
 log = logging.getLogger("kubedevice.dra.daemon")
@@ -67,10 +68,14 @@ def run_dra_daemon(config: Config, options: DraOptions) -> int:
 async def _serve(config: Config, driver: DraDriver, options: DraOptions) -> int:
     assert config.dra is not None
     readiness = Readiness([driver.name])
+    metrics = Metrics() if options.metrics_address else Metrics.disabled()
+    dra_metrics = DraMetrics(metrics.registry) if metrics.enabled else None
     service_options = ServiceOptions(
         options.node,
         options.kubelet_dir or DEFAULT_KUBELET_DIR,
         options.cdi_dir or config.cdi_dir,
+        observe=dra_metrics.observe_rpc if dra_metrics else None,
+        on_publish=dra_metrics.observe_publish if dra_metrics else None,
         on_ready=lambda ready: readiness.set_registered(driver.name, ready),
     )
     task = asyncio.create_task(
@@ -81,7 +86,7 @@ async def _serve(config: Config, driver: DraDriver, options: DraOptions) -> int:
         loop.add_signal_handler(sig, task.cancel)
     http: MetricsServer | None = None
     if options.metrics_address:
-        http = await start_http_server(options.metrics_address, Metrics(), readiness)
+        http = await start_http_server(options.metrics_address, metrics, readiness)
     try:
         await task
     except asyncio.CancelledError:

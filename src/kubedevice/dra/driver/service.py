@@ -41,6 +41,7 @@ class ServiceOptions:
     cdi_dir: Path = DEFAULT_CDI_DIR
     boot_id_path: Path = BOOT_ID_PATH
     observe: RpcObserver | None = None
+    on_publish: Callable[[float], None] | None = None
     on_ready: Callable[[bool], None] | None = None
     """Called when readiness changes: registered with the kubelet and (if publishing) slices published."""
     ready: asyncio.Event = field(default_factory=asyncio.Event)
@@ -184,6 +185,7 @@ async def serve(
     if publish:
         assert api is not None
         publisher = SlicePublisher(api, driver.name, options.node, lambda: driver.slices(options.node))
+        publisher.on_publish = options.on_publish
     service = DriverService(driver, claims or ApiClaims(api), options, publisher)  # type: ignore[arg-type]
     await service.start()
     try:
