@@ -221,3 +221,25 @@ async def _allocated_claim(client: AsyncClient, namespace: str, name: str, pool:
     )
     assert created.metadata is not None
     return dict(updated.to_dict())
+
+
+async def test_the_service_publishes_once_registered_and_is_ready_after(node_name: str, tmp_node: TempNode) -> None:
+    async with api(node_name) as client:
+        driver = DraDriver(DRIVER, [null_plugin()])
+        publisher = SlicePublisher(client, DRIVER, node_name, lambda: driver.slices(node_name))
+        options = tmp_node.options()
+        options.node = node_name
+        service = DriverService(driver, ApiClaims(client), options, publisher)
+        await service.start()
+        task = asyncio.create_task(service.run())
+        try:
+            await asyncio.sleep(0.5)
+            assert await slices(client, node_name) == [] and not options.ready.is_set()
+            async with kubelet(service):
+                await asyncio.wait_for(options.ready.wait(), 5)
+                [published] = await slices(client, node_name)
+                assert len(published["spec"]["devices"]) == 4
+        finally:
+            task.cancel()
+            await asyncio.gather(task, return_exceptions=True)
+            await service.stop()

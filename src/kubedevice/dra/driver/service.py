@@ -70,6 +70,7 @@ class DriverService:
             boot_id=read_boot_id(options.boot_id_path),
         )
         self._servers: list[aio.Server] = []
+        self._accepted = asyncio.Event()
         driver.subscribe(self._on_change)
 
     def _lookup(self, name: str) -> Offered | None:
@@ -116,6 +117,8 @@ class DriverService:
 
     def _status(self, registered: bool, error: str) -> None:
         self.registered = registered
+        if registered:
+            self._accepted.set()
         if registered and self._publisher is not None:
             self._publisher.changed()
         self._update_ready()
@@ -147,6 +150,7 @@ class DriverService:
     async def _publish(self) -> None:
         assert self._publisher is not None
         publisher = self._publisher
+        await self._accepted.wait()  # the kubelet deletes its node's slices when it starts: publish after
         waiter = asyncio.create_task(self._mark_published(publisher))
         try:
             await publisher.run()
