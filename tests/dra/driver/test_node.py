@@ -8,7 +8,7 @@ import json
 import shutil
 import socket
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 import grpc
@@ -18,12 +18,13 @@ from prometheus_client import CollectorRegistry
 
 from kubedevice.api import dra_v1_pb2 as v1
 from kubedevice.api import dra_v1_pb2_grpc as v1_grpc
-from kubedevice.device import Health
+from kubedevice.device import ContainerAllocation, Device, Health
 from kubedevice.dra.driver import DraDriver, DriverService
 from kubedevice.dra.driver.checkpoint import CheckpointError
 from kubedevice.dra.driver.claims import FileClaims
 from kubedevice.dra.driver.metrics import DraMetrics
 from kubedevice.kubelet.dra import DraClient, Registered, RegistrationRefused, register
+from kubedevice.plugin.base import Plugin
 from kubedevice.plugin.server import SocketInUse
 
 from .helpers import DRIVER, NODE, Node, claim_object, kubelet, null_plugin, running
@@ -268,3 +269,29 @@ async def test_prepare_and_unprepare_are_counted_in_metrics(node: Node) -> None:
     assert value("kubedevice_dra_claims_total", method="NodePrepareResources", result="error") == 1
     assert value("kubedevice_dra_claims_total", method="NodeUnprepareResources", result="ok") == 1
     assert value("kubedevice_dra_rpc_duration_seconds_count", method="NodePrepareResources") == 1
+
+
+class Failing(Plugin):
+    def allocate(self, devices: Sequence[Device]) -> ContainerAllocation:
+        raise RuntimeError("firmware not loaded")
+
+
+async def test_a_failing_allocate_hook_fails_only_its_claim(node: Node) -> None:
+    broken = Failing("example.com/broken", [Device("b0")])
+    ref_bad = node.add_claim(claim_object("bad", ["broken-b0"]))
+    ref_good = node.add_claim(claim_object("good", ["null-null0"]))
+    async with running(node, DraDriver(DRIVER, [null_plugin(), broken])) as service, kubelet(service) as client:
+        claims = (await client.prepare([ref_bad, ref_good])).claims
+        assert "firmware not loaded" in claims[ref_bad[2]].error and "b0" in claims[ref_bad[2]].error
+        assert claims[ref_good[2]].error == ""
+        assert set(service.state.prepared()) == {ref_good[2]}
+
+
+async def test_devices_published_from_another_thread_reach_the_health_stream(node: Node) -> None:
+    plugin = null_plugin(1)
+    async with running(node, DraDriver(DRIVER, [plugin])) as service, kubelet(service) as client:
+        stream = client.watch_health()
+        assert await anext(stream) == {(NODE, "null0"): "HEALTHY"}
+        await asyncio.to_thread(plugin.publish, [Device("null0"), Device("null1", Health.UNHEALTHY)])
+        assert await anext(stream) == {(NODE, "null0"): "HEALTHY", (NODE, "null1"): "UNHEALTHY"}
+        await stream.aclose()

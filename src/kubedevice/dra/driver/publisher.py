@@ -55,7 +55,6 @@ class SlicePublisher:
         self.node = node
         self._desired = desired
         self._wake = asyncio.Event()
-        self._node_uid: str | None = None
         self.generation = 0
         self.published = asyncio.Event()
         self.on_publish: Callable[[float], None] | None = None
@@ -133,10 +132,15 @@ class SlicePublisher:
         return [s.to_dict() async for s in self._client.list(ResourceSlice, fields=self._fields())]
 
     async def _owner(self) -> dict[str, Any]:
-        if self._node_uid is None:
-            node = (await self._client.get(Node, self.node)).to_dict()
-            self._node_uid = str(node["metadata"]["uid"])
-        return {"apiVersion": "v1", "kind": "Node", "name": self.node, "uid": self._node_uid, "controller": True}
+        """The Node as owner, read at each write: a re-created Node has a new UID."""
+        node = (await self._client.get(Node, self.node)).to_dict()
+        return {
+            "apiVersion": "v1",
+            "kind": "Node",
+            "name": self.node,
+            "uid": node["metadata"]["uid"],
+            "controller": True,
+        }
 
     async def _watch(self) -> None:
         """Wake the sync loop on any event on our slices (someone edited or deleted one)."""

@@ -71,12 +71,17 @@ class DriverService:
         )
         self._servers: list[aio.Server] = []
         self._accepted = asyncio.Event()
+        self._loop = asyncio.get_running_loop()
         driver.subscribe(self._on_change)
 
     def _lookup(self, name: str) -> Offered | None:
         return self._offered.get(name)
 
     def _on_change(self) -> None:
+        """Plugins may publish from any thread; the loop's objects are touched from the loop only."""
+        self._loop.call_soon_threadsafe(self._changed)
+
+    def _changed(self) -> None:
         self._offered = self.driver.offered()
         self.feed.changed()
         if self._publisher is not None:

@@ -232,5 +232,11 @@ def _unique(results: Iterable[AllocatedDevice]) -> list[AllocatedDevice]:
 
 
 async def _allocate(plugin: Plugin, devices: list[Device]) -> ContainerAllocation:
-    answer = plugin.allocate(devices)
-    return await answer if inspect.isawaitable(answer) else answer
+    """The plugin's grant for one request's devices; a failing hook fails that claim only."""
+    try:
+        answer = plugin.allocate(devices)
+        return await answer if inspect.isawaitable(answer) else answer
+    except Exception as err:
+        log.exception("allocate hook of %s failed", plugin.resource_name)
+        ids = ", ".join(d.id for d in devices)
+        raise PrepareFailed(f"{plugin.resource_name} cannot grant {ids}: {type(err).__name__}: {err}") from err
