@@ -103,3 +103,18 @@ async def test_the_library_example_prepares_a_claim(node: Node) -> None:
         assert answer.error == ""
         spec = json.loads(next(node.cdi_dir.glob("*.json")).read_text())
         assert spec["devices"][0]["containerEdits"]["env"] == ["NULL_DEVICE=null3"]
+
+
+def test_rolling_update_needs_the_pod_uid(tmp_path: Path) -> None:
+    config = tmp_path / "dra.yaml"
+    config.write_text(NULL + "dra: {driver: null.example.com, rolling_update: true}\n")
+    result = subprocess.run(
+        [sys.executable, "-m", "kubedevice", "serve", "--config", str(config), "--node", "n1"],
+        check=False,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env={k: v for k, v in os.environ.items() if k != "POD_UID"},
+    )
+    assert result.returncode == 2
+    assert result.stderr == "kubedevice: dra.rolling_update needs $POD_UID (the downward API's metadata.uid)\n"

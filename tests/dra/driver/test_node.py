@@ -295,3 +295,30 @@ async def test_devices_published_from_another_thread_reach_the_health_stream(nod
         await asyncio.to_thread(plugin.publish, [Device("null0"), Device("null1", Health.UNHEALTHY)])
         assert await anext(stream) == {(NODE, "null0"): "HEALTHY", (NODE, "null1"): "UNHEALTHY"}
         await stream.aclose()
+
+
+async def test_two_instances_of_a_rolling_update_share_claims(node: Node) -> None:
+    refs = [node.add_claim(claim_object(f"r{i}", [f"null{i % 4}"])) for i in range(6)]
+    old_options, new_options = node.options(), node.options()
+    old_options.rolling_update_uid, new_options.rolling_update_uid = "pod-old", "pod-new"
+    old = DriverService(driver(), FileClaims(node.claims_dir), old_options, None)
+    await old.start()
+    new = DriverService(driver(), FileClaims(node.claims_dir), new_options, None)
+    await new.start()
+    try:
+        assert old.sockets.registration.name == f"{DRIVER}-pod-old-reg.sock"
+        assert new.sockets.dra.name == "dra-pod-new.sock"
+        async with kubelet(old) as old_client, kubelet(new) as new_client:
+            await asyncio.gather(old_client.prepare(refs[:3]), new_client.prepare(refs[3:]))
+            assert len(node.cdi_specs()) == 6
+            checkpoint = node.kubelet_dir / "plugins" / DRIVER / "checkpoint.json"
+            assert len(json.loads(checkpoint.read_text())["claims"]) == 6  # neither instance lost the other's
+            # the old pod goes away; the new one unprepares what the old one prepared
+            await old.stop()
+            answers = (await new_client.unprepare(refs)).claims
+            assert all(answers[uid].error == "" for _, _, uid in refs)
+            assert node.cdi_specs() == {}
+            assert json.loads(checkpoint.read_text())["claims"] == {}
+    finally:
+        await old.stop()
+        await new.stop()

@@ -17,6 +17,9 @@ class DraConfig(BaseModel):
 
     driver: str = Field(description="DRA driver name (DeviceClass selectors match device.driver)")
     publish: bool = Field(True, description="publish ResourceSlices for this node (off: an external publisher does)")
+    rolling_update: bool = Field(
+        False, description="name sockets after $POD_UID and lock changes, so two driver pods can overlap in an update"
+    )
 
     @field_validator("driver")
     @classmethod

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
 import signal
 from dataclasses import dataclass
 from pathlib import Path
@@ -29,6 +30,7 @@ from .metrics import DraMetrics
 from .service import DEFAULT_KUBELET_DIR, ServiceOptions, serve
 
 log = logging.getLogger("kubedevice.dra.daemon")
+POD_UID_ENV = "POD_UID"
 
 
 @dataclass(frozen=True)
@@ -56,6 +58,8 @@ def build_driver(config: Config, host_root: Path | None = None) -> DraDriver:
 def run_dra_daemon(config: Config, options: DraOptions) -> int:
     """Serve until SIGTERM/SIGINT; the process exit code. A start-up failure is a ``UsageError``."""
     setup_logging(options.log_level, "json" if options.log_format == "json" else "text")
+    if config.dra is not None and config.dra.rolling_update and not os.environ.get(POD_UID_ENV):
+        raise UsageError(f"dra.rolling_update needs ${POD_UID_ENV} (the downward API's metadata.uid)")
     try:
         driver = build_driver(config, options.host_root)
         return asyncio.run(_serve(config, driver, options))
@@ -74,6 +78,7 @@ async def _serve(config: Config, driver: DraDriver, options: DraOptions) -> int:
         options.node,
         options.kubelet_dir or DEFAULT_KUBELET_DIR,
         options.cdi_dir or config.cdi_dir,
+        rolling_update_uid=os.environ.get(POD_UID_ENV, "") if config.dra.rolling_update else "",
         observe=dra_metrics.observe_rpc if dra_metrics else None,
         on_publish=dra_metrics.observe_publish if dra_metrics else None,
         on_ready=lambda ready: readiness.set_registered(driver.name, ready),

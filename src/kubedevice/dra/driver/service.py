@@ -42,6 +42,9 @@ class ServiceOptions:
     boot_id_path: Path = BOOT_ID_PATH
     observe: RpcObserver | None = None
     on_publish: Callable[[float], None] | None = None
+    rolling_update_uid: str = ""
+    """A pod UID: socket names carry it and changes are serialized through a file lock, so an
+    old and a new driver pod can serve side by side during a DaemonSet update."""
     on_ready: Callable[[bool], None] | None = None
     """Called when readiness changes: registered with the kubelet and (if publishing) slices published."""
     ready: asyncio.Event = field(default_factory=asyncio.Event)
@@ -55,7 +58,7 @@ class DriverService:
     ) -> None:
         self.driver = driver
         self.options = options
-        self.sockets = Sockets(options.kubelet_dir, driver.name)
+        self.sockets = Sockets(options.kubelet_dir, driver.name, options.rolling_update_uid)
         self.registered = False
         self._claims = claims
         self._publisher = publisher
@@ -68,6 +71,7 @@ class DriverService:
             ClaimSpecs(options.cdi_dir, driver.name),
             checkpoint_path=self.sockets.plugin_dir / FILE_NAME,
             boot_id=read_boot_id(options.boot_id_path),
+            shared_lock=self.sockets.plugin_dir / "serialize.lock" if options.rolling_update_uid else None,
         )
         self._servers: list[aio.Server] = []
         self._accepted = asyncio.Event()

@@ -11,12 +11,14 @@ fails the others.
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import fcntl
 import inspect
 import logging
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Protocol
+from typing import IO, Protocol
 
 from ...allocation.cdi import CdiError, Spec
 from ...device import ContainerAllocation, Device
@@ -57,16 +59,43 @@ class ClaimState:
     """The prepared claims of one driver on one node, persisted in a checkpoint."""
 
     def __init__(
-        self, driver: str, pool: str, resolve: Resolver, specs: ClaimSpecs, *, checkpoint_path: Path, boot_id: str
+        self,
+        driver: str,
+        pool: str,
+        resolve: Resolver,
+        specs: ClaimSpecs,
+        *,
+        checkpoint_path: Path,
+        boot_id: str,
+        shared_lock: Path | None = None,
     ) -> None:
+        """``shared_lock``: a file to ``flock`` around every change, for two driver instances
+        (a rolling update) sharing the checkpoint; each then re-reads it under the lock."""
         self.driver = driver
         self.pool = pool
         self._resolve = resolve
         self._specs = specs
         self._path = checkpoint_path
+        self._boot_id = boot_id
         self._lock = asyncio.Lock()
-        self._checkpoint, stale = ckpt.load(checkpoint_path, boot_id)
-        self._recover(stale)
+        self._shared_lock = shared_lock
+        with _flocked(shared_lock):
+            self._checkpoint, stale = ckpt.load(checkpoint_path, boot_id)
+            self._recover(stale)
+
+    @contextlib.asynccontextmanager
+    async def _exclusive(self) -> AsyncIterator[None]:
+        """This instance's lock, then the shared one (in a thread: flock blocks) and a fresh checkpoint."""
+        async with self._lock:
+            if self._shared_lock is None:
+                yield
+                return
+            handle = await asyncio.to_thread(_lock_file, self._shared_lock)
+            try:
+                self._checkpoint, _ = ckpt.load(self._path, self._boot_id)
+                yield
+            finally:
+                handle.close()
 
     def prepared(self) -> dict[str, PreparedClaim]:
         return {uid: e.claim for uid, e in self._checkpoint.claims.items()}
@@ -88,7 +117,7 @@ class ClaimState:
         wanted = [r for r in refs if r.uid not in self._checkpoint.claims]
         answers = await asyncio.gather(*(self._fetch(r, source) for r in wanted))
         fetched = {r.uid: a for r, a in zip(wanted, answers, strict=True)}
-        async with self._lock:
+        async with self._exclusive():
             results: dict[str, PrepareResult] = {}
             added: list[str] = []
             for ref in refs:
@@ -199,7 +228,7 @@ class ClaimState:
     # -- unprepare ----------------------------------------------------------------------------
     async def unprepare(self, refs: Sequence[ClaimRef]) -> dict[str, str]:
         """Unprepare every claim; per UID an error message, empty when done (or never prepared)."""
-        async with self._lock:
+        async with self._exclusive():
             errors: dict[str, str] = {}
             removed: dict[str, ckpt.Entry] = {}
             for ref in refs:
@@ -240,3 +269,19 @@ async def _allocate(plugin: Plugin, devices: list[Device]) -> ContainerAllocatio
         log.exception("allocate hook of %s failed", plugin.resource_name)
         ids = ", ".join(d.id for d in devices)
         raise PrepareFailed(f"{plugin.resource_name} cannot grant {ids}: {type(err).__name__}: {err}") from err
+
+
+def _lock_file(path: Path) -> IO[bytes]:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    handle = path.open("ab")
+    fcntl.flock(handle, fcntl.LOCK_EX)
+    return handle
+
+
+@contextlib.contextmanager
+def _flocked(path: Path | None) -> Iterator[None]:
+    if path is None:
+        yield
+        return
+    with _lock_file(path):
+        yield
