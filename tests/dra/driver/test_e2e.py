@@ -1,0 +1,183 @@
+"""End to end on a REAL single-node cluster (etcd, API server, scheduler, controller-manager,
+kubelet, containerd 2 with CDI): ``kubedevice serve --config examples/dra-null.yaml`` as the node's
+DRA driver, a pod with a ResourceClaimTemplate scheduled onto our slices.
+
+Needs a cluster started with the project's cluster tool (``scripts/cluster.sh up``,
+``kubedevice.testing.cluster``): ``KUBEDEVICE_TEST_CLUSTER_DIR=<its directory>``. The test reads
+that directory's layout: ``kubeconfig``, ``state.json`` (node name, the PID of the private mount
+namespace in which the kubelet and containerd run), ``ns/run/cdi`` (containerd's CDI directory)
+and ``ns/var-log/pods``. The driver runs inside that mount namespace (``nsenter -m``), so that
+the paths it registers are the kubelet's. Skipped without the variable.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from lightkube import Client, KubeConfig
+from lightkube.core.exceptions import ApiError
+from lightkube.resources.core_v1 import Pod
+from lightkube.resources.resource_v1 import DeviceClass, ResourceClaim, ResourceClaimTemplate, ResourceSlice
+
+CLUSTER = os.environ.get("KUBEDEVICE_TEST_CLUSTER_DIR")
+REPO = Path(__file__).resolve().parents[3]
+DRIVER = "null.example.com"
+IMAGE = "kubedevice.test/envsleep:1"
+pytestmark = pytest.mark.skipif(not CLUSTER, reason="no real cluster: set KUBEDEVICE_TEST_CLUSTER_DIR")
+
+
+def wait_for(what: str, check: Callable[[], Any], timeout: float = 60.0) -> Any:
+    deadline = time.monotonic() + timeout
+    while True:
+        value = check()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise AssertionError(f"{what}: not within {timeout:.0f} s")
+        time.sleep(0.2)
+
+
+class Cluster:
+    def __init__(self, directory: Path) -> None:
+        self.dir = directory
+        state = json.loads((directory / "state.json").read_text())
+        self.node = state["node_name"]
+        self.namespace_pid = state["namespace_pid"]
+        self.cdi_dir = directory / "ns" / "run" / "cdi"
+        self.pod_logs = directory / "ns" / "var-log" / "pods"
+        self.client = Client(KubeConfig.from_file(directory / "kubeconfig"), field_manager="kubedevice-e2e")
+
+
+@pytest.fixture(scope="module")
+def cluster() -> Cluster:
+    assert CLUSTER
+    return Cluster(Path(CLUSTER))
+
+
+class Driver:
+    """``kubedevice serve`` inside the kubelet's mount namespace; restartable."""
+
+    def __init__(self, cluster: Cluster, log: Path) -> None:
+        self.cluster = cluster
+        self.log = log
+        self.process: subprocess.Popen[bytes] | None = None
+
+    def start(self) -> None:
+        argv = [
+            "nsenter", "-t", str(self.cluster.namespace_pid), "-m", "--",
+            sys.executable, "-m", "kubedevice", "serve", "--config", str(REPO / "examples" / "dra-null.yaml"),
+            "--node", self.cluster.node, "--kubelet-dir", "/var/lib/kubelet", "--cdi-dir", "/run/cdi",
+            "--kubeconfig", str(self.cluster.dir / "kubeconfig"), "--log-level", "debug",
+        ]  # fmt: skip
+        with self.log.open("ab") as out:
+            self.process = subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT, env=os.environ.copy())
+
+    def stop(self) -> None:
+        if self.process is not None and self.process.poll() is None:
+            self.process.send_signal(signal.SIGTERM)
+            self.process.wait(timeout=30)
+        self.process = None
+
+
+@pytest.fixture
+def driver(cluster: Cluster, tmp_path: Path) -> Iterator[Driver]:
+    running = Driver(cluster, tmp_path / "driver.log")
+    running.start()
+    yield running
+    running.stop()
+    print(running.log.read_text()[-4000:])
+
+
+def our_slices(cluster: Cluster) -> list[Any]:
+    return list(cluster.client.list(ResourceSlice, fields={"spec.nodeName": cluster.node, "spec.driver": DRIVER}))
+
+
+def container_log(cluster: Cluster, pod: Any) -> str:
+    uid = pod.metadata.uid
+    texts = [p.read_text(errors="replace") for p in cluster.pod_logs.glob(f"*_{pod.metadata.name}_{uid}/*/*.log")]
+    return "".join(texts)
+
+
+def pod_document(name: str, template: str) -> dict[str, Any]:
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": name, "namespace": "default"},
+        "spec": {
+            "automountServiceAccountToken": False,
+            "terminationGracePeriodSeconds": 1,
+            "resourceClaims": [{"name": "null", "resourceClaimTemplateName": template}],
+            "containers": [
+                {
+                    "name": "main",
+                    "image": IMAGE,
+                    "imagePullPolicy": "Never",
+                    "resources": {"claims": [{"name": "null"}]},
+                }
+            ],
+        },
+    }
+
+
+def test_a_pod_gets_a_null_device_through_our_driver(cluster: Cluster, driver: Driver) -> None:
+    client = cluster.client
+    [device_class] = yaml.safe_load_all((REPO / "examples" / "dra-null-class.yaml").read_text())
+    client.apply(DeviceClass.from_dict(device_class), force=True)
+    slices = wait_for("our ResourceSlices", lambda: our_slices(cluster))
+    assert sum(len(s.spec.devices) for s in slices) == 4
+
+    suffix = uuid.uuid4().hex[:6]
+    template, name = f"one-null-{suffix}", f"null-consumer-{suffix}"
+    client.create(
+        ResourceClaimTemplate.from_dict(
+            {
+                "apiVersion": "resource.k8s.io/v1",
+                "kind": "ResourceClaimTemplate",
+                "metadata": {"name": template, "namespace": "default"},
+                "spec": {"spec": {"devices": {"requests": [{"name": "null", "exactly": {"deviceClassName": DRIVER}}]}}},
+            }
+        )
+    )
+    client.create(Pod.from_dict(pod_document(name, template)))
+    try:
+        pod = wait_for(
+            "the pod running", lambda: _if(client.get(Pod, name, namespace="default"), "Running"), timeout=120
+        )
+        log = wait_for("the container's env in its log", lambda: container_log(cluster, pod))
+        [line] = [x for x in log.splitlines() if "NULL_DEVICE=" in x]
+        device = line.rsplit("NULL_DEVICE=", 1)[1].strip()
+        assert device in {"null-0", "null-1", "null-2", "null-3"}
+        claim_name = pod.status.resourceClaimStatuses[0].resourceClaimName
+        claim = client.get(ResourceClaim, claim_name, namespace="default")
+        spec_file = cluster.cdi_dir / f"kubedevice-dra-{DRIVER}-{claim.metadata.uid}.json"
+        assert spec_file.exists()
+
+        # a driver restart while the pod runs: nothing prepared is lost
+        driver.stop()
+        driver.start()
+        wait_for("slices after the driver restart", lambda: our_slices(cluster))
+        assert spec_file.exists()
+        assert _if(client.get(Pod, name, namespace="default"), "Running")
+
+        client.delete(Pod, name, namespace="default", grace_period=0)
+        wait_for("the CDI spec removed after the pod is gone", lambda: not spec_file.exists(), timeout=90)
+    finally:
+        for kind, obj in ((Pod, name), (ResourceClaimTemplate, template)):
+            with contextlib.suppress(ApiError):
+                client.delete(kind, obj, namespace="default")
+
+
+def _if(pod: Any, phase: str) -> Any:
+    return pod if pod.status and pod.status.phase == phase else None
