@@ -74,8 +74,11 @@ class SlicePublisher:
                     log.warning("publishing ResourceSlices failed, retrying: %s", _reason(err))
                     await asyncio.sleep(RETRY_SECONDS)
                     continue
+                # Not asyncio.wait_for: on 3.11 it swallows a cancellation that arrives as the
+                # event is set, and the driver would never stop.
                 with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(self._wake.wait(), RESYNC_SECONDS)
+                    async with asyncio.timeout(RESYNC_SECONDS):
+                        await self._wake.wait()
         finally:
             watcher.cancel()
 
