@@ -29,6 +29,7 @@ import yaml
 from lightkube import Client, KubeConfig
 from lightkube.core.exceptions import ApiError
 from lightkube.resources.core_v1 import Pod
+from lightkube.resources.rbac_authorization_v1 import ClusterRoleBinding
 from lightkube.resources.resource_v1 import DeviceClass, ResourceClaim, ResourceClaimTemplate, ResourceSlice
 
 CLUSTER = os.environ.get("KUBEDEVICE_TEST_CLUSTER_DIR")
@@ -63,7 +64,30 @@ class Cluster:
 @pytest.fixture(scope="module")
 def cluster() -> Cluster:
     assert CLUSTER
-    return Cluster(Path(CLUSTER))
+    cluster = Cluster(Path(CLUSTER))
+    # The cluster's controller-manager runs with --use-service-account-credentials=false, so its
+    # controllers act as system:kube-controller-manager, whose role lacks resourceclaims/create
+    # (and nodes/patch: the node keeps its not-ready taint, which the pod tolerates): give that
+    # user the resource claim controller's own role (idempotent).
+    cluster.client.apply(
+        ClusterRoleBinding.from_dict(
+            {
+                "apiVersion": "rbac.authorization.k8s.io/v1",
+                "kind": "ClusterRoleBinding",
+                "metadata": {"name": "kubedevice-e2e-resource-claim-controller"},
+                "roleRef": {
+                    "apiGroup": "rbac.authorization.k8s.io",
+                    "kind": "ClusterRole",
+                    "name": "system:controller:resource-claim-controller",
+                },
+                "subjects": [
+                    {"apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": "system:kube-controller-manager"}
+                ],
+            }
+        ),
+        force=True,
+    )
+    return cluster
 
 
 class Driver:
@@ -79,7 +103,7 @@ class Driver:
             "nsenter", "-t", str(self.cluster.namespace_pid), "-m", "--",
             sys.executable, "-m", "kubedevice", "serve", "--config", str(REPO / "examples" / "dra-null.yaml"),
             "--node", self.cluster.node, "--kubelet-dir", "/var/lib/kubelet", "--cdi-dir", "/run/cdi",
-            "--kubeconfig", str(self.cluster.dir / "kubeconfig"), "--log-level", "debug",
+            "--kubeconfig", str(self.cluster.dir / "kubeconfig"), "--log-level", "info",
         ]  # fmt: skip
         with self.log.open("ab") as out:
             self.process = subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT, env=os.environ.copy())
@@ -116,6 +140,8 @@ def pod_document(name: str, template: str) -> dict[str, Any]:
         "kind": "Pod",
         "metadata": {"name": name, "namespace": "default"},
         "spec": {
+            # the cluster's controller-manager cannot lift the node's not-ready taint (see `cluster`)
+            "tolerations": [{"operator": "Exists"}],
             "automountServiceAccountToken": False,
             "terminationGracePeriodSeconds": 1,
             "resourceClaims": [{"name": "null", "resourceClaimTemplateName": template}],
