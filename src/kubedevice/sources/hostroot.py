@@ -83,7 +83,8 @@ class HostRoot:
 
     def glob(self, pattern: str) -> list[str]:
         """Host paths matching ``pattern`` (sorted, canonical, deduplicated)."""
-        matches = globlib.glob(globlib.escape(str(self.root)) + "/" + pattern.lstrip("/"))
+        # os.path.join: with the root "/" a "+ '/' +" would give "//dev/…", which is not under "/".
+        matches = globlib.glob(os.path.join(globlib.escape(str(self.root)), pattern.lstrip("/")))
         canonical = {self.resolve(self.host_path(m)) for m in matches}
         return sorted(p for p in canonical if self.local(p).exists())
 
