@@ -15,9 +15,11 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 import uuid
 from collections.abc import Callable, Iterator
@@ -93,15 +95,16 @@ def cluster() -> Cluster:
 class Driver:
     """``kubedevice serve`` inside the kubelet's mount namespace; restartable."""
 
-    def __init__(self, cluster: Cluster, log: Path) -> None:
+    def __init__(self, cluster: Cluster, log: Path, config: Path = REPO / "examples" / "dra-null.yaml") -> None:
         self.cluster = cluster
         self.log = log
+        self.config = config
         self.process: subprocess.Popen[bytes] | None = None
 
     def start(self) -> None:
         argv = [
             "nsenter", "-t", str(self.cluster.namespace_pid), "-m", "--",
-            sys.executable, "-m", "kubedevice", "serve", "--config", str(REPO / "examples" / "dra-null.yaml"),
+            sys.executable, "-m", "kubedevice", "serve", "--config", str(self.config),
             "--node", self.cluster.node, "--kubelet-dir", "/var/lib/kubelet", "--cdi-dir", "/run/cdi",
             "--kubeconfig", str(self.cluster.dir / "kubeconfig"), "--log-level", "info",
         ]  # fmt: skip
@@ -124,8 +127,13 @@ def driver(cluster: Cluster, tmp_path: Path) -> Iterator[Driver]:
     print(running.log.read_text()[-4000:])
 
 
-def our_slices(cluster: Cluster) -> list[Any]:
-    return list(cluster.client.list(ResourceSlice, fields={"spec.nodeName": cluster.node, "spec.driver": DRIVER}))
+def our_slices(cluster: Cluster, driver: str = DRIVER) -> list[Any]:
+    return list(cluster.client.list(ResourceSlice, fields={"spec.nodeName": cluster.node, "spec.driver": driver}))
+
+
+def published_paths(cluster: Cluster, driver: str) -> list[str]:
+    slices = [s.to_dict() for s in our_slices(cluster, driver)]
+    return sorted(d["attributes"]["path"]["string"] for s in slices for d in s["spec"].get("devices", []))
 
 
 def container_log(cluster: Cluster, pod: Any) -> str:
@@ -207,3 +215,80 @@ def test_a_pod_gets_a_null_device_through_our_driver(cluster: Cluster, driver: D
 
 def _if(pod: Any, phase: str) -> Any:
     return pod if pod.status and pod.status.phase == phase else None
+
+
+HOT = "hot.example.com"
+
+
+@pytest.fixture
+def short_tmp() -> Iterator[Path]:
+    root = Path(tempfile.mkdtemp(prefix="kd-", dir="/tmp"))
+    yield root
+    shutil.rmtree(root)
+
+
+def test_hotplug_health_and_a_kubelet_restart_reach_the_slices(cluster: Cluster, short_tmp: Path) -> None:
+    """Devices are files under a temp dir (visible in the namespace); health is an exec check."""
+    tmp_path = short_tmp  # the ``path`` attribute keeps 64 characters: keep the paths shorter
+    devices = tmp_path / "dev"
+    devices.mkdir()
+    config = tmp_path / "hot.yaml"
+    config.write_text(
+        yaml.safe_dump(
+            {
+                "dra": {"driver": HOT},
+                "resources": [
+                    {
+                        "name": "example.com/hot",
+                        "glob": {"paths": [f"{devices}/acc?"]},
+                        "health": {
+                            "checks": [{"type": "exec", "argv": ["test", "-e", "{path}.ok"]}],
+                            "interval_seconds": 0.2,
+                            "failure_threshold": 1,
+                        },
+                    }
+                ],
+            }
+        )
+    )
+
+    def plug(name: str) -> str:
+        (devices / f"{name}.ok").touch()
+        (devices / name).touch()
+        return str(devices / name)
+
+    first = plug("acc0")
+    running = Driver(cluster, tmp_path / "driver.log", config)
+    running.start()
+    try:
+        wait_for("the first device published", lambda: published_paths(cluster, HOT) == [first], 30)
+        second = plug("acc1")
+        took = time.monotonic()
+        wait_for("the hotplugged device published", lambda: published_paths(cluster, HOT) == [first, second], 2)
+        hotplug_seconds = time.monotonic() - took
+        (devices / "acc1.ok").unlink()  # its health check fails from now on
+        wait_for("the unhealthy device withdrawn", lambda: published_paths(cluster, HOT) == [first], 3)
+        (devices / "acc1.ok").touch()
+        wait_for("the recovered device back", lambda: published_paths(cluster, HOT) == [first, second], 3)
+        print(f"hotplug to slice: {hotplug_seconds:.2f} s")
+
+        restart = _kubelet_restart(cluster)
+        if restart is not None:
+            restart()  # the kubelet wipes its node's slices when it starts and registers drivers again
+            wait_for("slices back after the kubelet restart", lambda: published_paths(cluster, HOT) == [first, second])
+            wait_for(
+                "a second registration",
+                lambda: running.log.read_text().count(f"registered with the kubelet as DRA driver {HOT}") >= 2,
+            )
+    finally:
+        running.stop()
+        print(running.log.read_text()[-3000:])
+
+
+def _kubelet_restart(cluster: Cluster) -> Callable[[], Any] | None:
+    """The cluster tool's kubelet restart, where this checkout has it."""
+    try:
+        from kubedevice.testing.cluster import Cluster as Tool  # type: ignore[import-not-found, unused-ignore]
+    except ImportError:
+        return None
+    return Tool(cluster.dir).restart_kubelet  # type: ignore[no-any-return, unused-ignore]
