@@ -227,9 +227,8 @@ def short_tmp() -> Iterator[Path]:
     shutil.rmtree(root)
 
 
-def test_hotplug_health_and_a_kubelet_restart_reach_the_slices(cluster: Cluster, short_tmp: Path) -> None:
-    """Devices are files under a temp dir (visible in the namespace); health is an exec check."""
-    tmp_path = short_tmp  # the ``path`` attribute keeps 64 characters: keep the paths shorter
+def hot_config(tmp_path: Path) -> Path:
+    """Devices are files ``<tmp>/dev/acc?`` (visible in the namespace); health is an exec check."""
     devices = tmp_path / "dev"
     devices.mkdir()
     config = tmp_path / "hot.yaml"
@@ -251,18 +250,24 @@ def test_hotplug_health_and_a_kubelet_restart_reach_the_slices(cluster: Cluster,
             }
         )
     )
+    return config
 
-    def plug(name: str) -> str:
-        (devices / f"{name}.ok").touch()
-        (devices / name).touch()
-        return str(devices / name)
 
-    first = plug("acc0")
-    running = Driver(cluster, tmp_path / "driver.log", config)
+def plug(devices: Path, name: str) -> str:
+    (devices / f"{name}.ok").touch()
+    (devices / name).touch()
+    return str(devices / name)
+
+
+def test_hotplug_and_health_reach_the_slices(cluster: Cluster, short_tmp: Path) -> None:
+    config = hot_config(short_tmp)  # the ``path`` attribute keeps 64 characters: keep the paths short
+    devices = short_tmp / "dev"
+    first = plug(devices, "acc0")
+    running = Driver(cluster, short_tmp / "driver.log", config)
     running.start()
     try:
         wait_for("the first device published", lambda: published_paths(cluster, HOT) == [first], 30)
-        second = plug("acc1")
+        second = plug(devices, "acc1")
         took = time.monotonic()
         wait_for("the hotplugged device published", lambda: published_paths(cluster, HOT) == [first, second], 2)
         hotplug_seconds = time.monotonic() - took
@@ -271,24 +276,26 @@ def test_hotplug_health_and_a_kubelet_restart_reach_the_slices(cluster: Cluster,
         (devices / "acc1.ok").touch()
         wait_for("the recovered device back", lambda: published_paths(cluster, HOT) == [first, second], 3)
         print(f"hotplug to slice: {hotplug_seconds:.2f} s")
-
-        restart = _kubelet_restart(cluster)
-        if restart is not None:
-            restart()  # the kubelet wipes its node's slices when it starts and registers drivers again
-            wait_for("slices back after the kubelet restart", lambda: published_paths(cluster, HOT) == [first, second])
-            wait_for(
-                "a second registration",
-                lambda: running.log.read_text().count(f"registered with the kubelet as DRA driver {HOT}") >= 2,
-            )
     finally:
         running.stop()
         print(running.log.read_text()[-3000:])
 
 
-def _kubelet_restart(cluster: Cluster) -> Callable[[], Any] | None:
-    """The cluster tool's kubelet restart, where this checkout has it."""
+def test_a_kubelet_restart_registers_the_driver_again(cluster: Cluster, short_tmp: Path) -> None:
+    """The kubelet wipes its node's slices when it starts and re-registers the drivers it finds."""
+    tool = pytest.importorskip("kubedevice.testing.cluster", reason="needs the cluster tool's restart_kubelet")
+    config = hot_config(short_tmp)
+    first = plug(short_tmp / "dev", "acc0")
+    running = Driver(cluster, short_tmp / "driver.log", config)
+    running.start()
+    registered = f"registered with the kubelet as DRA driver {HOT}"
     try:
-        from kubedevice.testing.cluster import Cluster as Tool  # type: ignore[import-not-found, unused-ignore]
-    except ImportError:
-        return None
-    return Tool(cluster.dir).restart_kubelet  # type: ignore[no-any-return, unused-ignore]
+        wait_for("the device published", lambda: published_paths(cluster, HOT) == [first], 30)
+        assert running.log.read_text().count(registered) == 1
+        tool.Cluster(cluster.dir).restart_kubelet()
+        restarted = time.monotonic()
+        wait_for("a second registration", lambda: running.log.read_text().count(registered) == 2)
+        print(f"registered again {time.monotonic() - restarted:.2f} s after the kubelet answered healthz")
+        wait_for("slices back after the kubelet restart", lambda: published_paths(cluster, HOT) == [first])
+    finally:
+        running.stop()
