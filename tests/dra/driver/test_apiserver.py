@@ -28,7 +28,7 @@ from lightkube.types import PatchType
 from kubedevice.device import Device, Health
 from kubedevice.dra.driver import DraDriver, DriverService
 from kubedevice.dra.driver.claims import ApiClaims
-from kubedevice.dra.driver.publisher import SlicePublisher
+from kubedevice.dra.driver.publisher import InvalidSlices, SlicePublisher
 from kubedevice.dra.models import to_document
 from kubedevice.plugin.base import Plugin
 
@@ -243,3 +243,19 @@ async def test_the_service_publishes_once_registered_and_is_ready_after(node_nam
             task.cancel()
             await asyncio.gather(task, return_exceptions=True)
             await service.stop()
+
+
+class Numbered(Plugin):
+    """A device with an attribute the API server refuses (a version that is not semver)."""
+
+    def dra_attributes(self) -> dict[str, dict[str, dict[str, object]]]:
+        return {d.id: {"bad": {"version": "not a semver"}} for d in self.devices()}
+
+
+async def test_slices_the_api_server_would_refuse_are_not_sent(node_name: str) -> None:
+    driver = DraDriver(DRIVER, [Numbered("example.com/bad", devices(1))])
+    async with api(node_name) as client:
+        publisher = SlicePublisher(client, DRIVER, node_name, lambda: driver.slices(node_name))
+        with pytest.raises(InvalidSlices, match=r"attributes\[bad\]\.version"):
+            await publisher.sync()
+        assert await slices(client, node_name) == []

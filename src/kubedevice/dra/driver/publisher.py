@@ -25,6 +25,7 @@ from lightkube.resources.resource_v1 import ResourceSlice
 
 from ..models import ResourceSlice as SliceModel
 from ..models import to_document
+from ..validation import validate
 
 RESYNC_SECONDS = 60.0
 RETRY_SECONDS = 1.0
@@ -44,6 +45,10 @@ def contains(actual: Any, wanted: Any) -> bool:
     if isinstance(wanted, list):
         return isinstance(actual, list) and len(actual) == len(wanted) and all(map(contains, actual, wanted))
     return bool(actual == wanted)
+
+
+class InvalidSlices(ValueError):
+    """The driver's devices make slices the API server would refuse (the message names the field)."""
 
 
 class SlicePublisher:
@@ -70,6 +75,8 @@ class SlicePublisher:
                 self._wake.clear()
                 try:
                     await self.sync()
+                except InvalidSlices as err:  # retrying cannot help: wait for the devices to change
+                    log.error("not publishing ResourceSlices: %s", err)
                 except (ApiError, httpx2.HTTPError) as err:
                     log.warning("publishing ResourceSlices failed, retrying: %s", _reason(err))
                     await asyncio.sleep(RETRY_SECONDS)
@@ -86,7 +93,11 @@ class SlicePublisher:
         """One reconciliation: bump the generation and rewrite if anything differs, delete the rest."""
         loop = asyncio.get_running_loop()
         start = loop.time()
-        wanted = [to_document(s) for s in self._desired()]
+        desired = self._desired()
+        problems = [f"{s.metadata.name}: {e}" for s in desired for e in validate(s)]
+        if problems:
+            raise InvalidSlices(f"{problems[0]}" + (f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""))
+        wanted = [to_document(s) for s in desired]
         existing = {s["metadata"]["name"]: s for s in await self._list()}
         generation = max((int(s["spec"]["pool"].get("generation", 0)) for s in existing.values()), default=0)
         names = [w["metadata"]["name"] for w in wanted]
