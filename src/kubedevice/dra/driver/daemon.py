@@ -58,6 +58,9 @@ def build_driver(config: Config, host_root: Path | None = None) -> DraDriver:
 def run_dra_daemon(config: Config, options: DraOptions) -> int:
     """Serve until SIGTERM/SIGINT; the process exit code. A start-up failure is a ``UsageError``."""
     setup_logging(options.log_level, "json" if options.log_format == "json" else "text")
+    if options.log_level != "debug":  # the HTTP client logs every request (watch, resync) at INFO
+        for name in ("httpx2", "httpcore2"):
+            logging.getLogger(name).setLevel(logging.WARNING)
     if config.dra is not None and config.dra.rolling_update and not os.environ.get(POD_UID_ENV):
         raise UsageError(f"dra.rolling_update needs ${POD_UID_ENV} (the downward API's metadata.uid)")
     try:
