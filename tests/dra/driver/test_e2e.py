@@ -142,6 +142,15 @@ def container_log(cluster: Cluster, pod: Any) -> str:
     return "".join(texts)
 
 
+def template_document(name: str) -> dict[str, Any]:
+    return {
+        "apiVersion": "resource.k8s.io/v1",
+        "kind": "ResourceClaimTemplate",
+        "metadata": {"name": name, "namespace": "default"},
+        "spec": {"spec": {"devices": {"requests": [{"name": "null", "exactly": {"deviceClassName": DRIVER}}]}}},
+    }
+
+
 def pod_document(name: str, template: str) -> dict[str, Any]:
     return {
         "apiVersion": "v1",
@@ -174,16 +183,7 @@ def test_a_pod_gets_a_null_device_through_our_driver(cluster: Cluster, driver: D
 
     suffix = uuid.uuid4().hex[:6]
     template, name = f"one-null-{suffix}", f"null-consumer-{suffix}"
-    client.create(
-        ResourceClaimTemplate.from_dict(
-            {
-                "apiVersion": "resource.k8s.io/v1",
-                "kind": "ResourceClaimTemplate",
-                "metadata": {"name": template, "namespace": "default"},
-                "spec": {"spec": {"devices": {"requests": [{"name": "null", "exactly": {"deviceClassName": DRIVER}}]}}},
-            }
-        )
-    )
+    client.create(ResourceClaimTemplate.from_dict(template_document(template)))
     client.create(Pod.from_dict(pod_document(name, template)))
     try:
         pod = wait_for(
@@ -299,3 +299,61 @@ def test_a_kubelet_restart_registers_the_driver_again(cluster: Cluster, short_tm
         wait_for("slices back after the kubelet restart", lambda: published_paths(cluster, HOT) == [first])
     finally:
         running.stop()
+
+
+def test_a_health_change_reaches_the_pod_status(cluster: Cluster, short_tmp: Path) -> None:
+    """One null device whose exec check looks for a marker file; the kubelet shows its health."""
+    marker = short_tmp / "ok"
+    marker.touch()
+    config = short_tmp / "sick.yaml"
+    config.write_text(
+        yaml.safe_dump(
+            {
+                "dra": {"driver": DRIVER},
+                "resources": [
+                    {
+                        "name": "example.com/null",
+                        "static": {"count": 1, "paths": ["/dev/null"]},
+                        "health": {
+                            "checks": [{"type": "exec", "argv": ["test", "-e", str(marker)]}],
+                            "interval_seconds": 0.2,
+                            "failure_threshold": 1,
+                        },
+                    }
+                ],
+            }
+        )
+    )
+    client = cluster.client
+    [device_class] = yaml.safe_load_all((REPO / "examples" / "dra-null-class.yaml").read_text())
+    client.apply(DeviceClass.from_dict(device_class), force=True)
+    running = Driver(cluster, short_tmp / "driver.log", config)
+    running.start()
+    suffix = uuid.uuid4().hex[:6]
+    template, name = f"sick-null-{suffix}", f"sick-consumer-{suffix}"
+    try:
+        wait_for("our slice", lambda: our_slices(cluster), 30)
+        client.create(ResourceClaimTemplate.from_dict(template_document(template)))
+        client.create(Pod.from_dict(pod_document(name, template)))
+        wait_for("the pod running", lambda: _if(client.get(Pod, name, namespace="default"), "Running"), timeout=120)
+
+        def healths() -> list[str]:
+            pod = client.get(Pod, name, namespace="default").to_dict()
+            return [
+                r.get("health", "")
+                for status in pod["status"].get("containerStatuses", [])
+                for entry in status.get("allocatedResourcesStatus") or []
+                for r in entry.get("resources") or []
+            ]
+
+        wait_for("the device's health in the pod status", lambda: healths() == ["Healthy"], 30)
+        marker.unlink()
+        wait_for("Unhealthy in the pod status", lambda: healths() == ["Unhealthy"], 30)
+        marker.touch()
+        wait_for("Healthy again in the pod status", lambda: healths() == ["Healthy"], 30)
+    finally:
+        for kind, obj in ((Pod, name), (ResourceClaimTemplate, template)):
+            with contextlib.suppress(ApiError):
+                client.delete(kind, obj, namespace="default", grace_period=0)
+        running.stop()
+        print(running.log.read_text()[-3000:])
