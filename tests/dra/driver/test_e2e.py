@@ -142,12 +142,12 @@ def container_log(cluster: Cluster, pod: Any) -> str:
     return "".join(texts)
 
 
-def template_document(name: str) -> dict[str, Any]:
+def template_document(name: str, device_class: str = DRIVER) -> dict[str, Any]:
     return {
         "apiVersion": "resource.k8s.io/v1",
         "kind": "ResourceClaimTemplate",
         "metadata": {"name": name, "namespace": "default"},
-        "spec": {"spec": {"devices": {"requests": [{"name": "null", "exactly": {"deviceClassName": DRIVER}}]}}},
+        "spec": {"spec": {"devices": {"requests": [{"name": "null", "exactly": {"deviceClassName": device_class}}]}}},
     }
 
 
@@ -178,8 +178,8 @@ def test_a_pod_gets_a_null_device_through_our_driver(cluster: Cluster, driver: D
     client = cluster.client
     [device_class] = yaml.safe_load_all((REPO / "examples" / "dra-null-class.yaml").read_text())
     client.apply(DeviceClass.from_dict(device_class), force=True)
-    slices = wait_for("our ResourceSlices", lambda: our_slices(cluster))
-    assert sum(len(s.spec.devices) for s in slices) == 4
+    # a slice left by an earlier driver of this name lives on until the kubelet wipes it (30 s)
+    wait_for("our 4 devices published", lambda: sum(len(s.spec.devices or []) for s in our_slices(cluster)) == 4)
 
     suffix = uuid.uuid4().hex[:6]
     template, name = f"one-null-{suffix}", f"null-consumer-{suffix}"
@@ -301,15 +301,19 @@ def test_a_kubelet_restart_registers_the_driver_again(cluster: Cluster, short_tm
         running.stop()
 
 
+SICK = "sick.example.com"
+
+
 def test_a_health_change_reaches_the_pod_status(cluster: Cluster, short_tmp: Path) -> None:
-    """One null device whose exec check looks for a marker file; the kubelet shows its health."""
+    """One null device of its own driver whose exec check looks for a marker file; the kubelet
+    shows its health in the status of the pod using it."""
     marker = short_tmp / "ok"
     marker.touch()
     config = short_tmp / "sick.yaml"
     config.write_text(
         yaml.safe_dump(
             {
-                "dra": {"driver": DRIVER},
+                "dra": {"driver": SICK},
                 "resources": [
                     {
                         "name": "example.com/null",
@@ -326,14 +330,16 @@ def test_a_health_change_reaches_the_pod_status(cluster: Cluster, short_tmp: Pat
     )
     client = cluster.client
     [device_class] = yaml.safe_load_all((REPO / "examples" / "dra-null-class.yaml").read_text())
+    device_class["metadata"]["name"] = SICK
+    device_class["spec"]["selectors"][0]["cel"]["expression"] = f'device.driver == "{SICK}"'
     client.apply(DeviceClass.from_dict(device_class), force=True)
     running = Driver(cluster, short_tmp / "driver.log", config)
     running.start()
     suffix = uuid.uuid4().hex[:6]
     template, name = f"sick-null-{suffix}", f"sick-consumer-{suffix}"
     try:
-        wait_for("our slice", lambda: our_slices(cluster), 30)
-        client.create(ResourceClaimTemplate.from_dict(template_document(template)))
+        wait_for("our slice", lambda: our_slices(cluster, SICK), 30)
+        client.create(ResourceClaimTemplate.from_dict(template_document(template, SICK)))
         client.create(Pod.from_dict(pod_document(name, template)))
         wait_for("the pod running", lambda: _if(client.get(Pod, name, namespace="default"), "Running"), timeout=120)
 
