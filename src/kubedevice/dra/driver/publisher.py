@@ -166,11 +166,6 @@ class SlicePublisher:
                 log.debug("ResourceSlice watch ended: %s", _reason(err))
             await asyncio.sleep(RETRY_SECONDS)
 
-    async def withdraw(self) -> None:
-        """Delete every slice of ours (the driver is uninstalled, not restarted)."""
-        for item in await self._list():
-            await self._delete(item["metadata"]["name"])
-
 
 def _matches(actual: Slice, wanted: Slice, generation: int) -> bool:
     pool = actual["spec"]["pool"]
