@@ -148,13 +148,31 @@ def serve(  # noqa: PLR0917 - typer maps each parameter to an option
     ] = None,
     log_level: Annotated[LogLevel, typer.Option(case_sensitive=False, help="Log level.")] = "info",
     log_format: Annotated[LogFormat, typer.Option(case_sensitive=False, help="Log format.")] = "text",
+    node: Annotated[
+        str | None, typer.Option(envvar="NODE_NAME", metavar="NODE", help="DRA: this node's name [env NODE_NAME].")
+    ] = None,
+    kubelet_dir: Annotated[
+        Path | None, typer.Option(metavar="DIR", help="DRA: the kubelet's root [default /var/lib/kubelet].")
+    ] = None,
+    kubeconfig: Annotated[
+        Path | None, typer.Option(metavar="FILE", help="DRA: API access [default in-cluster, then $KUBECONFIG].")
+    ] = None,
 ) -> None:
-    """Run the config-driven daemon: serve every configured resource and keep it registered."""
+    """Run the config-driven daemon: serve every configured resource and keep it registered.
+
+    A config with a 'dra:' section is served through DRA instead (--node, --kubelet-dir,
+    --kubeconfig); see docs/dra-driver.md.
+    """
     from .cli import early_signal  # noqa: PLC0415
     from .daemon import DaemonOptions, run_daemon  # noqa: PLC0415
     from .plugin.server import SocketInUse  # noqa: PLC0415
 
     cfg = load(config)
+    if cfg.dra is not None:
+        from .dra.driver.daemon import DraOptions, serve_command  # noqa: PLC0415
+
+        paths = (kubelet_dir, cdi_dir, kubeconfig, host_root)
+        serve_command(cfg, DraOptions(node or "", *paths, metrics_address, log_level, log_format))
     options = DaemonOptions(config, plugin_dir, host_root, cdi_dir, metrics_address, log_level, log_format)
     try:
         code = run_daemon(cfg, options, early_signal)

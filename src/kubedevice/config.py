@@ -16,6 +16,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from . import boundedyaml
+from .dra.driver.config import DraConfig
 from .errors import at, cannot_read
 from .plugin_dir import resolve_plugin_dir
 from .sources.schema import ResourceConfig
@@ -34,6 +35,7 @@ class Config(BaseModel):
     host_root: Path = Field(Path("/"), description="where the host's / is mounted (e.g. /host in a pod)")
     cdi_dir: Path = Field(Path("/var/run/cdi"), description="where CDI spec files are written")
     resources: list[ResourceConfig] = Field(min_length=1)
+    dra: DraConfig | None = Field(None, description="serve the resources as a DRA driver instead of device plugins")
 
     @field_validator("plugin_dir", "host_root", "cdi_dir")
     @classmethod

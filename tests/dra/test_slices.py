@@ -72,3 +72,14 @@ def test_same_ids_in_two_resources_do_not_collide() -> None:
 def test_bad_extra_attributes_are_refused() -> None:
     with pytest.raises(SliceError, match="must have one key"):
         slices_for("x.example.com", "n", [("example.com/a", [Device("0")], {"0": {"v": {"string": "a", "int": 1}}})])
+
+
+def test_long_discovered_strings_are_cut_to_the_api_limit() -> None:
+    """A glob source's ``path`` under a deep directory must not make the whole slice invalid."""
+    path = "/tmp/" + "d" * 80 + "/acc0"
+    extra = {"acc0": {"path": {"string": path}, "aliases": {"strings": [path, "short"]}}}
+    [made] = slices_for("x.example.com", "n", [("example.com/a", [Device("acc0")], extra)])
+    attributes = made.spec.devices[0].attributes
+    assert attributes["path"].string == path[:64]
+    assert attributes["aliases"].strings == [path[:64], "short"]
+    assert validate(made) == []

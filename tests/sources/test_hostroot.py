@@ -34,6 +34,12 @@ def test_glob_returns_canonical_existing_paths_once(host: FakeHost) -> None:
     assert root.glob("/dev/serial/by-id/*") == ["/dev/ttyUSB0"]
 
 
+def test_glob_works_with_the_real_root(tmp_path: Path) -> None:
+    """The default host root is "/" (the daemon on a node): matches are plain host paths."""
+    (tmp_path / "acc0").touch()
+    assert HostRoot(Path("/")).glob(f"{tmp_path}/acc?") == [f"{tmp_path}/acc0"]
+
+
 def test_symlink_loops_are_reported(host: FakeHost) -> None:
     host.symlink("/dev/a", "/dev/b")
     host.symlink("/dev/b", "/dev/a")

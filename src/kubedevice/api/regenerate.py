@@ -1,6 +1,8 @@
-"""Regenerate the Python protobuf/gRPC modules from ``api.proto``.
+"""Regenerate the Python protobuf/gRPC modules from the ``.proto`` files here.
 
-Run ``python -m kubedevice.api.regenerate`` after editing the proto. The output is
+``api.proto`` is the device plugin API; the ``dra_*`` and ``pluginregistration_v1`` protos are
+the kubelet's DRA, resource health and plugin-watcher APIs. Run
+``python -m kubedevice.api.regenerate`` after editing a proto. The output is
 deterministic for the pinned ``grpcio-tools`` (see ``pyproject.toml``), so a test can
 regenerate into a temporary directory and compare byte for byte.
 """
@@ -12,11 +14,17 @@ import tempfile
 from pathlib import Path
 
 API_DIR = Path(__file__).resolve().parent
-GENERATED = ("api_pb2.py", "api_pb2.pyi", "api_pb2_grpc.py")
+PROTOS = ("api", "dra_v1", "dra_v1beta1", "dra_health_v1alpha1", "pluginregistration_v1")
+GENERATED = tuple(f"{stem}{suffix}" for stem in PROTOS for suffix in ("_pb2.py", "_pb2.pyi", "_pb2_grpc.py"))
 
 
 def generate(out_dir: Path) -> None:
-    """Run protoc on ``api.proto`` into ``out_dir``, with package-relative imports."""
+    """Run protoc on every proto into ``out_dir``, with package-relative imports."""
+    for stem in PROTOS:
+        _generate_one(stem, out_dir)
+
+
+def _generate_one(stem: str, out_dir: Path) -> None:
     from grpc_tools import protoc  # noqa: PLC0415 - a development dependency, needed only here
 
     args = [
@@ -25,14 +33,15 @@ def generate(out_dir: Path) -> None:
         f"--python_out={out_dir}",
         f"--pyi_out={out_dir}",
         f"--grpc_python_out={out_dir}",
-        str(API_DIR / "api.proto"),
+        str(API_DIR / f"{stem}.proto"),
     ]
     if protoc.main(args) != 0:
-        raise RuntimeError("protoc failed on api.proto")
-    grpc_module = out_dir / "api_pb2_grpc.py"
+        raise RuntimeError(f"protoc failed on {stem}.proto")
+    grpc_module = out_dir / f"{stem}_pb2_grpc.py"
     text = grpc_module.read_text()
     # protoc writes a top-level import; inside a package it must be relative.
-    grpc_module.write_text(text.replace("import api_pb2 as api__pb2", "from . import api_pb2 as api__pb2"))
+    alias = stem.replace("_", "__") + "__pb2"
+    grpc_module.write_text(text.replace(f"import {stem}_pb2 as {alias}", f"from . import {stem}_pb2 as {alias}"))
 
 
 def stale_files() -> list[str]:

@@ -247,17 +247,22 @@ def slices_command(
         typer.Option("--host-root", metavar="DIR", help="Where the host's / is (default: the config's host_root)."),
     ] = None,
     driver: Annotated[
-        str, typer.Option("--driver", metavar="NAME", help="DRA driver name (a DNS subdomain).")
-    ] = "kubedevice.io",
+        str | None,
+        typer.Option("--driver", metavar="NAME", help="DRA driver name [default: dra.driver, else kubedevice.io]."),
+    ] = None,
     output: Annotated[str, typer.Option("--output", "-o", metavar="yaml|json", help="Output format.")] = "yaml",
 ) -> None:
-    """Print ResourceSlices for the devices a kubedevice config discovers, ready to apply."""
+    """Print ResourceSlices for the devices a kubedevice config discovers, ready to apply.
+
+    With the config's ``dra.driver`` these are the slices ``kubedevice serve`` publishes, but for
+    the pool generation and the Node owner reference, which only the running driver knows.
+    """
     fmt = _output(output)
     _check_names(node, driver)
     discover = _discovery()
     try:
-        resources = discover(config, host_root)
-        slices = slices_for(driver, node, resources)
+        resources, configured_driver = discover(config, host_root)
+        slices = slices_for(driver or configured_driver or "kubedevice.io", node, resources)
     except SliceError as error:
         fail(str(error))
     except (OSError, ValueError) as error:
@@ -268,9 +273,11 @@ def slices_command(
     typer.echo(models.dump(list(slices), fmt), nl=False)
 
 
-def _check_names(node: str, driver: str) -> None:
+def _check_names(node: str, driver: str | None) -> None:
     """A bad ``--node`` or ``--driver`` is a usage error, found before any discovery runs."""
-    problems = validate_dns_subdomain(node, FieldPath("--node")) + validate_driver_name(driver, FieldPath("--driver"))
+    problems = validate_dns_subdomain(node, FieldPath("--node"))
+    if driver is not None:
+        problems += validate_driver_name(driver, FieldPath("--driver"))
     if problems:
         fail(str(problems[0]))
 
@@ -283,7 +290,8 @@ def _discovery() -> Callable[[Path, Path | None], Any]:
     def run(config: Path, host_root: Path | None) -> Any:
         try:
             loaded = load_config(config)
-            return discover_resources(loaded, host_root or loaded.host_root)
+            driver = loaded.dra.driver if loaded.dra is not None else None
+            return discover_resources(loaded, host_root or loaded.host_root), driver
         except (ConfigError, HostRootError) as error:
             fail(str(error))
 

@@ -26,7 +26,12 @@ from .models import (
     ResourceSliceSpec,
 )
 from .models import Device as SliceDevice
-from .validation import MAX_ATTRIBUTES_AND_CAPACITIES, MAX_SLICE_DEVICES, dns1123_label_messages
+from .validation import (
+    MAX_ATTRIBUTE_VALUE_LENGTH,
+    MAX_ATTRIBUTES_AND_CAPACITIES,
+    MAX_SLICE_DEVICES,
+    dns1123_label_messages,
+)
 
 ResourceInput = tuple[str, Sequence[Device], Mapping[str, Mapping[str, Mapping[str, Any]]]]
 _ATTRIBUTE_KEYS = frozenset({"int", "bool", "string", "version", "ints", "bools", "strings", "versions"})
@@ -84,13 +89,22 @@ def _extra(
         if keys == {_CAPACITY_KEY}:
             capacity[name] = DeviceCapacity(value=str(value[_CAPACITY_KEY]))
         elif len(keys) == 1 and keys <= _ATTRIBUTE_KEYS:
-            attributes[name] = DeviceAttribute.model_validate(value)
+            attributes[name] = DeviceAttribute.model_validate(_shortened(value))
         else:
             raise SliceError(
                 f"device {device.id}: attribute {raw_name!r} must have one key of "
                 f"{sorted(_ATTRIBUTE_KEYS)} or 'quantity'"
             )
     return attributes, capacity
+
+
+def _shortened(value: Mapping[str, Any]) -> Mapping[str, Any]:
+    """Discovered strings (a long device path) cut to the API's 64 characters, like ``id``."""
+    if "string" in value and isinstance(value["string"], str):
+        return {"string": value["string"][:MAX_ATTRIBUTE_VALUE_LENGTH]}
+    if "strings" in value and isinstance(value["strings"], list):
+        return {"strings": [s[:MAX_ATTRIBUTE_VALUE_LENGTH] if isinstance(s, str) else s for s in value["strings"]]}
+    return value
 
 
 def _slice_device(resource: str, prefix: str, device: Device, extra: Mapping[str, Mapping[str, Any]]) -> SliceDevice:

@@ -1,0 +1,103 @@
+"""CDI spec files for prepared claims: one file per claim, device names unique per claim.
+
+The kubelet hands the runtime the CDI IDs we return from NodePrepareResources; the runtime
+resolves them from ``<cdi_dir>/*.json``. Each claim gets its own file
+(``kubedevice-dra-<driver>-<claimUID>.json``) holding one CDI device per allocated device,
+named ``<claimUID>-<device>`` under the kind ``k8s.<driver>/device``, so two claims on the
+same device never share or overwrite an entry. Files are written atomically (a runtime never
+reads half a spec) and only files with our prefix are ever removed.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import re
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from ...allocation.cdi import CDI_VERSION, CdiError, Spec, device_name_error, write_atomically
+from ...device import ContainerAllocation
+
+_UNSAFE = re.compile(r"[^A-Za-z0-9_.-]")
+
+
+def edits_of(grant: ContainerAllocation) -> dict[str, Any]:
+    """OCI container edits for a device-plugin style grant (env, device nodes, mounts)."""
+    edits: dict[str, Any] = {}
+    if grant.envs:
+        edits["env"] = [f"{k}={v}" for k, v in sorted(grant.envs.items())]
+    if grant.devices:
+        edits["deviceNodes"] = [_node(d.container_path, d.host_path, d.permissions) for d in grant.devices]
+    if grant.mounts:
+        edits["mounts"] = [
+            {
+                "hostPath": m.host_path,
+                "containerPath": m.container_path,
+                "options": ["ro", "bind"] if m.read_only else ["rw", "bind"],
+            }
+            for m in grant.mounts
+        ]
+    return edits
+
+
+def _node(path: str, host_path: str, permissions: str) -> dict[str, str]:
+    node = {"path": path, "hostPath": host_path}
+    if permissions:  # empty: the runtime's default
+        node["permissions"] = permissions
+    return node
+
+
+class ClaimSpecs:
+    """The per-claim CDI spec files of one driver in one CDI directory."""
+
+    def __init__(self, directory: Path, driver: str) -> None:
+        self.directory = Path(directory)
+        self.kind = f"k8s.{driver}/device"
+        self._prefix = f"kubedevice-dra-{_UNSAFE.sub('_', driver)}-"
+
+    def device_id(self, claim_uid: str, device: str) -> str:
+        """The fully qualified CDI device ID the kubelet passes on to the runtime."""
+        return f"{self.kind}={claim_uid}-{device}"
+
+    def spec(self, claim_uid: str, devices: Sequence[tuple[str, ContainerAllocation]]) -> Spec:
+        """The spec document for a claim's devices (``(device name, grant)`` pairs)."""
+        entries = []
+        for device, grant in devices:
+            name = f"{claim_uid}-{device}"
+            error = device_name_error(name)
+            if error:
+                raise CdiError(error)
+            entries.append({"name": name, "containerEdits": edits_of(grant)})
+        return {"cdiVersion": CDI_VERSION, "kind": self.kind, "devices": entries}
+
+    def path_for(self, claim_uid: str) -> Path:
+        return self.directory / f"{self._prefix}{_UNSAFE.sub('_', claim_uid)}.json"
+
+    def write(self, claim_uid: str, spec: Spec) -> None:
+        try:
+            self.directory.mkdir(parents=True, exist_ok=True)
+            write_atomically(self.path_for(claim_uid), spec)
+        except OSError as err:
+            reason = err.strerror or err
+            raise CdiError(f"cannot write CDI spec for claim {claim_uid} in {self.directory}: {reason}") from err
+
+    def exists(self, claim_uid: str) -> bool:
+        return self.path_for(claim_uid).is_file()
+
+    def remove(self, claim_uid: str) -> None:
+        try:
+            with contextlib.suppress(FileNotFoundError):
+                self.path_for(claim_uid).unlink()
+        except OSError as err:
+            raise CdiError(f"cannot remove CDI spec of claim {claim_uid}: {err.strerror or err}") from err
+
+    def owned_claims(self) -> set[str]:
+        """Claim UIDs that have a spec file of ours (from this run or an earlier one)."""
+        if not self.directory.is_dir():
+            return set()
+        return {
+            p.name[len(self._prefix) : -len(".json")]
+            for p in self.directory.glob(f"{self._prefix}*.json")
+            if p.is_file()
+        }

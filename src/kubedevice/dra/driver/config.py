@@ -1,0 +1,29 @@
+"""The ``dra:`` section of the daemon's config: serve the configured resources through DRA.
+
+With it, ``kubedevice serve`` runs one DRA driver whose devices are the devices of every
+configured resource; without it, the resources go through the device-plugin API. A config
+cannot ask for both, so no device is ever advertised through the two APIs at once.
+"""
+
+from __future__ import annotations
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+from ...names import is_dns1123_subdomain
+
+
+class DraConfig(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    driver: str = Field(description="DRA driver name (DeviceClass selectors match device.driver)")
+    publish: bool = Field(True, description="publish ResourceSlices for this node (off: an external publisher does)")
+    rolling_update: bool = Field(
+        False, description="name sockets after $POD_UID and lock changes, so two driver pods can overlap in an update"
+    )
+
+    @field_validator("driver")
+    @classmethod
+    def _driver_name(cls, value: str) -> str:
+        if not is_dns1123_subdomain(value) or len(value) > 63:
+            raise ValueError(f"{value!r} must be a lowercase DNS subdomain of at most 63 characters")
+        return value

@@ -1,0 +1,116 @@
+"""``kubedevice serve`` with a ``dra:`` section: the configured resources as one DRA driver.
+
+The resources are the same :class:`~kubedevice.sources.configured.ConfiguredPlugin` objects
+the device-plugin daemon serves (discovery, hotplug, health checks, grants and env
+templates); only the API towards the kubelet differs. Readiness (``/readyz`` with
+``--metrics-address``) means registered with the kubelet and slices published.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import signal
+from dataclasses import dataclass
+from pathlib import Path
+from typing import NoReturn
+
+from ...allocation.cdi import CdiError
+from ...config import Config
+from ...daemon import build_plugins
+from ...errors import UsageError, fail, os_reason
+from ...logs import setup_logging
+from ...metrics import Metrics, MetricsServer, Readiness, start_http_server
+from ...plugin.server import SocketInUse
+from .checkpoint import CheckpointError
+from .driver import DraDriver
+from .kube import KubeAccessError
+from .metrics import DraMetrics
+from .service import DEFAULT_KUBELET_DIR, ServiceOptions, serve
+
+log = logging.getLogger("kubedevice.dra.daemon")
+POD_UID_ENV = "POD_UID"
+
+
+@dataclass(frozen=True)
+class DraOptions:
+    """Command-line settings of the DRA daemon."""
+
+    node: str
+    kubelet_dir: Path | None = None
+    cdi_dir: Path | None = None
+    kubeconfig: Path | None = None
+    host_root: Path | None = None
+    metrics_address: str | None = None
+    log_level: str = "info"
+    log_format: str = "text"
+
+
+def build_driver(config: Config, host_root: Path | None = None) -> DraDriver:
+    """The driver of a config with a ``dra:`` section (devices discovered now, through ``host_root``)."""
+    if config.dra is None:
+        raise ValueError("the config has no 'dra' section")
+    # The plugins write no device-plugin CDI specs: the driver writes one per prepared claim.
+    return DraDriver(config.dra.driver, build_plugins(config, host_root, None))
+
+
+def run_dra_daemon(config: Config, options: DraOptions) -> int:
+    """Serve until SIGTERM/SIGINT; the process exit code. A start-up failure is a ``UsageError``."""
+    setup_logging(options.log_level, "json" if options.log_format == "json" else "text")
+    if options.log_level != "debug":  # the HTTP client logs every request (watch, resync) at INFO
+        for name in ("httpx2", "httpcore2"):
+            logging.getLogger(name).setLevel(logging.WARNING)
+    if config.dra is not None and config.dra.rolling_update and not os.environ.get(POD_UID_ENV):
+        raise UsageError(f"dra.rolling_update needs ${POD_UID_ENV} (the downward API's metadata.uid)")
+    try:
+        driver = build_driver(config, options.host_root)
+        return asyncio.run(_serve(config, driver, options))
+    except (KubeAccessError, CheckpointError, SocketInUse, CdiError, ValueError) as err:
+        raise UsageError(str(err)) from None
+    except OSError as err:
+        raise UsageError(f"{getattr(err, 'filename', None) or 'DRA driver'}: {os_reason(err)}") from None
+
+
+async def _serve(config: Config, driver: DraDriver, options: DraOptions) -> int:
+    assert config.dra is not None
+    readiness = Readiness([driver.name])
+    metrics = Metrics() if options.metrics_address else Metrics.disabled()
+    dra_metrics = DraMetrics(metrics.registry) if metrics.enabled else None
+    service_options = ServiceOptions(
+        options.node,
+        options.kubelet_dir or DEFAULT_KUBELET_DIR,
+        options.cdi_dir or config.cdi_dir,
+        rolling_update_uid=os.environ.get(POD_UID_ENV, "") if config.dra.rolling_update else "",
+        observe=dra_metrics.observe_rpc if dra_metrics else None,
+        on_publish=dra_metrics.observe_publish if dra_metrics else None,
+        on_ready=lambda ready: readiness.set_registered(driver.name, ready),
+    )
+    task = asyncio.create_task(
+        serve(driver, service_options, kubeconfig=options.kubeconfig, publish=config.dra.publish)
+    )
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, task.cancel)
+    http: MetricsServer | None = None
+    if options.metrics_address:
+        http = await start_http_server(options.metrics_address, metrics, readiness)
+    try:
+        await task
+    except asyncio.CancelledError:
+        log.info("stopped DRA driver %s", driver.name)
+    finally:
+        if http is not None:
+            await http.close()
+    return 0
+
+
+def serve_command(config: Config, options: DraOptions) -> NoReturn:
+    """``kubedevice serve`` for a config with ``dra:``: exits with the daemon's code, or 2 on bad input."""
+    if not options.node:
+        fail("serve: a config with 'dra' needs --node (or $NODE_NAME)")
+    try:
+        code = run_dra_daemon(config, options)
+    except UsageError as err:
+        fail(str(err))
+    raise SystemExit(code)

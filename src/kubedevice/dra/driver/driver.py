@@ -1,0 +1,83 @@
+"""A DRA driver: a name and the :class:`~kubedevice.plugin.base.Plugin` objects whose devices it offers.
+
+The same plugins serve the device-plugin API or DRA, never both: a DRA driver takes them
+over whole (devices, hotplug in ``run()``, health, and ``allocate()``, whose answer for the
+devices of one request becomes the CDI edits of the prepared claim). Device names in the
+slices, and the attributes, are those of :func:`kubedevice.dra.slices.slices_for`, which
+``kubedevice dra slices`` prints, so what the driver publishes can be previewed offline.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any, Protocol, runtime_checkable
+
+from ...names import is_dns1123_subdomain
+from ...plugin.base import Plugin
+from ...sources.configured import ConfiguredPlugin
+from ...sources.discovery import dra_attributes
+from ..models import ResourceSlice
+from ..slices import ResourceInput, device_name, slices_for
+from .health import DeviceHealth
+from .state import Offered
+
+Attributes = Mapping[str, Mapping[str, Mapping[str, Any]]]
+
+
+@runtime_checkable
+class AttributeProvider(Protocol):
+    """A plugin that describes its devices for DeviceClass selectors.
+
+    Per device ID, attribute name → one-key value as in the API (``{"string": "10de"}``,
+    ``{"int": 3}``) or ``{"quantity": "16Gi"}`` for a capacity.
+    """
+
+    def dra_attributes(self) -> Attributes: ...
+
+
+class DraDriver:
+    """The devices of some plugins, offered on one node as the pool of one DRA driver."""
+
+    def __init__(self, name: str, plugins: Sequence[Plugin]) -> None:
+        if not is_dns1123_subdomain(name) or len(name) > 63:
+            raise ValueError(f"DRA driver name {name!r} must be a DNS subdomain of at most 63 characters")
+        if not plugins:
+            raise ValueError(f"DRA driver {name} has no resources")
+        self.name = name
+        self.plugins = list(plugins)
+
+    def subscribe(self, listener: Callable[[], None]) -> None:
+        """Call ``listener`` after any device or health change of any plugin."""
+        for plugin in self.plugins:
+            plugin.subscribe(listener)
+
+    def resources(self) -> list[ResourceInput]:
+        return [(p.resource_name, p.devices(), _attributes(p)) for p in self.plugins]
+
+    def slices(self, node: str) -> list[ResourceSlice]:
+        """The ResourceSlices of this node's pool (generation and owner are the publisher's)."""
+        return slices_for(self.name, node, self.resources())
+
+    def offered(self) -> dict[str, Offered]:
+        """Every device by its name in the slices (unhealthy ones too: they may still be prepared)."""
+        prefixed = len(self.plugins) > 1
+        index: dict[str, Offered] = {}
+        for plugin in self.plugins:
+            prefix = plugin.resource_name.rpartition("/")[2] if prefixed else ""
+            for device in plugin.devices():
+                index[device_name(device.id, prefix)] = Offered(plugin, device)
+        return index
+
+    def health(self, node: str) -> list[DeviceHealth]:
+        return [
+            DeviceHealth(node, name, offered.device.healthy, "" if offered.device.healthy else "reported unhealthy")
+            for name, offered in sorted(self.offered().items())
+        ]
+
+
+def _attributes(plugin: Plugin) -> Attributes:
+    if isinstance(plugin, ConfiguredPlugin):
+        return dra_attributes(plugin.config, plugin.found)
+    if isinstance(plugin, AttributeProvider):
+        return plugin.dra_attributes()
+    return {}

@@ -1,0 +1,209 @@
+"""Running a DRA driver on a node: sockets, registration, claims state, health and slices.
+
+Order matters and follows ``kubeletplugin.Start``: the DRA socket serves before the
+registration socket appears (the kubelet calls us as soon as it sees the latter); slices are
+published once the kubelet has accepted us (it deletes the node's slices when it starts).
+Stale sockets of ours are removed, a live one is left alone and reported.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from grpc import aio
+
+from ...api import pluginregistration_v1_pb2_grpc as regpb_grpc
+from ...plugin.server import _clear_stale_socket
+from .cdi import ClaimSpecs
+from .checkpoint import BOOT_ID_PATH, FILE_NAME, read_boot_id
+from .driver import DraDriver
+from .health import HealthFeed
+from .publisher import SlicePublisher
+from .registration import RegistrationServicer, Sockets
+from .server import RpcObserver, add_services
+from .state import ClaimSource, ClaimState, Offered
+
+log = logging.getLogger("kubedevice.dra.service")
+DEFAULT_KUBELET_DIR = Path("/var/lib/kubelet")
+DEFAULT_CDI_DIR = Path("/var/run/cdi")
+MAX_SOCKET_PATH = 107  # sun_path holds 108 bytes with the terminating NUL
+
+
+@dataclass
+class ServiceOptions:
+    node: str
+    kubelet_dir: Path = DEFAULT_KUBELET_DIR
+    cdi_dir: Path = DEFAULT_CDI_DIR
+    boot_id_path: Path = BOOT_ID_PATH
+    observe: RpcObserver | None = None
+    on_publish: Callable[[float], None] | None = None
+    rolling_update_uid: str = ""
+    """A pod UID: socket names carry it and changes are serialized through a file lock, so an
+    old and a new driver pod can serve side by side during a DaemonSet update."""
+    on_ready: Callable[[bool], None] | None = None
+    """Called when readiness changes: registered with the kubelet and (if publishing) slices published."""
+    ready: asyncio.Event = field(default_factory=asyncio.Event)
+
+
+class DriverService:
+    """One driver served on one node until :meth:`stop`."""
+
+    def __init__(
+        self, driver: DraDriver, claims: ClaimSource, options: ServiceOptions, publisher: SlicePublisher | None
+    ) -> None:
+        self.driver = driver
+        self.options = options
+        self.sockets = Sockets(options.kubelet_dir, driver.name, options.rolling_update_uid)
+        self.registered = False
+        self._claims = claims
+        self._publisher = publisher
+        self._offered = driver.offered()
+        self.feed = HealthFeed(lambda: driver.health(options.node))
+        self.state = ClaimState(
+            driver.name,
+            options.node,
+            self._lookup,
+            ClaimSpecs(options.cdi_dir, driver.name),
+            checkpoint_path=self.sockets.plugin_dir / FILE_NAME,
+            boot_id=read_boot_id(options.boot_id_path),
+            shared_lock=self.sockets.plugin_dir / "serialize.lock" if options.rolling_update_uid else None,
+        )
+        self._servers: list[aio.Server] = []
+        self._accepted = asyncio.Event()
+        self._loop = asyncio.get_running_loop()
+        driver.subscribe(self._on_change)
+
+    def _lookup(self, name: str) -> Offered | None:
+        return self._offered.get(name)
+
+    def _on_change(self) -> None:
+        """Plugins may publish from any thread; the loop's objects are touched from the loop only."""
+        self._loop.call_soon_threadsafe(self._changed)
+
+    def _changed(self) -> None:
+        self._offered = self.driver.offered()
+        self.feed.changed()
+        if self._publisher is not None:
+            self._publisher.changed()
+
+    async def start(self) -> None:
+        """Serve the DRA socket, then the registration socket (nothing left running on failure)."""
+        try:
+            await self._start()
+        except BaseException:
+            await self.stop(0)
+            raise
+
+    async def _start(self) -> None:
+        self.sockets.plugin_dir.mkdir(parents=True, exist_ok=True)
+        self.sockets.registration.parent.mkdir(parents=True, exist_ok=True)
+        dra = await self._serve(
+            self.sockets.dra, lambda s: add_services(s, self.state, self._claims, self.feed, self.options.observe)
+        )
+        self._servers.append(dra)
+        registrar = RegistrationServicer(self.driver.name, self.sockets.dra, self._status)
+        reg = await self._serve(
+            self.sockets.registration, lambda s: regpb_grpc.add_RegistrationServicer_to_server(registrar, s)
+        )
+        self._servers.append(reg)
+        log.info("DRA driver %s serving on %s", self.driver.name, self.sockets.dra)
+
+    @staticmethod
+    async def _serve(path: Path, add: Callable[[aio.Server], None]) -> aio.Server:
+        if len(str(path).encode()) > MAX_SOCKET_PATH:
+            raise ValueError(f"socket path {path} is longer than {MAX_SOCKET_PATH} bytes (a unix socket limit)")
+        _clear_stale_socket(path)
+        server = aio.server(options=[("grpc.so_reuseport", 0)])
+        add(server)
+        server.add_insecure_port(f"unix://{path}")
+        await server.start()
+        return server
+
+    def _status(self, registered: bool, error: str) -> None:
+        self.registered = registered
+        if registered:
+            self._accepted.set()
+        if registered and self._publisher is not None:
+            self._publisher.changed()
+        self._update_ready()
+
+    def _update_ready(self) -> None:
+        published = self._publisher is None or self._publisher.published.is_set()
+        ready = self.registered and published
+        if ready == self.options.ready.is_set():
+            return
+        if ready:
+            self.options.ready.set()
+        else:
+            self.options.ready.clear()
+        if self.options.on_ready is not None:
+            self.options.on_ready(ready)
+
+    async def run(self) -> None:
+        """Watch the hardware (every plugin's ``run``) and publish slices until cancelled."""
+        tasks = [asyncio.create_task(p.run()) for p in self.driver.plugins]
+        if self._publisher is not None:
+            tasks.append(asyncio.create_task(self._publish()))
+        try:
+            await asyncio.gather(*tasks)
+        finally:
+            for task in tasks:
+                task.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)
+
+    async def _publish(self) -> None:
+        assert self._publisher is not None
+        publisher = self._publisher
+        await self._accepted.wait()  # the kubelet deletes its node's slices when it starts: publish after
+        waiter = asyncio.create_task(self._mark_published(publisher))
+        try:
+            await publisher.run()
+        finally:
+            waiter.cancel()
+
+    async def _mark_published(self, publisher: SlicePublisher) -> None:
+        await publisher.published.wait()
+        self._update_ready()
+
+    async def stop(self, grace: float = 1.0) -> None:
+        """Stop serving; our sockets go, the checkpoint and CDI specs of prepared claims stay."""
+        self.feed.stop()
+        for server in reversed(self._servers):
+            await server.stop(grace)
+        if self._servers:
+            for path in (self.sockets.registration, self.sockets.dra):
+                with contextlib.suppress(FileNotFoundError):
+                    path.unlink()
+        self._servers.clear()
+
+
+async def serve(
+    driver: DraDriver,
+    options: ServiceOptions,
+    claims: ClaimSource | None = None,
+    kubeconfig: Path | None = None,
+    publish: bool = True,
+) -> None:
+    """Serve ``driver`` until cancelled: claims from the API server unless ``claims`` is given."""
+    from .claims import ApiClaims  # noqa: PLC0415 - the API client only when it is used
+    from .kube import client  # noqa: PLC0415
+
+    api = client(kubeconfig) if claims is None or publish else None
+    publisher = None
+    if publish:
+        assert api is not None
+        publisher = SlicePublisher(api, driver.name, options.node, lambda: driver.slices(options.node))
+        publisher.on_publish = options.on_publish
+    service = DriverService(driver, claims or ApiClaims(api), options, publisher)  # type: ignore[arg-type]
+    await service.start()
+    try:
+        await service.run()
+    finally:
+        await service.stop()
+        if api is not None:
+            await api.close()

@@ -1,0 +1,287 @@
+"""Prepared claims: prepare and unprepare, serialized, idempotent, one answer per claim.
+
+What Go drivers get from ``kubeletplugin.Helper`` plus the example driver's state: claims are
+fetched before taking the lock (slow API calls must not hold up other requests), then every
+prepare and unprepare runs under one lock, writes the claim's CDI spec and records the claim
+in the checkpoint. A claim already prepared is answered from the checkpoint without fetching
+it again; unpreparing an unknown claim succeeds. A bad claim gets its own error and never
+fails the others.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import fcntl
+import inspect
+import logging
+from collections.abc import AsyncIterator, Callable, Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import IO, Protocol
+
+from ...allocation.cdi import CdiError, Spec
+from ...device import ContainerAllocation, Device
+from ...plugin.base import Plugin
+from . import checkpoint as ckpt
+from .cdi import ClaimSpecs
+from .model import AllocatedDevice, Claim, ClaimRef, PreparedClaim, PreparedDevice, PrepareResult
+
+log = logging.getLogger("kubedevice.dra.state")
+
+
+class ClaimError(Exception):
+    """A claim that cannot be fetched; the message names it and says why."""
+
+
+class ClaimSource(Protocol):
+    """Where ResourceClaims come from: the API server, or files for offline tests."""
+
+    async def get(self, namespace: str, name: str) -> Claim: ...
+
+
+@dataclass(frozen=True, slots=True)
+class Offered:
+    """A device this driver publishes, with the plugin that grants it."""
+
+    plugin: Plugin
+    device: Device
+
+
+Resolver = Callable[[str], Offered | None]
+
+
+class PrepareFailed(Exception):
+    """One claim cannot be prepared (its message goes into that claim's answer)."""
+
+
+class ClaimState:
+    """The prepared claims of one driver on one node, persisted in a checkpoint."""
+
+    def __init__(
+        self,
+        driver: str,
+        pool: str,
+        resolve: Resolver,
+        specs: ClaimSpecs,
+        *,
+        checkpoint_path: Path,
+        boot_id: str,
+        shared_lock: Path | None = None,
+    ) -> None:
+        """``shared_lock``: a file to ``flock`` around every change, for two driver instances
+        (a rolling update) sharing the checkpoint; each then re-reads it under the lock."""
+        self.driver = driver
+        self.pool = pool
+        self._resolve = resolve
+        self._specs = specs
+        self._path = checkpoint_path
+        self._boot_id = boot_id
+        self._lock = asyncio.Lock()
+        self._shared_lock = shared_lock
+        with _flocked(shared_lock):
+            self._checkpoint, stale = ckpt.load(checkpoint_path, boot_id)
+            self._recover(stale)
+
+    @contextlib.asynccontextmanager
+    async def _exclusive(self) -> AsyncIterator[None]:
+        """This instance's lock, then the shared one (in a thread: flock blocks) and a fresh checkpoint."""
+        async with self._lock:
+            if self._shared_lock is None:
+                yield
+                return
+            handle = await asyncio.to_thread(_lock_file, self._shared_lock)
+            try:
+                self._checkpoint, _ = ckpt.load(self._path, self._boot_id)
+                yield
+            finally:
+                handle.close()
+
+    def prepared(self) -> dict[str, PreparedClaim]:
+        return {uid: e.claim for uid, e in self._checkpoint.claims.items()}
+
+    def _recover(self, stale: Mapping[str, ckpt.Entry]) -> None:
+        """After a restart: restore missing specs of prepared claims, remove every other spec of ours."""
+        for uid, entry in self._checkpoint.claims.items():
+            if entry.cdi_spec is not None and not self._specs.exists(uid):
+                log.warning("restoring the CDI spec of prepared claim %s/%s", entry.claim.namespace, entry.claim.name)
+                self._specs.write(uid, entry.cdi_spec)
+        for uid in (self._specs.owned_claims() | set(stale)) - set(self._checkpoint.claims):
+            log.info("removing the CDI spec of claim %s, which is not prepared", uid)
+            self._specs.remove(uid)
+        ckpt.save(self._path, self._checkpoint)
+
+    # -- prepare ------------------------------------------------------------------------------
+    async def prepare(self, refs: Sequence[ClaimRef], source: ClaimSource) -> dict[str, PrepareResult]:
+        """Prepare every claim; the answer has one entry per claim UID."""
+        wanted = [r for r in refs if r.uid not in self._checkpoint.claims]
+        answers = await asyncio.gather(*(self._fetch(r, source) for r in wanted))
+        fetched = {r.uid: a for r, a in zip(wanted, answers, strict=True)}
+        async with self._exclusive():
+            results: dict[str, PrepareResult] = {}
+            added: list[str] = []
+            for ref in refs:
+                entry = self._checkpoint.claims.get(ref.uid)
+                if entry is not None:
+                    results[ref.uid] = self._again(ref.uid, entry)
+                    continue
+                claim = fetched.get(ref.uid) or await self._fetch(ref, source)  # prepared and gone meanwhile
+                if isinstance(claim, str):
+                    results[ref.uid] = PrepareResult(error=claim)
+                    continue
+                try:
+                    results[ref.uid] = PrepareResult(devices=tuple(await self._prepare_one(ref, claim)))
+                    added.append(ref.uid)
+                except (PrepareFailed, CdiError) as err:
+                    results[ref.uid] = PrepareResult(error=str(err))
+            if added:
+                self._persist_or_undo(added, results)
+            return results
+
+    async def _fetch(self, ref: ClaimRef, source: ClaimSource) -> Claim | str:
+        try:
+            claim = await source.get(ref.namespace, ref.name)
+        except ClaimError as err:
+            return str(err)
+        if claim.uid != ref.uid:
+            return f"claim {ref.namespace}/{ref.name} was replaced: its UID is {claim.uid}, not {ref.uid}"
+        if not claim.allocated:
+            return f"claim {ref} is not allocated"
+        return claim
+
+    def _again(self, uid: str, entry: ckpt.Entry) -> PrepareResult:
+        """A repeated prepare: the same answer, and the CDI spec back if someone removed it."""
+        if entry.cdi_spec is not None and not self._specs.exists(uid):
+            try:
+                self._specs.write(uid, entry.cdi_spec)
+            except CdiError as err:
+                return PrepareResult(error=str(err))
+        return PrepareResult(devices=tuple(entry.claim.devices))
+
+    async def _prepare_one(self, ref: ClaimRef, claim: Claim) -> list[PreparedDevice]:
+        mine = [r for r in claim.results if r.driver == self.driver and r.pool == self.pool]
+        offered = self._offered(ref, mine)
+        grants = await self._grants(mine, offered)
+        spec: Spec | None = None
+        if grants:
+            spec = self._specs.spec(ref.uid, grants)
+            self._specs.write(ref.uid, spec)
+        requests: dict[str, dict[str, None]] = {}
+        for result in mine:
+            requests.setdefault(result.device, {})[result.base_request] = None
+        devices = [
+            PreparedDevice(
+                tuple(requests[result.device]),
+                result.pool,
+                result.device,
+                (self._specs.device_id(ref.uid, result.device), *offered[result.device].device.grant.cdi_devices),
+                result.share_id,
+            )
+            for result in _unique(mine)
+        ]
+        self._checkpoint.claims[ref.uid] = ckpt.Entry(PreparedClaim(ref.namespace, ref.name, devices), spec)
+        log.info("prepared claim %s: %s", ref, ", ".join(d.device for d in devices) or "no devices of this driver")
+        return devices
+
+    def _offered(self, ref: ClaimRef, results: Sequence[AllocatedDevice]) -> dict[str, Offered]:
+        offered: dict[str, Offered] = {}
+        missing: list[str] = []
+        for result in results:
+            found = self._resolve(result.device)
+            if found is None:
+                missing.append(result.device)
+            else:
+                offered[result.device] = found
+        if missing:
+            raise PrepareFailed(f"claim {ref}: devices {', '.join(sorted(set(missing)))} are not offered by this node")
+        return offered
+
+    async def _grants(
+        self, results: Sequence[AllocatedDevice], offered: Mapping[str, Offered]
+    ) -> list[tuple[str, ContainerAllocation]]:
+        """Per device, its own nodes and mounts; the first device of a request carries the envs
+        that the plugin's ``allocate`` gives for all devices of that request (the merged grants
+        plus the config's env templates), so a container sees what Allocate would give it."""
+        by_request: dict[str, list[AllocatedDevice]] = {}
+        for result in _unique(results):
+            by_request.setdefault(result.base_request, []).append(result)
+        grants: dict[str, ContainerAllocation] = {}
+        for members in by_request.values():
+            first = offered[members[0].device]
+            merged = await _allocate(first.plugin, [offered[m.device].device for m in members])
+            for index, member in enumerate(members):
+                own = offered[member.device].device.grant
+                envs = merged.envs if index == 0 else {}  # as one container would get them from Allocate
+                grants.setdefault(member.device, ContainerAllocation(envs, own.mounts, own.devices))
+        return list(grants.items())
+
+    def _persist_or_undo(self, added: Iterable[str], results: dict[str, PrepareResult]) -> None:
+        try:
+            ckpt.save(self._path, self._checkpoint)
+        except OSError as err:
+            message = f"cannot write the checkpoint {self._path}: {err.strerror or err}"
+            for uid in added:
+                del self._checkpoint.claims[uid]
+                self._specs.remove(uid)
+                results[uid] = PrepareResult(error=message)
+
+    # -- unprepare ----------------------------------------------------------------------------
+    async def unprepare(self, refs: Sequence[ClaimRef]) -> dict[str, str]:
+        """Unprepare every claim; per UID an error message, empty when done (or never prepared)."""
+        async with self._exclusive():
+            errors: dict[str, str] = {}
+            removed: dict[str, ckpt.Entry] = {}
+            for ref in refs:
+                errors[ref.uid] = ""
+                try:
+                    self._specs.remove(ref.uid)
+                except CdiError as err:
+                    errors[ref.uid] = str(err)
+                    continue
+                entry = self._checkpoint.claims.pop(ref.uid, None)
+                if entry is not None:
+                    removed[ref.uid] = entry
+                    log.info("unprepared claim %s", ref)
+            if removed:
+                try:
+                    ckpt.save(self._path, self._checkpoint)
+                except OSError as err:
+                    self._checkpoint.claims.update(removed)
+                    for uid in removed:
+                        errors[uid] = f"cannot write the checkpoint {self._path}: {err.strerror or err}"
+            return errors
+
+
+def _unique(results: Iterable[AllocatedDevice]) -> list[AllocatedDevice]:
+    """One result per device (several requests may share a device through ``shareID``: first wins)."""
+    seen: dict[str, AllocatedDevice] = {}
+    for result in results:
+        seen.setdefault(result.device, result)
+    return list(seen.values())
+
+
+async def _allocate(plugin: Plugin, devices: list[Device]) -> ContainerAllocation:
+    """The plugin's grant for one request's devices; a failing hook fails that claim only."""
+    try:
+        answer = plugin.allocate(devices)
+        return await answer if inspect.isawaitable(answer) else answer
+    except Exception as err:
+        log.exception("allocate hook of %s failed", plugin.resource_name)
+        ids = ", ".join(d.id for d in devices)
+        raise PrepareFailed(f"{plugin.resource_name} cannot grant {ids}: {type(err).__name__}: {err}") from err
+
+
+def _lock_file(path: Path) -> IO[bytes]:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    handle = path.open("ab")
+    fcntl.flock(handle, fcntl.LOCK_EX)
+    return handle
+
+
+@contextlib.contextmanager
+def _flocked(path: Path | None) -> Iterator[None]:
+    if path is None:
+        yield
+        return
+    with _lock_file(path):
+        yield

@@ -1,0 +1,261 @@
+"""The API-server-facing parts against a REAL kube-apiserver (+ etcd): the slice publisher and
+fetching claims. Needs a running cluster: ``KUBEDEVICE_TEST_KUBECONFIG=<its kubeconfig>``
+(e.g. from ``scripts/cluster.sh up``); without it these tests are skipped, and say so.
+
+Each test uses its own Node object (created here, no kubelet behind it), so the cluster's
+kubelet, which deletes its own node's slices at start, never interferes.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import shutil
+import tempfile
+import uuid
+from collections.abc import AsyncIterator, Iterator
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any
+
+import pytest
+from lightkube import AsyncClient, KubeConfig
+from lightkube.models.meta_v1 import ObjectMeta
+from lightkube.resources.core_v1 import Namespace, Node
+from lightkube.resources.resource_v1 import ResourceClaim, ResourceClaimStatus, ResourceSlice
+from lightkube.types import PatchType
+
+from kubedevice.device import Device, Health
+from kubedevice.dra.driver import DraDriver, DriverService
+from kubedevice.dra.driver.claims import ApiClaims
+from kubedevice.dra.driver.publisher import InvalidSlices, SlicePublisher
+from kubedevice.dra.models import to_document
+from kubedevice.plugin.base import Plugin
+
+from .helpers import DRIVER, kubelet, null_plugin
+from .helpers import Node as TempNode
+
+KUBECONFIG = os.environ.get("KUBEDEVICE_TEST_KUBECONFIG")
+pytestmark = pytest.mark.skipif(not KUBECONFIG, reason="no real API server: set KUBEDEVICE_TEST_KUBECONFIG")
+
+
+@pytest.fixture
+def node_name() -> str:
+    return f"kd-{uuid.uuid4().hex[:8]}"
+
+
+@pytest.fixture
+def tmp_node() -> Iterator[TempNode]:
+    root = Path(tempfile.mkdtemp(prefix="kd-", dir="/tmp"))
+    yield TempNode(root)
+    shutil.rmtree(root)
+
+
+@asynccontextmanager
+async def api(node_name: str) -> AsyncIterator[AsyncClient]:
+    assert KUBECONFIG
+    client = AsyncClient(KubeConfig.from_file(KUBECONFIG), field_manager="kubedevice-test")
+    await client.create(Node(metadata=ObjectMeta(name=node_name)))
+    try:
+        yield client
+    finally:
+        await client.delete(Node, node_name)
+        async for s in client.list(ResourceSlice, fields={"spec.nodeName": node_name}):
+            await client.delete(ResourceSlice, s.metadata.name)  # type: ignore[union-attr]
+        await client.close()
+
+
+async def slices(client: AsyncClient, node: str) -> list[dict[str, Any]]:
+    found = [s.to_dict() async for s in client.list(ResourceSlice, fields={"spec.nodeName": node})]
+    return sorted(found, key=lambda s: s["metadata"]["name"])
+
+
+async def eventually(check: Any, timeout: float = 1.0) -> float:
+    """Seconds until ``await check()`` is true; fails after ``timeout`` (the 1 s republish promise)."""
+    loop = asyncio.get_running_loop()
+    start = loop.time()
+    while not await check():
+        if loop.time() - start > timeout:
+            raise AssertionError(f"not within {timeout} s")
+        await asyncio.sleep(0.02)
+    return loop.time() - start
+
+
+def devices(n: int, prefix: str = "d") -> list[Device]:
+    return [Device(f"{prefix}{i}") for i in range(n)]
+
+
+async def test_publishes_the_pool_owned_by_the_node_and_exactly_dra_slices_output(node_name: str) -> None:
+    driver = DraDriver(DRIVER, [null_plugin()])
+    async with api(node_name) as client:
+        publisher = SlicePublisher(client, DRIVER, node_name, lambda: driver.slices(node_name))
+        await publisher.sync()
+        [published] = await slices(client, node_name)
+        node_uid = (await client.get(Node, node_name)).metadata.uid  # type: ignore[union-attr]
+        assert published["metadata"]["ownerReferences"] == [
+            {"apiVersion": "v1", "kind": "Node", "name": node_name, "uid": node_uid, "controller": True}
+        ]
+        assert published["spec"]["pool"] == {"name": node_name, "generation": 1, "resourceSliceCount": 1}
+        offline = to_document(driver.slices(node_name)[0])  # what `kubedevice dra slices` prints
+        offline["spec"]["pool"]["generation"] = 1
+        assert published["metadata"]["name"] == offline["metadata"]["name"]
+        assert published["spec"] == offline["spec"]
+        version = published["metadata"]["resourceVersion"]
+        await publisher.sync()  # nothing changed: no write, same generation
+        [again] = await slices(client, node_name)
+        assert again["metadata"]["resourceVersion"] == version and publisher.generation == 1
+
+
+async def test_splits_at_128_devices_bumps_the_generation_and_deletes_obsolete_slices(node_name: str) -> None:
+    plugin = Plugin("example.com/many", devices(200))
+    driver = DraDriver(DRIVER, [plugin])
+    async with api(node_name) as client:
+        publisher = SlicePublisher(client, DRIVER, node_name, lambda: driver.slices(node_name))
+        await publisher.sync()
+        first = await slices(client, node_name)
+        assert [len(s["spec"]["devices"]) for s in first] == [128, 72]
+        assert {(s["spec"]["pool"]["generation"], s["spec"]["pool"]["resourceSliceCount"]) for s in first} == {(1, 2)}
+        plugin.publish(devices(10))
+        await publisher.sync()
+        [only] = await slices(client, node_name)
+        assert len(only["spec"]["devices"]) == 10
+        assert only["spec"]["pool"] == {"name": node_name, "generation": 2, "resourceSliceCount": 1}
+
+
+async def test_republishes_within_a_second_after_hotplug_health_deletion_and_edits(node_name: str) -> None:
+    plugin = Plugin("example.com/hot", devices(3))
+    driver = DraDriver(DRIVER, [plugin])
+    async with api(node_name) as client:
+        publisher = SlicePublisher(client, DRIVER, node_name, lambda: driver.slices(node_name))
+        driver.subscribe(publisher.changed)
+        task = asyncio.create_task(publisher.run())
+        try:
+            await asyncio.wait_for(publisher.published.wait(), 10)
+
+            async def names() -> list[str]:
+                return [d["name"] for s in await slices(client, node_name) for d in s["spec"].get("devices", [])]
+
+            plugin.publish(devices(4))  # hotplug
+            await eventually(lambda: _equal(names(), ["d0", "d1", "d2", "d3"]))
+            plugin.set_health("d1", Health.UNHEALTHY)  # unhealthy devices are not offered
+            await eventually(lambda: _equal(names(), ["d0", "d2", "d3"]))
+            plugin.set_health("d1", Health.HEALTHY)
+            await eventually(lambda: _equal(names(), ["d0", "d1", "d2", "d3"]))
+
+            [current] = await slices(client, node_name)
+            await client.delete(ResourceSlice, current["metadata"]["name"])  # someone deletes it
+            await eventually(lambda: _equal(names(), ["d0", "d1", "d2", "d3"]))
+
+            [current] = await slices(client, node_name)
+            current["spec"]["devices"] = current["spec"]["devices"][:1]  # someone edits it
+            await client.replace(ResourceSlice.from_dict(current))  # type: ignore[call-overload]
+            await eventually(lambda: _equal(names(), ["d0", "d1", "d2", "d3"]))
+            [final] = await slices(client, node_name)
+            assert final["spec"]["pool"]["generation"] > current["spec"]["pool"]["generation"]
+        finally:
+            task.cancel()
+            await asyncio.gather(task, return_exceptions=True)
+
+
+async def _equal(value: Any, expected: Any) -> bool:
+    return bool(await value == expected)
+
+
+async def test_claims_are_fetched_from_the_api_server(node_name: str, tmp_node: TempNode) -> None:
+    namespace = f"kd-{uuid.uuid4().hex[:6]}"
+    async with api(node_name) as client:
+        await client.create(Namespace(metadata=ObjectMeta(name=namespace)))
+        try:
+            claim = await _allocated_claim(client, namespace, "gpu", node_name, "null2")
+            pending = await client.create(
+                ResourceClaim.from_dict(_claim_document(namespace, "pending"))  # type: ignore[call-overload]
+            )
+            options = tmp_node.options()
+            options.node = node_name
+            service = DriverService(DraDriver(DRIVER, [null_plugin()]), ApiClaims(client), options, None)
+            await service.start()
+            try:
+                async with kubelet(service) as kube:
+                    uid = claim["metadata"]["uid"]
+                    pending_uid = pending.metadata.uid
+                    response = await kube.prepare(
+                        [
+                            (namespace, "gpu", uid),
+                            (namespace, "gpu", "not-" + uid),
+                            (namespace, "pending", pending_uid),
+                            (namespace, "absent", "uid-absent"),
+                        ]
+                    )
+                    assert [d.device_name for d in response.claims[uid].devices] == ["null2"]
+                    assert "was replaced" in response.claims["not-" + uid].error
+                    assert "is not allocated" in response.claims[pending_uid].error
+                    assert f"cannot get claim {namespace}/absent" in response.claims["uid-absent"].error
+            finally:
+                await service.stop()
+        finally:
+            await client.delete(Namespace, namespace)
+
+
+def _claim_document(namespace: str, name: str) -> dict[str, Any]:
+    return {
+        "apiVersion": "resource.k8s.io/v1",
+        "kind": "ResourceClaim",
+        "metadata": {"namespace": namespace, "name": name},
+        "spec": {"devices": {"requests": [{"name": "req", "exactly": {"deviceClassName": "null"}}]}},
+    }
+
+
+async def _allocated_claim(client: AsyncClient, namespace: str, name: str, pool: str, device: str) -> dict[str, Any]:
+    """A claim with an allocation written through the status subresource (as the scheduler does)."""
+    created = await client.create(ResourceClaim.from_dict(_claim_document(namespace, name)))  # type: ignore[call-overload]
+    status = {
+        "allocation": {
+            "devices": {"results": [{"request": "req", "driver": DRIVER, "pool": pool, "device": device}]},
+            "nodeSelector": {
+                "nodeSelectorTerms": [{"matchFields": [{"key": "metadata.name", "operator": "In", "values": [pool]}]}]
+            },
+        }
+    }
+    updated = await client.patch(
+        ResourceClaimStatus, name, {"status": status}, namespace=namespace, patch_type=PatchType.MERGE
+    )
+    assert created.metadata is not None
+    return dict(updated.to_dict())
+
+
+async def test_the_service_publishes_once_registered_and_is_ready_after(node_name: str, tmp_node: TempNode) -> None:
+    async with api(node_name) as client:
+        driver = DraDriver(DRIVER, [null_plugin()])
+        publisher = SlicePublisher(client, DRIVER, node_name, lambda: driver.slices(node_name))
+        options = tmp_node.options()
+        options.node = node_name
+        service = DriverService(driver, ApiClaims(client), options, publisher)
+        await service.start()
+        task = asyncio.create_task(service.run())
+        try:
+            await asyncio.sleep(0.5)
+            assert await slices(client, node_name) == [] and not options.ready.is_set()
+            async with kubelet(service):
+                await asyncio.wait_for(options.ready.wait(), 5)
+                [published] = await slices(client, node_name)
+                assert len(published["spec"]["devices"]) == 4
+        finally:
+            task.cancel()
+            await asyncio.gather(task, return_exceptions=True)
+            await service.stop()
+
+
+class Numbered(Plugin):
+    """A device with an attribute the API server refuses (a version that is not semver)."""
+
+    def dra_attributes(self) -> dict[str, dict[str, dict[str, object]]]:
+        return {d.id: {"bad": {"version": "not a semver"}} for d in self.devices()}
+
+
+async def test_slices_the_api_server_would_refuse_are_not_sent(node_name: str) -> None:
+    driver = DraDriver(DRIVER, [Numbered("example.com/bad", devices(1))])
+    async with api(node_name) as client:
+        publisher = SlicePublisher(client, DRIVER, node_name, lambda: driver.slices(node_name))
+        with pytest.raises(InvalidSlices, match=r"attributes\[bad\]\.version"):
+            await publisher.sync()
+        assert await slices(client, node_name) == []
