@@ -23,6 +23,14 @@ from .registration import KubeletUnavailable, RegistrationRejected, register
 from .server import PluginServer, RpcObserver
 from .watcher import DirectoryWatcher
 
+_CLIENT_CLOSING = "the client connection is closing"
+"""A refusal that is no verdict on us: when a resource's old stream ends, the kubelet disconnects
+whichever client is registered under its name by then (handler.go runClient), which can be our new
+one, so Register fails with "failed to get device plugin options: … Canceled … the client
+connection is closing". Seen on kubelet v1.36.3 after a config reload re-served a resource."""
+_CLOSING_RETRIES = 5
+_CLOSING_RETRY_DELAY = 0.2
+
 log = logging.getLogger(__name__)
 
 
@@ -157,15 +165,22 @@ class Manager:
         if not self.kubelet_socket.exists():
             return
         server = resource.server
-        try:
-            await register(str(self.kubelet_socket), server.socket_path.name, resource.name, server.options)
-        except KubeletUnavailable as err:
-            log.info("kubelet not answering yet: %s", err, extra={"resource": resource.name})
-            self.hooks.on_registration(resource.name, "error")
-            return
-        except RegistrationRejected as err:
-            await self._reject(resource, str(err))
-            return
+        for attempt in range(1 + _CLOSING_RETRIES):
+            try:
+                await register(str(self.kubelet_socket), server.socket_path.name, resource.name, server.options)
+                break
+            except KubeletUnavailable as err:
+                log.info("kubelet not answering yet: %s", err, extra={"resource": resource.name})
+                self.hooks.on_registration(resource.name, "error")
+                return
+            except RegistrationRejected as err:
+                if _CLIENT_CLOSING in str(err) and attempt < _CLOSING_RETRIES:
+                    log.info("kubelet closed our new connection with the old one; registering again",
+                             extra={"resource": resource.name})
+                    await asyncio.sleep(_CLOSING_RETRY_DELAY)
+                    continue
+                await self._reject(resource, str(err))
+                return
         self._set_registered(resource, True)
         self.hooks.on_registration(resource.name, "ok")
         log.info("registered with the kubelet", extra={"resource": resource.name, "endpoint": server.socket_path.name})
