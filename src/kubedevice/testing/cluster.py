@@ -203,10 +203,11 @@ class Cluster:
             pid = state.pids.get(name, 0)
             if pid:
                 _terminate(pid, timeout=20.0)
-        if state.init_pid:
-            # unshare --kill-child: its child, the namespace's init, gets SIGKILL, and with it every
-            # process of the PID namespace (container processes in nested namespaces too).
-            _terminate(state.init_pid, timeout=10.0)
+        # When the namespace's init exits, the kernel kills every process of the PID namespace
+        # (container processes in nested namespaces too); unshare(1) then exits. unshare blocks
+        # SIGTERM while it waits, so it is only the fallback: --kill-child SIGKILLs the init.
+        _terminate(state.namespace_pid, timeout=5.0)
+        _terminate(state.init_pid, timeout=5.0)
         _wait_gone(members | _descendants([state.init_pid, *state.pids.values()]))
         _remove_cgroups(state.cluster_id)
         self.state_file.unlink(missing_ok=True)
