@@ -165,3 +165,21 @@ def test_registers_again_when_the_kubelet_closed_the_new_connection_with_the_old
             await server.stop(None)
 
     asyncio.run(main())
+
+
+def test_a_resource_served_again_registers_only_after_the_kubelet_let_go_of_the_old(tmp_path: Path) -> None:
+    """The kubelet answers the end of the old stream by disconnecting whatever client is registered
+    under the resource's name; registering the re-served resource at once lost it on kubelet v1.36.3
+    (tests/e2e/test_serve.py, SIGHUP reload)."""
+
+    async def main() -> None:
+        async with kubelet(tmp_path) as sim, running([NullPlugin(devices=null_devices())], tmp_path) as manager:
+            await registered(sim)
+            await manager.remove("example.com/null")
+            removed = time.monotonic()
+            await manager.add(NullPlugin(devices=null_devices()))
+            await sim.wait_until(lambda: len(sim.registrations) == 2, TIMEOUT)
+            assert sim.registrations[1].received_at - removed >= 0.5
+            await registered(sim)
+
+    asyncio.run(main())

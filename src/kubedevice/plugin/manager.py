@@ -12,6 +12,7 @@ import contextlib
 import logging
 import os
 import signal
+import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -30,6 +31,10 @@ one, so Register fails with "failed to get device plugin options: â€¦ Canceled â
 connection is closing". Seen on kubelet v1.36.3 after a config reload re-served a resource."""
 _CLOSING_RETRIES = 5
 _CLOSING_RETRY_DELAY = 0.2
+_READD_SETTLE = 0.5
+"""Seconds between re-serving a resource (config reload) and registering it again: the kubelet
+handles the end of the old stream by disconnecting the client registered under the resource's
+name, and if that is already the new one, the resource stays disconnected (seen on v1.36.3)."""
 
 log = logging.getLogger(__name__)
 
@@ -72,6 +77,7 @@ class Manager:
         self._done = asyncio.Event()
         self._exit_code = 0
         self._seen_kubelet = False
+        self._removed_at: dict[str, float] = {}
 
     # -- lifecycle ------------------------------------------------------------------
     async def start(self) -> None:
@@ -100,6 +106,7 @@ class Manager:
         """Stop serving one resource: final Unhealthy list, stream closed, socket removed."""
         resource = self._resources.pop(endpoint_for(resource_name))
         await self._shutdown(resource)
+        self._removed_at[resource_name] = time.monotonic()
 
     @property
     def plugins(self) -> list[Plugin]:
@@ -165,6 +172,9 @@ class Manager:
         if not self.kubelet_socket.exists():
             return
         server = resource.server
+        settle = self._removed_at.pop(resource.name, -_READD_SETTLE) + _READD_SETTLE - time.monotonic()
+        if settle > 0:
+            await asyncio.sleep(settle)
         for attempt in range(1 + _CLOSING_RETRIES):
             try:
                 await register(str(self.kubelet_socket), server.socket_path.name, resource.name, server.options)
