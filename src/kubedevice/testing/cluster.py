@@ -237,7 +237,7 @@ class Cluster:
 
     def _start_kubelet(self, state: State) -> int:
         return self.spawn("kubelet", [
-            str(self._bins.kube("kubelet")), f"--config={self.dir / 'config' / 'kubelet.yaml'}",
+            str(self.binaries.kube("kubelet")), f"--config={self.dir / 'config' / 'kubelet.yaml'}",
             f"--kubeconfig={self.dir / 'kubelet.kubeconfig'}", f"--hostname-override={state.node_name}",
             "--v=2"], state)
 
@@ -247,8 +247,6 @@ class Cluster:
     def binaries(self) -> Binaries:
         paths = self._require_state().binaries
         return Binaries(**{key: Path(value) for key, value in paths.items()})
-
-    _bins = binaries
 
     def up(self, binaries: Binaries, node_name: str = NODE_NAME) -> None:
         """Start a fresh cluster; on any failure everything started so far is stopped again."""
@@ -287,7 +285,7 @@ class Cluster:
         config = self.dir / "config"
         config.mkdir(exist_ok=True)
         (config / "kubelet.yaml").write_text(_kubelet_config(state, self.dir))
-        (config / "containerd.toml").write_text(_containerd_config(self.dir, self._bins))
+        (config / "containerd.toml").write_text(_containerd_config(self.dir, self.binaries))
         cni = self.dir / "cni"
         shutil.rmtree(cni, ignore_errors=True)
         (cni / "bin").mkdir(parents=True)
@@ -297,7 +295,7 @@ class Cluster:
         plugin.chmod(0o755)
         (cni / "net.d" / "10-kubedevice.conflist").write_text(json.dumps(
             {"cniVersion": "1.0.0", "name": "kubedevice", "plugins": [{"type": "kubedevice-veth"}]}))
-        write_oci_archive(self._bins.image_program, [PAUSE_IMAGE, TEST_IMAGE], config / "image.tar")
+        write_oci_archive(self.binaries.image_program, [PAUSE_IMAGE, TEST_IMAGE], config / "image.tar")
 
     def _start_namespace(self, state: State) -> None:
         script = _namespace_script(self.dir)
@@ -325,7 +323,7 @@ class Cluster:
         nspid = state.namespace_pid
         log = (self.logs / f"{name}.log").open("ab")
         env = {**os.environ, **(env or {}),
-               "PATH": f"{self._bins.containerd}:{self.dir / 'cni' / 'bin'}:{os.environ['PATH']}"}
+               "PATH": f"{self.binaries.containerd}:{self.dir / 'cni' / 'bin'}:{os.environ['PATH']}"}
         process = subprocess.Popen(["nsenter", "-t", str(nspid), "-m", "-p", "--", *argv], stdin=subprocess.DEVNULL,
                                    stdout=log, stderr=log, env=env, start_new_session=True, cwd=self.dir)
         log.close()
@@ -335,7 +333,7 @@ class Cluster:
         return child
 
     def _start_control_plane(self, state: State) -> None:
-        ports, pkidir, bins = state.ports, self.dir / "pki", self._bins
+        ports, pkidir, bins = state.ports, self.dir / "pki", self.binaries
         etcd_url = f"http://127.0.0.1:{ports.etcd_client}"
         peer_url = f"http://127.0.0.1:{ports.etcd_peer}"
         self.spawn("etcd", [str(bins.etcd), f"--data-dir={self.dir / 'etcd'}", "--name=default",
@@ -372,11 +370,11 @@ class Cluster:
             "--use-service-account-credentials=false"], state)
 
     def _start_node(self, state: State) -> None:
-        self.spawn("containerd", [str(self._bins.containerd / "containerd"),
+        self.spawn("containerd", [str(self.binaries.containerd / "containerd"),
                                    f"--config={self.dir / 'config' / 'containerd.toml'}"], state)
         _wait("containerd's socket", 30.0, self.containerd_socket.exists, self.logs / "containerd.log",
               state.pids["containerd"])
-        ctr = [str(self._bins.containerd / "ctr"), "--address", str(self.containerd_socket), "-n", "k8s.io"]
+        ctr = [str(self.binaries.containerd / "ctr"), "--address", str(self.containerd_socket), "-n", "k8s.io"]
         done = subprocess.run([*ctr, "images", "import", "--platform", "linux/amd64", "--snapshotter", "native",
                                str(self.dir / "config" / "image.tar")], capture_output=True, text=True,
                               check=False, timeout=120)

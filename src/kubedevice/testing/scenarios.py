@@ -164,6 +164,14 @@ class Daemon:
                  "--plugin-dir", str(plugin_dir), "--cdi-dir", str(cdi_dir)],
                 stdout=out, stderr=subprocess.STDOUT, env={**os.environ, "PYTHONPATH": _src_path()})
 
+    @property
+    def tail(self) -> str:
+        """The end of the daemon's log, for failure messages."""
+        try:
+            return self.log.read_text(errors="replace")[-3000:]
+        except OSError:
+            return "(no log)"
+
     def signal(self, signum: signal.Signals) -> None:
         self.process.send_signal(signum)
 
