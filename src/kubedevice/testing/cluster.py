@@ -431,7 +431,7 @@ def _kubelet_config(state: State, directory: Path) -> str:
         "cgroupDriver": "cgroupfs", "cgroupsPerQOS": False, "cgroupRoot": f"/kubedevice/{state.cluster_id}",
         "enforceNodeAllocatable": [], "failSwapOn": False, "failCgroupV1": False,
         "containerRuntimeEndpoint": "unix:///run/containerd/containerd.sock",
-        "nodeStatusUpdateFrequency": "1s", "nodeStatusReportFrequency": "1s", "resolvConf": "",
+        "nodeStatusUpdateFrequency": "500ms", "nodeStatusReportFrequency": "1s", "resolvConf": "",
         "imageGCHighThresholdPercent": 100, "imageGCLowThresholdPercent": 99,
         "serializeImagePulls": False,
     }
