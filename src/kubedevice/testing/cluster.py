@@ -39,7 +39,8 @@ from .kubeapi import KubeApi
 DEFAULT_DIR = Path("/tmp/kubedevice-cluster")
 DIR_ENV = "KUBEDEVICE_CLUSTER_DIR"
 NODE_NAME = "kubedevice-node"
-PAUSE_IMAGE = "registry.k8s.io/pause:3.10"
+PAUSE_IMAGE = "kubedevice.test/pause:1"
+"""containerd's sandbox image (its config names it; the kubelet does not)."""
 TEST_IMAGE = "kubedevice.test/envsleep:1"
 """Both tags name the same static program: it prints its environment, then sleeps until SIGTERM."""
 
