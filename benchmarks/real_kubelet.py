@@ -5,9 +5,10 @@
 
 Starts its own cluster (kubedevice.testing.cluster, docs/real-cluster.md) and measures:
   serve → allocatable   ``kubedevice serve`` start until the Node object shows the devices
-                        (the kubelet updates node status every second here: 1 s resolution)
-  re-register           kubelet restart → the kubelet logs the plugin's registration, measured
-                        in the kubelet's own log from "Starting device plugin registration server"
+                        (the kubelet updates node status every 0.5 s here)
+  re-register           kubelet restart → the kubelet connected to the plugin again ("Connected to
+                        new client", after the dial and GetDevicePluginOptions of a Register it
+                        accepted), in its own log, from "Starting device plugin registration server"
   admitted / created    pods bound to the node right after the kubelet answers healthz, one
                         device each (plus one pod kept running across restarts, see the
                         troubleshooting section of docs/user-guide.md)
@@ -74,7 +75,7 @@ def registration_delay(log: Path, offset: int, resource: str) -> float | None:
         when = datetime.strptime(match.group(1), "%m%d %H:%M:%S.%f")
         if server is None and "Starting device plugin registration server" in line:
             server = when
-        elif server is not None and "Got registration request" in line and f'"{resource}"' in line:
+        elif server is not None and "Connected to new client" in line and f'"{resource}"' in line:
             registered = when
             break
     if server is None or registered is None:
@@ -82,7 +83,7 @@ def registration_delay(log: Path, offset: int, resource: str) -> float | None:
     return (registered - server).total_seconds()
 
 
-def race(cluster: Cluster, resource: str, allocatable: int, pods: int, rounds: int) -> tuple[list[float], int, int]:
+def race(cluster: Cluster, resource: str, pods: int, rounds: int) -> tuple[list[float], int, int]:
     api = cluster.api()
     keeper = unique("keeper")
     api.create_pod(device_pod(keeper, {resource: 1}, cluster.node_name))
@@ -91,7 +92,7 @@ def race(cluster: Cluster, resource: str, allocatable: int, pods: int, rounds: i
     log = cluster.logs / "kubelet.log"
     for _ in range(rounds):
         offset = log.stat().st_size
-        result = kubelet_restart_round(cluster, resource, pods, allocatable)
+        result = kubelet_restart_round(cluster, resource, pods)
         delay = registration_delay(log, offset, resource)
         if delay is not None:
             delays.append(delay)
@@ -116,12 +117,12 @@ def main() -> int:
         config.write_text(f"resources:\n  - name: {KD_RESOURCE}\n    static: {{count: 8, paths: [/dev/null]}}\n")
         daemon = Daemon(cluster, config, work / "serve-race.log")
         wait_for("bench devices", lambda: cluster.api().resource(cluster.node_name, KD_RESOURCE) == (8, 8), 30.0)
-        kd = race(cluster, KD_RESOURCE, 8, 3, args.rounds)
+        kd = race(cluster, KD_RESOURCE, 3, args.rounds)
         daemon.stop()
         cluster.spawn("sample-device-plugin", [str(cluster.binaries.kube("sample-device-plugin"))],
                       env={"PLUGIN_SOCK_DIR": "/var/lib/kubelet/device-plugins"})
         wait_for("sample devices", lambda: cluster.api().resource(cluster.node_name, SAMPLE_RESOURCE) == (2, 2), 30.0)
-        sample = race(cluster, SAMPLE_RESOURCE, 2, 1, args.rounds)
+        sample = race(cluster, SAMPLE_RESOURCE, 1, args.rounds)
         cluster.stop("sample-device-plugin")
     finally:
         cluster.down()

@@ -97,7 +97,7 @@ def test_check_fails_a_plugin_that_loses_pods_on_the_real_kubelet(cluster: Clust
         keeper = unique("keeper")
         api.create_pod(device_pod(keeper, {resource: 1}, cluster.node_name))
         assert wait_outcome(api, keeper)[0] == "Running"
-        result = kubelet_restart_round(cluster, resource, pods=2, allocatable=4)
+        result = kubelet_restart_round(cluster, resource, pods=2)
         delete_pods(api, [keeper])
     assert result.admission_errors == len(result.outcomes) == 2, result
 

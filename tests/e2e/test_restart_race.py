@@ -50,7 +50,7 @@ def test_kubedevice_loses_no_pod_over_repeated_kubelet_restarts(cluster: Cluster
     try:
         wait_for("8 devices", lambda: api.resource(cluster.node_name, resource) == (8, 8), 10.0)
         keeper = _keeper(cluster, resource)
-        rounds = [kubelet_restart_round(cluster, resource, pods=3, allocatable=8) for _ in range(ROUNDS)]
+        rounds = [kubelet_restart_round(cluster, resource, pods=3) for _ in range(ROUNDS)]
         failed = {name: outcome for r in rounds for name, outcome in r.outcomes.items() if outcome[0] != "Running"}
         assert not failed, f"pods lost over {ROUNDS} kubelet restarts: {failed}"
         assert api.pod(keeper)["status"]["phase"] == "Running"
@@ -71,7 +71,7 @@ def test_sample_device_plugin_loses_pods_created_right_after_a_restart(cluster: 
         wait_for("the sample plugin's 2 devices", lambda: api.resource(cluster.node_name, SAMPLE_RESOURCE) == (2, 2),
                  20.0)
         keeper = _keeper(cluster, SAMPLE_RESOURCE)
-        result = kubelet_restart_round(cluster, SAMPLE_RESOURCE, pods=1, allocatable=2)
+        result = kubelet_restart_round(cluster, SAMPLE_RESOURCE, pods=1)
         assert result.admission_errors == 1, result
     finally:
         if keeper:

@@ -114,7 +114,10 @@ def test_sighup_reload_keeps_untouched_resource_pods_running(cluster: Cluster, s
                        60.0)
         null_config(config, {kept: 2, changed: 5}, short_tmp)
         daemon.signal(signal.SIGHUP)
-        wait_for("capacity 5 of the changed resource", lambda: resource_is(cluster, changed, 5, 5), 10.0)
+        try:
+            wait_for("capacity 5 of the changed resource", lambda: resource_is(cluster, changed, 5, 5), 10.0)
+        except AssertionError as err:
+            raise AssertionError(f"{err}; serve log ends:\n{daemon.tail}") from None
         assert resource_is(cluster, kept, 2, 2)
         time.sleep(2.0)  # a restart of the container would show within the kubelet's next sync
         now = api.pod(name)

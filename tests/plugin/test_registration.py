@@ -6,9 +6,10 @@ import asyncio
 import time
 from pathlib import Path
 
+import grpc
 import pytest
 
-from kubedevice.api import KUBELET_SOCKET, VERSION, pb
+from kubedevice.api import KUBELET_SOCKET, VERSION, pb, pb_grpc
 from kubedevice.names import endpoint_for, extended_resource_name_error
 from kubedevice.plugin.manager import Manager
 
@@ -130,3 +131,56 @@ def test_several_resources_in_one_process(tmp_path: Path) -> None:
 def test_two_plugins_for_one_resource_are_refused(tmp_path: Path) -> None:
     with pytest.raises(ValueError, match="served twice"):
         Manager([NullPlugin(), NullPlugin()], tmp_path)
+
+
+class _ClosingOnceKubelet:
+    """A Registration service that refuses the first Register the way kubelet v1.36.3 does when the
+    resource's old stream ends during the new client's connect (handler.go runClient), then accepts."""
+
+    def __init__(self) -> None:
+        self.requests: list[pb.RegisterRequest] = []
+
+    async def Register(self, request: pb.RegisterRequest, context: grpc.aio.ServicerContext) -> pb.Empty:  # type: ignore[type-arg]
+        self.requests.append(request)
+        if len(self.requests) == 1:
+            await context.abort(grpc.StatusCode.UNKNOWN, "failed to get device plugin options: rpc error: "
+                                "code = Canceled desc = grpc: the client connection is closing")
+        return pb.Empty()
+
+
+def test_registers_again_when_the_kubelet_closed_the_new_connection_with_the_old(tmp_path: Path) -> None:
+    async def main() -> None:
+        service = _ClosingOnceKubelet()
+        server = grpc.aio.server()
+        pb_grpc.add_RegistrationServicer_to_server(service, server)
+        server.add_insecure_port(f"unix://{tmp_path / KUBELET_SOCKET}")
+        await server.start()
+        try:
+            async with running([NullPlugin(devices=null_devices())], tmp_path) as manager:
+                deadline = time.monotonic() + TIMEOUT
+                while len(service.requests) < 2 and time.monotonic() < deadline:
+                    await asyncio.sleep(0.02)
+                assert len(service.requests) == 2
+                assert all(r.rejected is None for r in manager._resources.values())
+        finally:
+            await server.stop(None)
+
+    asyncio.run(main())
+
+
+def test_a_resource_served_again_registers_only_after_the_kubelet_let_go_of_the_old(tmp_path: Path) -> None:
+    """The kubelet answers the end of the old stream by disconnecting whatever client is registered
+    under the resource's name; registering the re-served resource at once lost it on kubelet v1.36.3
+    (tests/e2e/test_serve.py, SIGHUP reload)."""
+
+    async def main() -> None:
+        async with kubelet(tmp_path) as sim, running([NullPlugin(devices=null_devices())], tmp_path) as manager:
+            await registered(sim)
+            await manager.remove("example.com/null")
+            removed = time.monotonic()
+            await manager.add(NullPlugin(devices=null_devices()))
+            await sim.wait_until(lambda: len(sim.registrations) == 2, TIMEOUT)
+            assert sim.registrations[1].received_at - removed >= 0.5
+            await registered(sim)
+
+    asyncio.run(main())

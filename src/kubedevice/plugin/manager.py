@@ -13,6 +13,7 @@ import logging
 import os
 import signal
 import stat
+import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -23,6 +24,18 @@ from .base import Plugin
 from .registration import KubeletUnavailable, RegistrationRejected, register
 from .server import PluginServer, RpcObserver, SocketInUse
 from .watcher import DirectoryWatcher, wait_for_directory
+
+_CLIENT_CLOSING = "the client connection is closing"
+"""A refusal that is no verdict on us: when a resource's old stream ends, the kubelet disconnects
+whichever client is registered under its name by then (handler.go runClient), which can be our new
+one, so Register fails with "failed to get device plugin options: … Canceled … the client
+connection is closing". Seen on kubelet v1.36.3 after a config reload re-served a resource."""
+_CLOSING_RETRIES = 5
+_CLOSING_RETRY_DELAY = 0.2
+_READD_SETTLE = 0.5
+"""Seconds between re-serving a resource (config reload) and registering it again: the kubelet
+handles the end of the old stream by disconnecting the client registered under the resource's
+name, and if that is already the new one, the resource stays disconnected (seen on v1.36.3)."""
 
 log = logging.getLogger(__name__)
 
@@ -65,6 +78,7 @@ class Manager:
         self._done = asyncio.Event()
         self._exit_code = 0
         self._seen_kubelet = False
+        self._removed_at: dict[str, float] = {}
 
     # -- lifecycle ------------------------------------------------------------------
     async def start(self) -> None:
@@ -126,6 +140,7 @@ class Manager:
         """Stop serving one resource: final Unhealthy list, stream closed, socket removed."""
         resource = self._resources.pop(endpoint_for(resource_name))
         await self._shutdown(resource)
+        self._removed_at[resource_name] = time.monotonic()
 
     @property
     def plugins(self) -> list[Plugin]:
@@ -212,15 +227,25 @@ class Manager:
                 log.warning("%s is not a socket; waiting for the kubelet", self.kubelet_socket)
             return
         server = resource.server
-        try:
-            await register(str(self.kubelet_socket), server.socket_path.name, resource.name, server.options)
-        except KubeletUnavailable as err:
-            log.info("kubelet not answering %s yet: %s", resource.name, err, extra={"resource": resource.name})
-            self.hooks.on_registration(resource.name, "error")
-            return
-        except RegistrationRejected as err:
-            await self._reject(resource, str(err))
-            return
+        settle = self._removed_at.pop(resource.name, -_READD_SETTLE) + _READD_SETTLE - time.monotonic()
+        if settle > 0:
+            await asyncio.sleep(settle)
+        for attempt in range(1 + _CLOSING_RETRIES):
+            try:
+                await register(str(self.kubelet_socket), server.socket_path.name, resource.name, server.options)
+                break
+            except KubeletUnavailable as err:
+                log.info("kubelet not answering %s yet: %s", resource.name, err, extra={"resource": resource.name})
+                self.hooks.on_registration(resource.name, "error")
+                return
+            except RegistrationRejected as err:
+                if _CLIENT_CLOSING in str(err) and attempt < _CLOSING_RETRIES:
+                    log.info("kubelet closed our new connection with the old one; registering again",
+                             extra={"resource": resource.name})
+                    await asyncio.sleep(_CLOSING_RETRY_DELAY)
+                    continue
+                await self._reject(resource, str(err))
+                return
         self._set_registered(resource, True)
         self.hooks.on_registration(resource.name, "ok")
         log.info(

@@ -39,7 +39,8 @@ from .kubeapi import KubeApi
 DEFAULT_DIR = Path("/tmp/kubedevice-cluster")
 DIR_ENV = "KUBEDEVICE_CLUSTER_DIR"
 NODE_NAME = "kubedevice-node"
-PAUSE_IMAGE = "registry.k8s.io/pause:3.10"
+PAUSE_IMAGE = "kubedevice.test/pause:1"
+"""containerd's sandbox image (its config names it; the kubelet does not)."""
 TEST_IMAGE = "kubedevice.test/envsleep:1"
 """Both tags name the same static program: it prints its environment, then sleeps until SIGTERM."""
 
@@ -203,10 +204,11 @@ class Cluster:
             pid = state.pids.get(name, 0)
             if pid:
                 _terminate(pid, timeout=20.0)
-        if state.init_pid:
-            # unshare --kill-child: its child, the namespace's init, gets SIGKILL, and with it every
-            # process of the PID namespace (container processes in nested namespaces too).
-            _terminate(state.init_pid, timeout=10.0)
+        # When the namespace's init exits, the kernel kills every process of the PID namespace
+        # (container processes in nested namespaces too); unshare(1) then exits. unshare blocks
+        # SIGTERM while it waits, so it is only the fallback: --kill-child SIGKILLs the init.
+        _terminate(state.namespace_pid, timeout=5.0)
+        _terminate(state.init_pid, timeout=5.0)
         _wait_gone(members | _descendants([state.init_pid, *state.pids.values()]))
         _remove_cgroups(state.cluster_id)
         self.state_file.unlink(missing_ok=True)
@@ -236,7 +238,7 @@ class Cluster:
 
     def _start_kubelet(self, state: State) -> int:
         return self.spawn("kubelet", [
-            str(self._bins.kube("kubelet")), f"--config={self.dir / 'config' / 'kubelet.yaml'}",
+            str(self.binaries.kube("kubelet")), f"--config={self.dir / 'config' / 'kubelet.yaml'}",
             f"--kubeconfig={self.dir / 'kubelet.kubeconfig'}", f"--hostname-override={state.node_name}",
             "--v=2"], state)
 
@@ -246,8 +248,6 @@ class Cluster:
     def binaries(self) -> Binaries:
         paths = self._require_state().binaries
         return Binaries(**{key: Path(value) for key, value in paths.items()})
-
-    _bins = binaries
 
     def up(self, binaries: Binaries, node_name: str = NODE_NAME) -> None:
         """Start a fresh cluster; on any failure everything started so far is stopped again."""
@@ -286,7 +286,7 @@ class Cluster:
         config = self.dir / "config"
         config.mkdir(exist_ok=True)
         (config / "kubelet.yaml").write_text(_kubelet_config(state, self.dir))
-        (config / "containerd.toml").write_text(_containerd_config(self.dir, self._bins))
+        (config / "containerd.toml").write_text(_containerd_config(self.dir, self.binaries))
         cni = self.dir / "cni"
         shutil.rmtree(cni, ignore_errors=True)
         (cni / "bin").mkdir(parents=True)
@@ -296,7 +296,7 @@ class Cluster:
         plugin.chmod(0o755)
         (cni / "net.d" / "10-kubedevice.conflist").write_text(json.dumps(
             {"cniVersion": "1.0.0", "name": "kubedevice", "plugins": [{"type": "kubedevice-veth"}]}))
-        write_oci_archive(self._bins.image_program, [PAUSE_IMAGE, TEST_IMAGE], config / "image.tar")
+        write_oci_archive(self.binaries.image_program, [PAUSE_IMAGE, TEST_IMAGE], config / "image.tar")
 
     def _start_namespace(self, state: State) -> None:
         script = _namespace_script(self.dir)
@@ -324,7 +324,7 @@ class Cluster:
         nspid = state.namespace_pid
         log = (self.logs / f"{name}.log").open("ab")
         env = {**os.environ, **(env or {}),
-               "PATH": f"{self._bins.containerd}:{self.dir / 'cni' / 'bin'}:{os.environ['PATH']}"}
+               "PATH": f"{self.binaries.containerd}:{self.dir / 'cni' / 'bin'}:{os.environ['PATH']}"}
         process = subprocess.Popen(["nsenter", "-t", str(nspid), "-m", "-p", "--", *argv], stdin=subprocess.DEVNULL,
                                    stdout=log, stderr=log, env=env, start_new_session=True, cwd=self.dir)
         log.close()
@@ -334,7 +334,7 @@ class Cluster:
         return child
 
     def _start_control_plane(self, state: State) -> None:
-        ports, pkidir, bins = state.ports, self.dir / "pki", self._bins
+        ports, pkidir, bins = state.ports, self.dir / "pki", self.binaries
         etcd_url = f"http://127.0.0.1:{ports.etcd_client}"
         peer_url = f"http://127.0.0.1:{ports.etcd_peer}"
         self.spawn("etcd", [str(bins.etcd), f"--data-dir={self.dir / 'etcd'}", "--name=default",
@@ -371,11 +371,11 @@ class Cluster:
             "--use-service-account-credentials=false"], state)
 
     def _start_node(self, state: State) -> None:
-        self.spawn("containerd", [str(self._bins.containerd / "containerd"),
+        self.spawn("containerd", [str(self.binaries.containerd / "containerd"),
                                    f"--config={self.dir / 'config' / 'containerd.toml'}"], state)
         _wait("containerd's socket", 30.0, self.containerd_socket.exists, self.logs / "containerd.log",
               state.pids["containerd"])
-        ctr = [str(self._bins.containerd / "ctr"), "--address", str(self.containerd_socket), "-n", "k8s.io"]
+        ctr = [str(self.binaries.containerd / "ctr"), "--address", str(self.containerd_socket), "-n", "k8s.io"]
         done = subprocess.run([*ctr, "images", "import", "--platform", "linux/amd64", "--snapshotter", "native",
                                str(self.dir / "config" / "image.tar")], capture_output=True, text=True,
                               check=False, timeout=120)
@@ -432,7 +432,7 @@ def _kubelet_config(state: State, directory: Path) -> str:
         "cgroupDriver": "cgroupfs", "cgroupsPerQOS": False, "cgroupRoot": f"/kubedevice/{state.cluster_id}",
         "enforceNodeAllocatable": [], "failSwapOn": False, "failCgroupV1": False,
         "containerRuntimeEndpoint": "unix:///run/containerd/containerd.sock",
-        "nodeStatusUpdateFrequency": "1s", "nodeStatusReportFrequency": "1s", "resolvConf": "",
+        "nodeStatusUpdateFrequency": "500ms", "nodeStatusReportFrequency": "1s", "resolvConf": "",
         "imageGCHighThresholdPercent": 100, "imageGCLowThresholdPercent": 99,
         "serializeImagePulls": False,
     }
