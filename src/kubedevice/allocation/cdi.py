@@ -11,14 +11,12 @@ from __future__ import annotations
 import contextlib
 import json
 import logging
-import os
 import re
-import stat
-import tempfile
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from .. import files
 from ..device import Mount
 
 CDI_VERSION = "0.6.0"
@@ -105,35 +103,5 @@ class CdiSpecDir:
 
 
 def write_atomically(path: Path, document: Spec) -> bool:
-    """Write JSON via temp file + rename, mode 0644; returns False when the content was already there.
-
-    On any failure (a full disk: ENOSPC at write, flush or fsync) the temp file is removed and
-    the file at ``path`` is the old one, whole.
-    """
-    data = (json.dumps(document, indent=2, sort_keys=True) + "\n").encode()
-    if _holds(path, data):
-        return False
-    fd, temp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "wb") as handle:
-            handle.write(data)
-            handle.flush()
-            os.fchmod(handle.fileno(), 0o644)
-            os.fsync(handle.fileno())
-        os.replace(temp, path)
-    except BaseException:
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(temp)
-        raise
-    return True
-
-
-def _holds(path: Path, data: bytes) -> bool:
-    """Whether ``path`` is a regular file (never through a symlink) with exactly ``data``."""
-    try:
-        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
-    except OSError:
-        return False
-    with os.fdopen(fd, "rb") as handle:
-        st = os.fstat(handle.fileno())
-        return stat.S_ISREG(st.st_mode) and st.st_size == len(data) and handle.read(len(data) + 1) == data
+    """Write the spec as JSON, mode 0644 (runtimes read it); False when it was already there."""
+    return files.write_atomically(path, (json.dumps(document, indent=2, sort_keys=True) + "\n").encode(), 0o644)

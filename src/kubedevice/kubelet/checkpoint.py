@@ -17,13 +17,12 @@ from __future__ import annotations
 
 import base64
 import binascii
-import contextlib
 import json
-import os
 import re
-import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
+
+from .. import files
 
 NO_TOPOLOGY = -1  # the kubelet's nodeWithoutTopology
 _INT64 = re.compile(r"[+-]?[0-9]+")
@@ -160,18 +159,7 @@ def write(path: Path, data: CheckpointData) -> None:
 
     On any failure (a full disk) the temp file is removed and the old checkpoint stays whole.
     """
-    blob = marshal(_as_go(data))
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")  # mode 0600
-    try:
-        with os.fdopen(fd, "wb") as handle:
-            handle.write(blob)
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(tmp)
-        raise
+    files.write_atomically(path, marshal(_as_go(data)), 0o600)
 
 
 # ---- reading: Go's json.Unmarshal -------------------------------------------------------------

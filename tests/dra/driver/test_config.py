@@ -42,7 +42,7 @@ def test_the_example_config_is_a_dra_driver_of_four_null_devices() -> None:
     ("section", "message"),
     [
         ("dra: {driver: Null_Example}", "dra.driver: 'Null_Example' must be a lowercase DNS subdomain"),
-        ("dra: {driver: null.example.com, drvier: x}", "dra.drvier: Extra inputs are not permitted"),
+        ("dra: {driver: null.example.com, drvier: x}", "dra: unknown key 'drvier' \\(did you mean 'driver'\\?\\)"),
         ("dra: {}", "dra.driver: Field required"),
     ],
 )

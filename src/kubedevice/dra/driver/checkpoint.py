@@ -16,7 +16,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ...allocation.cdi import Spec, write_atomically
+from ... import files
+from ...allocation.cdi import Spec
 from .model import PreparedClaim, PreparedDevice
 
 VERSION = 1
@@ -78,7 +79,8 @@ def load(path: Path, boot_id: str) -> tuple[Checkpoint, dict[str, Entry]]:
 
 def save(path: Path, checkpoint: Checkpoint) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
-    write_atomically(path, _document(checkpoint))
+    # 0600: which claims hold which devices is the node's business only.
+    files.write_atomically(path, (json.dumps(_document(checkpoint), indent=2, sort_keys=True) + "\n").encode(), 0o600)
 
 
 def _document(checkpoint: Checkpoint) -> dict[str, Any]:
