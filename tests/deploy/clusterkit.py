@@ -63,6 +63,21 @@ def start(directory: Path) -> Any:
     return cluster
 
 
+def stop(cluster: Any) -> None:
+    """``down``, then remove the containers' cgroups, which the tool leaves (it removes only its own)."""
+    state = cluster.state()
+    pids = _descendants(state.namespace_pid) if state else []
+    cgroups = {group for pid in pids for group in _container_cgroups(pid)}
+    cluster.down()
+    _remove(cgroups)
+
+
+def _remove(cgroups: set[Path]) -> None:
+    for group in sorted(cgroups, key=lambda path: -len(path.parts)):
+        with contextlib.suppress(OSError):
+            group.rmdir()
+
+
 def in_namespace(cluster: Any, script: str) -> str:
     """A shell script in the node's mount namespace (where /var/lib/kubelet and /run are the node's)."""
     pid = cluster.state().namespace_pid
@@ -140,10 +155,7 @@ def reboot(cluster: Any, before_kubelet: Callable[[], None] = lambda: None) -> f
     deadline = time.monotonic() + 20
     while any(Path(f"/proc/{pid}").exists() for pid in victims) and time.monotonic() < deadline:
         time.sleep(0.05)
-    # A reboot leaves no cgroup behind; left, the kubelet's cAdvisor stalls on them for a minute.
-    for group in sorted(cgroups, key=lambda path: -len(path.parts)):
-        with contextlib.suppress(OSError):
-            group.rmdir()
+    _remove(cgroups)  # a reboot leaves none; left, the kubelet's cAdvisor stalls on them for a minute
     in_namespace(cluster, r"""
         awk '$5 ~ "^/run/(containerd|netns)/" {print $5}' /proc/self/mountinfo | sort -r | while read -r m; do
             umount -l "$m"; done

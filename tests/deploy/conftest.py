@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
@@ -17,7 +18,12 @@ def helm(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Helm]:
 
 
 @pytest.fixture(scope="session")
-def image(tmp_path_factory: pytest.TempPathFactory) -> Image:
-    """The image built by scripts/image.sh (once per session), unpacked."""
-    archive = imagekit.build(tmp_path_factory.mktemp("dist"))
-    return imagekit.unpack(archive, tmp_path_factory.mktemp("image"))
+def image_archive(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The OCI archive scripts/image.sh builds, once per session."""
+    return imagekit.build(tmp_path_factory.mktemp("dist"))
+
+
+@pytest.fixture(scope="session")
+def image(image_archive: Path, tmp_path_factory: pytest.TempPathFactory) -> Image:
+    """That image, unpacked."""
+    return imagekit.unpack(image_archive, tmp_path_factory.mktemp("image"))

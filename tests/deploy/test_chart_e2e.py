@@ -56,18 +56,13 @@ def cluster() -> Iterator[Any]:
     try:
         yield cluster
     finally:
-        cluster.down()
+        clusterkit.stop(cluster)
         subprocess.run(["rm", "-rf", str(directory)], check=False)
 
 
 @pytest.fixture(scope="module")
-def archive(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return imagekit.build(tmp_path_factory.mktemp("dist"))
-
-
-@pytest.fixture(scope="module")
-def chart(cluster: Any, archive: Path, helm: Helm, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Chart]:
-    clusterkit.import_image(cluster, archive)
+def chart(cluster: Any, image_archive: Path, helm: Helm, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Chart]:
+    clusterkit.import_image(cluster, image_archive)
     chart = Chart(cluster, helm, tmp_path_factory.mktemp("values"))
     yield chart
     chart.helm("uninstall", RELEASE, check=False)
