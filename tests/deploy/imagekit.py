@@ -23,7 +23,7 @@ from .helmkit import REPO
 
 IMAGE_SH = REPO / "scripts" / "image.sh"
 NAME = "kubedevice/kubedevice"
-BUILD_TIMEOUT = 1200  # a cold debootstrap plus pip downloads; warm builds take under a minute
+BUILD_TIMEOUT = 1200  # cold (debootstrap, pip downloads) about 80 s here; generous for slow mirrors
 
 
 def version() -> str:
