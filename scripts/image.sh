@@ -14,6 +14,7 @@
 # its inputs (suite, architecture, packages, this recipe's version); pip's download cache is
 # kept there too, outside the image. Environment:
 #   KUBEDEVICE_DIST           output directory (default: dist/ in the repository)
+#   KUBEDEVICE_CACHE          cache directory (default: ~/.cache/kubedevice)
 #   KUBEDEVICE_DEBIAN_MIRROR  Debian mirror for debootstrap (default: debootstrap's own)
 #   SOURCE_DATE_EPOCH         timestamps of the image config (default: the last commit's)
 set -euo pipefail
