@@ -1,13 +1,24 @@
 # syntax=docker/dockerfile:1
-# kubedevice node daemon. Two stages: the first builds a virtualenv, the second copies only
-# that virtualenv onto a clean slim base, so no pip, wheel cache or build tool ships.
-# Every dependency has manylinux wheels (amd64 and arm64), so neither stage needs a compiler.
-ARG BASE_IMAGE=python:3.11-slim-bookworm
+# kubedevice node daemon. scripts/image.sh builds the same image without a Docker engine
+# (debootstrap + umoci); keep the two in step.
+#   base     Debian slim + Debian's python3: what both later stages share
+#   build    base + python3-venv: a virtualenv with the project, pip and setuptools removed
+#   runtime  base + that virtualenv only, so no pip, wheel cache or build tool ships
+# Every dependency has manylinux wheels (amd64 and arm64), so no stage needs a compiler.
+ARG BASE_IMAGE=debian:bookworm-slim
 
-FROM ${BASE_IMAGE} AS build
+FROM ${BASE_IMAGE} AS base
+RUN apt-get update \
+ && apt-get install --yes --no-install-recommends python3 \
+ && rm -rf /var/lib/apt/lists/* /var/cache/apt/*
+
+FROM base AS build
+RUN apt-get update \
+ && apt-get install --yes --no-install-recommends python3-venv \
+ && rm -rf /var/lib/apt/lists/*
 ENV PIP_NO_CACHE_DIR=1 \
     PIP_DISABLE_PIP_VERSION_CHECK=1
-RUN python -m venv /opt/kubedevice
+RUN python3 -m venv /opt/kubedevice
 WORKDIR /src
 COPY pyproject.toml README.md ./
 COPY src ./src
@@ -16,14 +27,14 @@ RUN /opt/kubedevice/bin/pip install --no-compile . \
  && /opt/kubedevice/bin/pip uninstall --yes pip setuptools \
  && /opt/kubedevice/bin/python -m compileall -q -j 0 /opt/kubedevice
 
-FROM ${BASE_IMAGE} AS runtime
+FROM base AS runtime
 LABEL org.opencontainers.image.title="kubedevice" \
       org.opencontainers.image.description="Config-driven Kubernetes device plugin daemon" \
       org.opencontainers.image.licenses="Apache-2.0"
-# Same base image and path as the build stage, so the virtualenv's interpreter links stay valid.
+# Same base and path as the build stage, so the virtualenv's interpreter link stays valid.
 COPY --from=build /opt/kubedevice /opt/kubedevice
 # Byte code is compiled at build time; the root filesystem is read-only in the DaemonSet.
-ENV PATH=/opt/kubedevice/bin:$PATH \
+ENV PATH=/opt/kubedevice/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin \
     PYTHONDONTWRITEBYTECODE=1 \
     PYTHONUNBUFFERED=1
 # Non-root by default (kubedevice check, the simulator, demos). The DaemonSet runs it as

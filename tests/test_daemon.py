@@ -219,6 +219,42 @@ def test_reload_keeps_untouched_streams_and_refuses_a_bad_config(tmp_path: Path)
     asyncio.run(main())
 
 
+def _configmap_version(directory: Path, stamp: str, text: str) -> None:
+    """What the kubelet's AtomicWriter does on a ConfigMap update: a new ``..<stamp>`` directory,
+    then ``..data`` swapped to it by a rename; ``config.yaml`` links to ``..data/config.yaml``."""
+    (directory / stamp).mkdir()
+    (directory / stamp / "config.yaml").write_text(text)
+    (directory / "..data_tmp").symlink_to(stamp)
+    (directory / "..data_tmp").rename(directory / "..data")
+    if not (directory / "config.yaml").is_symlink():
+        (directory / "config.yaml").symlink_to("..data/config.yaml")
+
+
+def test_reload_follows_a_configmap_update(tmp_path: Path) -> None:
+    """The file the daemon is given resolves into a versioned directory that the update abandons:
+    the watch must be on the directory it was named in (found on the real kubelet)."""
+    mounted = tmp_path / "configmap"
+    mounted.mkdir()
+    _configmap_version(mounted, "..2026_01_01_00_00_00.1", config_text(NULL))
+
+    async def main() -> None:
+        daemon = Daemon(tmp_path, config_text(NULL))
+        daemon.config = mounted / "config.yaml"
+        sim = KubeletSimulator(daemon.plugin_dir, grace_period=1.0)
+        await sim.start()
+        daemon.start()
+        try:
+            await sim.wait_until(lambda: sim.allocatable().get(NULL) == 4, TIMEOUT)
+            _configmap_version(mounted, "..2026_01_01_00_01_00.2", config_text(NULL, SERIAL))
+            await sim.wait_until(lambda: sim.allocatable().get(SERIAL) == 1, TIMEOUT)
+        finally:
+            code = await asyncio.to_thread(daemon.stop)
+            await sim.stop()
+        assert code == 0, daemon.log.read_text()
+
+    asyncio.run(main())
+
+
 def test_bad_config_is_one_line_and_exit_2(tmp_path: Path) -> None:
     bad = tmp_path / "bad.yaml"
     resource = "resources:\n  - name: example.com/x\n    static: {count: 1, paths: [/dev/null]}\n"

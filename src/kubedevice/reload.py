@@ -42,7 +42,9 @@ class Reloader:
         self._on_applied = on_applied
         self._lock = asyncio.Lock()
         self._tasks: set[asyncio.Task[None]] = set()
-        self._watcher = DirectoryWatcher(path.resolve().parent, self._on_entry, writes=True)
+        # The directory the file was named in, not the one its symlinks resolve to: a ConfigMap
+        # update swaps ..data to a new directory there and abandons the old one.
+        self._watcher = DirectoryWatcher(path.absolute().parent, self._on_entry, writes=True)
         self.reloads = 0
 
     def start(self) -> None:

@@ -1,0 +1,181 @@
+"""The real cluster (``kubedevice.testing.cluster``) as the deploy e2e tests use it.
+
+Two settings of the test cluster differ from a production node and would stop the chart, so they
+are set here, on this cluster only:
+- its controller-manager runs every controller as ``system:kube-controller-manager``, whose
+  bootstrap role may not create ControllerRevisions, so no DaemonSet gets a pod; that user is
+  bound to ``cluster-admin``;
+- its private mount namespace makes ``/dev`` a private mount, which containerd refuses for the
+  chart's ``mountPropagation: HostToContainer``; ``/dev`` is made shared inside the namespace
+  (as it is on a systemd host), nothing outside it changes.
+
+``reboot`` simulates a node reboot: kubelet and containerd stopped, every container killed and
+what ``/run`` (a tmpfs) held removed, then containerd and the kubelet started again, with a hook
+between them for services ordered before the kubelet.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import re
+import signal
+import subprocess
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+cluster_module = pytest.importorskip("kubedevice.testing.cluster", reason="the real-cluster tool is not in this tree")
+components = pytest.importorskip("kubedevice.testing.components")
+scenarios = pytest.importorskip("kubedevice.testing.scenarios")
+Cluster = cluster_module.Cluster
+wait_for, device_pod, unique, delete_pods = (scenarios.wait_for, scenarios.device_pod, scenarios.unique,
+                                             scenarios.delete_pods)
+
+CI = os.environ.get("CI", "").lower() not in ("", "0", "false")
+
+
+def unavailable(reason: str) -> None:
+    """Skip on a developer machine, fail in CI, so CI never passes without running these."""
+    if CI:
+        pytest.fail(f"e2e tests cannot run here: {reason}", pytrace=False)
+    pytest.skip(reason)
+
+
+def start(directory: Path) -> Any:
+    reason = cluster_module.missing_prerequisite()
+    if reason is not None:
+        unavailable(reason)
+    cluster = Cluster(directory)
+    cluster.up(components.ensure_all())
+    api = cluster.api()
+    api.request("POST", "/apis/rbac.authorization.k8s.io/v1/clusterrolebindings", {
+        "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding",
+        "metadata": {"name": "e2e-controller-manager"},
+        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "cluster-admin"},
+        "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "User",
+                      "name": "system:kube-controller-manager"}]})
+    in_namespace(cluster, "mount --make-shared /dev")
+    return cluster
+
+
+def stop(cluster: Any) -> None:
+    """``down``, then remove the containers' cgroups, which the tool leaves (it removes only its own)."""
+    state = cluster.state()
+    pids = _descendants(state.namespace_pid) if state else []
+    cgroups = {group for pid in pids for group in _container_cgroups(pid)}
+    cluster.down()
+    _remove(cgroups)
+
+
+def _remove(cgroups: set[Path]) -> None:
+    for group in sorted(cgroups, key=lambda path: -len(path.parts)):
+        with contextlib.suppress(OSError):
+            group.rmdir()
+
+
+def in_namespace(cluster: Any, script: str) -> str:
+    """A shell script in the node's mount namespace (where /var/lib/kubelet and /run are the node's)."""
+    pid = cluster.state().namespace_pid
+    done = subprocess.run(["nsenter", "-t", str(pid), "-m", "-p", "sh", "-ec", script], capture_output=True, text=True,
+                          timeout=60, check=False)
+    assert done.returncode == 0, done.stderr
+    return done.stdout
+
+
+def ctr(cluster: Any, *args: str) -> str:
+    binary = cluster.binaries.containerd / "ctr"
+    done = subprocess.run([str(binary), "--address", str(cluster.containerd_socket), "-n", "k8s.io", *args],
+                          capture_output=True, text=True, timeout=300, check=False)
+    assert done.returncode == 0, done.stderr[-2000:]
+    return done.stdout
+
+
+def import_image(cluster: Any, archive: Path) -> None:
+    ctr(cluster, "images", "import", "--platform", "linux/amd64", "--snapshotter", "native", str(archive))
+
+
+def container_pid(cluster: Any, container_id: str) -> int:
+    """The host PID of a running container's first process (ctr shows its PID in the node's namespace)."""
+    task = container_id.removeprefix("containerd://")
+    lines = [line.split() for line in ctr(cluster, "tasks", "ls").splitlines()[1:]]
+    (node_pid,) = [fields[1] for fields in lines if fields and fields[0] == task]
+    for pid in _descendants(cluster.state().namespace_pid):
+        with contextlib.suppress(OSError):
+            nspids = re.search(r"^NSpid:\t(.*)$", Path(f"/proc/{pid}/status").read_text(), re.M)
+            if nspids and nspids[1].split()[1:2] == [node_pid]:
+                return pid
+    raise AssertionError(f"no process for task {task} (pid {node_pid} in the node's namespace)")
+
+
+def _descendants(pid: int) -> list[int]:
+    found: list[int] = []
+    todo = [pid]
+    while todo:
+        current = todo.pop()
+        try:
+            children = Path(f"/proc/{current}/task/{current}/children").read_text().split()
+        except OSError:
+            continue
+        found += map(int, children)
+        todo += map(int, children)
+    return found
+
+
+def _container_cgroups(pid: int) -> list[Path]:
+    """The cgroup directories (every hierarchy) of a container process: their last part is its ID."""
+    found: list[Path] = []
+    with contextlib.suppress(OSError):
+        for line in Path(f"/proc/{pid}/cgroup").read_text().splitlines():
+            path = line.split(":", 2)[2]
+            if re.fullmatch(r"[0-9a-f]{64}", Path(path).name):
+                found += [d / path.lstrip("/") for d in Path("/sys/fs/cgroup").iterdir()
+                          if (d / path.lstrip("/")).is_dir()]
+    return found
+
+
+def reboot(cluster: Any, before_kubelet: Callable[[], None] = lambda: None) -> float:
+    """Stop kubelet and containerd, kill every container, clear /run's runtime state, start both.
+
+    Returns the monotonic time at which the new kubelet was started.
+    """
+    state = cluster.state()
+    cluster.stop("kubelet")
+    cluster.stop("containerd")
+    # Container shims re-parent to the namespace's init: everything below it is a container.
+    victims = _descendants(state.namespace_pid)
+    cgroups = {group for pid in victims for group in _container_cgroups(pid)}
+    for pid in victims:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGKILL)
+    deadline = time.monotonic() + 20
+    while any(Path(f"/proc/{pid}").exists() for pid in victims) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    _remove(cgroups)  # a reboot leaves none; left, the kubelet's cAdvisor stalls on them for a minute
+    in_namespace(cluster, r"""
+        awk '$5 ~ "^/run/(containerd|netns)/" {print $5}' /proc/self/mountinfo | sort -r | while read -r m; do
+            umount -l "$m"; done
+        rm -rf /run/containerd /run/netns""")
+    state = cluster.state()
+    bins = cluster.binaries
+    cluster.spawn("containerd", [str(bins.containerd / "containerd"),
+                                 f"--config={cluster.dir / 'config' / 'containerd.toml'}"], state)
+    deadline = time.monotonic() + 30
+    while not cluster.containerd_socket.exists():
+        assert time.monotonic() < deadline, "containerd did not come back"
+        time.sleep(0.05)
+    before_kubelet()
+    started = time.monotonic()
+    state = cluster.state()
+    cluster._start_kubelet(state)  # the tool has no public start for one component (only restart_kubelet)
+    cluster.wait_kubelet_healthy()
+    return started
+
+
+def checkpoint(cluster: Any) -> dict[str, Any]:
+    loaded: dict[str, Any] = json.loads((cluster.plugin_dir / "kubelet_internal_checkpoint").read_text())
+    return loaded
