@@ -79,17 +79,24 @@ def parse_config(text: str, source: str = "<config>") -> Config:
 
 def _parse_yaml(text: str, source: str) -> tuple[yaml.Node | None, Any]:
     """The document's node tree (for line numbers) and its data."""
-    loader = boundedyaml.BoundedLoader(text)
+    try:
+        loader = boundedyaml.BoundedLoader(text)  # its reader refuses control characters at once
+    except yaml.YAMLError as err:
+        raise ConfigError(_yaml_problem(err, source)) from None
     try:
         node = loader.get_single_node()
         return node, loader.construct_document(node) if node is not None else None
     except yaml.YAMLError as err:
-        mark = getattr(err, "problem_mark", None)
-        where = at(source, mark.line + 1, mark.column + 1) if mark is not None else source
-        problem = getattr(err, "problem", None) or str(err).splitlines()[0]
-        raise ConfigError(f"{where}: invalid YAML: {problem}") from None
+        raise ConfigError(_yaml_problem(err, source)) from None
     finally:
         loader.dispose()
+
+
+def _yaml_problem(err: yaml.YAMLError, source: str) -> str:
+    mark = getattr(err, "problem_mark", None)
+    where = at(source, mark.line + 1, mark.column + 1) if mark is not None else source
+    reason = getattr(err, "problem", None) or getattr(err, "reason", None) or str(err).splitlines()[0]
+    return f"{where}: invalid YAML: {reason}"
 
 
 def describe(err: ValidationError, source: str = "<config>", node: yaml.Node | None = None) -> str:
