@@ -389,7 +389,7 @@ def _to_uint(value: Any) -> UInt:
             raise Err("double out of uint range")
         value = int(value)
     if value < 0 or value > (1 << 64) - 1:
-        raise Err("uint out of range")
+        raise Err("unsigned integer overflow")
     return UInt(value)
 
 

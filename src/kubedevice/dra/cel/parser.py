@@ -23,13 +23,23 @@ _KEYWORDS = frozenset({"in", "true", "false", "null"})  # tokens of their own: n
 
 
 class ParseError(Exception):
-    """Syntax error; becomes a compile error."""
+    """Syntax error; becomes a compile error reported at ``offset`` (cel-go's error location)."""
+
+    def __init__(self, message: str, offset: int | None = None) -> None:
+        super().__init__(message)
+        self.offset = offset
 
 
 @dataclass(eq=False)
 class Node:
     start: int
     end: int
+    # Where cel-go locates this expression (its operator, '.', '[' or call '('), for error messages.
+    loc: int = field(default=-1, init=False, repr=False, compare=False)
+
+    def at(self, loc: int) -> Node:
+        self.loc = loc
+        return self
 
 
 @dataclass(eq=False)
@@ -113,7 +123,7 @@ def tokenize(text: str) -> list[Token]:
     while pos < len(text):
         m = _TOKEN.match(text, pos)
         if m is None:
-            raise ParseError(f"Syntax error: token recognition error at: '{text[pos]}' (offset {pos})")
+            raise ParseError(f"Syntax error: token recognition error at: '{text[pos]}'", pos)
         kind = m.lastgroup or ""
         if kind != "ws":
             tokens.append(Token(kind, m.group(), m.start(), m.end()))
@@ -174,6 +184,11 @@ def _string_literal(text: str) -> tuple[str | bytes, str]:
     return _unescape(body, "b" in prefix), ("bytes" if "b" in prefix else "string")
 
 
+# What ANTLR lists when an expression was expected.
+_EXPRESSION_START = ("{'[', '{', '(', '.', '-', '!', 'true', 'false', 'null', NUM_FLOAT, NUM_INT, NUM_UINT, "
+                     "STRING, BYTES, IDENTIFIER}")
+
+
 class Parser:
     """One expression; raises ParseError."""
 
@@ -206,9 +221,14 @@ class Parser:
         return tok
 
     def parse(self) -> Node:
-        node = self.expr()
+        try:
+            node = self.expr()
+        except ParseError as exc:
+            if exc.offset is None:  # the offending token is the next one
+                exc.offset = self.peek().start
+            raise
         if self.peek().kind != "eof":
-            raise ParseError(f"Syntax error: extraneous input '{self.peek().text}'")
+            raise ParseError(f"Syntax error: extraneous input '{self.peek().text}'", self.peek().start)
         return node
 
     def _enter(self) -> None:
@@ -219,19 +239,19 @@ class Parser:
     def expr(self) -> Node:
         self._enter()
         cond = self.or_expr()
-        if self.accept("?"):
+        if question := self.accept("?"):
             then = self.or_expr()
             self.expect(":")
             other = self.expr()
-            cond = Call(cond.start, other.end, "_?_:_", None, [cond, then, other])
+            cond = Call(cond.start, other.end, "_?_:_", None, [cond, then, other]).at(question.start)
         self.depth -= 1
         return cond
 
     def _chain(self, op: str, function: str, sub: Any) -> Node:
         left: Node = sub()
-        while self.accept(op):
+        while tok := self.accept(op):
             right = sub()
-            left = Call(left.start, right.end, function, None, [left, right])
+            left = Call(left.start, right.end, function, None, [left, right]).at(tok.start)
         return left
 
     def or_expr(self) -> Node:
@@ -253,14 +273,14 @@ class Parser:
                 return left
             self.pos += 1
             right = self.addition()
-            left = Call(left.start, right.end, function, None, [left, right])
+            left = Call(left.start, right.end, function, None, [left, right]).at(tok.start)
 
     def addition(self) -> Node:
         left = self.multiplication()
         while (tok := self.peek()).kind == "op" and tok.text in "+-":
             self.pos += 1
             right = self.multiplication()
-            left = Call(left.start, right.end, "_+_" if tok.text == "+" else "_-_", None, [left, right])
+            left = Call(left.start, right.end, "_+_" if tok.text == "+" else "_-_", None, [left, right]).at(tok.start)
         return left
 
     def multiplication(self) -> Node:
@@ -269,7 +289,7 @@ class Parser:
         while (tok := self.peek()).kind == "op" and tok.text in names:
             self.pos += 1
             right = self.unary()
-            left = Call(left.start, right.end, names[tok.text], None, [left, right])
+            left = Call(left.start, right.end, names[tok.text], None, [left, right]).at(tok.start)
         return left
 
     def unary(self) -> Node:
@@ -298,21 +318,21 @@ class Parser:
                 self.pos += 1
                 name = self.next()
                 if name.kind == "quoted":  # a backtick-quoted field name: a.`b-c`
-                    node = Select(node.start, name.end, node, name.text[1:-1], optional=tok.text == ".?")
+                    node = Select(node.start, name.end, node, name.text[1:-1], optional=tok.text == ".?").at(tok.start)
                     continue
                 if name.kind != "id" or name.text in _KEYWORDS:
-                    raise ParseError(f"Syntax error: no viable alternative at input '.{name.text}'")
-                if tok.text == "." and self.accept("("):
+                    raise ParseError(f"Syntax error: no viable alternative at input '.{name.text}'", name.start)
+                if tok.text == "." and (open_ := self.accept("(")):
                     args = self.arguments(")")
-                    node = self.macro_or_call(name.text, node, args, node.start)
+                    node = self.macro_or_call(name.text, node, args, node.start).at(open_.start)
                 else:
-                    node = Select(node.start, name.end, node, name.text, optional=tok.text == ".?")
+                    node = Select(node.start, name.end, node, name.text, optional=tok.text == ".?").at(tok.start)
             elif tok.text in ("[", "[?"):
                 self.pos += 1
                 index = self.expr()
                 end = self.expect("]")
                 fn = "_[?_]" if tok.text == "[?" else "_[_]"
-                node = Call(node.start, end.end, fn, None, [node, index])
+                node = Call(node.start, end.end, fn, None, [node, index]).at(tok.start)
             else:
                 return node
 
@@ -331,13 +351,18 @@ class Parser:
         if tok.kind == "num":
             return self.number(tok, negate)
         if tok.kind == "str":
-            value, kind = _string_literal(tok.text)
+            try:
+                value, kind = _string_literal(tok.text)
+            except ParseError as exc:
+                exc.offset = tok.start
+                raise
             return Lit(tok.start, tok.end, value, kind)
         if tok.kind == "id":
             return self.identifier(tok)
         if tok.kind == "op":
             return self.bracketed(tok)
-        raise ParseError("Syntax error: mismatched input '<EOF>'")
+        raise ParseError(f"Syntax error: mismatched input '{tok.text or '<EOF>'}' expecting {_EXPRESSION_START}",
+                         tok.start)
 
     def identifier(self, tok: Token) -> Node:
         constants = {"true": (True, "bool"), "false": (False, "bool"), "null": (None, "null")}
@@ -345,10 +370,10 @@ class Parser:
             value, kind = constants[tok.text]
             return Lit(tok.start, tok.end, value, kind)
         if tok.text in RESERVED or tok.text == "in":
-            raise ParseError(f"Syntax error: reserved identifier: {tok.text}")
-        if self.accept("("):
+            raise ParseError(f"Syntax error: reserved identifier: {tok.text}", tok.start)
+        if open_ := self.accept("("):
             args = self.arguments(")")
-            return self.macro_or_call(tok.text, None, args, tok.start)
+            return self.macro_or_call(tok.text, None, args, tok.start).at(open_.start)
         return Ident(tok.start, tok.end, tok.text)
 
     def bracketed(self, tok: Token) -> Node:
@@ -362,10 +387,10 @@ class Parser:
             return self.map_literal(tok)
         if tok.text == "." and self.peek().kind == "id":
             name = self.next()
-            if self.accept("("):
-                return self.macro_or_call(name.text, None, self.arguments(")"), tok.start)
+            if open_ := self.accept("("):
+                return self.macro_or_call(name.text, None, self.arguments(")"), tok.start).at(open_.start)
             return Ident(tok.start, name.end, name.text)
-        raise ParseError(f"Syntax error: mismatched input '{tok.text}'")
+        raise ParseError(f"Syntax error: mismatched input '{tok.text}' expecting {_EXPRESSION_START}", tok.start)
 
     def list_literal(self, tok: Token, first_optional: bool) -> Node:
         elements: list[Node] = []
@@ -402,15 +427,17 @@ class Parser:
         if not hexadecimal and any(c in digits for c in ".eE"):
             number = float(digits)
             if math.isinf(number):
-                raise ParseError(f"invalid double literal: {raw}")
+                raise ParseError("invalid double literal", tok.start)
             return Lit(start, tok.end, -number if negate else number, "double")
         value = int(digits, 16 if hexadecimal else 10) * (-1 if negate else 1)
+        if unsigned and negate:  # the grammar has no signed uint literal: '-' applies to it
+            return Call(start, tok.end, "-_", None, [self.number(tok, False)]).at(start)
         if unsigned:
-            if negate or value >= 1 << 64:
-                raise ParseError(f"error parsing uint literal: {raw}")
+            if value >= 1 << 64:
+                raise ParseError("invalid uint literal", tok.start)
             return Lit(start, tok.end, value, "uint")
         if not -(1 << 63) <= value < (1 << 63):
-            raise ParseError(f"error parsing int literal: {raw}")
+            raise ParseError("invalid int literal", tok.start)
         return Lit(start, tok.end, value, "int")
 
     def macro_or_call(self, name: str, target: Node | None, args: list[Node], start: int) -> Node:
@@ -421,9 +448,14 @@ class Parser:
         return Call(start, end, name, target, args)
 
 
+def location(node: Node) -> int:
+    """Where cel-go locates an expression: its operator or call parenthesis, else its start."""
+    return node.loc if node.loc >= 0 else node.start
+
+
 def _var(node: Node, macro: str) -> str:
     if not isinstance(node, Ident):
-        raise ParseError(f"{macro} argument must be a simple name")
+        raise ParseError(f"{macro} argument must be a simple name", node.start)
     return node.name
 
 
@@ -432,7 +464,7 @@ def _macro(name: str, target: Node | None, args: list[Node], start: int, end: in
         if name == "has" and len(args) == 1:
             arg = args[0]
             if not isinstance(arg, Select) or arg.optional:
-                raise ParseError("invalid argument to has() macro")
+                raise ParseError("invalid argument to has() macro", arg.start)
             return Select(start, end, arg.operand, arg.field, test_only=True)
         return None
     if name == "bind" and isinstance(target, Ident) and target.name == "cel" and len(args) == 3:
@@ -440,6 +472,9 @@ def _macro(name: str, target: Node | None, args: list[Node], start: int, end: in
     if (name, len(args)) in _TWO_VAR:
         return _two_var(name, target, args, start, end)
     if name == "sortBy" and len(args) == 2:
+        if isinstance(target, (Lit, MapLit)):
+            raise ParseError("sortBy can only be applied to a list, identifier, comprehension, call or select "
+                             "expression", target.start)
         return Comprehension(start, end, "sortBy", target, _var(args[0], "sortBy"), args[1])
     kinds = {("all", 2), ("exists", 2), ("exists_one", 2), ("existsOne", 2), ("map", 2), ("filter", 2),
              ("map", 3), ("optMap", 2), ("optFlatMap", 2)}

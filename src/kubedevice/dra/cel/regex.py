@@ -50,13 +50,35 @@ def _has_any_byte(pattern: str) -> bool:
     return False
 
 
+# RE2's error codes as Go's regexp/syntax names them (the two libraries share the codes).
+_GO_ERRORS = {
+    "missing ]": "missing closing ]", "missing )": "missing closing )",
+    "trailing \\": "trailing backslash at end of expression",
+    "no argument for repetition operator": "missing argument to repetition operator",
+    "bad repetition operator": "invalid nested repetition operator",
+    "invalid repetition size": "invalid repeat count", "invalid named capture group": "invalid named capture",
+    "invalid perl operator": "invalid or unsupported Perl syntax",
+    "pattern too large - compile failed": "expression too large",
+}
+
+
+def error(pattern: str) -> str:
+    """Why Go's regexp.Compile refuses ``pattern``, in its words (``code: `fragment```), or ''."""
+    try:
+        _compiled(pattern)
+    except re2.error as exc:
+        detail = exc.args[0].decode() if exc.args and isinstance(exc.args[0], bytes) else str(exc)
+        code, sep, fragment = detail.partition(": ")
+        return f"{_GO_ERRORS.get(code, code)}: `{fragment}`" if sep else _GO_ERRORS.get(code, code)
+    return ""
+
+
 def compile_pattern(pattern: str) -> Any:
     """The compiled RE2 pattern, or the CEL runtime error Kubernetes reports for a bad one."""
     try:
         return _compiled(pattern)
-    except re2.error as exc:
-        detail = exc.args[0].decode() if exc.args and isinstance(exc.args[0], bytes) else str(exc)
-        raise Err(f"error parsing regexp: {detail}") from None
+    except re2.error:
+        raise Err(f"error parsing regexp: {error(pattern)}") from None
 
 
 def is_valid(pattern: str) -> bool:
