@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from kubedevice.dra.cel import CompileError, compile_general, compile_selector
+from kubedevice.dra.cel import CompileError, DeviceInput, compile_general, compile_selector
 
 CASES = [
     ("device.driver == 1",
@@ -50,6 +50,9 @@ CASES = [
     ("[1, 2].all(x, x)",
      "compilation failed: ERROR: <input>:1:15: expected type 'bool' but found 'int'\n"
      " | [1, 2].all(x, x)\n | ..............^"),
+    ("[[dyn(1)], [2]].size() == 2",  # an explicit dyn is not a free type: no unification
+     "compilation failed: ERROR: <input>:1:12: expected type 'list(dyn)' but found 'list(int)'\n"
+     " | [[dyn(1)], [2]].size() == 2\n | ...........^"),
     ('device.driver == "a" &&\n  device.nope == 1',  # the line of the error, not the first
      "compilation failed: ERROR: <input>:2:9: undefined field 'nope'\n |   device.nope == 1\n | ........^"),
 ]
@@ -61,3 +64,9 @@ def test_compile_error_reads_as_the_api_server(compile_fn: object, expression: s
     with pytest.raises(CompileError) as raised:
         compile_fn(expression)  # type: ignore[operator]
     assert raised.value.message == message
+
+
+@pytest.mark.parametrize("expression", ["[[], [1]].size() == 2", '[{}, {"a": 1}].size() == 2',
+                                        "[optional.none(), optional.of(1)].size() == 2"])
+def test_free_element_types_unify_in_homogeneous_literals(expression: str) -> None:
+    assert compile_selector(expression).matches(DeviceInput("x"))

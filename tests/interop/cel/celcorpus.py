@@ -171,6 +171,10 @@ ATOMS = [
     '[{i}, {i2}] == [{i}, {i2}]',
     '[1, "a"] == [1, "a"]',
     '[[1], [2]].size() == 2',
+    # homogeneous literals after the checker's unification: free element types bind, dyn does not
+    '[[dyn(1)], [2]].size() == 2', '[[1], [dyn({i})]].size() == 2', '[[], [{i}]].size() == 2',
+    '[{{}}, {{"a": {i}}}].size() == 2', '[optional.none(), optional.of({i})].size() == 2',
+    '{{"a": [dyn(1)], "b": [{i}]}}.size() == 2', '[[device.driver], ["a"]].size() == 2',
     'true ? 1 : "a"',
     '(true ? 1 : 2) == 1',
     '1.5 + 2.5 == 4.0',

@@ -98,18 +98,33 @@ def _unified(t: Any, optional: bool) -> Any:
     return None if optional and t == DYN else t
 
 
+class _FreeType(str):
+    """A type variable left free (an empty literal's element type, an unbound type parameter).
+
+    It equals ``dyn`` everywhere (cel-go substitutes dyn for free variables in the end) except
+    in the homogeneous-literal check, where cel-go's checker would have bound it to the other
+    element's type: ``[[], [1]]`` is accepted, ``[[dyn(1)], [2]]`` is not."""
+
+    __slots__ = ()
+
+
+FREE = _FreeType(DYN)
+
+
 def _equivalent(a: Any, b: Any) -> bool:
-    """Type.IsEquivalentType; inside type parameters ``dyn`` stands for the free type of an
-    empty literal, which cel-go's checker would have unified."""
+    """Type.IsEquivalentType after the checker's substitution: free type parameters match any
+    type, an explicit ``dyn`` only ``dyn``."""
+    if isinstance(a, _FreeType) or isinstance(b, _FreeType):
+        return True
     if isinstance(a, tuple) and isinstance(b, tuple):
         return a[0] == b[0] and len(a) == len(b) and all(
-            is_dyn(x) or is_dyn(y) or _equivalent(x, y) for x, y in zip(a[1:], b[1:], strict=True))
+            _equivalent(x, y) for x, y in zip(a[1:], b[1:], strict=True))
     return bool(a == b)
 
 
 def substitute(t: Any, binding: dict[str, Any]) -> Any:
     if isinstance(t, str) and len(t) == 1:
-        return binding.get(t, DYN)
+        return binding.get(t, FREE)
     if isinstance(t, tuple):
         return (t[0], *(substitute(p, binding) for p in t[1:]))
     return t
@@ -118,7 +133,7 @@ def substitute(t: Any, binding: dict[str, Any]) -> Any:
 def join_types(types: list[Any]) -> Any:
     """Element type of a literal list/map: the common type, or dyn when they differ."""
     if not types:
-        return DYN
+        return FREE
     first = types[0]
     return first if all(t == first for t in types) else DYN
 
