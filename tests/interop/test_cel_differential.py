@@ -125,6 +125,8 @@ def test_corpus_covers_every_library_function() -> None:
                  ".isLinkLocalUnicast()", "cidr(", "isCIDR(", ".containsIP(", ".containsCIDR(", ".prefixLength()",
                  ".masked()", "url(", "isURL(", ".getScheme()", ".getHost()", ".getHostname()", ".getPort()",
                  ".getEscapedPath()", ".getQuery()", "type(", "timestamp(", "duration(", ".getFullYear(",
-                 ".getDayOfWeek()", ".getMilliseconds()", ".format(", "strings.quote("]
+                 ".getDayOfWeek()", ".getMilliseconds()", ".format(", "strings.quote(", "format.named(",
+                 ".validate(", "format.dns1123Label()", "format.qualifiedName()", "format.labelValue()",
+                 "format.uuid()", "format.byte()", "format.date()", "format.datetime()", "format.uri()"]
     missing = [f for f in functions if f not in text]
     assert not missing, f"corpus never calls {missing}"

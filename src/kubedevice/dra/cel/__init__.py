@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Any, Literal
 
-from . import cidr, engine, ip, lists, operators, sets, strformat, timestamps, typevalues, urls
+from . import cidr, engine, formats, ip, lists, operators, sets, strformat, timestamps, typevalues, urls
 from .cost import estimate
 from .device import CHECKED, precheck
 from .diagnostics import display
@@ -23,7 +23,7 @@ from .parser import Node, ParseError, flatten, location, parse
 from .values import Err, type_name
 
 # Each library module registers its functions and static costs when imported.
-LIBRARIES = (cidr, ip, lists, sets, strformat, timestamps, typevalues, urls)
+LIBRARIES = (cidr, formats, ip, lists, sets, strformat, timestamps, typevalues, urls)
 engine.SPECIAL.update(operators.SPECIAL)
 engine.SPECIAL["@macro"] = compile_macro
 
