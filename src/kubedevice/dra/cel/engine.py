@@ -492,6 +492,17 @@ _PURE = frozenset({"quantity", "semver", "ip", "cidr", "url"})
 def _charged(impl: Callable[..., Any], fns: list[Closure],
              tracked: Callable[[list[Any], Any], int]) -> Closure:
     """A call whose runtime cost depends on its arguments: charge it to the evaluation."""
+    if len(fns) == 2:
+        f0, f1 = fns
+
+        def call2(a: dict[str, Any]) -> Any:
+            x, y = f0(a), f1(a)
+            result = impl(x, y)
+            v.charge(a, tracked([x, y], result))
+            return result
+
+        return call2
+
     def call(a: dict[str, Any]) -> Any:
         args = [f(a) for f in fns]
         result = impl(*args)
