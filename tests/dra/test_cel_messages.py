@@ -50,6 +50,14 @@ CASES = [
     ("[1, 2].all(x, x)",
      "compilation failed: ERROR: <input>:1:15: expected type 'bool' but found 'int'\n"
      " | [1, 2].all(x, x)\n | ..............^"),
+    ("(" * 260 + "true" + ")" * 260,  # no location: -1:0 and no snippet
+     "compilation failed: ERROR: <input>:-1:0: expression recursion limit exceeded: 250"),
+    ("cel.bind(1, 2, true)",
+     "compilation failed: ERROR: <input>:1:10: cel.bind() variable names must be simple identifiers\n"
+     " | cel.bind(1, 2, true)\n | .........^"),
+    ("device.attributes['x'].a.exists(1, true)",
+     "compilation failed: ERROR: <input>:1:33: argument must be a simple name\n"
+     " | device.attributes['x'].a.exists(1, true)\n | ................................^"),
     ("[[dyn(1)], [2]].size() == 2",  # an explicit dyn is not a free type: no unification
      "compilation failed: ERROR: <input>:1:12: expected type 'list(dyn)' but found 'list(int)'\n"
      " | [[dyn(1)], [2]].size() == 2\n | ...........^"),

@@ -234,7 +234,7 @@ class Parser:
     def _enter(self) -> None:
         self.depth += 1
         if self.depth > MAX_RECURSION:
-            raise ParseError(f"expression recursion limit exceeded: {MAX_RECURSION}")
+            raise ParseError(f"expression recursion limit exceeded: {MAX_RECURSION}", -1)  # no location
 
     def expr(self) -> Node:
         self._enter()
@@ -453,9 +453,10 @@ def location(node: Node) -> int:
     return node.loc if node.loc >= 0 else node.start
 
 
-def _var(node: Node, macro: str) -> str:
+def _var(node: Node, message: str = "argument must be a simple name") -> str:
+    """A macro's variable; otherwise cel-go's error at the argument."""
     if not isinstance(node, Ident):
-        raise ParseError(f"{macro} argument must be a simple name", node.start)
+        raise ParseError(message, node.start)
     return node.name
 
 
@@ -468,20 +469,21 @@ def _macro(name: str, target: Node | None, args: list[Node], start: int, end: in
             return Select(start, end, arg.operand, arg.field, test_only=True)
         return None
     if name == "bind" and isinstance(target, Ident) and target.name == "cel" and len(args) == 3:
-        return Comprehension(start, end, "bind", args[1], _var(args[0], "cel.bind() variable name"), args[2])
+        name = _var(args[0], "cel.bind() variable names must be simple identifiers")
+        return Comprehension(start, end, "bind", args[1], name, args[2])
     if (name, len(args)) in _TWO_VAR:
         return _two_var(name, target, args, start, end)
     if name == "sortBy" and len(args) == 2:
         if isinstance(target, (Lit, MapLit)):
             raise ParseError("sortBy can only be applied to a list, identifier, comprehension, call or select "
                              "expression", target.start)
-        return Comprehension(start, end, "sortBy", target, _var(args[0], "sortBy"), args[1])
+        return Comprehension(start, end, "sortBy", target, _var(args[0]), args[1])
     kinds = {("all", 2), ("exists", 2), ("exists_one", 2), ("existsOne", 2), ("map", 2), ("filter", 2),
              ("map", 3), ("optMap", 2), ("optFlatMap", 2)}
     if (name, len(args)) not in kinds:
         return None
     name = "exists_one" if name == "existsOne" else name
-    var = _var(args[0], name)
+    var = _var(args[0])
     if name == "map" and len(args) == 3:
         return Comprehension(start, end, "map", target, var, args[2], extra=args[1])
     return Comprehension(start, end, name, target, var, args[1])
@@ -494,7 +496,7 @@ _TWO_VAR = {("all", 3), ("exists", 3), ("exists_one", 3), ("existsOne", 3), ("tr
 
 def _two_var(name: str, target: Node, args: list[Node], start: int, end: int) -> Comprehension:
     """ext.TwoVarComprehensions: (index, value) over a list, (key, value) over a map."""
-    first, second = (_var(a, "argument must be a simple name:") for a in args[:2])
+    first, second = (_var(a) for a in args[:2])
     if first == second:
         raise ParseError(f"duplicate variable name: {first}")
     kind = "exists_one" if name == "existsOne" else name
