@@ -58,6 +58,14 @@ CASES = [
     ("device.attributes['x'].a.exists(1, true)",
      "compilation failed: ERROR: <input>:1:33: argument must be a simple name\n"
      " | device.attributes['x'].a.exists(1, true)\n | ................................^"),
+    ('"a\\x1" == "a"',  # ANTLR's lexer error: the token up to the offending character
+     "compilation failed: ERROR: <input>:1:1: Syntax error: token recognition error at: '\"a\\x1\"'\n"
+     ' | "a\\x1" == "a"\n | ^'),
+    ('"""x\\qy""" == "a"',  # after an empty "" token, at the third quote
+     "compilation failed: ERROR: <input>:1:3: Syntax error: token recognition error at: '\"x\\q'\n"
+     ' | """x\\qy""" == "a"\n | ..^'),
+    ('b"\\u0041" == b"A"',
+     'compilation failed: ERROR: <input>:1:1: unable to unescape string\n | b"\\u0041" == b"A"\n | ^'),
     ("[[dyn(1)], [2]].size() == 2",  # an explicit dyn is not a free type: no unification
      "compilation failed: ERROR: <input>:1:12: expected type 'list(dyn)' but found 'list(int)'\n"
      " | [[dyn(1)], [2]].size() == 2\n | ...........^"),

@@ -136,6 +136,25 @@ _ESCAPES = {"a": "\a", "b": "\b", "f": "\f", "n": "\n", "r": "\r", "t": "\t", "v
             "\\": "\\", "'": "'", '"': '"', "`": "`", "?": "?"}
 
 
+class _BadEscape(Exception):
+    """The lexer stops at body[index]: ANTLR's token recognition error."""
+
+    def __init__(self, index: int) -> None:
+        super().__init__(index)
+        self.index = index
+
+
+def _first_bad(body: str, start: int, allowed: list[str]) -> int | None:
+    """Index of the first character from ``start`` outside its allowed set (the end counts)."""
+    for k, chars in enumerate(allowed):
+        if start + k >= len(body) or body[start + k] not in chars:
+            return start + k
+    return None
+
+
+_HEX = "0123456789abcdefABCDEF"
+
+
 def _unescape(body: str, is_bytes: bool) -> str | bytes:
     out: list[int | str] = []
     i = 0
@@ -151,37 +170,49 @@ def _unescape(body: str, is_bytes: bool) -> str | bytes:
             i += 2
         elif nxt in "xX" or nxt in "uU":
             width = {"x": 2, "X": 2, "u": 4, "U": 8}[nxt]
-            digits = body[i + 2:i + 2 + width]
-            if len(digits) != width or not re.fullmatch(r"[0-9a-fA-F]+", digits):
-                raise ParseError("Syntax error: invalid escape sequence")
-            code = int(digits, 16)
-            if nxt in "uU" and (is_bytes or 0xD800 <= code <= 0xDFFF or code > 0x10FFFF):
-                raise ParseError("Syntax error: invalid unicode code point")
+            bad = _first_bad(body, i + 2, [_HEX] * width)
+            if bad is not None:
+                raise _BadEscape(bad)
+            code = int(body[i + 2:i + 2 + width], 16)
+            if nxt in "uU" and is_bytes:
+                raise ParseError("unable to unescape string")
+            if nxt in "uU" and (0xD800 <= code <= 0xDFFF or code > 0x10FFFF):
+                raise ParseError("invalid unicode code point")
             out.append(code if is_bytes else chr(code))
             i += 2 + width
-        elif nxt in "0123":
+        else:
+            bad = _first_bad(body, i + 1, ["0123", "01234567", "01234567"])
+            if bad is not None or nxt == "":
+                raise _BadEscape(i + 1 if bad is None else bad)
             digits = body[i + 1:i + 4]
-            if not re.fullmatch(r"[0-7]{3}", digits):
-                raise ParseError("Syntax error: invalid octal escape")
             out.append(int(digits, 8) if is_bytes else chr(int(digits, 8)))
             i += 4
-        else:
-            raise ParseError("Syntax error: invalid escape sequence")
     if is_bytes:
         return b"".join(bytes([p]) if isinstance(p, int) else p.encode() for p in out)
     return "".join(p if isinstance(p, str) else chr(p) for p in out)
 
 
 def _string_literal(text: str) -> tuple[str | bytes, str]:
+    """The literal's value; a bad escape is ANTLR's token recognition error, whose text runs from
+    the token's start (for a triple-quoted literal: its third quote, after an empty string)
+    through the offending character, and whose offset ParseError carries relative to the token."""
     prefix = ""
     while text[0] in "rRbB":
         prefix += text[0].lower()
         text = text[1:]
     quote = 3 if text[:3] in ('"""', "'''") else 1
     body = text[quote:-quote]
+    kind = "bytes" if "b" in prefix else "string"
     if "r" in prefix:
-        return (body.encode() if "b" in prefix else body), ("bytes" if "b" in prefix else "string")
-    return _unescape(body, "b" in prefix), ("bytes" if "b" in prefix else "string")
+        return (body.encode() if "b" in prefix else body), kind
+    try:
+        return _unescape(body, "b" in prefix), kind
+    except _BadEscape as exc:
+        lead = len(prefix) + quote  # where the body starts in the token
+        begin = len(prefix) + 2 if quote == 3 else 0
+        full = prefix + text
+        raise ParseError(f"Syntax error: token recognition error at: '{full[begin:lead + exc.index + 1]}'",
+                         begin) from None
 
 
 # What ANTLR lists when an expression was expected.
@@ -354,7 +385,7 @@ class Parser:
             try:
                 value, kind = _string_literal(tok.text)
             except ParseError as exc:
-                exc.offset = tok.start
+                exc.offset = tok.start + (exc.offset or 0)
                 raise
             return Lit(tok.start, tok.end, value, kind)
         if tok.kind == "id":
