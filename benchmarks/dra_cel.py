@@ -3,7 +3,9 @@
 Evaluates each selector over 10,000 devices with our engine and, in the same run, with
 Kubernetes' own k8s.io/dynamic-resource-allocation/cel (CompileCELExpression once, then
 DeviceMatches per device; built from tests/interop/cel). Prints throughput, median and p99
-latency per evaluation (from batches of 100), and the ratio against Kubernetes.
+latency per evaluation (from batches of 100), and the ratios against Kubernetes (of throughput,
+and of medians, which a shared machine disturbs less). Kubernetes is measured selector by
+selector right before our two modes, so both see the same machine load.
 
 Both sides compile with the library's default environment, StoredExpressions (the scheduler's).
 "cold" evaluates freshly built DeviceInput objects (nothing memoised, like each DeviceMatches
@@ -14,6 +16,7 @@ selectors on one device.
 from __future__ import annotations
 
 import argparse
+import gc
 import json
 import random
 import statistics
@@ -89,6 +92,7 @@ def python_batches(expression: str, devices: Sequence[dict[str, Any]], rounds: i
             selector.matches(device)
     for _ in range(rounds):
         inputs = shared if warm else to_inputs(devices)
+        gc.collect()  # the garbage of building the inputs is not the evaluation's to collect
         matches = selector.matches
         for start in range(0, len(inputs), BATCH):
             chunk = inputs[start:start + BATCH]
@@ -99,8 +103,9 @@ def python_batches(expression: str, devices: Sequence[dict[str, Any]], rounds: i
     return batches
 
 
-def go_batches(binary: Path, devices: Sequence[dict[str, Any]], rounds: int) -> dict[str, list[int]]:
-    spec = {"expressions": list(SELECTORS.values()), "devices": list(devices), "rounds": rounds, "batch": BATCH}
+def go_batches(binary: Path, devices: Sequence[dict[str, Any]], rounds: int,
+               expressions: Sequence[str]) -> dict[str, list[int]]:
+    spec = {"expressions": list(expressions), "devices": list(devices), "rounds": rounds, "batch": BATCH}
     with tempfile.NamedTemporaryFile("w", suffix=".json") as handle:
         json.dump(spec, handle)
         handle.flush()
@@ -123,24 +128,27 @@ def main() -> int:
     count, rounds = (1_000, 1) if args.quick else (10_000, args.rounds)
     devices = make_devices(count)
     binary = celgo.go_binary()
-    go = go_batches(binary, devices, rounds) if binary is not None else {}
     if binary is None:
         print("Go toolchain not installed: Kubernetes side skipped")
-    print(f"{count:,} devices, {rounds} rounds; per-evaluation median/p99 in ns; ratio = ours / Kubernetes")
+    print(f"{count:,} devices, {rounds} rounds; per-evaluation median/p99 in ns; ratios = ours / Kubernetes"
+          " (throughput, medians)")
     print(f"{'selector':<14} {'mode':<5} {'evals/s':>11} {'median':>7} {'p99':>7} {'k8s evals/s':>12} {'k8s med':>8}"
-          f" {'ratio':>6}  target")
+          f" {'ratio':>6} {'med×':>6}  target")
     failed = False
     for name, expression in SELECTORS.items():
+        go = go_batches(binary, devices, rounds, [expression]) if binary is not None else {}
         k8s = summary(go[expression]) if expression in go else None
         for mode in ("cold", "warm"):
             rate, median, p99 = summary(python_batches(expression, devices, rounds, mode == "warm"))
             ratio = rate / k8s[0] if k8s else float("nan")
-            target = "≥2× k8s" + (", ≥1M/s" if name in SIMPLE else "")
-            ok = (k8s is None or ratio >= 2) and (name not in SIMPLE or rate >= 1e6)
+            median_ratio = k8s[1] / median if k8s else float("nan")
+            simple = name in SIMPLE and mode == "warm"  # the issue's 1M/s target is for warm devices
+            target = "≥2× k8s" + (", ≥1M/s" if simple else "")
+            ok = (k8s is None or ratio >= 2) and (not simple or rate >= 1e6)
             failed |= not ok
             k8s_cols = f"{k8s[0]:>12,.0f} {k8s[1]:>8.0f}" if k8s else f"{'-':>12} {'-':>8}"
             print(f"{name:<14} {mode:<5} {rate:>11,.0f} {median:>7.0f} {p99:>7.0f} {k8s_cols} {ratio:>5.1f}×"
-                  f"  {target} {'ok' if ok else 'MISSED'}")
+                  f" {median_ratio:>5.1f}×  {target} {'ok' if ok else 'MISSED'}", flush=True)
     return 1 if failed else 0
 
 

@@ -23,6 +23,9 @@ CASES = [
     ('timestamp("2024-01-02T03:04:05,5Z").getMilliseconds() == 500', 'true'),
     ('timestamp("10000-01-01T00:00:00Z") == timestamp(0)', 'compile'),
     ('timestamp("0001-01-01T00:00:00Z").getFullYear() == 1', 'true'),
+    # additions leaving years 1..9999 are errors (addTimeDurationChecked), found by the differential run
+    ('timestamp("9999-12-31T23:59:59Z") + duration("1h30m") > timestamp("2024-01-02T03:04:05Z")', 'runtime'),
+    ('timestamp("0001-01-01T00:00:00Z") - duration("1s") < timestamp("2024-01-02T03:04:05Z")', 'runtime'),
     ('timestamp("9999-12-31T23:59:59.999999999Z").getFullYear() == 9999', 'true'),
     ('timestamp("2024-01-01T00:00:00Z").getDayOfWeek() == 1', 'true'),
     ('timestamp("2024-03-01T00:00:00Z").getDayOfYear() == 60', 'true'),

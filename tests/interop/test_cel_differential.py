@@ -2,8 +2,10 @@
 
 A seeded corpus of expression × device cases goes through the real Go code (tests/interop/cel)
 and through both of our evaluation paths (generated fast path and general closures); every
-case must land in the same class (match, no match, compile error, runtime error) and every
-compiled selector must carry Kubernetes' static cost estimate.
+case must land in the same class (match, no match, compile error, runtime error), every
+compiled selector must carry Kubernetes' static cost estimate, and every compile error must
+read as the API server's: the first reported error's ``compilation failed: ERROR: <input>:L:C:``
+line, source snippet and caret (or ``program instantiation failed: ...``) exactly.
 """
 
 from __future__ import annotations
@@ -43,11 +45,20 @@ def classify_go(answer: dict[str, Any]) -> str:
     return str(answer["error"])
 
 
-def classify_python(case: dict[str, Any], compile_fn: Any) -> tuple[str, Selector | None]:
+def first_error(message: str) -> str:
+    """The first error cel-go displays (header, source line, caret); Kubernetes lists them all,
+    we stop at the first."""
+    return "\n".join(message.split("\n")[:3])
+
+
+def classify_python(case: dict[str, Any], compile_fn: Any,
+                    go_message: str | None = None) -> tuple[str, Selector | None]:
     try:
         options = {"env": case["env"]} if "env" in case else {}  # else our default, which must be the library's
         selector = compile_fn(case["expression"], features=case["features"], **options)
     except CELError as exc:
+        if go_message is not None and exc.kind == "compile" and first_error(exc.message) != first_error(go_message):
+            return f"compile: {first_error(exc.message)!r}", None
         return exc.kind, None
     device = DeviceInput(case["driver"], case["attributes"],
                          {k: v["value"] for k, v in case["capacity"].items()},
@@ -83,11 +94,13 @@ def test_corpus_classified_like_kubernetes(go_program: Path, seed: int) -> None:
     for case, answer in zip(cases, answers, strict=True):
         go = classify_go(answer)
         classes[go] += 1
+        go_message = answer.get("message") if go == "compile" else None
         for path, compile_fn in (("fast", compile_selector), ("general", compile_general)):
-            ours, selector = classify_python(case, compile_fn)
+            ours, selector = classify_python(case, compile_fn, go_message)
             fast_cases += bool(path == "fast" and selector is not None and selector.fast)
             if ours != go:
-                mismatches.append(describe(case, go, ours, path))
+                shown = go if go_message is None or ours == "runtime" else f"compile: {first_error(go_message)!r}"
+                mismatches.append(describe(case, shown, ours, path))
             elif selector is not None and selector.cost_estimate != answer["cost"]:
                 mismatches.append(describe(case, f"cost {answer['cost']}", f"cost {selector.cost_estimate}", path))
     assert not mismatches, f"{len(mismatches)} of {2 * len(cases)} differ:\n" + "\n".join(mismatches[:25])
@@ -112,6 +125,8 @@ def test_corpus_covers_every_library_function() -> None:
                  ".isLinkLocalUnicast()", "cidr(", "isCIDR(", ".containsIP(", ".containsCIDR(", ".prefixLength()",
                  ".masked()", "url(", "isURL(", ".getScheme()", ".getHost()", ".getHostname()", ".getPort()",
                  ".getEscapedPath()", ".getQuery()", "type(", "timestamp(", "duration(", ".getFullYear(",
-                 ".getDayOfWeek()", ".getMilliseconds()", ".format(", "strings.quote("]
+                 ".getDayOfWeek()", ".getMilliseconds()", ".format(", "strings.quote(", "format.named(",
+                 ".validate(", "format.dns1123Label()", "format.qualifiedName()", "format.labelValue()",
+                 "format.uuid()", "format.byte()", "format.date()", "format.datetime()", "format.uri()"]
     missing = [f for f in functions if f not in text]
     assert not missing, f"corpus never calls {missing}"

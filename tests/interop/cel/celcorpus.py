@@ -171,6 +171,10 @@ ATOMS = [
     '[{i}, {i2}] == [{i}, {i2}]',
     '[1, "a"] == [1, "a"]',
     '[[1], [2]].size() == 2',
+    # homogeneous literals after the checker's unification: free element types bind, dyn does not
+    '[[dyn(1)], [2]].size() == 2', '[[1], [dyn({i})]].size() == 2', '[[], [{i}]].size() == 2',
+    '[{{}}, {{"a": {i}}}].size() == 2', '[optional.none(), optional.of({i})].size() == 2',
+    '{{"a": [dyn(1)], "b": [{i}]}}.size() == 2', '[[device.driver], ["a"]].size() == 2',
     'true ? 1 : "a"',
     '(true ? 1 : 2) == 1',
     '1.5 + 2.5 == 4.0',
@@ -262,7 +266,25 @@ TIMES = ['"2024-01-02T03:04:05Z"', '"2024-01-02T03:04:05.5+01:00"', '"2024-02-30
          'device.attributes["{d}"].{n}']
 ZONES = ['"America/New_York"', '"+05:30"', '"-01:00"', '"UTC"', '"Mars/Olympus"', '"+05:99"']
 DURATIONS = ['"1h30m"', '"-1.5h"', '"100ns"', '"1d"', '"0"', '".5s"', '"2562048h"', '"1µs"', 'device.driver']
+FORMAT_NAMES = ['"dns1123Label"', '"dns1123Subdomain"', '"dns1035Label"', '"qualifiedName"', '"dns1123LabelPrefix"',
+                '"dns1123SubdomainPrefix"', '"dns1035LabelPrefix"', '"labelValue"', '"uri"', '"uuid"', '"byte"',
+                '"date"', '"datetime"', '"nope"', 'device.driver', 'device.attributes["{d}"].{n}']
+FORMAT_INPUTS = ['"my-name"', '"a.b"', '"A_b"', '"-x"', '"ab-"', '"a/b/c"', '"/x"', '"ex.com/My_Name"', '""',
+                 '"http://x.io/a"', '"x y"', '"123e4567-e89b-12d3-a456-426614174000"', '"aGVsbG8="',
+                 '"2024-02-29"', '"2023-02-29"', '"2024-01-02T03:04:05Z"', '"2024-01-02T24:00:00Z"', '"a\\n"',
+                 'device.driver', 'device.attributes["{d}"].{n}']
 LIBRARY_ATOMS = [
+    'format.named({fname}).hasValue()', 'format.named({fname}).value().validate({finput}).hasValue()',
+    'format.named({fname}).orValue(format.uri()).validate({finput}).orValue([]).size() {cmp} 1',
+    'format.named({fname}).orValue(format.uri()).validate({finput}).orValue([""])[0].startsWith("a")',
+    'format.dns1123Label().validate({finput}) == optional.none()',
+    'format.qualifiedName().validate({finput}).hasValue()',
+    'format.dns1035LabelPrefix().validate({finput}).hasValue()', 'format.labelValue().validate({finput}).hasValue()',
+    'format.datetime().validate({finput}).hasValue() || format.date().validate({finput}).hasValue()',
+    'format.uuid().validate({finput}).hasValue() && format.byte().validate({finput}).hasValue()',
+    'format.named({fname}) == optional.of(format.dns1123Subdomain())', 'format.uri() == {finput}',
+    'format.dns1123SubdomainPrefix().validate({i}).hasValue()',
+    'format.dns1123LabelPrefix() == format.named({fname}).value()',
     '"%s/%d".format([{text}, {i}]) == "a100/1"', '"%.2f %e".format([{list}, 1.5]).size() > 0',
     '"%x %o %b".format([{i}, {i}, {i}]) != ""', '"%s".format({list}) != ""', 'strings.quote({text}).size() > 2',
     'timestamp({time}) < timestamp({time2})', 'string(timestamp({time})) == {time2}', 'int(timestamp({time})) {cmp} 0',
@@ -305,13 +327,14 @@ LIBRARY_ATOMS = [
 
 def _fill(rng: random.Random, atom: str) -> str:
     pick = rng.choice
-    if any(f"{{{key}}}" in atom for key in ("text", "list", "ip", "cidr", "url", "time", "dur")):
+    if any(f"{{{key}}}" in atom for key in ("text", "list", "ip", "cidr", "url", "time", "dur", "fname", "finput")):
         regex = pick(REGEXES).replace("{", "{{").replace("}", "}}")
         atom = atom.format(text=pick(TEXTS), re=regex, list=pick(LISTS), list2=pick(LISTS), ip=pick(IPS),
                            ip2=pick(IPS), cidr=pick(CIDRS), cidr2=pick(CIDRS),
                            url=pick(URLS), url2=pick(URLS), time=pick(TIMES), time2=pick(TIMES),
                            dur=pick(DURATIONS), dur2=pick(DURATIONS),
                            tz=pick(ZONES), small="{small}", small2="{small2}",
+                           fname=pick(FORMAT_NAMES), finput=pick(FORMAT_INPUTS),
                            cmp="{cmp}", i="{i}", d="{d}", n="{n}", s="{s}")
     return atom.format(
         driver=pick([DRIVER, "other.example.com"]), d=pick(DOMAINS), n=pick(NAMES), dn=pick(["gpu", "x"]),

@@ -12,17 +12,18 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Any, Literal
 
-from . import cidr, engine, ip, lists, operators, sets, strformat, timestamps, typevalues, urls
+from . import cidr, engine, formats, ip, lists, operators, sets, strformat, timestamps, typevalues, urls
 from .cost import estimate
 from .device import CHECKED, precheck
+from .diagnostics import display
 from .engine import CheckError, Compiler, EnvConfig
 from .fastpath import generate
 from .macros import compile_macro
-from .parser import Node, ParseError, flatten, parse
+from .parser import Node, ParseError, flatten, location, parse
 from .values import Err, type_name
 
 # Each library module registers its functions and static costs when imported.
-LIBRARIES = (cidr, ip, lists, sets, strformat, timestamps, typevalues, urls)
+LIBRARIES = (cidr, formats, ip, lists, sets, strformat, timestamps, typevalues, urls)
 engine.SPECIAL.update(operators.SPECIAL)
 engine.SPECIAL["@macro"] = compile_macro
 
@@ -131,13 +132,21 @@ def _compile(expression: str, env: Environment, features: tuple[tuple[str, bool]
         tree = parse(expression)
         compiler = Compiler(config)
         compiled = compiler.compile(tree)
-    except (ParseError, CheckError) as exc:
-        raise CompileError(f"compilation failed: {exc}") from None
+    except ParseError as exc:
+        raise CompileError("compilation failed: " + display(expression, exc.offset, str(exc))) from None
+    except CheckError as exc:
+        offset = None if exc.node is None else location(exc.node)
+        raise CompileError("compilation failed: " + display(expression, offset, str(exc))) from None
     except RecursionError:
         raise CompileError("compilation failed: expression recursion limit exceeded") from None
+    if compiler.invalid:  # cel-go's validators: every finding, ordered by location
+        found = sorted((location(node), message) for node, message in compiler.invalid)
+        raise CompileError("compilation failed: " + "\n".join(display(expression, at, m) for at, m in found))
     if compiled.type not in ("bool", config.attribute_type):
-        shown = engine.fmt(compiled.type)
+        shown = engine.type_string(compiled.type)
         raise CompileError(f"must evaluate to bool or the unknown type, not {shown}")
+    if compiler.planning:
+        raise CompileError("program instantiation failed: " + compiler.planning[0])
     cost = estimate(tree, compiler.types)
     fn = generate(compiler, tree) if fast else None
     return Selector(expression, fn or compiled.fn, cost, fn is not None)

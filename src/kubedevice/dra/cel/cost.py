@@ -303,6 +303,8 @@ class Coster:
             left, right = (self.type_of(a) for a in args)
             if left == right and left in (QTY, SEMVER, "net.IP", "net.CIDR"):
                 return ONE, None
+            if left == right == "kubernetes.NamedFormat":
+                return scaled((1, 64), STRING_FACTOR), None  # MaxFormatSize
             if left == right == "kubernetes.URL":  # upstream sizes both sides by the right one
                 right_size = self.size(args[1])
                 return scaled((1, right_size[1] if right_size else 1), STRING_FACTOR), None

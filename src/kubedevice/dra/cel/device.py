@@ -139,6 +139,9 @@ def value_getter(field: str, domain: str, ident: str) -> Callable[[Any], Any]:
         if raw is None:
             raise Err(missing)
         if len(raw) == 1:
+            value = raw.get("string")  # the commonest kind, without a view and an iterator
+            if value is not None:
+                return value
             for kind, value in raw.items():
                 if kind in _PLAIN and value is not None:
                     return value

@@ -29,7 +29,12 @@ DOMAIN = "@domain:"  # scope marker: this cel.bind variable is device.<field>[do
 
 
 class CheckError(Exception):
-    """A type-check failure; becomes a compile error."""
+    """A type-check failure; becomes a compile error located at ``node`` (the innermost node
+    being checked unless the raiser names another)."""
+
+    def __init__(self, message: str, node: Node | None = None) -> None:
+        super().__init__(message)
+        self.node = node
 
 
 @dataclass(frozen=True)
@@ -49,7 +54,7 @@ class Compiled:
 
 
 # string.format()'s compile-time check, registered by strformat.py (which builds on this module).
-FORMAT_VALIDATOR: list[Callable[[str, list[Node], Callable[[Node], Any]], str | None]] = []
+FORMAT_VALIDATOR: list[Callable[[str, list[Node], Callable[[Node], Any]], tuple[Node | None, str] | None]] = []
 # Identifiers that denote types (int, string, ...); filled in by the type() library module.
 TYPE_DENOTATIONS: dict[str, Any] = {}
 
@@ -93,18 +98,33 @@ def _unified(t: Any, optional: bool) -> Any:
     return None if optional and t == DYN else t
 
 
+class _FreeType(str):
+    """A type variable left free (an empty literal's element type, an unbound type parameter).
+
+    It equals ``dyn`` everywhere (cel-go substitutes dyn for free variables in the end) except
+    in the homogeneous-literal check, where cel-go's checker would have bound it to the other
+    element's type: ``[[], [1]]`` is accepted, ``[[dyn(1)], [2]]`` is not."""
+
+    __slots__ = ()
+
+
+FREE = _FreeType(DYN)
+
+
 def _equivalent(a: Any, b: Any) -> bool:
-    """Type.IsEquivalentType; inside type parameters ``dyn`` stands for the free type of an
-    empty literal, which cel-go's checker would have unified."""
+    """Type.IsEquivalentType after the checker's substitution: free type parameters match any
+    type, an explicit ``dyn`` only ``dyn``."""
+    if isinstance(a, _FreeType) or isinstance(b, _FreeType):
+        return True
     if isinstance(a, tuple) and isinstance(b, tuple):
         return a[0] == b[0] and len(a) == len(b) and all(
-            is_dyn(x) or is_dyn(y) or _equivalent(x, y) for x, y in zip(a[1:], b[1:], strict=True))
+            _equivalent(x, y) for x, y in zip(a[1:], b[1:], strict=True))
     return bool(a == b)
 
 
 def substitute(t: Any, binding: dict[str, Any]) -> Any:
     if isinstance(t, str) and len(t) == 1:
-        return binding.get(t, DYN)
+        return binding.get(t, FREE)
     if isinstance(t, tuple):
         return (t[0], *(substitute(p, binding) for p in t[1:]))
     return t
@@ -113,14 +133,22 @@ def substitute(t: Any, binding: dict[str, Any]) -> Any:
 def join_types(types: list[Any]) -> Any:
     """Element type of a literal list/map: the common type, or dyn when they differ."""
     if not types:
-        return DYN
+        return FREE
     first = types[0]
     return first if all(t == first for t in types) else DYN
 
 
 def fmt(t: Any) -> str:
+    """A type as cel-go's checker prints it in errors (FormatCELType)."""
     if isinstance(t, tuple):
         return f"{t[0]}({', '.join(fmt(p) for p in t[1:])})"
+    return {"any": "any", "null_type": "null"}.get(t, str(t))
+
+
+def type_string(t: Any) -> str:
+    """A type as ``Type.String()`` prints it (Kubernetes' output-type check uses this)."""
+    if isinstance(t, tuple):
+        return f"{t[0]}({', '.join(type_string(p) for p in t[1:])})"
     return "google.protobuf.Any" if t == "any" else str(t)
 
 
@@ -132,10 +160,19 @@ class Compiler:
         self.scopes: list[dict[str, Any]] = []
         self.types: dict[int, Any] = {}  # id(node) -> checked type, for the cost estimator
         self.exempt_literals = 0  # > 0 inside the arguments of string.format()
+        # cel-go reports these only when type checking succeeded: the validators' findings
+        # (all of them, by location), else the first failure of program planning.
+        self.invalid: list[tuple[Node, str]] = []
+        self.planning: list[str] = []
 
     def compile(self, node: Node) -> Compiled:
         method = getattr(self, "c_" + type(node).__name__)
-        result: Compiled = method(node)
+        try:
+            result: Compiled = method(node)
+        except CheckError as exc:
+            if exc.node is None:
+                exc.node = node
+            raise
         self.types[id(node)] = result.type
         return result
 
@@ -170,7 +207,7 @@ class Compiler:
         for i in node.optional:
             if not (isinstance(parts[i].type, tuple) and parts[i].type[0] == "optional") and not is_dyn(parts[i].type):
                 raise CheckError("optional list element must be optional_type")
-        self._homogeneous([_unified(t, i in node.optional) for i, t in enumerate(elem_types)])
+        self._homogeneous([_unified(t, i in node.optional) for i, t in enumerate(elem_types)], node.elements)
         fns = [p.fn for p in parts]
         opt = frozenset(node.optional)
         if not opt and all(isinstance(e, Lit) for e in node.elements):
@@ -192,15 +229,17 @@ class Compiler:
 
         return Compiled(("list", join_types(elem_types)), build, 10 + sum(p.cost for p in parts))
 
-    def _homogeneous(self, types: list[Any]) -> None:
+    def _homogeneous(self, types: list[Any], nodes: list[Node]) -> None:
         """ValidateHomogeneousAggregateLiterals: every element has the first one's type exactly
-        (``dyn`` included); literals inside ``format()`` arguments are exempt."""
+        (``dyn`` included), reported at the first element that differs; literals inside
+        ``format()`` arguments are exempt."""
         if self.exempt_literals:
             return
-        known = [t for t in types if t is not None]
-        for t in known[1:]:
-            if not _equivalent(known[0], t):
-                raise CheckError(f"expected type '{fmt(known[0])}' but found '{fmt(t)}'")
+        known = [(t, n) for t, n in zip(types, nodes, strict=True) if t is not None]
+        for t, n in known[1:]:
+            if not _equivalent(known[0][0], t):
+                self.invalid.append((n, f"expected type '{fmt(known[0][0])}' but found '{fmt(t)}'"))
+                return
 
     def c_MapLit(self, node: MapLit) -> Compiled:
         keys = [self.compile(k) for k, _, _ in node.entries]
@@ -208,10 +247,11 @@ class Compiler:
         for k in keys:
             if k.type not in ("string", "int", "uint", "bool") and not is_dyn(k.type):
                 raise CheckError(f"unsupported map key type: {fmt(k.type)}")
-        self._homogeneous([k.type for k in keys])
+        self._homogeneous([k.type for k in keys], [k for k, _, _ in node.entries])
         val_types = [p.type[1] if o and isinstance(p.type, tuple) else p.type
                      for p, (_, _, o) in zip(vals, node.entries, strict=True)]
-        self._homogeneous([_unified(t, o) for t, (_, _, o) in zip(val_types, node.entries, strict=True)])
+        self._homogeneous([_unified(t, o) for t, (_, _, o) in zip(val_types, node.entries, strict=True)],
+                          [val for _, val, _ in node.entries])
         pairs = [(k.fn, val.fn, o) for k, val, (_, _, o) in zip(keys, vals, node.entries, strict=True)]
 
         def build(a: dict[str, Any]) -> dict[Any, Any]:
@@ -349,8 +389,8 @@ class Compiler:
             return result
         namespaced = self.namespaced(node)
         if namespaced is not None:
-            return self._call(namespaced, None, node.args)
-        return self._call(node.function, node.target, node.args)
+            return self._call(namespaced, None, node.args, node)
+        return self._call(node.function, node.target, node.args, node)
 
     def namespaced(self, node: Call) -> str | None:
         """``sets.contains``, ``optional.of``, ``lists.range``, ``ip.isCanonical``: a global function."""
@@ -361,7 +401,7 @@ class Compiler:
             return name if name in OVERLOADS else None
         return None
 
-    def _call(self, name: str, target: Node | None, args: list[Node]) -> Compiled:
+    def _call(self, name: str, target: Node | None, args: list[Node], node: Node) -> Compiled:
         exempt = name == "format" and target is not None  # format's argument list may mix types
         self.exempt_literals += exempt
         try:
@@ -380,22 +420,23 @@ class Compiler:
             binding: dict[str, Any] = {}
             if all(assignable(p, c.type, binding) for p, c in zip(ov.params, parts, strict=True)):
                 matched.append((ov, substitute(ov.result, binding)))
-        if not matched:
-            shown = ", ".join(fmt(p.type) for p in parts)
-            raise CheckError(f"found no matching overload for '{name}' applied to '({shown})'")
+        if not matched:  # cel-go prints a receiver as 'T.(args)'
+            shown = ", ".join(fmt(p.type) for p in parts[target is not None:])
+            receiver = f"{fmt(parts[0].type)}." if target is not None else ""
+            raise CheckError(f"found no matching overload for '{name}' applied to '{receiver}({shown})'")
         result_type = matched[0][1] if len({fmt(t) for _, t in matched}) == 1 else DYN
         if name == "sort" and isinstance(target, ListLit) and not target.elements:
             result_type = EMPTY_SORTED
         impl = _dispatcher(name, [ov for ov, _ in matched])
         literals = [a.value for a in args if isinstance(a, Lit)]
-        _validate_regex_literals(name, target, args)
+        self._validate_regex_literals(name, target, args)
         if exempt and isinstance(target, Lit) and target.kind == "string" and len(args) == 1 \
                 and isinstance(args[0], ListLit) and FORMAT_VALIDATOR:
             problem = FORMAT_VALIDATOR[0](str(target.value), args[0].elements, lambda n: self.types.get(id(n), DYN))
             if problem is not None:
-                raise CheckError(problem)
+                self.invalid.append((problem[0] or node, problem[1]))
         if name in _CONVERSIONS and target is None and len(literals) == len(args) == 1:
-            return self._folded(impl, parts[0].fn({}), result_type)
+            return self._folded(impl, args[0], parts[0].fn({}), result_type, name)
         if name in _PURE and target is None and len(literals) == len(args):
             folded = _try_fold(impl, [p.fn({}) for p in parts])
             if folded is not None:
@@ -415,14 +456,31 @@ class Compiler:
             return Compiled(result_type, lambda a: impl(f0(a), f1(a)), cost)
         return Compiled(result_type, lambda a: impl(*[f(a) for f in fns]), cost)
 
-    @staticmethod
-    def _folded(impl: Callable[..., Any], literal: Any, result_type: Any) -> Compiled:
-        """cel-go's optimizer evaluates conversions of literals when planning: errors are compile errors."""
+    def _folded(self, impl: Callable[..., Any], arg: Node, literal: Any, result_type: Any, name: str) -> Compiled:
+        """cel-go's optimizer evaluates conversions of literals when planning: errors are compile
+        errors (timestamp and duration literals are checked earlier, by validators)."""
         try:
             value = impl(literal)
         except Err as exc:
-            raise CheckError(f"type conversion error: {exc}") from None
+            if name in ("timestamp", "duration"):
+                self.invalid.append((arg, f"invalid {name} argument"))
+            else:
+                self.planning.append(str(exc))
+            value = None
         return Compiled(result_type, lambda _a: value, 1)
+
+    def _validate_regex_literals(self, name: str, target: Node | None, args: list[Node]) -> None:
+        """A constant bad pattern is a compile error, as in Kubernetes: cel-go's ValidateRegexLiterals
+        checks the first argument of ``matches`` (for the global form that is the *text*), and the
+        regex optimisations of ``matches``/``find``/``findAll`` compile the pattern argument when the
+        program is built."""
+        if name not in ("matches", "find", "findAll"):
+            return
+        pattern_index = 0 if target is not None else 1
+        if name == "matches" and args and _bad_pattern(args[0]):
+            self.invalid.append((args[0], "invalid matches argument"))
+        elif len(args) > pattern_index and _bad_pattern(args[pattern_index]):
+            self.planning.append(f"error parsing regexp: {regex.error(_literal_text(args[pattern_index]))}")
 
     def c_Comprehension(self, node: Comprehension) -> Compiled:
         return SPECIAL["@macro"](self, node)
@@ -434,6 +492,17 @@ _PURE = frozenset({"quantity", "semver", "ip", "cidr", "url"})
 def _charged(impl: Callable[..., Any], fns: list[Closure],
              tracked: Callable[[list[Any], Any], int]) -> Closure:
     """A call whose runtime cost depends on its arguments: charge it to the evaluation."""
+    if len(fns) == 2:
+        f0, f1 = fns
+
+        def call2(a: dict[str, Any]) -> Any:
+            x, y = f0(a), f1(a)
+            result = impl(x, y)
+            v.charge(a, tracked([x, y], result))
+            return result
+
+        return call2
+
     def call(a: dict[str, Any]) -> Any:
         args = [f(a) for f in fns]
         result = impl(*args)
@@ -473,20 +542,12 @@ def _try_fold(impl: Callable[..., Any], args: list[Any]) -> Any:
 _CONVERSIONS = frozenset({"int", "uint", "double", "string", "bytes", "bool", "dyn", "timestamp", "duration"})
 
 
-def _validate_regex_literals(name: str, target: Node | None, args: list[Node]) -> None:
-    """A constant bad pattern is a compile error, as in Kubernetes: cel-go's ValidateRegexLiterals
-    checks the first argument of ``matches`` (for the global form that is the *text*), and the
-    regex optimisations of ``matches``/``find``/``findAll`` compile the pattern argument when the
-    program is built."""
-    if name not in ("matches", "find", "findAll"):
-        return
-    checked = [args[0]] if name == "matches" and args else []
-    pattern_index = 0 if target is not None else 1
-    if len(args) > pattern_index:
-        checked.append(args[pattern_index])
-    for node in checked:
-        if isinstance(node, Lit) and isinstance(node.value, str) and not regex.is_valid(node.value):
-            raise CheckError(f"invalid {name} argument")
+def _literal_text(node: Node) -> str:
+    return str(node.value) if isinstance(node, Lit) else ""
+
+
+def _bad_pattern(node: Node) -> bool:
+    return isinstance(node, Lit) and isinstance(node.value, str) and not regex.is_valid(node.value)
 
 
 def _map_only(value: Any, field: str) -> Any:

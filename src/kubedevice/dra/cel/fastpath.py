@@ -89,7 +89,7 @@ def generate(compiler: Compiler, root: Node) -> Fn | None:
         return None  # a single general clause: nothing to inline
     stop = "True" if function == "_||_" else "False"
     lines = ["def _selector(a):", "    d = a['device']"]
-    if len(parts) == 1 and parts[0][1]:
+    if len(parts) == 1:  # one inlined clause: its error propagates, Selector.matches checks the type
         lines.append(f"    return {parts[0][0]}")
     else:
         lines.append("    err = None")

@@ -176,6 +176,10 @@ def _includes(items: Any, value: Any) -> bool:
     if kind is str or kind is bytes:  # only a str (bytes) equals a str (bytes), as in Python
         return value in items
     if kind is int:
+        if value not in items:  # C-level scan; a hit may be a bool (True == 1) or a double
+            return False
+        if type(items[items.index(value)]) is not bool:
+            return True
         return any(x == value for x in items if type(x) is not bool)
     return any(equal_or_false(x, value) for x in items)
 
@@ -389,7 +393,7 @@ def _to_uint(value: Any) -> UInt:
             raise Err("double out of uint range")
         value = int(value)
     if value < 0 or value > (1 << 64) - 1:
-        raise Err("uint out of range")
+        raise Err("unsigned integer overflow")
     return UInt(value)
 
 
@@ -484,6 +488,8 @@ def traversal_cost(value: Any) -> int:
     if type(value) in (str, bytes):
         return int(len(value) * 0.1)
     if isinstance(value, (list, tuple)):
+        if set(map(type, value)) <= _SCALARS:  # the common all-numbers list, without a Python loop
+            return len(value)
         return sum(1 if type(x) in _SCALARS else traversal_cost(x) for x in value)
     if isinstance(value, dict):
         return sum(traversal_cost(k) + traversal_cost(x) for k, x in value.items())

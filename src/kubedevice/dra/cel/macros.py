@@ -15,17 +15,30 @@ from . import values as v
 from .engine import DEFERRED, DOMAIN, EMPTY_SORTED, CheckError, Compiled, Compiler, assignable, fmt, is_dyn
 from .library import DYN
 from .lists import COMPARABLE, sort_by_keys
-from .parser import Comprehension, ListLit
+from .parser import Comprehension, ListLit, Node
 from .values import NONE, Err, Optional, charge
 
 
-def _iter_var_type(target: Any) -> Any:
+def _iter_var_type(target: Any, at: Node | None = None) -> Any:
     if target == DYN:
         return "dyn"
     if isinstance(target, tuple) and target[0] in ("list", "map"):
         return target[1]
-    raise CheckError(f"expression of type '{fmt(target)}' cannot be range of a comprehension "
-                     "(must be list, map, or dynamic)")
+    raise _not_a_range(target, at)
+
+
+def _not_a_range(target: Any, at: Node | None) -> CheckError:
+    """Reported at the range expression (sortBy: at its call)."""
+    return CheckError(f"expression of type '{fmt(target)}' cannot be range of a comprehension "
+                      "(must be list, map, or dynamic)", at)
+
+
+def _not_bool(kind: str, body: Compiled, at: Node) -> CheckError:
+    """all/exists expand to && / || with the body: cel-go checks the operand itself; the other
+    macros' bodies are conditions of a ternary."""
+    if kind in ("all", "exists"):
+        return CheckError(f"expected type 'bool' but found '{fmt(body.type)}'", at)
+    return CheckError(f"found no matching overload for '_&&_' applied to '(bool, {fmt(body.type)})'")
 
 
 def _items(value: Any) -> list[Any]:
@@ -57,7 +70,7 @@ def compile_macro(c: Compiler, node: Comprehension) -> Compiled:
         return _two_var(c, node, target)
     if node.kind == "sortBy":
         return _sort_by(c, node, target)
-    c.scopes.append({node.var: _iter_var_type(target.type)})
+    c.scopes.append({node.var: _iter_var_type(target.type, node.target)})
     try:
         body = c.compile(node.body)
         extra = c.compile(node.extra) if node.extra is not None else None
@@ -69,7 +82,7 @@ def compile_macro(c: Compiler, node: Comprehension) -> Compiled:
 def _loop(node: Comprehension, target: Compiled, body: Compiled, extra: Compiled | None) -> Compiled:
     kind, var, tf, bf = node.kind, node.var, target.fn, body.fn
     if kind in ("all", "exists", "exists_one", "filter") and body.type != "bool" and not is_dyn(body.type):
-        raise CheckError(f"found no matching overload for '_&&_' applied to '(bool, {fmt(body.type)})'")
+        raise _not_bool(kind, body, node.body)
     # Per iteration: loop condition and accumulator step (about 3) plus the body; loops nested
     # in the body charge their own iterations as they run.
     step = body.cost + (extra.cost if extra else 0) + 3
@@ -213,15 +226,14 @@ def _opt_map(c: Compiler, node: Comprehension, target: Compiled) -> Compiled:
     return Compiled(result, run, target.cost + body.cost + 1)
 
 
-def _pair_types(target: Any) -> tuple[Any, Any]:
+def _pair_types(target: Any, at: Node) -> tuple[Any, Any]:
     if target == DYN:  # google.protobuf.Any (attributes without list types) is not a range
         return DYN, DYN
     if isinstance(target, tuple) and target[0] == "list":
         return "int", target[1]
     if isinstance(target, tuple) and target[0] == "map":
         return target[1], target[2]
-    raise CheckError(f"expression of type '{fmt(target)}' cannot be range of a comprehension "
-                     "(must be list, map, or dynamic)")
+    raise _not_a_range(target, at)
 
 
 def _pairs(value: Any) -> list[tuple[Any, Any]]:
@@ -234,7 +246,7 @@ def _pairs(value: Any) -> list[tuple[Any, Any]]:
 
 def _two_var(c: Compiler, node: Comprehension, target: Compiled) -> Compiled:
     """all/exists/existsOne(i, v, p), transformList/transformMap/transformMapEntry(i, v, [filter,] e)."""
-    first, second = _pair_types(target.type)
+    first, second = _pair_types(target.type, node.target)
     assert node.var2 is not None
     c.scopes.append({node.var: first, node.var2: second})
     try:
@@ -245,7 +257,7 @@ def _two_var(c: Compiler, node: Comprehension, target: Compiled) -> Compiled:
     kind = node.kind
     for part in (body if kind in ("all", "exists", "exists_one") else None, extra):
         if part is not None and part.type != "bool" and not is_dyn(part.type):
-            raise CheckError(f"found no matching overload for '_&&_' applied to '(bool, {fmt(part.type)})'")
+            raise _not_bool(kind if part is body else "filter", part, node.body)
     if kind == "transformMapEntry" and not (is_dyn(body.type) or (isinstance(body.type, tuple)
                                                                    and body.type[0] == "map")):
         raise CheckError(f"found no matching overload for 'cel.@mapInsert' applied to '(map(dyn, dyn), "
@@ -316,14 +328,14 @@ def _sort_by(c: Compiler, node: Comprehension, target: Compiled) -> Compiled:
     """list.sortBy(x, key): sort the list by the (comparable) key of each element."""
     if not (is_dyn(target.type) or (isinstance(target.type, tuple) and target.type[0] == "list")):
         raise CheckError(f"found no matching overload for 'map' applied to '({fmt(target.type)})'")
-    c.scopes.append({node.var: _iter_var_type(target.type)})
+    c.scopes.append({node.var: _iter_var_type(target.type, node)})  # at the macro's '('
     try:
         key = c.compile(node.body)
     finally:
         c.scopes.pop()
     if not is_dyn(key.type) and not any(assignable(t, key.type, {}) for t in COMPARABLE):
         raise CheckError(f"found no matching overload for '@sortByAssociatedKeys' applied to "
-                         f"'({fmt(target.type)}, list({fmt(key.type)}))'")
+                         f"'{fmt(target.type)}.(list({fmt(key.type)}))'")
     loop = _Loop("map", node.var, key.fn, None, key.cost + 3)
     tf = target.fn
 

@@ -23,13 +23,23 @@ _KEYWORDS = frozenset({"in", "true", "false", "null"})  # tokens of their own: n
 
 
 class ParseError(Exception):
-    """Syntax error; becomes a compile error."""
+    """Syntax error; becomes a compile error reported at ``offset`` (cel-go's error location)."""
+
+    def __init__(self, message: str, offset: int | None = None) -> None:
+        super().__init__(message)
+        self.offset = offset
 
 
 @dataclass(eq=False)
 class Node:
     start: int
     end: int
+    # Where cel-go locates this expression (its operator, '.', '[' or call '('), for error messages.
+    loc: int = field(default=-1, init=False, repr=False, compare=False)
+
+    def at(self, loc: int) -> Node:
+        self.loc = loc
+        return self
 
 
 @dataclass(eq=False)
@@ -113,7 +123,7 @@ def tokenize(text: str) -> list[Token]:
     while pos < len(text):
         m = _TOKEN.match(text, pos)
         if m is None:
-            raise ParseError(f"Syntax error: token recognition error at: '{text[pos]}' (offset {pos})")
+            raise ParseError(f"Syntax error: token recognition error at: '{text[pos]}'", pos)
         kind = m.lastgroup or ""
         if kind != "ws":
             tokens.append(Token(kind, m.group(), m.start(), m.end()))
@@ -124,6 +134,25 @@ def tokenize(text: str) -> list[Token]:
 
 _ESCAPES = {"a": "\a", "b": "\b", "f": "\f", "n": "\n", "r": "\r", "t": "\t", "v": "\v",
             "\\": "\\", "'": "'", '"': '"', "`": "`", "?": "?"}
+
+
+class _BadEscape(Exception):
+    """The lexer stops at body[index]: ANTLR's token recognition error."""
+
+    def __init__(self, index: int) -> None:
+        super().__init__(index)
+        self.index = index
+
+
+def _first_bad(body: str, start: int, allowed: list[str]) -> int | None:
+    """Index of the first character from ``start`` outside its allowed set (the end counts)."""
+    for k, chars in enumerate(allowed):
+        if start + k >= len(body) or body[start + k] not in chars:
+            return start + k
+    return None
+
+
+_HEX = "0123456789abcdefABCDEF"
 
 
 def _unescape(body: str, is_bytes: bool) -> str | bytes:
@@ -141,37 +170,54 @@ def _unescape(body: str, is_bytes: bool) -> str | bytes:
             i += 2
         elif nxt in "xX" or nxt in "uU":
             width = {"x": 2, "X": 2, "u": 4, "U": 8}[nxt]
-            digits = body[i + 2:i + 2 + width]
-            if len(digits) != width or not re.fullmatch(r"[0-9a-fA-F]+", digits):
-                raise ParseError("Syntax error: invalid escape sequence")
-            code = int(digits, 16)
-            if nxt in "uU" and (is_bytes or 0xD800 <= code <= 0xDFFF or code > 0x10FFFF):
-                raise ParseError("Syntax error: invalid unicode code point")
+            bad = _first_bad(body, i + 2, [_HEX] * width)
+            if bad is not None:
+                raise _BadEscape(bad)
+            code = int(body[i + 2:i + 2 + width], 16)
+            if nxt in "uU" and is_bytes:
+                raise ParseError("unable to unescape string")
+            if nxt in "uU" and (0xD800 <= code <= 0xDFFF or code > 0x10FFFF):
+                raise ParseError("invalid unicode code point")
             out.append(code if is_bytes else chr(code))
             i += 2 + width
-        elif nxt in "0123":
+        else:
+            bad = _first_bad(body, i + 1, ["0123", "01234567", "01234567"])
+            if bad is not None or nxt == "":
+                raise _BadEscape(i + 1 if bad is None else bad)
             digits = body[i + 1:i + 4]
-            if not re.fullmatch(r"[0-7]{3}", digits):
-                raise ParseError("Syntax error: invalid octal escape")
             out.append(int(digits, 8) if is_bytes else chr(int(digits, 8)))
             i += 4
-        else:
-            raise ParseError("Syntax error: invalid escape sequence")
     if is_bytes:
         return b"".join(bytes([p]) if isinstance(p, int) else p.encode() for p in out)
     return "".join(p if isinstance(p, str) else chr(p) for p in out)
 
 
 def _string_literal(text: str) -> tuple[str | bytes, str]:
+    """The literal's value; a bad escape is ANTLR's token recognition error, whose text runs from
+    the token's start (for a triple-quoted literal: its third quote, after an empty string)
+    through the offending character, and whose offset ParseError carries relative to the token."""
     prefix = ""
     while text[0] in "rRbB":
         prefix += text[0].lower()
         text = text[1:]
     quote = 3 if text[:3] in ('"""', "'''") else 1
     body = text[quote:-quote]
+    kind = "bytes" if "b" in prefix else "string"
     if "r" in prefix:
-        return (body.encode() if "b" in prefix else body), ("bytes" if "b" in prefix else "string")
-    return _unescape(body, "b" in prefix), ("bytes" if "b" in prefix else "string")
+        return (body.encode() if "b" in prefix else body), kind
+    try:
+        return _unescape(body, "b" in prefix), kind
+    except _BadEscape as exc:
+        lead = len(prefix) + quote  # where the body starts in the token
+        begin = len(prefix) + 2 if quote == 3 else 0
+        full = prefix + text
+        raise ParseError(f"Syntax error: token recognition error at: '{full[begin:lead + exc.index + 1]}'",
+                         begin) from None
+
+
+# What ANTLR lists when an expression was expected.
+_EXPRESSION_START = ("{'[', '{', '(', '.', '-', '!', 'true', 'false', 'null', NUM_FLOAT, NUM_INT, NUM_UINT, "
+                     "STRING, BYTES, IDENTIFIER}")
 
 
 class Parser:
@@ -206,32 +252,37 @@ class Parser:
         return tok
 
     def parse(self) -> Node:
-        node = self.expr()
+        try:
+            node = self.expr()
+        except ParseError as exc:
+            if exc.offset is None:  # the offending token is the next one
+                exc.offset = self.peek().start
+            raise
         if self.peek().kind != "eof":
-            raise ParseError(f"Syntax error: extraneous input '{self.peek().text}'")
+            raise ParseError(f"Syntax error: extraneous input '{self.peek().text}'", self.peek().start)
         return node
 
     def _enter(self) -> None:
         self.depth += 1
         if self.depth > MAX_RECURSION:
-            raise ParseError(f"expression recursion limit exceeded: {MAX_RECURSION}")
+            raise ParseError(f"expression recursion limit exceeded: {MAX_RECURSION}", -1)  # no location
 
     def expr(self) -> Node:
         self._enter()
         cond = self.or_expr()
-        if self.accept("?"):
+        if question := self.accept("?"):
             then = self.or_expr()
             self.expect(":")
             other = self.expr()
-            cond = Call(cond.start, other.end, "_?_:_", None, [cond, then, other])
+            cond = Call(cond.start, other.end, "_?_:_", None, [cond, then, other]).at(question.start)
         self.depth -= 1
         return cond
 
     def _chain(self, op: str, function: str, sub: Any) -> Node:
         left: Node = sub()
-        while self.accept(op):
+        while tok := self.accept(op):
             right = sub()
-            left = Call(left.start, right.end, function, None, [left, right])
+            left = Call(left.start, right.end, function, None, [left, right]).at(tok.start)
         return left
 
     def or_expr(self) -> Node:
@@ -253,14 +304,14 @@ class Parser:
                 return left
             self.pos += 1
             right = self.addition()
-            left = Call(left.start, right.end, function, None, [left, right])
+            left = Call(left.start, right.end, function, None, [left, right]).at(tok.start)
 
     def addition(self) -> Node:
         left = self.multiplication()
         while (tok := self.peek()).kind == "op" and tok.text in "+-":
             self.pos += 1
             right = self.multiplication()
-            left = Call(left.start, right.end, "_+_" if tok.text == "+" else "_-_", None, [left, right])
+            left = Call(left.start, right.end, "_+_" if tok.text == "+" else "_-_", None, [left, right]).at(tok.start)
         return left
 
     def multiplication(self) -> Node:
@@ -269,7 +320,7 @@ class Parser:
         while (tok := self.peek()).kind == "op" and tok.text in names:
             self.pos += 1
             right = self.unary()
-            left = Call(left.start, right.end, names[tok.text], None, [left, right])
+            left = Call(left.start, right.end, names[tok.text], None, [left, right]).at(tok.start)
         return left
 
     def unary(self) -> Node:
@@ -298,21 +349,21 @@ class Parser:
                 self.pos += 1
                 name = self.next()
                 if name.kind == "quoted":  # a backtick-quoted field name: a.`b-c`
-                    node = Select(node.start, name.end, node, name.text[1:-1], optional=tok.text == ".?")
+                    node = Select(node.start, name.end, node, name.text[1:-1], optional=tok.text == ".?").at(tok.start)
                     continue
                 if name.kind != "id" or name.text in _KEYWORDS:
-                    raise ParseError(f"Syntax error: no viable alternative at input '.{name.text}'")
-                if tok.text == "." and self.accept("("):
+                    raise ParseError(f"Syntax error: no viable alternative at input '.{name.text}'", name.start)
+                if tok.text == "." and (open_ := self.accept("(")):
                     args = self.arguments(")")
-                    node = self.macro_or_call(name.text, node, args, node.start)
+                    node = self.macro_or_call(name.text, node, args, node.start).at(open_.start)
                 else:
-                    node = Select(node.start, name.end, node, name.text, optional=tok.text == ".?")
+                    node = Select(node.start, name.end, node, name.text, optional=tok.text == ".?").at(tok.start)
             elif tok.text in ("[", "[?"):
                 self.pos += 1
                 index = self.expr()
                 end = self.expect("]")
                 fn = "_[?_]" if tok.text == "[?" else "_[_]"
-                node = Call(node.start, end.end, fn, None, [node, index])
+                node = Call(node.start, end.end, fn, None, [node, index]).at(tok.start)
             else:
                 return node
 
@@ -331,13 +382,18 @@ class Parser:
         if tok.kind == "num":
             return self.number(tok, negate)
         if tok.kind == "str":
-            value, kind = _string_literal(tok.text)
+            try:
+                value, kind = _string_literal(tok.text)
+            except ParseError as exc:
+                exc.offset = tok.start + (exc.offset or 0)
+                raise
             return Lit(tok.start, tok.end, value, kind)
         if tok.kind == "id":
             return self.identifier(tok)
         if tok.kind == "op":
             return self.bracketed(tok)
-        raise ParseError("Syntax error: mismatched input '<EOF>'")
+        raise ParseError(f"Syntax error: mismatched input '{tok.text or '<EOF>'}' expecting {_EXPRESSION_START}",
+                         tok.start)
 
     def identifier(self, tok: Token) -> Node:
         constants = {"true": (True, "bool"), "false": (False, "bool"), "null": (None, "null")}
@@ -345,10 +401,10 @@ class Parser:
             value, kind = constants[tok.text]
             return Lit(tok.start, tok.end, value, kind)
         if tok.text in RESERVED or tok.text == "in":
-            raise ParseError(f"Syntax error: reserved identifier: {tok.text}")
-        if self.accept("("):
+            raise ParseError(f"Syntax error: reserved identifier: {tok.text}", tok.start)
+        if open_ := self.accept("("):
             args = self.arguments(")")
-            return self.macro_or_call(tok.text, None, args, tok.start)
+            return self.macro_or_call(tok.text, None, args, tok.start).at(open_.start)
         return Ident(tok.start, tok.end, tok.text)
 
     def bracketed(self, tok: Token) -> Node:
@@ -362,10 +418,10 @@ class Parser:
             return self.map_literal(tok)
         if tok.text == "." and self.peek().kind == "id":
             name = self.next()
-            if self.accept("("):
-                return self.macro_or_call(name.text, None, self.arguments(")"), tok.start)
+            if open_ := self.accept("("):
+                return self.macro_or_call(name.text, None, self.arguments(")"), tok.start).at(open_.start)
             return Ident(tok.start, name.end, name.text)
-        raise ParseError(f"Syntax error: mismatched input '{tok.text}'")
+        raise ParseError(f"Syntax error: mismatched input '{tok.text}' expecting {_EXPRESSION_START}", tok.start)
 
     def list_literal(self, tok: Token, first_optional: bool) -> Node:
         elements: list[Node] = []
@@ -402,15 +458,17 @@ class Parser:
         if not hexadecimal and any(c in digits for c in ".eE"):
             number = float(digits)
             if math.isinf(number):
-                raise ParseError(f"invalid double literal: {raw}")
+                raise ParseError("invalid double literal", tok.start)
             return Lit(start, tok.end, -number if negate else number, "double")
         value = int(digits, 16 if hexadecimal else 10) * (-1 if negate else 1)
+        if unsigned and negate:  # the grammar has no signed uint literal: '-' applies to it
+            return Call(start, tok.end, "-_", None, [self.number(tok, False)]).at(start)
         if unsigned:
-            if negate or value >= 1 << 64:
-                raise ParseError(f"error parsing uint literal: {raw}")
+            if value >= 1 << 64:
+                raise ParseError("invalid uint literal", tok.start)
             return Lit(start, tok.end, value, "uint")
         if not -(1 << 63) <= value < (1 << 63):
-            raise ParseError(f"error parsing int literal: {raw}")
+            raise ParseError("invalid int literal", tok.start)
         return Lit(start, tok.end, value, "int")
 
     def macro_or_call(self, name: str, target: Node | None, args: list[Node], start: int) -> Node:
@@ -421,9 +479,15 @@ class Parser:
         return Call(start, end, name, target, args)
 
 
-def _var(node: Node, macro: str) -> str:
+def location(node: Node) -> int:
+    """Where cel-go locates an expression: its operator or call parenthesis, else its start."""
+    return node.loc if node.loc >= 0 else node.start
+
+
+def _var(node: Node, message: str = "argument must be a simple name") -> str:
+    """A macro's variable; otherwise cel-go's error at the argument."""
     if not isinstance(node, Ident):
-        raise ParseError(f"{macro} argument must be a simple name")
+        raise ParseError(message, node.start)
     return node.name
 
 
@@ -432,21 +496,25 @@ def _macro(name: str, target: Node | None, args: list[Node], start: int, end: in
         if name == "has" and len(args) == 1:
             arg = args[0]
             if not isinstance(arg, Select) or arg.optional:
-                raise ParseError("invalid argument to has() macro")
+                raise ParseError("invalid argument to has() macro", arg.start)
             return Select(start, end, arg.operand, arg.field, test_only=True)
         return None
     if name == "bind" and isinstance(target, Ident) and target.name == "cel" and len(args) == 3:
-        return Comprehension(start, end, "bind", args[1], _var(args[0], "cel.bind() variable name"), args[2])
+        name = _var(args[0], "cel.bind() variable names must be simple identifiers")
+        return Comprehension(start, end, "bind", args[1], name, args[2])
     if (name, len(args)) in _TWO_VAR:
         return _two_var(name, target, args, start, end)
     if name == "sortBy" and len(args) == 2:
-        return Comprehension(start, end, "sortBy", target, _var(args[0], "sortBy"), args[1])
+        if isinstance(target, (Lit, MapLit)):
+            raise ParseError("sortBy can only be applied to a list, identifier, comprehension, call or select "
+                             "expression", target.start)
+        return Comprehension(start, end, "sortBy", target, _var(args[0]), args[1])
     kinds = {("all", 2), ("exists", 2), ("exists_one", 2), ("existsOne", 2), ("map", 2), ("filter", 2),
              ("map", 3), ("optMap", 2), ("optFlatMap", 2)}
     if (name, len(args)) not in kinds:
         return None
     name = "exists_one" if name == "existsOne" else name
-    var = _var(args[0], name)
+    var = _var(args[0])
     if name == "map" and len(args) == 3:
         return Comprehension(start, end, "map", target, var, args[2], extra=args[1])
     return Comprehension(start, end, name, target, var, args[1])
@@ -459,7 +527,7 @@ _TWO_VAR = {("all", 3), ("exists", 3), ("exists_one", 3), ("existsOne", 3), ("tr
 
 def _two_var(name: str, target: Node, args: list[Node], start: int, end: int) -> Comprehension:
     """ext.TwoVarComprehensions: (index, value) over a list, (key, value) over a map."""
-    first, second = (_var(a, "argument must be a simple name:") for a in args[:2])
+    first, second = (_var(a) for a in args[:2])
     if first == second:
         raise ParseError(f"duplicate variable name: {first}")
     kind = "exists_one" if name == "existsOne" else name

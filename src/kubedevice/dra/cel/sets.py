@@ -15,11 +15,12 @@ def _has(items: Any, item: Any) -> bool:
     return any(v.equal_or_false(item, x) for x in items)
 
 
-_HASHABLE = (str, int, bytes)  # exactly these types: equal in CEL exactly when equal in Python
+# exactly these types: equal in CEL exactly when equal in Python
+_HASHABLE = frozenset({str, int, bytes})
 
 
 def _hashable(items: Any) -> bool:
-    return all(type(x) in _HASHABLE for x in items)
+    return set(map(type, items)) <= _HASHABLE  # no Python-level loop
 
 
 def _contains(items: Any, subset: Any) -> bool:

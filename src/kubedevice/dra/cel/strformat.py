@@ -252,30 +252,45 @@ def _kind(t: Any) -> str:
     return t[0] if isinstance(t, tuple) else ("google.protobuf.Any" if t == "any" else str(t))
 
 
-def validate(text: str, elements: list[Any], type_of: Callable[[Any], Any]) -> str | None:
-    """The error cel-go reports for ``"<text>".format([<elements>])``, or None."""
+_VALIDATOR_WANTS = {
+    "d": "decimal clause can only be used on integers", "f": "fixed-point clause can only be used on doubles",
+    "e": "scientific clause can only be used on doubles", "o": "octal clause can only be used on integers",
+    "b": "only integers and bools can be formatted as binary",
+    "x": "only integers, byte buffers, and strings can be formatted as hex",
+    "X": "only integers, byte buffers, and strings can be formatted as hex",
+    "s": "string clause can only be used on strings, bools, bytes, ints, doubles, maps, lists, types, "
+         "durations, and timestamps",
+}
+
+
+def validate(text: str, elements: list[Any], type_of: Callable[[Any], Any]) -> tuple[Any, str] | None:
+    """The error cel-go's validator reports for ``"<text>".format([<elements>])`` and the
+    argument it reports it at (None: at the call), or None."""
+    found: list[tuple[Any, str]] = []
+
     def check(index: int, verb: str, precision: int | None) -> str:
-        node = elements[index]
-        bad = _bad_argument(node, verb, type_of)
+        bad = _bad_argument(elements[index], verb, type_of)
         if bad is not None:
-            raise FormatError(f"error during formatting: {_NAMES[verb]} clause cannot be used on {bad}")
+            found.append((bad[0], f"error during formatting: {_VALIDATOR_WANTS[verb]}, was given {bad[1]}"))
+            raise FormatError(found[-1][1])
         return ""
 
     try:
         _, used = walk(text, len(elements), check)
     except FormatError as error:
-        return str(error)
+        return found[0] if found else (None, str(error))
     if len(elements) > used:
-        return f"too many arguments supplied to string.format (expected {used}, got {len(elements)})"
+        return None, f"too many arguments supplied to string.format (expected {used}, got {len(elements)})"
     return None
 
 
-def _bad_argument(node: Any, verb: str, type_of: Callable[[Any], Any]) -> str | None:
+def _bad_argument(node: Any, verb: str, type_of: Callable[[Any], Any]) -> tuple[Any, str] | None:
+    """The argument (or, for %s, the nested element) of a type the clause refuses, and its type."""
     t = type_of(node)
     if t == "dyn":
         return None
     if _kind(t) not in _ACCEPTS[verb]:
-        return _kind(t)
+        return node, _kind(t)
     if verb == "s":  # lists and maps are checked element by element
         children = node.elements if isinstance(node, ListLit) else (
             [n for key, value, _ in node.entries for n in (key, value)] if isinstance(node, MapLit) else [])

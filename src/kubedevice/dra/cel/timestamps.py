@@ -250,6 +250,8 @@ def add(a: Any, b: Any) -> Any:
         return Duration(_check_int64(a.nanos + b.nanos))
     t, d = (a, b) if type(a) is Timestamp else (b, a)
     total = t.seconds * NANOS + t.nanos + d.nanos
+    if not MIN_UNIX <= total // NANOS <= MAX_UNIX:  # addTimeDurationChecked's range check
+        raise Err("timestamp overflow")
     return Timestamp(total // NANOS, total % NANOS, t.offset)
 
 
