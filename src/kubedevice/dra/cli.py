@@ -27,6 +27,7 @@ from .validation import validate, validate_dns_subdomain, validate_driver_name
 app = typer.Typer(
     help="Dynamic Resource Allocation: validate, explain and allocate like the API server and scheduler.",
     no_args_is_help=True,
+    add_completion=False,  # loaded as a subcommand of kubedevice, which has no completion either
 )
 
 Output = Literal["yaml", "json"]
@@ -254,7 +255,7 @@ def slices_command(
 ) -> None:
     """Print ResourceSlices for the devices a kubedevice config discovers, ready to apply.
 
-    With the config's ``dra.driver`` these are the slices ``kubedevice serve`` publishes, but for
+    With the config's dra.driver these are the slices 'kubedevice serve' publishes, but for
     the pool generation and the Node owner reference, which only the running driver knows.
     """
     fmt = _output(output)
