@@ -80,8 +80,10 @@ def test_check_passes_kubedevice_serve_which_loses_no_pod(short_tmp: Path) -> No
         report = asyncio.run(run_checks(CheckOptions(plugin_dir=short_tmp, restart=True, restart_timeout=5)))
     finally:
         daemon.stop()
-    restart = {r.check.id: r.status for r in report.results if r.check.id.startswith("restart.")}
-    assert restart == {"restart.reregister": Status.PASS, "restart.devices": Status.PASS}, report.results
+    results = [r for r in report.results if r.check.id.startswith("restart.")]
+    restart = {r.check.id: r.status for r in results}
+    details = [f"{r.check.id}: {r.status.value} {r.detail}" for r in results]
+    assert restart == {"restart.reregister": Status.PASS, "restart.devices": Status.PASS}, (details, daemon.tail)
 
 
 def test_check_fails_a_plugin_that_loses_pods_on_the_real_kubelet(cluster: Cluster, short_tmp: Path) -> None:
