@@ -318,6 +318,25 @@ def test_missing_host_root_is_one_line_and_exit_2(tmp_path: Path) -> None:
     assert result.stderr.strip().count("\n") == 0 and "nope" in result.stderr, result.stderr
 
 
+def test_a_socket_path_over_107_bytes_is_one_line_and_exit_2(tmp_path: Path) -> None:
+    """gRPC would only say "failed to bind" (a traceback); the kernel's limit is named instead."""
+    config = tmp_path / "c.yaml"
+    config.write_text(config_text(NULL))
+    deep = tmp_path / ("d" * max(1, 108 - len(str(tmp_path))))
+    deep.mkdir()
+    result = subprocess.run(
+        [sys.executable, "-m", "kubedevice", "serve", "--config", str(config), "--plugin-dir", str(deep)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert result.returncode == 2 and "Traceback" not in result.stderr, result.stderr
+    assert result.stderr.startswith(f"kubedevice: socket path {deep}/"), result.stderr
+    assert result.stderr.strip().count("\n") == 0 and "longer than 107" in result.stderr, result.stderr
+    assert list(deep.iterdir()) == []
+
+
 def serve_args(config: Path, plugin_dir: Path, *extra: str) -> list[str]:
     return [sys.executable, "-m", "kubedevice", "serve", "--config", str(config), "--plugin-dir", str(plugin_dir),
             *extra]

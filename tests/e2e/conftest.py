@@ -7,11 +7,14 @@ without having run them.
 
 from __future__ import annotations
 
+import asyncio
+import inspect
 import os
 import shutil
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -65,3 +68,14 @@ def binaries(cluster: Cluster) -> components.Binaries:
 def short_tmp() -> Iterator[Path]:
     with tempfile.TemporaryDirectory(prefix="kd-") as path:
         yield Path(path)
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_pyfunc_call(pyfuncitem: pytest.Function) -> bool | None:
+    """Run ``async def`` tests, each in a fresh event loop (as ``asyncio.run``), within 60 s."""
+    if not inspect.iscoroutinefunction(pyfuncitem.obj):
+        return None
+    names = pyfuncitem._fixtureinfo.argnames
+    kwargs: dict[str, Any] = {name: pyfuncitem.funcargs[name] for name in names}
+    asyncio.run(asyncio.wait_for(pyfuncitem.obj(**kwargs), 60))
+    return True

@@ -40,3 +40,13 @@ def test_interrupted_up_leaves_nothing_while_another_cluster_runs(cluster: Clust
     assert not state_file.exists(), err
     assert leftovers(directory, state) == []
     assert cluster.api().node_ready(cluster.node_name)  # the session's cluster was not touched
+
+
+def test_controllers_act_as_their_own_service_accounts(cluster: Cluster) -> None:
+    """As in a real cluster: each controller has its account and role, so the node lifecycle
+    controller lifts the node's not-ready taint and the resource claim controller may create
+    claims from templates (test_dra_cluster.py's pods need both, and tolerate nothing)."""
+    api = cluster.api()
+    assert api.node_taints(cluster.node_name) == []
+    for controller in ("node-controller", "resource-claim-controller"):
+        assert api.get(f"/api/v1/namespaces/kube-system/serviceaccounts/{controller}") is not None, controller

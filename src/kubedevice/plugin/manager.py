@@ -22,7 +22,7 @@ from ..api import DEFAULT_PLUGIN_DIR, KUBELET_SOCKET
 from ..names import endpoint_for, extended_resource_name_error
 from .base import Plugin
 from .registration import KubeletUnavailable, RegistrationRejected, register
-from .server import PluginServer, RpcObserver, SocketInUse
+from .server import PluginServer, RpcObserver, SocketInUse, check_socket_path
 from .watcher import DirectoryWatcher, wait_for_directory
 
 _CLIENT_CLOSING = "the client connection is closing"
@@ -126,6 +126,7 @@ class Manager:
         """Serve one more plugin (at start, or on a config reload)."""
         check_plugins([*self.plugins, plugin])
         endpoint = endpoint_for(plugin.resource_name)
+        check_socket_path(self.plugin_dir / endpoint)
         server = PluginServer(
             plugin, self.plugin_dir / endpoint, self.hooks.on_rpc, on_client_gone=lambda: self._client_gone(endpoint)
         )

@@ -38,6 +38,20 @@ RpcObserver = Callable[[str, str, float, str], None]
 """Called after every unary RPC with (resource, method, seconds, result)."""
 
 
+MAX_SOCKET_PATH = 107
+"""A unix socket's path: sun_path holds 108 bytes, the terminating NUL included."""
+
+
+def check_socket_path(path: Path) -> None:
+    """Refuse a path the kernel cannot bind (gRPC would only say "failed to bind")."""
+    size = len(str(path).encode())
+    if size > MAX_SOCKET_PATH:
+        raise ValueError(
+            f"socket path {path} is {size} bytes, longer than {MAX_SOCKET_PATH} (a unix socket limit): "
+            "use a shorter directory"
+        )
+
+
 class SocketInUse(Exception):
     """Another live process serves on our endpoint path."""
 

@@ -368,7 +368,7 @@ class Cluster:
             f"--authorization-kubeconfig={self.dir / 'controller-manager.kubeconfig'}",
             "--bind-address=127.0.0.1", f"--secure-port={ports.controller_manager}", "--leader-elect=false",
             f"--service-account-private-key-file={pkidir / 'sa.key'}", f"--root-ca-file={pkidir / 'ca.crt'}",
-            "--use-service-account-credentials=false"], state)
+            "--use-service-account-credentials=true"], state)
 
     def _start_node(self, state: State) -> None:
         self.spawn("containerd", [str(self.binaries.containerd / "containerd"),
@@ -386,6 +386,10 @@ class Cluster:
         api = self.api()
         _wait(f"node {state.node_name} Ready", 90.0, lambda: api.node_ready(state.node_name),
               self.logs / "kubelet.log", state.pids["kubelet"])
+        # The node lifecycle controller lifts the not-ready taint the kubelet registers with (as its
+        # own service account: --use-service-account-credentials; the controller-manager's user may not).
+        _wait(f"node {state.node_name} untainted", 60.0, lambda: not api.node_taints(state.node_name),
+              self.logs / "kube-controller-manager.log", state.pids["kube-controller-manager"])
         _wait("service account default/default", 60.0,
               lambda: api.get("/api/v1/namespaces/default/serviceaccounts/default") is not None,
               self.logs / "kube-controller-manager.log", state.pids["kube-controller-manager"])

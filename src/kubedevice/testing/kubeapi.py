@@ -61,6 +61,9 @@ class KubeApi:
         conditions = (node or {}).get("status", {}).get("conditions", [])
         return any(c["type"] == "Ready" and c["status"] == "True" for c in conditions)
 
+    def node_taints(self, name: str) -> list[Any]:
+        return list((self.node(name) or {}).get("spec", {}).get("taints", []))
+
     def resource(self, node: str, resource: str) -> tuple[int, int]:
         """(capacity, allocatable) of an extended resource on ``node``; (0, 0) when absent."""
         status = (self.node(node) or {}).get("status", {})

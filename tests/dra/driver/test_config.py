@@ -17,8 +17,7 @@ from kubedevice.config import ConfigError, load_config, parse_config
 from kubedevice.dra.driver.daemon import build_driver
 from kubedevice.dra.slices import slices_for
 from kubedevice.examples import dra_null_driver
-
-from .helpers import Node, claim_object, kubelet, running
+from kubedevice.testing.dradriver import Node, claim_object, kubelet, running
 
 REPO = Path(__file__).resolve().parents[3]
 NULL = "resources: [{name: example.com/null, static: {count: 2, paths: [/dev/null]}}]\n"

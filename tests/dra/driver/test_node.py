@@ -26,8 +26,7 @@ from kubedevice.dra.driver.metrics import DraMetrics
 from kubedevice.kubelet.dra import DraClient, Registered, RegistrationRefused, register
 from kubedevice.plugin.base import Plugin
 from kubedevice.plugin.server import SocketInUse
-
-from .helpers import DRIVER, NODE, Node, claim_object, kubelet, null_plugin, running
+from kubedevice.testing.dradriver import DRIVER, NODE, Node, claim_object, kubelet, null_plugin, running
 
 KIND = f"k8s.{DRIVER}/device"
 

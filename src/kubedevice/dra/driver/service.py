@@ -18,7 +18,7 @@ from pathlib import Path
 from grpc import aio
 
 from ...api import pluginregistration_v1_pb2_grpc as regpb_grpc
-from ...plugin.server import _clear_stale_socket
+from ...plugin.server import _clear_stale_socket, check_socket_path
 from .cdi import ClaimSpecs
 from .checkpoint import BOOT_ID_PATH, FILE_NAME, read_boot_id
 from .driver import DraDriver
@@ -31,7 +31,6 @@ from .state import ClaimSource, ClaimState, Offered
 log = logging.getLogger("kubedevice.dra.service")
 DEFAULT_KUBELET_DIR = Path("/var/lib/kubelet")
 DEFAULT_CDI_DIR = Path("/var/run/cdi")
-MAX_SOCKET_PATH = 107  # sun_path holds 108 bytes with the terminating NUL
 
 
 @dataclass
@@ -115,8 +114,7 @@ class DriverService:
 
     @staticmethod
     async def _serve(path: Path, add: Callable[[aio.Server], None]) -> aio.Server:
-        if len(str(path).encode()) > MAX_SOCKET_PATH:
-            raise ValueError(f"socket path {path} is longer than {MAX_SOCKET_PATH} bytes (a unix socket limit)")
+        check_socket_path(path)
         _clear_stale_socket(path)
         server = aio.server(options=[("grpc.so_reuseport", 0)])
         add(server)

@@ -1,28 +1,25 @@
-"""End to end on a REAL single-node cluster (etcd, API server, scheduler, controller-manager,
-kubelet, containerd 2 with CDI): ``kubedevice serve --config examples/dra-null.yaml`` as the node's
-DRA driver, a pod with a ResourceClaimTemplate scheduled onto our slices.
+"""End to end on the session's real single-node cluster (etcd, API server, scheduler,
+controller-manager, kubelet, containerd 2 with CDI): ``kubedevice serve --config
+examples/dra-null.yaml`` as the node's DRA driver, a pod with a ResourceClaimTemplate scheduled
+onto our slices. The driver runs inside the cluster's mount namespace (``nsenter -m``), so that
+the paths it registers are the kubelet's.
 
-Needs a cluster started with the project's cluster tool (``scripts/cluster.sh up``,
-``kubedevice.testing.cluster``): ``KUBEDEVICE_TEST_CLUSTER_DIR=<its directory>``. The test reads
-that directory's layout: ``kubeconfig``, ``state.json`` (node name, the PID of the private mount
-namespace in which the kubelet and containerd run), ``ns/run/cdi`` (containerd's CDI directory)
-and ``ns/var-log/pods``. The driver runs inside that mount namespace (``nsenter -m``), so that
-the paths it registers are the kubelet's. Skipped without the variable.
+Sharing the cluster with the device-plugin tests: pods, claims and templates live in a namespace
+of this module's own, every DeviceClass and ResourceSlice made here is deleted after its test, and
+no driver outlives its test (a kubelet restart elsewhere would wipe its slices).
 """
 
 from __future__ import annotations
 
 import contextlib
-import json
 import os
-import shutil
 import signal
 import subprocess
 import sys
-import tempfile
 import time
 import uuid
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -30,15 +27,14 @@ import pytest
 import yaml
 from lightkube import Client, KubeConfig
 from lightkube.core.exceptions import ApiError
-from lightkube.resources.core_v1 import Pod
-from lightkube.resources.rbac_authorization_v1 import ClusterRoleBinding
+from lightkube.models.meta_v1 import ObjectMeta
+from lightkube.resources.core_v1 import Namespace, Pod, ServiceAccount
 from lightkube.resources.resource_v1 import DeviceClass, ResourceClaim, ResourceClaimTemplate, ResourceSlice
 
-CLUSTER = os.environ.get("KUBEDEVICE_TEST_CLUSTER_DIR")
-REPO = Path(__file__).resolve().parents[3]
+REPO = Path(__file__).resolve().parents[2]
 DRIVER = "null.example.com"
 IMAGE = "kubedevice.test/envsleep:1"
-pytestmark = pytest.mark.skipif(not CLUSTER, reason="no real cluster: set KUBEDEVICE_TEST_CLUSTER_DIR")
+pytestmark = pytest.mark.e2e
 
 
 def wait_for(what: str, check: Callable[[], Any], timeout: float = 60.0) -> Any:
@@ -52,61 +48,90 @@ def wait_for(what: str, check: Callable[[], Any], timeout: float = 60.0) -> Any:
         time.sleep(0.2)
 
 
-class Cluster:
-    def __init__(self, directory: Path) -> None:
-        self.dir = directory
-        state = json.loads((directory / "state.json").read_text())
-        self.node = state["node_name"]
-        self.namespace_pid = state["namespace_pid"]
-        self.cdi_dir = directory / "ns" / "run" / "cdi"
-        self.pod_logs = directory / "ns" / "var-log" / "pods"
-        self.client = Client(KubeConfig.from_file(directory / "kubeconfig"), field_manager="kubedevice-e2e")
+@dataclass
+class Target:
+    """The session cluster as these tests see it: a lightkube client and this module's namespace."""
+
+    cluster: Target
+    client: Client
+    namespace: str
+
+    @property
+    def node(self) -> str:
+        return self.cluster.node_name
 
 
 @pytest.fixture(scope="module")
-def cluster() -> Cluster:
-    assert CLUSTER
-    cluster = Cluster(Path(CLUSTER))
-    # The cluster's controller-manager runs with --use-service-account-credentials=false, so its
-    # controllers act as system:kube-controller-manager, whose role lacks resourceclaims/create
-    # (and nodes/patch: the node keeps its not-ready taint, which the pod tolerates): give that
-    # user the resource claim controller's own role (idempotent).
-    cluster.client.apply(
-        ClusterRoleBinding.from_dict(
-            {
-                "apiVersion": "rbac.authorization.k8s.io/v1",
-                "kind": "ClusterRoleBinding",
-                "metadata": {"name": "kubedevice-e2e-resource-claim-controller"},
-                "roleRef": {
-                    "apiGroup": "rbac.authorization.k8s.io",
-                    "kind": "ClusterRole",
-                    "name": "system:controller:resource-claim-controller",
-                },
-                "subjects": [
-                    {"apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": "system:kube-controller-manager"}
-                ],
-            }
-        ),
-        force=True,
-    )
-    return cluster
+def target(cluster: Target) -> Iterator[Target]:
+    client = Client(KubeConfig.from_file(cluster.kubeconfig), field_manager="kubedevice-e2e")
+    namespace = f"kd-dra-{uuid.uuid4().hex[:6]}"
+    client.create(Namespace(metadata=ObjectMeta(name=namespace)))
+    try:
+        # pods are admitted only once the controller-manager has made the namespace's account
+        wait_for("the namespace's default service account", lambda: _exists(client, ServiceAccount, namespace), 30)
+        yield Target(cluster, client, namespace)
+    finally:
+        client.delete(Namespace, namespace)
+
+
+def _exists(client: Client, kind: Any, namespace: str) -> bool:
+    try:
+        client.get(kind, "default", namespace=namespace)
+    except ApiError:
+        return False
+    return True
+
+
+@pytest.fixture
+def device_classes(target: Target) -> Iterator[Callable[[str], None]]:
+    """Creates a DeviceClass selecting one driver's devices (examples/dra-null-class.yaml, renamed);
+    deletes them, and every slice of their drivers, after the test."""
+    made: list[str] = []
+
+    def create(driver: str) -> None:
+        [document] = yaml.safe_load_all((REPO / "examples" / "dra-null-class.yaml").read_text())
+        document["metadata"]["name"] = driver
+        document["spec"]["selectors"][0]["cel"]["expression"] = f'device.driver == "{driver}"'
+        target.client.apply(DeviceClass.from_dict(document), force=True)
+        made.append(driver)
+
+    yield create
+    for driver in made:
+        with contextlib.suppress(ApiError):
+            target.client.delete(DeviceClass, driver)
+
+
+@pytest.fixture
+def no_slices_left(target: Target) -> Iterator[None]:
+    """Deletes this module's drivers' slices after the test (the kubelet would only after 30 s)."""
+    yield
+    for driver in (DRIVER, HOT, SICK):
+        for s in our_slices(target, driver):
+            with contextlib.suppress(ApiError):
+                target.client.delete(ResourceSlice, s.metadata.name)
 
 
 class Driver:
     """``kubedevice serve`` inside the kubelet's mount namespace; restartable."""
 
-    def __init__(self, cluster: Cluster, log: Path, config: Path = REPO / "examples" / "dra-null.yaml") -> None:
+    def __init__(self, cluster: Target, log: Path, config: Path = REPO / "examples" / "dra-null.yaml") -> None:
         self.cluster = cluster
         self.log = log
         self.config = config
         self.process: subprocess.Popen[bytes] | None = None
 
+    @property
+    def namespace_pid(self) -> int:
+        state = self.cluster.cluster.state()
+        assert state is not None
+        return state.namespace_pid
+
     def start(self) -> None:
         argv = [
-            "nsenter", "-t", str(self.cluster.namespace_pid), "-m", "--",
+            "nsenter", "-t", str(self.namespace_pid), "-m", "--",
             sys.executable, "-m", "kubedevice", "serve", "--config", str(self.config),
             "--node", self.cluster.node, "--kubelet-dir", "/var/lib/kubelet", "--cdi-dir", "/run/cdi",
-            "--kubeconfig", str(self.cluster.dir / "kubeconfig"), "--log-level", "info",
+            "--kubeconfig", str(self.cluster.cluster.kubeconfig), "--log-level", "info",
         ]  # fmt: skip
         with self.log.open("ab") as out:
             self.process = subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT, env=os.environ.copy())
@@ -119,46 +144,45 @@ class Driver:
 
 
 @pytest.fixture
-def driver(cluster: Cluster, tmp_path: Path) -> Iterator[Driver]:
-    running = Driver(cluster, tmp_path / "driver.log")
+def driver(target: Target, tmp_path: Path, no_slices_left: None) -> Iterator[Driver]:
+    running = Driver(target, tmp_path / "driver.log")
     running.start()
     yield running
     running.stop()
     print(running.log.read_text()[-4000:])
 
 
-def our_slices(cluster: Cluster, driver: str = DRIVER) -> list[Any]:
-    return list(cluster.client.list(ResourceSlice, fields={"spec.nodeName": cluster.node, "spec.driver": driver}))
+def our_slices(target: Target, driver: str = DRIVER) -> list[Any]:
+    return list(target.client.list(ResourceSlice, fields={"spec.nodeName": target.node, "spec.driver": driver}))
 
 
-def published_paths(cluster: Cluster, driver: str) -> list[str]:
-    slices = [s.to_dict() for s in our_slices(cluster, driver)]
+def published_paths(target: Target, driver: str) -> list[str]:
+    slices = [s.to_dict() for s in our_slices(target, driver)]
     return sorted(d["attributes"]["path"]["string"] for s in slices for d in s["spec"].get("devices", []))
 
 
-def container_log(cluster: Cluster, pod: Any) -> str:
+def container_log(target: Target, pod: Any) -> str:
     uid = pod.metadata.uid
-    texts = [p.read_text(errors="replace") for p in cluster.pod_logs.glob(f"*_{pod.metadata.name}_{uid}/*/*.log")]
+    logs = target.cluster.pod_log_dir
+    texts = [p.read_text(errors="replace") for p in logs.glob(f"*_{pod.metadata.name}_{uid}/*/*.log")]
     return "".join(texts)
 
 
-def template_document(name: str, device_class: str = DRIVER) -> dict[str, Any]:
+def template_document(name: str, namespace: str, device_class: str = DRIVER) -> dict[str, Any]:
     return {
         "apiVersion": "resource.k8s.io/v1",
         "kind": "ResourceClaimTemplate",
-        "metadata": {"name": name, "namespace": "default"},
+        "metadata": {"name": name, "namespace": namespace},
         "spec": {"spec": {"devices": {"requests": [{"name": "null", "exactly": {"deviceClassName": device_class}}]}}},
     }
 
 
-def pod_document(name: str, template: str) -> dict[str, Any]:
+def pod_document(name: str, namespace: str, template: str) -> dict[str, Any]:
     return {
         "apiVersion": "v1",
         "kind": "Pod",
-        "metadata": {"name": name, "namespace": "default"},
+        "metadata": {"name": name, "namespace": namespace},
         "spec": {
-            # the cluster's controller-manager cannot lift the node's not-ready taint (see `cluster`)
-            "tolerations": [{"operator": "Exists"}],
             "automountServiceAccountToken": False,
             "terminationGracePeriodSeconds": 1,
             "resourceClaims": [{"name": "null", "resourceClaimTemplateName": template}],
@@ -174,43 +198,44 @@ def pod_document(name: str, template: str) -> dict[str, Any]:
     }
 
 
-def test_a_pod_gets_a_null_device_through_our_driver(cluster: Cluster, driver: Driver) -> None:
-    client = cluster.client
-    [device_class] = yaml.safe_load_all((REPO / "examples" / "dra-null-class.yaml").read_text())
-    client.apply(DeviceClass.from_dict(device_class), force=True)
+def test_a_pod_gets_a_null_device_through_our_driver(
+    target: Target, driver: Driver, device_classes: Callable[[str], None]
+) -> None:
+    client = target.client
+    device_classes(DRIVER)
     # a slice left by an earlier driver of this name lives on until the kubelet wipes it (30 s)
-    wait_for("our 4 devices published", lambda: sum(len(s.spec.devices or []) for s in our_slices(cluster)) == 4)
+    wait_for("our 4 devices published", lambda: sum(len(s.spec.devices or []) for s in our_slices(target)) == 4)
 
     suffix = uuid.uuid4().hex[:6]
     template, name = f"one-null-{suffix}", f"null-consumer-{suffix}"
-    client.create(ResourceClaimTemplate.from_dict(template_document(template)))
-    client.create(Pod.from_dict(pod_document(name, template)))
+    client.create(ResourceClaimTemplate.from_dict(template_document(template, target.namespace)))
+    client.create(Pod.from_dict(pod_document(name, target.namespace, template)))
     try:
         pod = wait_for(
-            "the pod running", lambda: _if(client.get(Pod, name, namespace="default"), "Running"), timeout=120
+            "the pod running", lambda: _if(client.get(Pod, name, namespace=target.namespace), "Running"), timeout=120
         )
-        log = wait_for("the container's env in its log", lambda: container_log(cluster, pod))
+        log = wait_for("the container's env in its log", lambda: container_log(target, pod))
         [line] = [x for x in log.splitlines() if "NULL_DEVICE=" in x]
         device = line.rsplit("NULL_DEVICE=", 1)[1].strip()
         assert device in {"null-0", "null-1", "null-2", "null-3"}
         claim_name = pod.status.resourceClaimStatuses[0].resourceClaimName
-        claim = client.get(ResourceClaim, claim_name, namespace="default")
-        spec_file = cluster.cdi_dir / f"kubedevice-dra-{DRIVER}-{claim.metadata.uid}.json"
+        claim = client.get(ResourceClaim, claim_name, namespace=target.namespace)
+        spec_file = target.cluster.cdi_dir / f"kubedevice-dra-{DRIVER}-{claim.metadata.uid}.json"
         assert spec_file.exists()
 
         # a driver restart while the pod runs: nothing prepared is lost
         driver.stop()
         driver.start()
-        wait_for("slices after the driver restart", lambda: our_slices(cluster))
+        wait_for("slices after the driver restart", lambda: our_slices(target))
         assert spec_file.exists()
-        assert _if(client.get(Pod, name, namespace="default"), "Running")
+        assert _if(client.get(Pod, name, namespace=target.namespace), "Running")
 
-        client.delete(Pod, name, namespace="default", grace_period=0)
+        client.delete(Pod, name, namespace=target.namespace, grace_period=0)
         wait_for("the CDI spec removed after the pod is gone", lambda: not spec_file.exists(), timeout=90)
     finally:
         for kind, obj in ((Pod, name), (ResourceClaimTemplate, template)):
             with contextlib.suppress(ApiError):
-                client.delete(kind, obj, namespace="default")
+                client.delete(kind, obj, namespace=target.namespace)
 
 
 def _if(pod: Any, phase: str) -> Any:
@@ -218,13 +243,6 @@ def _if(pod: Any, phase: str) -> Any:
 
 
 HOT = "hot.example.com"
-
-
-@pytest.fixture
-def short_tmp() -> Iterator[Path]:
-    root = Path(tempfile.mkdtemp(prefix="kd-", dir="/tmp"))
-    yield root
-    shutil.rmtree(root)
 
 
 def hot_config(tmp_path: Path) -> Path:
@@ -259,44 +277,43 @@ def plug(devices: Path, name: str) -> str:
     return str(devices / name)
 
 
-def test_hotplug_and_health_reach_the_slices(cluster: Cluster, short_tmp: Path) -> None:
+def test_hotplug_and_health_reach_the_slices(target: Target, short_tmp: Path, no_slices_left: None) -> None:
     config = hot_config(short_tmp)  # the ``path`` attribute keeps 64 characters: keep the paths short
     devices = short_tmp / "dev"
     first = plug(devices, "acc0")
-    running = Driver(cluster, short_tmp / "driver.log", config)
+    running = Driver(target, short_tmp / "driver.log", config)
     running.start()
     try:
-        wait_for("the first device published", lambda: published_paths(cluster, HOT) == [first], 30)
+        wait_for("the first device published", lambda: published_paths(target, HOT) == [first], 30)
         second = plug(devices, "acc1")
         took = time.monotonic()
-        wait_for("the hotplugged device published", lambda: published_paths(cluster, HOT) == [first, second], 2)
+        wait_for("the hotplugged device published", lambda: published_paths(target, HOT) == [first, second], 2)
         hotplug_seconds = time.monotonic() - took
         (devices / "acc1.ok").unlink()  # its health check fails from now on
-        wait_for("the unhealthy device withdrawn", lambda: published_paths(cluster, HOT) == [first], 3)
+        wait_for("the unhealthy device withdrawn", lambda: published_paths(target, HOT) == [first], 3)
         (devices / "acc1.ok").touch()
-        wait_for("the recovered device back", lambda: published_paths(cluster, HOT) == [first, second], 3)
+        wait_for("the recovered device back", lambda: published_paths(target, HOT) == [first, second], 3)
         print(f"hotplug to slice: {hotplug_seconds:.2f} s")
     finally:
         running.stop()
         print(running.log.read_text()[-3000:])
 
 
-def test_a_kubelet_restart_registers_the_driver_again(cluster: Cluster, short_tmp: Path) -> None:
+def test_a_kubelet_restart_registers_the_driver_again(target: Target, short_tmp: Path, no_slices_left: None) -> None:
     """The kubelet wipes its node's slices when it starts and re-registers the drivers it finds."""
-    tool = pytest.importorskip("kubedevice.testing.cluster", reason="needs the cluster tool's restart_kubelet")
     config = hot_config(short_tmp)
     first = plug(short_tmp / "dev", "acc0")
-    running = Driver(cluster, short_tmp / "driver.log", config)
+    running = Driver(target, short_tmp / "driver.log", config)
     running.start()
     registered = f"registered with the kubelet as DRA driver {HOT}"
     try:
-        wait_for("the device published", lambda: published_paths(cluster, HOT) == [first], 30)
+        wait_for("the device published", lambda: published_paths(target, HOT) == [first], 30)
         assert running.log.read_text().count(registered) == 1
-        tool.Cluster(cluster.dir).restart_kubelet()
+        target.cluster.restart_kubelet()
         restarted = time.monotonic()
         wait_for("a second registration", lambda: running.log.read_text().count(registered) == 2)
         print(f"registered again {time.monotonic() - restarted:.2f} s after the kubelet answered healthz")
-        wait_for("slices back after the kubelet restart", lambda: published_paths(cluster, HOT) == [first])
+        wait_for("slices back after the kubelet restart", lambda: published_paths(target, HOT) == [first])
     finally:
         running.stop()
 
@@ -304,7 +321,9 @@ def test_a_kubelet_restart_registers_the_driver_again(cluster: Cluster, short_tm
 SICK = "sick.example.com"
 
 
-def test_a_health_change_reaches_the_pod_status(cluster: Cluster, short_tmp: Path) -> None:
+def test_a_health_change_reaches_the_pod_status(
+    target: Target, short_tmp: Path, no_slices_left: None, device_classes: Callable[[str], None]
+) -> None:
     """One null device of its own driver whose exec check looks for a marker file; the kubelet
     shows its health in the status of the pod using it."""
     marker = short_tmp / "ok"
@@ -328,23 +347,22 @@ def test_a_health_change_reaches_the_pod_status(cluster: Cluster, short_tmp: Pat
             }
         )
     )
-    client = cluster.client
-    [device_class] = yaml.safe_load_all((REPO / "examples" / "dra-null-class.yaml").read_text())
-    device_class["metadata"]["name"] = SICK
-    device_class["spec"]["selectors"][0]["cel"]["expression"] = f'device.driver == "{SICK}"'
-    client.apply(DeviceClass.from_dict(device_class), force=True)
-    running = Driver(cluster, short_tmp / "driver.log", config)
+    client = target.client
+    device_classes(SICK)
+    running = Driver(target, short_tmp / "driver.log", config)
     running.start()
     suffix = uuid.uuid4().hex[:6]
     template, name = f"sick-null-{suffix}", f"sick-consumer-{suffix}"
     try:
-        wait_for("our slice", lambda: our_slices(cluster, SICK), 30)
-        client.create(ResourceClaimTemplate.from_dict(template_document(template, SICK)))
-        client.create(Pod.from_dict(pod_document(name, template)))
-        wait_for("the pod running", lambda: _if(client.get(Pod, name, namespace="default"), "Running"), timeout=120)
+        wait_for("our slice", lambda: our_slices(target, SICK), 30)
+        client.create(ResourceClaimTemplate.from_dict(template_document(template, target.namespace, SICK)))
+        client.create(Pod.from_dict(pod_document(name, target.namespace, template)))
+        wait_for(
+            "the pod running", lambda: _if(client.get(Pod, name, namespace=target.namespace), "Running"), timeout=120
+        )
 
         def healths() -> list[str]:
-            pod = client.get(Pod, name, namespace="default").to_dict()
+            pod = client.get(Pod, name, namespace=target.namespace).to_dict()
             return [
                 r.get("health", "")
                 for status in pod["status"].get("containerStatuses", [])
@@ -360,6 +378,6 @@ def test_a_health_change_reaches_the_pod_status(cluster: Cluster, short_tmp: Pat
     finally:
         for kind, obj in ((Pod, name), (ResourceClaimTemplate, template)):
             with contextlib.suppress(ApiError):
-                client.delete(kind, obj, namespace="default", grace_period=0)
+                client.delete(kind, obj, namespace=target.namespace, grace_period=0)
         running.stop()
         print(running.log.read_text()[-3000:])

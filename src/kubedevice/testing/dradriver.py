@@ -1,4 +1,4 @@
-"""Shared set-up for the DRA driver tests: a driver on real sockets in a temp dir, claims as files."""
+"""Shared set-up for the DRA driver tests (unit and e2e): a driver on real sockets in a temp dir, claims as files."""
 
 from __future__ import annotations
 

@@ -1,15 +1,15 @@
-"""The API-server-facing parts against a REAL kube-apiserver (+ etcd): the slice publisher and
-fetching claims. Needs a running cluster: ``KUBEDEVICE_TEST_KUBECONFIG=<its kubeconfig>``
-(e.g. from ``scripts/cluster.sh up``); without it these tests are skipped, and say so.
+"""The DRA driver's API-server-facing parts against the session's real kube-apiserver (+ etcd):
+the slice publisher and fetching claims.
 
-Each test uses its own Node object (created here, no kubelet behind it), so the cluster's
-kubelet, which deletes its own node's slices at start, never interferes.
+Each test uses its own Node object (created here, no kubelet behind it) and deletes it with its
+slices, so the cluster's kubelet, which deletes its own node's slices whenever it starts (other
+tests restart it), never interferes, and the device-plugin tests never see these nodes.
 """
 
 from __future__ import annotations
 
 import asyncio
-import os
+import contextlib
 import shutil
 import tempfile
 import uuid
@@ -20,6 +20,7 @@ from typing import Any
 
 import pytest
 from lightkube import AsyncClient, KubeConfig
+from lightkube.core.exceptions import ApiError
 from lightkube.models.meta_v1 import ObjectMeta
 from lightkube.resources.core_v1 import Namespace, Node
 from lightkube.resources.resource_v1 import ResourceClaim, ResourceClaimStatus, ResourceSlice
@@ -31,12 +32,16 @@ from kubedevice.dra.driver.claims import ApiClaims
 from kubedevice.dra.driver.publisher import InvalidSlices, SlicePublisher
 from kubedevice.dra.models import to_document
 from kubedevice.plugin.base import Plugin
+from kubedevice.testing.cluster import Cluster
+from kubedevice.testing.dradriver import DRIVER, kubelet, null_plugin
+from kubedevice.testing.dradriver import Node as TempNode
 
-from .helpers import DRIVER, kubelet, null_plugin
-from .helpers import Node as TempNode
+pytestmark = pytest.mark.e2e
 
-KUBECONFIG = os.environ.get("KUBEDEVICE_TEST_KUBECONFIG")
-pytestmark = pytest.mark.skipif(not KUBECONFIG, reason="no real API server: set KUBEDEVICE_TEST_KUBECONFIG")
+
+@pytest.fixture
+def kubeconfig(cluster: Cluster) -> Path:
+    return cluster.kubeconfig
 
 
 @pytest.fixture
@@ -52,16 +57,17 @@ def tmp_node() -> Iterator[TempNode]:
 
 
 @asynccontextmanager
-async def api(node_name: str) -> AsyncIterator[AsyncClient]:
-    assert KUBECONFIG
-    client = AsyncClient(KubeConfig.from_file(KUBECONFIG), field_manager="kubedevice-test")
+async def api(kubeconfig: Path, node_name: str) -> AsyncIterator[AsyncClient]:
+    client = AsyncClient(KubeConfig.from_file(kubeconfig), field_manager="kubedevice-test")
     await client.create(Node(metadata=ObjectMeta(name=node_name)))
     try:
         yield client
     finally:
-        await client.delete(Node, node_name)
+        # the slices first: the garbage collector deletes them too once their owner node is gone
         async for s in client.list(ResourceSlice, fields={"spec.nodeName": node_name}):
-            await client.delete(ResourceSlice, s.metadata.name)  # type: ignore[union-attr]
+            with contextlib.suppress(ApiError):
+                await client.delete(ResourceSlice, s.metadata.name)  # type: ignore[union-attr]
+        await client.delete(Node, node_name)
         await client.close()
 
 
@@ -85,9 +91,11 @@ def devices(n: int, prefix: str = "d") -> list[Device]:
     return [Device(f"{prefix}{i}") for i in range(n)]
 
 
-async def test_publishes_the_pool_owned_by_the_node_and_exactly_dra_slices_output(node_name: str) -> None:
+async def test_publishes_the_pool_owned_by_the_node_and_exactly_dra_slices_output(
+    kubeconfig: Path, node_name: str
+) -> None:
     driver = DraDriver(DRIVER, [null_plugin()])
-    async with api(node_name) as client:
+    async with api(kubeconfig, node_name) as client:
         publisher = SlicePublisher(client, DRIVER, node_name, lambda: driver.slices(node_name))
         await publisher.sync()
         [published] = await slices(client, node_name)
@@ -106,10 +114,12 @@ async def test_publishes_the_pool_owned_by_the_node_and_exactly_dra_slices_outpu
         assert again["metadata"]["resourceVersion"] == version and publisher.generation == 1
 
 
-async def test_splits_at_128_devices_bumps_the_generation_and_deletes_obsolete_slices(node_name: str) -> None:
+async def test_splits_at_128_devices_bumps_the_generation_and_deletes_obsolete_slices(
+    kubeconfig: Path, node_name: str
+) -> None:
     plugin = Plugin("example.com/many", devices(200))
     driver = DraDriver(DRIVER, [plugin])
-    async with api(node_name) as client:
+    async with api(kubeconfig, node_name) as client:
         publisher = SlicePublisher(client, DRIVER, node_name, lambda: driver.slices(node_name))
         await publisher.sync()
         first = await slices(client, node_name)
@@ -122,10 +132,12 @@ async def test_splits_at_128_devices_bumps_the_generation_and_deletes_obsolete_s
         assert only["spec"]["pool"] == {"name": node_name, "generation": 2, "resourceSliceCount": 1}
 
 
-async def test_republishes_within_a_second_after_hotplug_health_deletion_and_edits(node_name: str) -> None:
+async def test_republishes_within_a_second_after_hotplug_health_deletion_and_edits(
+    kubeconfig: Path, node_name: str
+) -> None:
     plugin = Plugin("example.com/hot", devices(3))
     driver = DraDriver(DRIVER, [plugin])
-    async with api(node_name) as client:
+    async with api(kubeconfig, node_name) as client:
         publisher = SlicePublisher(client, DRIVER, node_name, lambda: driver.slices(node_name))
         driver.subscribe(publisher.changed)
         task = asyncio.create_task(publisher.run())
@@ -161,9 +173,9 @@ async def _equal(value: Any, expected: Any) -> bool:
     return bool(await value == expected)
 
 
-async def test_claims_are_fetched_from_the_api_server(node_name: str, tmp_node: TempNode) -> None:
+async def test_claims_are_fetched_from_the_api_server(kubeconfig: Path, node_name: str, tmp_node: TempNode) -> None:
     namespace = f"kd-{uuid.uuid4().hex[:6]}"
-    async with api(node_name) as client:
+    async with api(kubeconfig, node_name) as client:
         await client.create(Namespace(metadata=ObjectMeta(name=namespace)))
         try:
             claim = await _allocated_claim(client, namespace, "gpu", node_name, "null2")
@@ -223,8 +235,10 @@ async def _allocated_claim(client: AsyncClient, namespace: str, name: str, pool:
     return dict(updated.to_dict())
 
 
-async def test_the_service_publishes_once_registered_and_is_ready_after(node_name: str, tmp_node: TempNode) -> None:
-    async with api(node_name) as client:
+async def test_the_service_publishes_once_registered_and_is_ready_after(
+    kubeconfig: Path, node_name: str, tmp_node: TempNode
+) -> None:
+    async with api(kubeconfig, node_name) as client:
         driver = DraDriver(DRIVER, [null_plugin()])
         publisher = SlicePublisher(client, DRIVER, node_name, lambda: driver.slices(node_name))
         options = tmp_node.options()
@@ -252,9 +266,9 @@ class Numbered(Plugin):
         return {d.id: {"bad": {"version": "not a semver"}} for d in self.devices()}
 
 
-async def test_slices_the_api_server_would_refuse_are_not_sent(node_name: str) -> None:
+async def test_slices_the_api_server_would_refuse_are_not_sent(kubeconfig: Path, node_name: str) -> None:
     driver = DraDriver(DRIVER, [Numbered("example.com/bad", devices(1))])
-    async with api(node_name) as client:
+    async with api(kubeconfig, node_name) as client:
         publisher = SlicePublisher(client, DRIVER, node_name, lambda: driver.slices(node_name))
         with pytest.raises(InvalidSlices, match=r"attributes\[bad\]\.version"):
             await publisher.sync()
