@@ -7,6 +7,7 @@ import asyncio
 import shutil
 import signal
 import subprocess
+import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -59,7 +60,15 @@ def host(image: Image, tmp_path: Path) -> Iterator[Path]:
     yield root
 
 
-def test_exec_start_waits_for_the_kubelet_registers_and_stops_cleanly(host: Path, tmp_path: Path) -> None:
+@pytest.fixture
+def short_tmp() -> Iterator[Path]:
+    """Unix socket paths below it must stay under 108 bytes (pytest's tmp_path can exceed that)."""
+    with tempfile.TemporaryDirectory(prefix="kd-") as path:
+        yield Path(path)
+
+
+def test_exec_start_waits_for_the_kubelet_registers_and_stops_cleanly(host: Path, short_tmp: Path) -> None:
+    tmp_path = short_tmp
     plugin_dir = tmp_path / "device-plugins"
     plugin_dir.mkdir()
     log = tmp_path / "daemon.log"
