@@ -100,8 +100,10 @@ def test_the_sandbox_is_non_root_and_read_only(image: Image) -> None:
     assert "Read-only file system" in result.stderr
 
 
-def test_help_runs_in_the_image(image: Image) -> None:
-    # TODO(H1): switch to `kubedevice --version` == the pyproject version once cli.py has it.
+def test_version_and_help_run_in_the_image(image: Image) -> None:
+    result = imagekit.run(image, "--version")
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.split() == ["kubedevice", imagekit.version()]
     result = imagekit.run(image, "--help")
     assert result.returncode == 0, result.stderr
     assert "serve" in result.stdout and "demo" in result.stdout
