@@ -14,6 +14,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import functools
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 
@@ -45,22 +46,24 @@ def _socket(directory: Path, port: int) -> Path:
     return directory / f"{port}.sock"
 
 
+def _handler(dial: Dial) -> Callable[[asyncio.StreamReader, asyncio.StreamWriter], Awaitable[None]]:
+    async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        await _splice(reader, writer, dial)
+    return handle
+
+
 async def serve(side: str, directory: Path, ports: list[int]) -> None:
     """Listen for every port; run until killed."""
     servers = []
     for port in ports:
         path = _socket(directory, port)
         if side == "host":
-            def dial_unix(path: Path = path) -> Awaitable[tuple[asyncio.StreamReader, asyncio.StreamWriter]]:
-                return asyncio.open_unix_connection(str(path))
-            servers.append(await asyncio.start_server(
-                lambda r, w, dial=dial_unix: _splice(r, w, dial), "127.0.0.1", port))
+            dial: Dial = functools.partial(asyncio.open_unix_connection, str(path))
+            servers.append(await asyncio.start_server(_handler(dial), "127.0.0.1", port))
         else:
-            def dial_tcp(port: int = port) -> Awaitable[tuple[asyncio.StreamReader, asyncio.StreamWriter]]:
-                return asyncio.open_connection("127.0.0.1", port)
+            dial = functools.partial(asyncio.open_connection, "127.0.0.1", port)
             path.unlink(missing_ok=True)  # ours: left by a relay killed before (the directory is the cluster's)
-            servers.append(await asyncio.start_unix_server(
-                lambda r, w, dial=dial_tcp: _splice(r, w, dial), str(path)))
+            servers.append(await asyncio.start_unix_server(_handler(dial), str(path)))
     await asyncio.gather(*(server.serve_forever() for server in servers))
 
 
