@@ -4,12 +4,13 @@ Everything runs inside one private PID, mount and network namespace whose only h
 is the cluster directory: the kubelet hard-codes ``/var/lib/kubelet/device-plugins``, so
 ``/var/lib``, ``/run`` and ``/var/log`` are bind mounts of directories under it there, and so are
 the few ``/proc/sys`` files the kubelet writes. The network namespace has loopback, the node's
-address on a veth pair with both ends inside, and no route off the machine: whatever a pod or a
-probe dials outside it fails there (ENETUNREACH). The host reaches the ports it needs through
-:mod:`relay` (same port numbers on the host's 127.0.0.1, free ports chosen at start, so two
-clusters can run at once). Killing the namespace's init kills
-every process in it (containers included), its mounts vanish with it, and the pods' cgroups
-live under ``kubedevice/<cluster id>`` in each hierarchy and are removed at ``down``.
+address on a veth pair with both ends inside, a /32 route to each pod's veth and no route off the
+machine: whatever a pod or a component dials outside the cluster's namespaces fails (ENETUNREACH).
+The host reaches the ports it needs through :mod:`relay` (same port numbers on the host's
+127.0.0.1, free ports chosen at start, so two clusters can run at once). Killing the namespace's
+init kills every process in it (containers included), its mounts and network vanish with it, and
+the pods' cgroups live under ``kubedevice/<cluster id>`` in each hierarchy and are removed at
+``down``.
 
 ``python -m kubedevice.testing.cluster up|down|status`` (or ``scripts/cluster.sh``) drives it;
 tests use :func:`up` and :meth:`Cluster.down`.
@@ -306,7 +307,7 @@ class Cluster:
         (cni / "bin").mkdir(parents=True)
         (cni / "net.d").mkdir()
         plugin = cni / "bin" / "kubedevice-veth"
-        plugin.write_text(_CNI_PLUGIN.replace("@IPAM@", str(cni / "ipam")))
+        plugin.write_text(_CNI_PLUGIN.replace("@IPAM@", str(cni / "ipam")).replace("@NODE_IP@", NODE_IP))
         plugin.chmod(0o755)
         (cni / "net.d" / "10-kubedevice.conflist").write_text(json.dumps(
             {"cniVersion": "1.0.0", "name": "kubedevice", "plugins": [{"type": "kubedevice-veth"}]}))
@@ -527,9 +528,10 @@ state = "/run/containerd"
 
 
 _CNI_PLUGIN = r"""#!/bin/sh
-# The cluster's CNI plugin: a veth pair with both ends inside the pod's network namespace, so a
-# pod gets an interface and an address without touching any host interface or route (the
-# kernel here has no dummy/ipvlan links, which the standard plugins need).
+# The cluster's CNI plugin (the kernel here has no dummy/ipvlan links, which the standard plugins
+# need): a veth pair between the pod's network namespace and the cluster's, with a /32 route each
+# way (pod <-> node address), so the kubelet's probes reach the pod. Both namespaces are the
+# cluster's own; neither has any other route, so nothing leaves the machine.
 set -e
 config=$(cat)
 case "$CNI_COMMAND" in
@@ -541,11 +543,15 @@ mkdir -p '@IPAM@'
 n=$(flock '@IPAM@/lock' sh -c 'n=$(cat "$0/next" 2>/dev/null || echo 2); echo $((n + 1)) > "$0/next"; echo $n' '@IPAM@')
 addr="10.88.$((n / 250)).$((n % 250 + 2))"
 nsenter --net="$CNI_NETNS" sh -c '
-  ip link add "$1" type veth peer name kdpeer0
-  ip link set lo up && ip link set kdpeer0 up && ip link set "$1" up
-  ip addr add "$2/16" dev "$1"' sh "$CNI_IFNAME" "$addr"
+  ip link add "$1" type veth peer name "kd$3"
+  ip link set "kd$3" netns "$4"
+  ip link set lo up && ip link set "$1" up
+  ip addr add "$2/32" dev "$1"
+  ip route add "$5/32" dev "$1"' sh "$CNI_IFNAME" "$addr" "$n" "$$" '@NODE_IP@'
+ip link set "kd$n" up
+ip route add "$addr/32" dev "kd$n" src '@NODE_IP@'
 printf '{"cniVersion":"1.0.0","interfaces":[{"name":"%s","sandbox":"%s"}],' "$CNI_IFNAME" "$CNI_NETNS"
-printf '"ips":[{"address":"%s/16","interface":0}]}\n' "$addr"
+printf '"ips":[{"address":"%s/32","interface":0}]}\n' "$addr"
 """
 
 
