@@ -440,7 +440,7 @@ def _namespace_script(directory: Path) -> str:
     """Inside the new namespaces: the network, the private directories, then become a reaping init."""
     ns = directory / "ns"
     lines = ["set -e", "ip link set lo up",
-             # Both ends inside, like the pods' (CNI) pairs: the node gets an address, nothing a route.
+             # Both ends inside: the node gets a local address (the kubelet checks it is) and no way out.
              "ip link add kdnode0 type veth peer name kdnode1",
              f"ip addr add {NODE_IP}/32 dev kdnode0", "ip link set kdnode0 up", "ip link set kdnode1 up"]
     for target in _HIDDEN:
