@@ -1,9 +1,8 @@
 """The Helm chart and the host service on a real single-node Kubernetes (v1.36), with the image
 scripts/image.sh built, imported with ctr (no registry) and ``image.pullPolicy: Never``.
 
-The chart's startup probe is delayed past the test (``startupProbe.initialDelaySeconds``), so no
-HTTP probe runs: this cluster's pod addresses are not routed on the host, and a probe would leave
-the machine through its default route. The pod is therefore never Ready; nothing here waits for it.
+The chart's probes run as on any node: the cluster's private network routes each pod's address
+(and nothing off the machine), so the kubelet's HTTP probes reach the daemon's /healthz and /readyz.
 """
 
 from __future__ import annotations
@@ -42,7 +41,6 @@ def record(key: str, value: Any) -> None:
 
 def values(count: int = DEVICES) -> dict[str, Any]:
     return {"image": {"pullPolicy": "Never"},
-            "startupProbe": {"initialDelaySeconds": 86400},
             "log": {"level": "debug"},
             "config": {"resources": [
                 {"name": RESOURCE, "static": {"count": count, "paths": ["/dev/null"]}},
@@ -95,6 +93,10 @@ class Chart:
             return None
         return wait_for("the DaemonSet's pod to run", ready, timeout, interval=0.2)
 
+    def ready(self, name: str) -> bool:
+        conditions = self.api.pod(name, NAMESPACE)["status"].get("conditions", [])
+        return any(c["type"] == "Ready" and c["status"] == "True" for c in conditions)
+
     def capacity(self, resource: str = RESOURCE) -> tuple[int, int]:
         result: tuple[int, int] = self.api.resource(self.cluster.node_name, resource)
         return result
@@ -144,6 +146,8 @@ def test_install_runs_confined_registers_and_a_pod_gets_devices(chart: Chart) ->
     assert "ro" in root.split()[5].split(","), root
     wait_for("capacity", lambda: chart.capacity() == (DEVICES, DEVICES), 30)
     wait_for("CDI capacity", lambda: chart.capacity(CDI_RESOURCE) == (2, 2), 30)
+    # The kubelet's startup and readiness probes (HTTP on the pod's address) passed.
+    wait_for("the daemon's pod Ready", lambda: chart.ready(pod["metadata"]["name"]), 60, interval=0.2)
     # A workload gets devices: the kubelet allocated them (its checkpoint) and the pod runs.
     names = start_device_pods(chart.api, chart.cluster.node_name, 2)
     (cdi_pod,) = start_device_pods(chart.api, chart.cluster.node_name, 1, CDI_RESOURCE)

@@ -1,12 +1,16 @@
 """A real single-node Kubernetes (etcd, API server, scheduler, controller-manager, kubelet, containerd).
 
-Everything runs inside one private PID and mount namespace whose only host-visible trace is the
-cluster directory: the kubelet hard-codes ``/var/lib/kubelet/device-plugins``, so ``/var/lib``,
-``/run`` and ``/var/log`` are bind mounts of directories under it there, and so are the few
-``/proc/sys`` files the kubelet writes. Networking stays the host's, on 127.0.0.1 only, with
-free ports chosen at start, so two clusters can run at once. Killing the namespace's init kills
-every process in it (containers included), its mounts vanish with it, and the pods' cgroups
-live under ``kubedevice/<cluster id>`` in each hierarchy and are removed at ``down``.
+Everything runs inside one private PID, mount and network namespace whose only host-visible trace
+is the cluster directory: the kubelet hard-codes ``/var/lib/kubelet/device-plugins``, so
+``/var/lib``, ``/run`` and ``/var/log`` are bind mounts of directories under it there, and so are
+the few ``/proc/sys`` files the kubelet writes. The network namespace has loopback, the node's
+address on a veth pair with both ends inside, a /32 route to each pod's veth and no route off the
+machine: whatever a pod or a component dials outside the cluster's namespaces fails (ENETUNREACH).
+The host reaches the ports it needs through :mod:`relay` (same port numbers on the host's
+127.0.0.1, free ports chosen at start, so two clusters can run at once). Killing the namespace's
+init kills every process in it (containers included), its mounts and network vanish with it, and
+the pods' cgroups live under ``kubedevice/<cluster id>`` in each hierarchy and are removed at
+``down``.
 
 ``python -m kubedevice.testing.cluster up|down|status`` (or ``scripts/cluster.sh``) drives it;
 tests use :func:`up` and :meth:`Cluster.down`.
@@ -48,6 +52,10 @@ _SYSCTLS = ("vm/overcommit_memory", "vm/panic_on_oom", "kernel/panic", "kernel/p
             "kernel/keys/root_maxkeys", "kernel/keys/root_maxbytes")
 """The kubelet's kernel tunables (container_manager_linux.go): private copies inside the namespace."""
 _HIDDEN = ("/var/lib", "/run", "/var/log")
+NODE_IP = "10.87.0.1"
+"""The node's address, on a veth pair inside the cluster's network namespace (the kubelet refuses
+a loopback node IP). Nothing outside that namespace has it: a host route to it leads nowhere."""
+_RELAY = Path(__file__).with_name("relay.py")
 _STOP_ORDER = ("kube-scheduler", "kube-controller-manager", "kubelet", "containerd", "kube-apiserver", "etcd")
 """The API server before etcd: with etcd gone first its shutdown hangs for more than 90 s."""
 
@@ -100,10 +108,10 @@ def missing_prerequisite() -> str | None:
     for tool in ("unshare", "nsenter", "openssl", "ip", "flock", "mount"):
         if shutil.which(tool) is None:
             return f"{tool}(1) is not installed"
-    probe = subprocess.run(["unshare", "--mount", "--pid", "--fork", "--propagation", "private", "true"],
+    probe = subprocess.run(["unshare", "--mount", "--pid", "--net", "--fork", "--propagation", "private", "true"],
                            capture_output=True, text=True, check=False)
     if probe.returncode != 0:
-        return f"unshare --mount --pid failed: {probe.stderr.strip()}"
+        return f"unshare --mount --pid --net failed: {probe.stderr.strip()}"
     return None
 
 
@@ -137,6 +145,11 @@ class Cluster:
     @property
     def containerd_socket(self) -> Path:
         return self.dir / "ns" / "run" / "containerd" / "containerd.sock"
+
+    @property
+    def relay_dir(self) -> Path:
+        """The relays' unix sockets, one per forwarded port."""
+        return self.dir / "relay"
 
     @property
     def logs(self) -> Path:
@@ -211,6 +224,7 @@ class Cluster:
         _terminate(state.init_pid, timeout=5.0)
         _wait_gone(members | _descendants([state.init_pid, *state.pids.values()]))
         _remove_cgroups(state.cluster_id)
+        shutil.rmtree(self.relay_dir, ignore_errors=True)
         self.state_file.unlink(missing_ok=True)
 
     def restart_kubelet(self, wait_healthy: bool = True) -> float:
@@ -240,7 +254,7 @@ class Cluster:
         return self.spawn("kubelet", [
             str(self.binaries.kube("kubelet")), f"--config={self.dir / 'config' / 'kubelet.yaml'}",
             f"--kubeconfig={self.dir / 'kubelet.kubeconfig'}", f"--hostname-override={state.node_name}",
-            "--v=2"], state)
+            f"--node-ip={NODE_IP}", "--v=2"], state)
 
     # --- start -----------------------------------------------------------------------------------
 
@@ -263,6 +277,7 @@ class Cluster:
         try:
             self._prepare(state)
             self._start_namespace(state)
+            self._start_relays(state)
             self._start_control_plane(state)
             self._start_node(state)
         except BaseException:
@@ -292,7 +307,7 @@ class Cluster:
         (cni / "bin").mkdir(parents=True)
         (cni / "net.d").mkdir()
         plugin = cni / "bin" / "kubedevice-veth"
-        plugin.write_text(_CNI_PLUGIN.replace("@IPAM@", str(cni / "ipam")))
+        plugin.write_text(_CNI_PLUGIN.replace("@IPAM@", str(cni / "ipam")).replace("@NODE_IP@", NODE_IP))
         plugin.chmod(0o755)
         (cni / "net.d" / "10-kubedevice.conflist").write_text(json.dumps(
             {"cniVersion": "1.0.0", "name": "kubedevice", "plugins": [{"type": "kubedevice-veth"}]}))
@@ -302,7 +317,7 @@ class Cluster:
         script = _namespace_script(self.dir)
         log = (self.logs / "namespace.log").open("ab")
         process = subprocess.Popen(
-            ["unshare", "--mount", "--pid", "--fork", "--mount-proc", "--propagation", "private",
+            ["unshare", "--mount", "--pid", "--net", "--fork", "--mount-proc", "--propagation", "private",
              "--kill-child", "sh", "-c", script, "sh", sys.executable],
             stdin=subprocess.DEVNULL, stdout=log, stderr=log, start_new_session=True)
         log.close()
@@ -314,9 +329,30 @@ class Cluster:
         state.namespace_pid = _child_of(process.pid)
         self.save(state)
 
+    def _start_relays(self, state: State) -> None:
+        """The host's way in: its 127.0.0.1:PORT to the namespace's, through unix sockets in ``relay/``.
+
+        Only the ports something outside uses: the API server (kubeconfigs), etcd and the kubelet's
+        healthz (``up`` and the tests wait on them).
+        """
+        ports = [str(port) for port in relayed_ports(state.ports)]
+        inside = self.spawn("relay-inside", [sys.executable, str(_RELAY), "inside", str(self.relay_dir), *ports],
+                            state)
+        _wait("the relay inside the namespace", 15.0,
+              lambda: all((self.relay_dir / f"{port}.sock").exists() for port in ports),
+              self.logs / "relay-inside.log", inside)
+        log = (self.logs / "relay-host.log").open("ab")
+        process = subprocess.Popen([sys.executable, str(_RELAY), "host", str(self.relay_dir), *ports],
+                                   stdin=subprocess.DEVNULL, stdout=log, stderr=log, start_new_session=True)
+        log.close()
+        state.pids["relay-host"] = process.pid
+        self.save(state)
+        _wait("the relay on the host", 15.0, lambda: all(_listening(int(port)) for port in ports),
+              self.logs / "relay-host.log", process.pid)
+
     def spawn(self, name: str, argv: list[str], state: State | None = None,
               env: dict[str, str] | None = None) -> int:
-        """Start ``argv`` inside the namespace (where /var/lib/kubelet is the cluster's); its host PID.
+        """Start ``argv`` inside the namespaces (where /var/lib/kubelet is the cluster's); its host PID.
 
         Its output goes to ``logs/<name>.log``; :meth:`stop` ends it, :meth:`down` in any case.
         """
@@ -325,8 +361,9 @@ class Cluster:
         log = (self.logs / f"{name}.log").open("ab")
         env = {**os.environ, **(env or {}),
                "PATH": f"{self.binaries.containerd}:{self.dir / 'cni' / 'bin'}:{os.environ['PATH']}"}
-        process = subprocess.Popen(["nsenter", "-t", str(nspid), "-m", "-p", "--", *argv], stdin=subprocess.DEVNULL,
-                                   stdout=log, stderr=log, env=env, start_new_session=True, cwd=self.dir)
+        process = subprocess.Popen(["nsenter", "-t", str(nspid), "-m", "-p", "-n", "--", *argv],
+                                   stdin=subprocess.DEVNULL, stdout=log, stderr=log, env=env, start_new_session=True,
+                                   cwd=self.dir)
         log.close()
         child = _child_of(process.pid)
         state.pids[name] = child
@@ -398,10 +435,18 @@ class Cluster:
 # --- helpers -------------------------------------------------------------------------------------
 
 
+def relayed_ports(ports: Ports) -> list[int]:
+    """The cluster's ports the host reaches (through :mod:`relay`), under the same numbers."""
+    return [ports.apiserver, ports.etcd_client, ports.kubelet_healthz]
+
+
 def _namespace_script(directory: Path) -> str:
-    """Inside the new namespaces: bind the private directories, then become a reaping init."""
+    """Inside the new namespaces: the network, the private directories, then become a reaping init."""
     ns = directory / "ns"
-    lines = ["set -e"]
+    lines = ["set -e", "ip link set lo up",
+             # Both ends inside: the node gets a local address (the kubelet checks it is) and no way out.
+             "ip link add kdnode0 type veth peer name kdnode1",
+             f"ip addr add {NODE_IP}/32 dev kdnode0", "ip link set kdnode0 up", "ip link set kdnode1 up"]
     for target in _HIDDEN:
         lines.append(f"mount --bind '{ns / target.strip('/').replace('/', '-')}' {target}")
     for path in _SYSCTLS:
@@ -487,9 +532,10 @@ state = "/run/containerd"
 
 
 _CNI_PLUGIN = r"""#!/bin/sh
-# The cluster's CNI plugin: a veth pair with both ends inside the pod's network namespace, so a
-# pod gets an interface and an address without touching any host interface or route (the
-# kernel here has no dummy/ipvlan links, which the standard plugins need).
+# The cluster's CNI plugin (the kernel here has no dummy/ipvlan links, which the standard plugins
+# need): a veth pair between the pod's network namespace and the cluster's, with a /32 route each
+# way (pod <-> node address), so the kubelet's probes reach the pod. Both namespaces are the
+# cluster's own; neither has any other route, so nothing leaves the machine.
 set -e
 config=$(cat)
 case "$CNI_COMMAND" in
@@ -501,11 +547,15 @@ mkdir -p '@IPAM@'
 n=$(flock '@IPAM@/lock' sh -c 'n=$(cat "$0/next" 2>/dev/null || echo 2); echo $((n + 1)) > "$0/next"; echo $n' '@IPAM@')
 addr="10.88.$((n / 250)).$((n % 250 + 2))"
 nsenter --net="$CNI_NETNS" sh -c '
-  ip link add "$1" type veth peer name kdpeer0
-  ip link set lo up && ip link set kdpeer0 up && ip link set "$1" up
-  ip addr add "$2/16" dev "$1"' sh "$CNI_IFNAME" "$addr"
+  ip link add "$1" type veth peer name "kd$3"
+  ip link set "kd$3" netns "$4"
+  ip link set lo up && ip link set "$1" up
+  ip addr add "$2/32" dev "$1"
+  ip route add "$5/32" dev "$1"' sh "$CNI_IFNAME" "$addr" "$n" "$$" '@NODE_IP@'
+ip link set "kd$n" up
+ip route add "$addr/32" dev "kd$n" src '@NODE_IP@'
 printf '{"cniVersion":"1.0.0","interfaces":[{"name":"%s","sandbox":"%s"}],' "$CNI_IFNAME" "$CNI_NETNS"
-printf '"ips":[{"address":"%s/16","interface":0}]}\n' "$addr"
+printf '"ips":[{"address":"%s/32","interface":0}]}\n' "$addr"
 """
 
 
@@ -622,6 +672,11 @@ def leftovers(directory: Path, state: State) -> list[str]:
             found.append(f"mount {target}")
     found += [f"cgroup {path}" for path in cgroup_dirs(state.cluster_id)]
     return found
+
+
+def _listening(port: int) -> bool:
+    with socket.socket() as sock:
+        return sock.connect_ex(("127.0.0.1", port)) == 0
 
 
 def _http_ok(url: str) -> bool:
