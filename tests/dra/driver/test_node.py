@@ -226,6 +226,11 @@ async def test_claims_without_uid_are_invalid_argument(node: Node) -> None:
             await stub.NodePrepareResources(request)
         assert info.value.code() == grpc.StatusCode.INVALID_ARGUMENT
         assert "default/x" in (info.value.details() or "")
+        huge = v1.NodePrepareResourcesRequest(claims=[v1.Claim(namespace="default", name="n" * 20_000, uid="")])
+        with pytest.raises(aio.AioRpcError) as info:  # a long message would exceed the client's 8 KiB trailer cap
+            await stub.NodePrepareResources(huge)
+        assert info.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+        assert "'default/nnnn" in (info.value.details() or "") and len(info.value.details() or "") < 4096
 
 
 async def test_a_stale_socket_is_replaced_and_a_live_one_is_left_alone(node: Node) -> None:

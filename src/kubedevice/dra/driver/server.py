@@ -46,6 +46,13 @@ def _device_fields(device: PreparedDevice) -> dict[str, Any]:
     }
 
 
+def _few(names: Sequence[str], shown: int = 3, width: int = 64) -> str:
+    """Some names, each cut short: the message travels in a trailer, which the kubelet's gRPC
+    client caps at 8 KiB, so a longer one would reach it as RESOURCE_EXHAUSTED instead."""
+    listed = ", ".join(repr(n[:width]) + ("..." if len(n) > width else "") for n in names[:shown])
+    return listed + (f" (and {len(names) - shown:,} more)" if len(names) > shown else "")
+
+
 def _refs(request: _Claims) -> list[ClaimRef]:
     return [ClaimRef(c.namespace, c.name, c.uid) for c in request.claims]
 
@@ -76,7 +83,7 @@ class _Core:
         refs = _refs(request)
         bad = [f"{r.namespace}/{r.name}" for r in refs if not r.uid or not r.name or not r.namespace]
         if bad:
-            await context.abort(grpc.StatusCode.INVALID_ARGUMENT, f"claims without namespace, name or UID: {bad}")
+            await context.abort(grpc.StatusCode.INVALID_ARGUMENT, f"claims without namespace, name or UID: {_few(bad)}")
         return refs
 
     def _observed(self, method: str, start: float, claims: int, failed: int) -> None:
