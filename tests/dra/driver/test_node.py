@@ -233,6 +233,16 @@ async def test_claims_without_uid_are_invalid_argument(node: Node) -> None:
         assert "'default/nnnn" in (info.value.details() or "") and len(info.value.details() or "") < 4096
 
 
+async def test_undecodable_requests_are_invalid_argument(node: Node) -> None:
+    """Invalid UTF-8 in a claim's UID: INVALID_ARGUMENT with the reason, not grpcio's UNKNOWN."""
+    async with running(node, driver()) as service, aio.insecure_channel(f"unix://{service.sockets.dra}") as channel:
+        prepare = channel.unary_unary("/k8s.io.kubelet.pkg.apis.dra.v1.DRAPlugin/NodePrepareResources")
+        with pytest.raises(aio.AioRpcError) as info:
+            await prepare(b"\x0a\x03\x1a\x01\xff")
+        assert info.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+        assert "malformed request" in (info.value.details() or "")
+
+
 async def test_a_stale_socket_is_replaced_and_a_live_one_is_left_alone(node: Node) -> None:
     dra = node.kubelet_dir / "plugins" / DRIVER / "dra.sock"
     dra.parent.mkdir(parents=True)

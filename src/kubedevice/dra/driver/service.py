@@ -18,6 +18,7 @@ from pathlib import Path
 from grpc import aio
 
 from ...api import pluginregistration_v1_pb2_grpc as regpb_grpc
+from ...api.malformed import RefuseMalformed
 from ...plugin.server import _clear_stale_socket, check_socket_path
 from .cdi import ClaimSpecs
 from .checkpoint import BOOT_ID_PATH, FILE_NAME, read_boot_id
@@ -116,7 +117,7 @@ class DriverService:
     async def _serve(path: Path, add: Callable[[aio.Server], None]) -> aio.Server:
         check_socket_path(path)
         _clear_stale_socket(path)
-        server = aio.server(options=[("grpc.so_reuseport", 0)])
+        server = aio.server(options=[("grpc.so_reuseport", 0)], interceptors=[RefuseMalformed()])
         add(server)
         server.add_insecure_port(f"unix://{path}")
         await server.start()
