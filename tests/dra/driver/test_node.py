@@ -143,6 +143,13 @@ async def test_every_claim_gets_its_own_answer(node: Node) -> None:
         assert (await client.unprepare([("default", "never", "uid-never")])).claims["uid-never"].error == ""
 
 
+async def test_a_repeated_uid_under_a_wrong_name_does_not_fail_the_right_one(node: Node) -> None:
+    ref = node.add_claim(claim_object("right", ["null0"]))
+    async with running(node, driver()) as service, kubelet(service) as client:
+        answer = (await client.prepare([ref, (ref[0], "wrong", ref[2])])).claims[ref[2]]
+        assert answer.error == "" and [d.device_name for d in answer.devices] == ["null0"]
+
+
 async def test_envs_are_rendered_per_request_and_subrequests_are_stripped(node: Node) -> None:
     ref = node.add_claim(claim_object("sub", [("gpu/large", "null0"), ("gpu/large", "null3")]))
     async with running(node, driver()) as service, kubelet(service) as client:

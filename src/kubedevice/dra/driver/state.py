@@ -116,7 +116,7 @@ class ClaimState:
         """Prepare every claim; the answer has one entry per claim UID."""
         wanted = [r for r in refs if r.uid not in self._checkpoint.claims]
         answers = await asyncio.gather(*(self._fetch(r, source) for r in wanted))
-        fetched = {r.uid: a for r, a in zip(wanted, answers, strict=True)}
+        fetched = dict(zip(wanted, answers, strict=True))  # by ref: a repeated UID with another name is its own fetch
         async with self._exclusive():
             results: dict[str, PrepareResult] = {}
             added: list[str] = []
@@ -125,7 +125,7 @@ class ClaimState:
                 if entry is not None:
                     results[ref.uid] = self._again(ref.uid, entry)
                     continue
-                claim = fetched.get(ref.uid) or await self._fetch(ref, source)  # prepared and gone meanwhile
+                claim = fetched.get(ref) or await self._fetch(ref, source)  # prepared and gone meanwhile
                 if isinstance(claim, str):
                     results[ref.uid] = PrepareResult(error=claim)
                     continue
