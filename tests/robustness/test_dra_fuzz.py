@@ -218,3 +218,4 @@ def test_zz_after_the_fuzz_a_good_claim_prepares_and_nothing_escaped(driver: Dri
     assert all(any(p.is_relative_to(d) for d in allowed) for p in new), sorted(map(str, new))
     assert {p.parent for p in new if p.is_relative_to(node.cdi_dir)} <= {node.cdi_dir}
     assert [p.name for p in node.cdi_dir.iterdir()] == [f"kubedevice-dra-{DRIVER}-{good[2]}.json"]
+    assert not [p for p in (node.root.parent, node.cdi_dir.parent) if list(p.glob("kubedevice-dra-*"))]  # no ../
