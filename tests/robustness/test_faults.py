@@ -67,10 +67,12 @@ def test_kubelet_sigkilled_mid_stream_then_back(tmp_path: Path) -> None:
     try:
         for n in range(1, 4):
             proc = spawn_kubelet(daemon.plugin_dir)
-            until(lambda n=n: len(REGISTERED.findall(daemon.log.read_text())) >= 2 * n, f"registration {n}")
-            time.sleep(0.3)  # ListAndWatch streams are open now
-            proc.send_signal(signal.SIGKILL)
-            proc.wait(5)
+            try:
+                until(lambda n=n: len(REGISTERED.findall(daemon.log.read_text())) >= 2 * n, f"registration {n}")
+                time.sleep(0.3)  # ListAndWatch streams are open now
+            finally:  # also when the wait fails: no simulator may outlive the test
+                proc.send_signal(signal.SIGKILL)
+                proc.wait(5)
         assert (daemon.plugin_dir / "kubelet.sock").exists()  # a dead kubelet leaves its socket behind
 
         async def back() -> None:
