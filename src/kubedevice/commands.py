@@ -172,7 +172,7 @@ def serve(  # noqa: PLR0917 - typer maps each parameter to an option
         from .dra.driver.daemon import DraOptions, serve_command  # noqa: PLC0415
 
         paths = (kubelet_dir, cdi_dir, kubeconfig, host_root)
-        serve_command(cfg, DraOptions(node or "", *paths, metrics_address, log_level, log_format))
+        serve_command(cfg, DraOptions(node or "", *paths, metrics_address, log_level, log_format), early_signal)
     options = DaemonOptions(config, plugin_dir, host_root, cdi_dir, metrics_address, log_level, log_format)
     try:
         code = run_daemon(cfg, options, early_signal)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -117,3 +118,35 @@ def test_rolling_update_needs_the_pod_uid(tmp_path: Path) -> None:
     )
     assert result.returncode == 2
     assert result.stderr == "kubedevice: dra.rolling_update needs $POD_UID (the downward API's metadata.uid)\n"
+
+
+def test_sigterm_while_loading_a_dra_config_is_a_clean_stop() -> None:
+    """The command line catches SIGTERM before the DRA loop exists; the driver must still stop on it."""
+    with tempfile.TemporaryDirectory(prefix="kd-") as short:  # socket paths stay under 108 bytes
+        _sigterm_while_loading(Path(short))
+
+
+def _sigterm_while_loading(tmp_path: Path) -> None:
+    fifo, kubelet_dir = tmp_path / "config.yaml", tmp_path / "kubelet"
+    os.mkfifo(fifo)
+    kubelet_dir.mkdir()
+    kubeconfig = tmp_path / "kubeconfig"  # loadable credentials; nothing listens there, and nothing is sent
+    kubeconfig.write_text(
+        "apiVersion: v1\nkind: Config\ncurrent-context: c\n"
+        "clusters: [{name: c, cluster: {server: 'http://127.0.0.1:9'}}]\n"
+        "contexts: [{name: c, context: {cluster: c, user: u}}]\nusers: [{name: u, user: {}}]\n"
+    )
+    args = [sys.executable, "-m", "kubedevice", "serve", "--config", str(fifo), "--node", "n1",
+            "--kubelet-dir", str(kubelet_dir), "--cdi-dir", str(tmp_path / "cdi"), "--kubeconfig", str(kubeconfig)]
+    proc = subprocess.Popen(args, stderr=subprocess.PIPE, text=True)
+    with fifo.open("w") as writer:  # returns once serve has opened the FIFO to read its config
+        proc.send_signal(signal.SIGTERM)
+        writer.write("dra: {driver: null.example.com, publish: false}\n"
+                     "resources:\n  - name: example.com/null\n    static: {count: 1, paths: [/dev/null]}\n")
+    try:
+        _, stderr = proc.communicate(timeout=20)
+    finally:
+        proc.kill()
+    assert proc.returncode == 0, stderr
+    assert "Traceback" not in stderr
+    assert not [p for p in kubelet_dir.rglob("*") if p.is_socket()], "no socket of ours is left"

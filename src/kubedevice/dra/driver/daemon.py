@@ -12,6 +12,7 @@ import asyncio
 import logging
 import os
 import signal
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import NoReturn
@@ -55,8 +56,13 @@ def build_driver(config: Config, host_root: Path | None = None) -> DraDriver:
     return DraDriver(config.dra.driver, build_plugins(config, host_root, None))
 
 
-def run_dra_daemon(config: Config, options: DraOptions) -> int:
-    """Serve until SIGTERM/SIGINT; the process exit code. A start-up failure is a ``UsageError``."""
+def run_dra_daemon(
+    config: Config, options: DraOptions, early_signal: Callable[[], int | None] = lambda: None
+) -> int:
+    """Serve until SIGTERM/SIGINT; the process exit code. A start-up failure is a ``UsageError``.
+
+    ``early_signal`` reports a stop signal the command line caught before the loop ran.
+    """
     setup_logging(options.log_level, "json" if options.log_format == "json" else "text")
     if options.log_level != "debug":  # the HTTP client logs every request (watch, resync) at INFO
         for name in ("httpx2", "httpcore2"):
@@ -65,14 +71,16 @@ def run_dra_daemon(config: Config, options: DraOptions) -> int:
         raise UsageError(f"dra.rolling_update needs ${POD_UID_ENV} (the downward API's metadata.uid)")
     try:
         driver = build_driver(config, options.host_root)
-        return asyncio.run(_serve(config, driver, options))
+        return asyncio.run(_serve(config, driver, options, early_signal))
     except (KubeAccessError, CheckpointError, SocketInUse, CdiError, ValueError) as err:
         raise UsageError(str(err)) from None
     except OSError as err:
         raise UsageError(f"{getattr(err, 'filename', None) or 'DRA driver'}: {os_reason(err)}") from None
 
 
-async def _serve(config: Config, driver: DraDriver, options: DraOptions) -> int:
+async def _serve(
+    config: Config, driver: DraDriver, options: DraOptions, early_signal: Callable[[], int | None]
+) -> int:
     assert config.dra is not None
     readiness = Readiness([driver.name])
     metrics = Metrics() if options.metrics_address else Metrics.disabled()
@@ -92,6 +100,8 @@ async def _serve(config: Config, driver: DraDriver, options: DraOptions) -> int:
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, task.cancel)
+    if early_signal() is not None:  # caught while we started: stop as if it came now
+        task.cancel()
     http: MetricsServer | None = None
     if options.metrics_address:
         http = await start_http_server(options.metrics_address, metrics, readiness)
@@ -105,12 +115,14 @@ async def _serve(config: Config, driver: DraDriver, options: DraOptions) -> int:
     return 0
 
 
-def serve_command(config: Config, options: DraOptions) -> NoReturn:
+def serve_command(
+    config: Config, options: DraOptions, early_signal: Callable[[], int | None] = lambda: None
+) -> NoReturn:
     """``kubedevice serve`` for a config with ``dra:``: exits with the daemon's code, or 2 on bad input."""
     if not options.node:
         fail("serve: a config with 'dra' needs --node (or $NODE_NAME)")
     try:
-        code = run_dra_daemon(config, options)
+        code = run_dra_daemon(config, options, early_signal)
     except UsageError as err:
         fail(str(err))
     raise SystemExit(code)
