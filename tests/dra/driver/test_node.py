@@ -20,6 +20,7 @@ from kubedevice.api import dra_v1_pb2 as v1
 from kubedevice.api import dra_v1_pb2_grpc as v1_grpc
 from kubedevice.device import ContainerAllocation, Device, Health
 from kubedevice.dra.driver import DraDriver, DriverService
+from kubedevice.dra.driver.cdi import ClaimSpecs
 from kubedevice.dra.driver.checkpoint import CheckpointError
 from kubedevice.dra.driver.claims import FileClaims
 from kubedevice.dra.driver.metrics import DraMetrics
@@ -179,12 +180,35 @@ async def test_after_a_driver_restart_specs_stay_and_unprepare_still_works(node:
     assert spec_file(node, ref[2]).exists()  # a running pod's container may still be created from it
     spec_file(node, ref[2]).unlink()
     orphan = spec_file(node, "uid-orphan")  # a crash between writing a spec and the checkpoint
-    orphan.write_text("{}")
+    orphan.write_text(json.dumps({"cdiVersion": "0.6.0", "kind": KIND, "devices": []}))
     async with running(node, driver()) as service, kubelet(service) as client:
         assert spec_file(node, ref[2]).exists() and not orphan.exists()
         assert set(service.state.prepared()) == {ref[2]}
         assert (await client.unprepare([ref])).claims[ref[2]].error == ""
         assert node.cdi_specs() == {}
+
+
+async def test_a_restart_leaves_the_specs_of_a_driver_whose_name_extends_ours(node: Node) -> None:
+    other = ClaimSpecs(node.cdi_dir, f"{DRIVER}-x")  # its files also start with our prefix
+    other.write("uid-of-x", other.spec("uid-of-x", [("dev0", ContainerAllocation(envs={"A": "1"}))]))
+    stranger = node.cdi_dir / f"kubedevice-dra-{DRIVER}-not-a-spec.json"  # our prefix, not our kind
+    stranger.write_text("not json")
+    async with running(node, driver()):
+        pass
+    assert other.exists("uid-of-x") and stranger.exists()
+
+
+async def test_claim_uids_that_differ_only_in_unsafe_characters_get_their_own_specs(node: Node) -> None:
+    colon = node.add_claim(claim_object("colon", ["null1"], uid="a:b"))
+    underscore = node.add_claim(claim_object("underscore", ["null2"], uid="a_b"))
+    async with running(node, driver()) as service, kubelet(service) as client:
+        await client.prepare([colon, underscore])
+        assert len(node.cdi_specs()) == 2
+    async with running(node, driver()) as service, kubelet(service) as client:  # recovery keeps both
+        assert len(node.cdi_specs()) == 2
+        await client.unprepare([colon])
+        [(name, spec)] = node.cdi_specs().items()
+        assert spec["devices"][0]["name"] == "a_b-null2" and "a_5f_b" in name
 
 
 async def test_after_a_reboot_stale_claims_are_dropped(node: Node) -> None:

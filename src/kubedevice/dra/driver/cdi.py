@@ -5,12 +5,15 @@ resolves them from ``<cdi_dir>/*.json``. Each claim gets its own file
 (``kubedevice-dra-<driver>-<claimUID>.json``) holding one CDI device per allocated device,
 named ``<claimUID>-<device>`` under the kind ``k8s.<driver>/device``, so two claims on the
 same device never share or overwrite an entry. Files are written atomically (a runtime never
-reads half a spec) and only files with our prefix are ever removed.
+reads half a spec). A file is ours only if it has our prefix *and* our kind: driver ``a.b``'s
+prefix also matches driver ``a.b-c``'s files, whose specs must survive ``a.b``'s clean-up.
 """
 
 from __future__ import annotations
 
 import contextlib
+import json
+import os
 import re
 from collections.abc import Sequence
 from pathlib import Path
@@ -20,6 +23,36 @@ from ...allocation.cdi import CDI_VERSION, CdiError, Spec, device_name_error, wr
 from ...device import ContainerAllocation
 
 _UNSAFE = re.compile(r"[^A-Za-z0-9_.-]")
+_ESCAPED = re.compile(r"[^A-Za-z0-9.-]")
+_ESCAPE = re.compile(r"_([0-9a-f]+)_")
+_MAX_SPEC_BYTES = 1 << 20
+
+
+def _file_stem(claim_uid: str) -> str:
+    """A file-name-safe form of a claim UID that maps distinct UIDs to distinct names.
+
+    API server UIDs (hex and ``-``) stay as they are; anything else becomes ``_<hex code>_``,
+    so ``a:b`` and ``a_b`` never share a file.
+    """
+    return _ESCAPED.sub(lambda m: f"_{ord(m[0]):x}_", claim_uid)
+
+
+def _claim_uid(stem: str) -> str:
+    return _ESCAPE.sub(lambda m: chr(int(m[1], 16)), stem)
+
+
+def _kind_of(path: Path) -> object:
+    """The ``kind`` of a spec file, never through a symlink; None when unreadable or not a spec."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+    except OSError:
+        return None
+    with os.fdopen(fd, "rb") as handle:
+        try:
+            document = json.loads(handle.read(_MAX_SPEC_BYTES))
+        except (OSError, ValueError):
+            return None
+    return document.get("kind") if isinstance(document, dict) else None
 
 
 def edits_of(grant: ContainerAllocation) -> dict[str, Any]:
@@ -72,7 +105,7 @@ class ClaimSpecs:
         return {"cdiVersion": CDI_VERSION, "kind": self.kind, "devices": entries}
 
     def path_for(self, claim_uid: str) -> Path:
-        return self.directory / f"{self._prefix}{_UNSAFE.sub('_', claim_uid)}.json"
+        return self.directory / f"{self._prefix}{_file_stem(claim_uid)}.json"
 
     def write(self, claim_uid: str, spec: Spec) -> None:
         try:
@@ -97,7 +130,7 @@ class ClaimSpecs:
         if not self.directory.is_dir():
             return set()
         return {
-            p.name[len(self._prefix) : -len(".json")]
+            _claim_uid(p.name[len(self._prefix) : -len(".json")])
             for p in self.directory.glob(f"{self._prefix}*.json")
-            if p.is_file()
+            if _kind_of(p) == self.kind
         }
