@@ -87,7 +87,7 @@ def test_file_of_a_vanished_device_is_removed_and_foreign_files_stay(tmp_path: P
     foreign = cdi_dir / "nvidia.yaml"
     foreign.write_text("cdiVersion: 0.5.0\n")
     stale = cdi_dir / "kubedevice-example.com-fpga-0000_99_00.0.json"  # ours, from an earlier run
-    stale.write_text("{}")
+    stale.write_text(json.dumps({"cdiVersion": "0.6.0", "kind": "example.com/fpga", "devices": []}))
     plugin = ConfiguredPlugin(config(), host.root, cdi_dir)
     assert not stale.exists() and foreign.read_text() == "cdiVersion: 0.5.0\n"
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import stat
 import time
@@ -64,17 +65,21 @@ def test_cdi_spec_symlink_is_replaced_never_followed(tmp_path: Path) -> None:
         assert not specs.path_for(name).is_symlink() and "/dev/ttyUSB" in specs.path_for(name).read_text()
 
 
-def test_cdi_removal_unlinks_our_link_not_its_target(tmp_path: Path) -> None:
+def test_cdi_removal_touches_only_regular_files_of_our_kind(tmp_path: Path) -> None:
     cdi = tmp_path / "cdi"
     cdi.mkdir()
     outside = tmp_path / "outside.json"
-    outside.write_text("precious")
+    outside.write_text(json.dumps({"kind": "example.com/serial"}))
     specs = CdiSpecDir(cdi, "example.com/serial")
-    specs.path_for("gone").symlink_to(outside)
+    specs.sync({"gone": container_edits(["/dev/ttyUSB0"], "rw", [])})
+    specs.path_for("link").symlink_to(outside)  # we never write links: not ours, whatever it points to
     (cdi / "vendor-other.json").write_text("{}")  # not our prefix
+    longer = CdiSpecDir(cdi, "example.com/serial-x")  # its names start with our prefix
+    longer.sync({"dev": container_edits(["/dev/ttyUSB1"], "rw", [])})
     specs.sync({})
-    assert outside.read_text() == "precious" and not specs.path_for("gone").exists()
-    assert (cdi / "vendor-other.json").exists()
+    assert not specs.path_for("gone").exists() and specs.path_for("link").is_symlink()
+    assert json.loads(outside.read_text()) == {"kind": "example.com/serial"}
+    assert (cdi / "vendor-other.json").exists() and longer.path_for("dev").exists()
 
 
 @pytest.mark.parametrize("squatter", ["symlink to a socket", "regular file", "directory"])

@@ -2,8 +2,9 @@
 
 A container runtime reads ``<cdi_dir>/*.json`` whenever a container asks for a CDI name, so a
 file must never be seen half-written (write a temp file in the same directory, fsync, chmod
-0644, rename) and must disappear with its device. Only files carrying our prefix are ever
-removed.
+0644, rename) and must disappear with its device. Only regular files carrying our prefix *and*
+our kind are ever removed: the prefix of ``example.com/gpu`` also matches the files of
+``example.com/gpu-x``, which another resource owns.
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ from __future__ import annotations
 import contextlib
 import json
 import logging
+import os
 import re
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
@@ -23,6 +25,7 @@ CDI_VERSION = "0.6.0"
 FILE_PREFIX = "kubedevice"
 _DEVICE_NAME = re.compile(r"^[A-Za-z0-9]([A-Za-z0-9_.:-]*[A-Za-z0-9])?$")
 _UNSAFE_FILE_CHARS = re.compile(r"[^A-Za-z0-9_.-]")
+_MAX_SPEC_BYTES = 1 << 20
 log = logging.getLogger("kubedevice.cdi")
 
 Spec = dict[str, Any]
@@ -66,6 +69,20 @@ def spec_document(kind: str, name: str, edits: Mapping[str, Any]) -> Spec:
     return {"cdiVersion": CDI_VERSION, "kind": kind, "devices": [{"name": name, "containerEdits": dict(edits)}]}
 
 
+def spec_kind(path: Path) -> object:
+    """The ``kind`` of a regular spec file (never read through a symlink); None if it is not one."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+    except OSError:
+        return None
+    with os.fdopen(fd, "rb") as handle:
+        try:
+            document = json.loads(handle.read(_MAX_SPEC_BYTES))
+        except (OSError, ValueError):  # a directory, a FIFO, not JSON
+            return None
+    return document.get("kind") if isinstance(document, dict) else None
+
+
 class CdiSpecDir:
     """Keeps ``<dir>/kubedevice-<vendor>-<class>-<device>.json`` in step with one resource's devices."""
 
@@ -81,7 +98,7 @@ class CdiSpecDir:
         """Our spec files for this kind (from this run or an earlier one)."""
         if not self.directory.is_dir():
             return []
-        return sorted(p for p in self.directory.glob(f"{self._prefix}*.json") if p.is_file())
+        return sorted(p for p in self.directory.glob(f"{self._prefix}*.json") if spec_kind(p) == self.kind)
 
     def sync(self, devices: Mapping[str, Mapping[str, Any]]) -> None:
         """Write a spec per device name → edits (unchanged files untouched); remove the rest of ours."""

@@ -12,20 +12,17 @@ prefix also matches driver ``a.b-c``'s files, whose specs must survive ``a.b``'s
 from __future__ import annotations
 
 import contextlib
-import json
-import os
 import re
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from ...allocation.cdi import CDI_VERSION, CdiError, Spec, device_name_error, write_atomically
+from ...allocation.cdi import CDI_VERSION, CdiError, Spec, device_name_error, spec_kind, write_atomically
 from ...device import ContainerAllocation
 
 _UNSAFE = re.compile(r"[^A-Za-z0-9_.-]")
 _ESCAPED = re.compile(r"[^A-Za-z0-9.-]")
 _ESCAPE = re.compile(r"_([0-9a-f]+)_")
-_MAX_SPEC_BYTES = 1 << 20
 
 
 def _file_stem(claim_uid: str) -> str:
@@ -39,20 +36,6 @@ def _file_stem(claim_uid: str) -> str:
 
 def _claim_uid(stem: str) -> str:
     return _ESCAPE.sub(lambda m: chr(int(m[1], 16)), stem)
-
-
-def _kind_of(path: Path) -> object:
-    """The ``kind`` of a spec file, never through a symlink; None when unreadable or not a spec."""
-    try:
-        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
-    except OSError:
-        return None
-    with os.fdopen(fd, "rb") as handle:
-        try:
-            document = json.loads(handle.read(_MAX_SPEC_BYTES))
-        except (OSError, ValueError):
-            return None
-    return document.get("kind") if isinstance(document, dict) else None
 
 
 def edits_of(grant: ContainerAllocation) -> dict[str, Any]:
@@ -132,5 +115,5 @@ class ClaimSpecs:
         return {
             _claim_uid(p.name[len(self._prefix) : -len(".json")])
             for p in self.directory.glob(f"{self._prefix}*.json")
-            if _kind_of(p) == self.kind
+            if spec_kind(p) == self.kind
         }
