@@ -12,8 +12,6 @@ import asyncio
 import json
 import os
 import uuid
-from collections.abc import AsyncIterator, Iterator
-from contextlib import asynccontextmanager
 from pathlib import Path
 
 import pytest
@@ -43,31 +41,11 @@ def program() -> Path:
     return built
 
 
-@pytest.fixture
-def names() -> Iterator[tuple[str, str]]:
-    suffix = uuid.uuid4().hex[:8]
-    yield f"kd-go-{suffix}", f"kd-go-{suffix}"
-
-
-@asynccontextmanager
-async def go_driver(
-    cluster: Cluster, program: Path, root: Path, node: str, namespace: str
-) -> AsyncIterator[tuple[AsyncClient, go.GoDriverOptions]]:
-    """The node and namespace in the API server, and the Go driver serving in ``root``."""
-    client = AsyncClient(KubeConfig.from_file(cluster.kubeconfig), field_manager="kubedevice-test")
-    options = go.GoDriverOptions(cluster.kubeconfig, root / "kubelet", root / "cdi", node, DRIVER)
-    try:
-        async with go.node_and_namespace(client, node, namespace), go.running(program, options, root / "go.log"):
-            yield client, options
-    finally:
-        await client.close()
-
-
 async def test_our_client_registers_prepares_and_unprepares_one_and_32_claims(
-    cluster: Cluster, program: Path, short_tmp: Path, names: tuple[str, str]
+    cluster: Cluster, program: Path, short_tmp: Path
 ) -> None:
-    node, namespace = names
-    async with go_driver(cluster, program, short_tmp, node, namespace) as (client, options):
+    async with go.go_driver_run(program, cluster.kubeconfig, short_tmp, driver=DRIVER) as run:
+        client, options, node = run.client, run.options, run.options.node
         registered = await register(options.registration)
         assert registered == Registered(DRIVER, str(options.endpoint), "v1.DRAPlugin", True)
 
@@ -77,12 +55,8 @@ async def test_our_client_registers_prepares_and_unprepares_one_and_32_claims(
 
         await _eventually(published, 10)
 
-        one = await go.allocated_claim(client, namespace, "one", driver=DRIVER, pool=node, devices=["device-00"])
-        many = [
-            await go.allocated_claim(client, namespace, f"many-{i}", driver=DRIVER, pool=node,
-                                     devices=[f"device-0{i % 4}"])
-            for i in range(32)
-        ]
+        one = await run.claim("one", ["device-00"])
+        many = [await run.claim(f"many-{i}", [f"device-0{i % 4}"]) for i in range(32)]
         async with DraClient(registered) as kubelet:
             uid = one["metadata"]["uid"]
             response = await kubelet.prepare([go.ref(one)])
@@ -119,12 +93,12 @@ async def test_our_client_registers_prepares_and_unprepares_one_and_32_claims(
 
 
 async def test_the_go_driver_refuses_replaced_and_unallocated_claims_as_a_call_error(
-    cluster: Cluster, program: Path, short_tmp: Path, names: tuple[str, str]
+    cluster: Cluster, program: Path, short_tmp: Path
 ) -> None:
     """Unlike ours (a per-claim error), kubeletplugin fails the whole call: our client surfaces it as such."""
-    node, namespace = names
-    async with go_driver(cluster, program, short_tmp, node, namespace) as (client, options):
-        claim = await go.allocated_claim(client, namespace, "gpu", driver=DRIVER, pool=node, devices=["device-01"])
+    async with go.go_driver_run(program, cluster.kubeconfig, short_tmp, driver=DRIVER) as run:
+        client, options, namespace = run.client, run.options, run.namespace
+        claim = await run.claim("gpu", ["device-01"])
         pending = await client.create(
             ResourceClaim.from_dict(go.claim_document(namespace, "pending", 1))  # type: ignore[call-overload]
         )
@@ -138,11 +112,11 @@ async def test_the_go_driver_refuses_replaced_and_unallocated_claims_as_a_call_e
 
 
 async def test_claim_files_hold_the_objects_the_api_server_serves(
-    cluster: Cluster, short_tmp: Path, names: tuple[str, str]
+    cluster: Cluster, short_tmp: Path
 ) -> None:
     """The files the harness writes for file-based tools (``kubedevice check --dra --claims``) read back as
     the very claims the drivers fetch from the API server."""
-    node, namespace = names
+    node = namespace = f"kd-files-{uuid.uuid4().hex[:8]}"
     client = AsyncClient(KubeConfig.from_file(cluster.kubeconfig), field_manager="kubedevice-test")
     try:
         async with go.node_and_namespace(client, node, namespace):

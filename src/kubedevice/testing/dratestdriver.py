@@ -14,13 +14,14 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import signal
+import uuid
 from collections.abc import AsyncIterator, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import yaml
-from lightkube import AsyncClient
+from lightkube import AsyncClient, KubeConfig
 from lightkube.core.exceptions import ApiError
 from lightkube.models.meta_v1 import ObjectMeta
 from lightkube.resources.core_v1 import Namespace, Node
@@ -194,3 +195,37 @@ async def slices(client: AsyncClient, node: str, driver: str) -> list[dict[str, 
     listed = client.list(ResourceSlice, fields={"spec.nodeName": node, "spec.driver": driver})
     found = [s.to_dict() async for s in listed]
     return sorted(found, key=lambda s: s["metadata"]["name"])
+
+
+@dataclass
+class GoDriverRun:
+    """A running Go driver with its own Node object and namespace in the API server."""
+
+    client: AsyncClient
+    options: GoDriverOptions
+    process: asyncio.subprocess.Process
+    namespace: str
+
+    async def claim(self, name: str, devices: Sequence[str]) -> dict[str, Any]:
+        """An allocated claim for ``devices`` of this driver's pool (the node), as stored."""
+        return await allocated_claim(self.client, self.namespace, name, driver=self.options.driver,
+                                     pool=self.options.node, devices=devices)
+
+
+@contextlib.asynccontextmanager
+async def go_driver_run(program: Path, kubeconfig: Path, root: Path, *, driver: str = DRIVER, devices: int = 4,
+                        api_qps: float = 50.0) -> AsyncIterator[GoDriverRun]:
+    """Everything a test of the kubelet side needs, below ``root`` (kubelet dir, CDI dir, the driver's log).
+
+    Typical use, e.g. for ``kubedevice check --dra``: ``claims = [await run.claim("a", ["device-00"])]``,
+    ``write_claim_files(dir, claims)``, then point the tool at ``run.options.kubelet_dir``,
+    ``run.options.driver``, that directory and ``run.options.cdi_dir``. All is removed on exit.
+    """
+    node = namespace = f"kd-go-{uuid.uuid4().hex[:8]}"
+    client = AsyncClient(KubeConfig.from_file(kubeconfig), field_manager="kubedevice-test")
+    options = GoDriverOptions(kubeconfig, root / "kubelet", root / "cdi", node, driver, devices, api_qps)
+    try:
+        async with node_and_namespace(client, node, namespace), running(program, options, root / "go.log") as process:
+            yield GoDriverRun(client, options, process, namespace)
+    finally:
+        await client.close()
