@@ -37,16 +37,15 @@ DEVICE_CLASS = "kubedevice-test"
 """Named by the claims' requests; the allocation is written directly, so no class has to exist."""
 START_TIMEOUT = 30.0
 
-ClaimRef = tuple[str, str, str]
-"""(namespace, name, uid): what the kubelet sends for a claim."""
-
-
 class GoDriverError(RuntimeError):
     """The Go driver did not come up; the message carries the tail of its log."""
 
 
 def binary() -> Path | None:
-    """The cached ``dra-test-driver`` binary (built on first use, ~1 min warm); None without Go."""
+    """The cached ``dra-test-driver`` binary; None without Go.
+
+    Built on first use: under a minute once the cluster's Kubernetes build has filled Go's build cache.
+    """
     return build(GO_MODULES / "dratestdriver", ".", "dra-test-driver")
 
 
@@ -153,7 +152,8 @@ async def allocated_claim(client: AsyncClient, namespace: str, name: str, *, dri
     return dict(updated.to_dict())
 
 
-def ref(obj: dict[str, Any]) -> ClaimRef:
+def ref(obj: dict[str, Any]) -> tuple[str, str, str]:
+    """(namespace, name, uid): how the kubelet names the claim in its calls."""
     meta = obj["metadata"]
     return meta["namespace"], meta["name"], meta["uid"]
 
