@@ -10,7 +10,7 @@ opened when ``v1alpha1.DRAResourceHealth`` is listed. Refusals carry the kubelet
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncGenerator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
@@ -109,8 +109,9 @@ def go_quoted(values: Sequence[str]) -> str:
 class DraClient:
     """Calls a registered driver the way the kubelet does (one channel, the chosen service)."""
 
-    def __init__(self, registered: Registered) -> None:
+    def __init__(self, registered: Registered, timeout: float = CALL_TIMEOUT) -> None:
         self.registered = registered
+        self.timeout = timeout
         self._channel = aio.insecure_channel(f"unix://{registered.endpoint}")
         self._v1 = registered.service == "v1.DRAPlugin"
         self._stub: Any = (v1_grpc if self._v1 else v1beta1_grpc).DRAPluginStub(self._channel)
@@ -131,14 +132,14 @@ class DraClient:
         """NodePrepareResources for ``(namespace, name, uid)`` claims; the response message."""
         api: Any = v1 if self._v1 else v1beta1
         request = api.NodePrepareResourcesRequest(claims=self._claims(claims))
-        return await self._stub.NodePrepareResources(request, timeout=CALL_TIMEOUT)
+        return await self._stub.NodePrepareResources(request, timeout=self.timeout)
 
     async def unprepare(self, claims: Sequence[tuple[str, str, str]]) -> Any:
         api: Any = v1 if self._v1 else v1beta1
         request = api.NodeUnprepareResourcesRequest(claims=self._claims(claims))
-        return await self._stub.NodeUnprepareResources(request, timeout=CALL_TIMEOUT)
+        return await self._stub.NodeUnprepareResources(request, timeout=self.timeout)
 
-    async def watch_health(self) -> AsyncIterator[dict[tuple[str, str], str]]:
+    async def watch_health(self) -> AsyncGenerator[dict[tuple[str, str], str], None]:
         """Each health message as ``{(pool, device): "HEALTHY" | "UNHEALTHY" | "UNKNOWN"}``."""
         stub = hpb_grpc.DRAResourceHealthStub(self._channel)
         async for message in stub.NodeWatchResources(hpb.NodeWatchResourcesRequest()):
