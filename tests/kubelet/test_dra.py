@@ -318,3 +318,28 @@ def test_kubelet_dra_will_not_create_the_real_kubelet_directory(tmp_path: Path) 
         "give --kubelet-dir DIR (a missing DIR is created)"
     )
     assert not Path("/var/lib/kubelet").exists()
+
+
+def test_a_socket_reported_twice_gets_one_handshake(node: Node) -> None:
+    """A socket created while the watch starts is both replayed and reported by inotify."""
+    info = regpb.PluginInfo(type="DRAPlugin", name="twice.example.com", endpoint="/x/dra.sock",
+                            supported_versions=["v1.DRAPlugin"])  # fmt: skip
+
+    async def scenario() -> None:
+        kubelet = DraKubelet(node.kubelet_dir, node.claims_dir)
+        await kubelet.start()
+        servicer = _BadRegistration(info)
+        server = aio.server()
+        regpb_grpc.add_RegistrationServicer_to_server(servicer, server)
+        server.add_insecure_port(f"unix://{kubelet.registry / 'twice-reg.sock'}")
+        await server.start()
+        try:
+            await _event(kubelet, "registered DRA driver twice.example.com")
+            kubelet._on_entry("twice-reg.sock", True)  # as the start-up listing would
+            await asyncio.sleep(0.5)
+            assert servicer.status.qsize() == 1
+        finally:
+            await server.stop(0)
+            await kubelet.stop()
+
+    run(scenario())

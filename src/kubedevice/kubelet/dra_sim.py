@@ -76,6 +76,7 @@ class DraKubelet:
         self._changed = asyncio.Event()
         self._watcher: DirectoryWatcher | None = None
         self._tasks: set[asyncio.Task[None]] = set()
+        self._sockets: set[Path] = set()  # the plugin watcher's desired state: one handshake per socket
 
     def _event(self, text: str) -> None:
         self.events.append(text)
@@ -131,9 +132,11 @@ class DraKubelet:
             return
         if created:
             with contextlib.suppress(OSError):
-                if stat.S_ISSOCK(path.lstat().st_mode):
+                if stat.S_ISSOCK(path.lstat().st_mode) and path not in self._sockets:
+                    self._sockets.add(path)
                     self._spawn(self._register(path))
             return
+        self._sockets.discard(path)
         for driver in [d for d in self.drivers.values() if d.socket == path]:
             self._spawn(self._unregister(driver.registered.driver, path))
 
