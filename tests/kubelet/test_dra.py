@@ -22,6 +22,8 @@ import pytest
 from grpc import aio
 from rich.console import Console
 
+from kubedevice.api import dra_v1_pb2 as v1
+from kubedevice.api import dra_v1_pb2_grpc as v1_grpc
 from kubedevice.api import pluginregistration_v1_pb2 as regpb
 from kubedevice.api import pluginregistration_v1_pb2_grpc as regpb_grpc
 from kubedevice.dra.driver import DraDriver
@@ -338,6 +340,53 @@ def test_a_socket_reported_twice_gets_one_handshake(node: Node) -> None:
             kubelet._on_entry("twice-reg.sock", True)  # as the start-up listing would
             await asyncio.sleep(0.5)
             assert servicer.status.qsize() == 1
+        finally:
+            await server.stop(0)
+            await kubelet.stop()
+
+    run(scenario())
+
+
+class _Forgetful(v1_grpc.DRAPluginServicer):  # type: ignore[misc]
+    """Answers no claim, or (``stranger``) a claim the kubelet did not ask for."""
+
+    def __init__(self, stranger: bool) -> None:
+        self.stranger = stranger
+
+    async def NodePrepareResources(self, request: Any, context: Any) -> v1.NodePrepareResourcesResponse:
+        response = v1.NodePrepareResourcesResponse()
+        if self.stranger:
+            response.claims["not-asked-for"].error = ""
+        return response
+
+
+@pytest.mark.parametrize(
+    ("stranger", "message"),
+    [
+        (False, "prepare default/one: NodePrepareResources skipped 1 ResourceClaims"),
+        (True, "prepare default/one: NodePrepareResources returned result for unknown claim UID not-asked-for"),
+    ],
+)
+def test_an_answer_without_the_claim_fails_like_the_kubelet(node: Node, stranger: bool, message: str) -> None:
+    node.add_claim(claim_object("one", ["d0"], driver="forgetful.example.com"))
+    endpoint = node.root / "forgetful.sock"
+    info = regpb.PluginInfo(type="DRAPlugin", name="forgetful.example.com", endpoint=str(endpoint),
+                            supported_versions=["v1.DRAPlugin"])  # fmt: skip
+
+    async def scenario() -> None:
+        kubelet = DraKubelet(node.kubelet_dir, node.claims_dir)
+        await kubelet.start()
+        server = aio.server()
+        regpb_grpc.add_RegistrationServicer_to_server(_BadRegistration(info), server)
+        v1_grpc.add_DRAPluginServicer_to_server(_Forgetful(stranger), server)
+        server.add_insecure_port(f"unix://{endpoint}")
+        server.add_insecure_port(f"unix://{kubelet.registry / 'forgetful-reg.sock'}")
+        await server.start()
+        try:
+            await _event(kubelet, "registered DRA driver forgetful.example.com")
+            assert await kubelet.prepare("default/one") is None
+            assert _has(kubelet, message)
+            assert kubelet.prepared == {}
         finally:
             await server.stop(0)
             await kubelet.stop()
