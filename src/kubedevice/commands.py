@@ -157,6 +157,14 @@ def serve(  # noqa: PLR0917 - typer maps each parameter to an option
     kubeconfig: Annotated[
         Path | None, typer.Option(metavar="FILE", help="DRA: API access [default in-cluster, then $KUBECONFIG].")
     ] = None,
+    claims_dir: Annotated[
+        Path | None,
+        typer.Option(
+            metavar="DIR",
+            help="DRA, testing only: read ResourceClaims from YAML/JSON files in DIR; "
+            "no API server, no ResourceSlices published.",
+        ),
+    ] = None,
 ) -> None:
     """Run the config-driven daemon: serve every configured resource and keep it registered.
 
@@ -172,7 +180,10 @@ def serve(  # noqa: PLR0917 - typer maps each parameter to an option
         from .dra.driver.daemon import DraOptions, serve_command  # noqa: PLC0415
 
         paths = (kubelet_dir, cdi_dir, kubeconfig, host_root)
-        serve_command(cfg, DraOptions(node or "", *paths, metrics_address, log_level, log_format), early_signal)
+        dra_options = DraOptions(node or "", *paths, metrics_address, log_level, log_format, claims_dir)
+        serve_command(cfg, dra_options, early_signal)
+    if claims_dir is not None:
+        fail("serve: --claims-dir needs a config with a 'dra' section")
     options = DaemonOptions(config, plugin_dir, host_root, cdi_dir, metrics_address, log_level, log_format)
     try:
         code = run_daemon(cfg, options, early_signal)

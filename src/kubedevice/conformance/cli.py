@@ -9,13 +9,14 @@ from __future__ import annotations
 
 import asyncio
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, NoReturn
 
 import typer
 from rich.console import Console
 
-from ..errors import fail
+from ..errors import fail, os_reason
 from ..kubelet import CannotServe
+from .model import Report
 from .report import print_table, to_json
 from .runner import CheckOptions, run_checks
 
@@ -44,8 +45,29 @@ def check(
     restart_timeout: Annotated[
         float, typer.Option(metavar="SECONDS", help="How long to wait for re-registration.")
     ] = 15.0,
+    dra: Annotated[
+        bool,
+        typer.Option(
+            "--dra", metavar="", help="Check a DRA kubelet plugin instead (with --kubelet-dir, --driver, --claims)."
+        ),
+    ] = False,
+    kubelet_dir: Annotated[
+        Path | None, typer.Option(metavar="DIR", help="DRA: the kubelet root whose plugins_registry the driver uses.")
+    ] = None,
+    driver: Annotated[str | None, typer.Option(metavar="NAME", help="DRA: the driver name to check.")] = None,
+    claims: Annotated[
+        Path | None,
+        typer.Option(metavar="DIR", help="DRA: ResourceClaim files; the driver must see the same claims."),
+    ] = None,
+    cdi_dir: Annotated[
+        Path | None, typer.Option(metavar="DIR", help="DRA: where the driver writes CDI specs (checks them).")
+    ] = None,
 ) -> None:
-    """Check a device plugin against the kubelet's contract; exit 1 if any check fails."""
+    """Check a device plugin (or with --dra a DRA driver) against the kubelet's contract; exit 1 if any check fails."""
+    if dra:
+        _check_dra(kubelet_dir, driver, claims, cdi_dir, timeout=timeout, as_json=json_output)
+    if kubelet_dir or driver or claims or cdi_dir:
+        fail("--kubelet-dir, --driver, --claims and --cdi-dir need --dra")
     options = CheckOptions(plugin_dir, socket, restart, timeout, restart_timeout)
     problem = usage_problem(options)
     if problem:
@@ -54,7 +76,37 @@ def check(
         report = asyncio.run(run_checks(options))
     except CannotServe as err:
         fail(str(err))
-    if json_output:
+    _show(report, json_output)
+
+
+def _check_dra(
+    kubelet_dir: Path | None,
+    driver: str | None,
+    claims: Path | None,
+    cdi_dir: Path | None,
+    *,
+    timeout: float,
+    as_json: bool,
+) -> NoReturn:
+    from .dra_runner import DraCheckOptions, run_dra_checks  # noqa: PLC0415 - the DRA checker only when asked for
+
+    if kubelet_dir is None or not driver or claims is None:
+        fail("--dra needs --kubelet-dir, --driver and --claims")
+    if not claims.is_dir():
+        fail(f"--claims {claims} is not a directory")
+    if timeout <= 0:
+        fail("--timeout must be positive")
+    try:
+        report = asyncio.run(run_dra_checks(DraCheckOptions(kubelet_dir, driver, claims, cdi_dir, timeout)))
+    except (CannotServe, ValueError) as err:
+        fail(str(err))
+    except OSError as err:
+        fail(f"{getattr(err, 'filename', None) or kubelet_dir}: {os_reason(err)}")
+    _show(report, as_json)
+
+
+def _show(report: Report, as_json: bool) -> NoReturn:
+    if as_json:
         typer.echo(to_json(report))
     else:
         print_table(report, Console())

@@ -31,6 +31,10 @@ class Phase(enum.StrEnum):
     PREFERRED = "preferred"
     PRESTART = "prestart"
     RESTART = "restart"
+    PREPARE = "prepare"
+    UNPREPARE = "unprepare"
+    SERVICES = "services"
+    HEALTH_STREAM = "health"
 
 
 @dataclass(frozen=True, slots=True)

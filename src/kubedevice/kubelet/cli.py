@@ -32,6 +32,7 @@ from .model import AdmissionError, Container, ContainerStartError, Pod
 from .simulator import CannotServe, KubeletSimulator
 from .view import state_view
 
+DEFAULT_KUBELET_DIR = Path("/var/lib/kubelet")
 HELP = "commands: admit RES=N [RES=N ...] | start POD [CONTAINER] | remove POD | restart | status | quit"
 CONTAINER = "main"
 
@@ -244,6 +245,37 @@ def _plugin_dir(flag: Path | None) -> Path:
     return directory
 
 
+def _kubelet_dir(flag: Path | None) -> Path:
+    """The flag, or the real kubelet's root if it exists (a live kubelet there is refused later)."""
+    if flag is not None:
+        return flag
+    if not DEFAULT_KUBELET_DIR.is_dir():
+        fail(
+            f"{DEFAULT_KUBELET_DIR} does not exist (no kubelet on this machine); to simulate one, "
+            "give --kubelet-dir DIR (a missing DIR is created)"
+        )
+    return DEFAULT_KUBELET_DIR
+
+
+def _dra_kubelet(
+    claims: Path | None, kubelet_dir: Path | None, exit_after: float | None, plain: bool, scripted: bool
+) -> None:
+    if scripted:
+        fail("--dra takes none of --plugin-dir, --admit and --restart-after")
+    if claims is None:
+        fail("--dra needs --claims DIR (ResourceClaim files)")
+    if not claims.is_dir():
+        fail(f"--claims {claims} is not a directory")
+    from .dra_cli import run_dra  # noqa: PLC0415 - the DRA side only when asked for
+
+    directory = _kubelet_dir(kubelet_dir)
+    console = Console(highlight=False)
+    try:
+        asyncio.run(run_dra(directory, claims, console, console.is_terminal and not plain, exit_after))
+    except UsageError as err:
+        fail(str(err))
+
+
 def kubelet(
     *,
     plugin_dir: Annotated[
@@ -272,13 +304,39 @@ def kubelet(
     plain: Annotated[
         bool, typer.Option("--plain", metavar="", help="One line per event even on a terminal (no live table).")
     ] = False,
+    dra: Annotated[
+        bool,
+        typer.Option("--dra", metavar="", help="Be the kubelet's DRA side instead: plugin watcher, prepare/unprepare."),
+    ] = False,
+    claims: Annotated[
+        Path | None, typer.Option(metavar="DIR", help="DRA: ResourceClaim YAML/JSON files to prepare (needed).")
+    ] = None,
+    kubelet_dir: Annotated[
+        Path | None,
+        typer.Option(
+            metavar="DIR",
+            help=f"DRA: the kubelet's root, watched at DIR/plugins_registry (else {DEFAULT_KUBELET_DIR}, "
+            "never created).",
+            show_default=False,
+        ),
+    ] = None,
 ) -> None:
     """Run a simulated kubelet device manager on PLUGIN_DIR/kubelet.sock.
 
     Type commands on stdin: admit RES=N [RES=N ...] admits a one-container pod; start POD
     [CONTAINER] starts its container (PreStartContainer where the plugin asks for it); remove POD;
     restart; status; quit.
+
+    With --dra it is the kubelet's DRA side: every socket in KUBELET_DIR/plugins_registry gets
+    the plugin watcher's handshake, and claims from --claims DIR are prepared on their drivers:
+    claims; prepare NS/NAME; unprepare NS/NAME; status; quit.
     """
+    if dra:
+        scripted = admit or restart_after is not None or plugin_dir is not None
+        _dra_kubelet(claims, kubelet_dir, exit_after, plain, bool(scripted))
+        return
+    if claims is not None or kubelet_dir is not None:
+        fail("--claims and --kubelet-dir need --dra")
     try:
         admits = [parse_requests(spec.split(",")) for spec in admit or []]
     except ValueError as err:

@@ -1,14 +1,16 @@
 """The kubelet's side of DRA, for tests and tools: plugin watcher handshake and DRA calls.
 
 Follows ``pkg/kubelet/cm/dra/plugin`` (v1.36): ``GetInfo`` must name type ``DRAPlugin`` and
-list a service the kubelet supports; the kubelet prefers ``v1.DRAPlugin`` over
-``v1beta1.DRAPlugin``, answers ``NotifyRegistrationStatus`` and then talks to the endpoint
-from ``GetInfo``; the health stream is opened when ``v1alpha1.DRAResourceHealth`` is listed.
+list a service the kubelet supports; the kubelet takes the first listed service it supports
+(``v1.DRAPlugin`` or ``v1beta1.DRAPlugin``), answers ``NotifyRegistrationStatus`` and then talks
+to the endpoint from ``GetInfo`` (the registration socket when empty); the health stream is
+opened when ``v1alpha1.DRAResourceHealth`` is listed. Refusals carry the kubelet's messages.
 """
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Sequence
+import json
+from collections.abc import AsyncGenerator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
@@ -42,40 +44,74 @@ class Registered:
     health: bool
 
 
-async def register(registration_socket: Path, accept: bool = True, error: str = "") -> Registered:
-    """The plugin watcher's handshake with one registration socket."""
+async def get_info(registration_socket: Path, timeout: float = 1.0) -> regpb.PluginInfo:
+    """``GetInfo`` with the plugin watcher's 1 s deadline."""
+    async with aio.insecure_channel(f"unix://{registration_socket}") as channel:
+        info: regpb.PluginInfo = await regpb_grpc.RegistrationStub(channel).GetInfo(
+            regpb.InfoRequest(), timeout=timeout
+        )
+        return info
+
+
+async def notify(registration_socket: Path, registered: bool, error: str = "", timeout: float = 10.0) -> None:
     async with aio.insecure_channel(f"unix://{registration_socket}") as channel:
         stub = regpb_grpc.RegistrationStub(channel)
-        info = await stub.GetInfo(regpb.InfoRequest(), timeout=10)
-        problem = _validate(info)
-        if problem or not accept:
-            await stub.NotifyRegistrationStatus(
-                regpb.RegistrationStatus(plugin_registered=False, error=problem or error), timeout=10
-            )
-            raise RegistrationRefused(problem or error)
-        await stub.NotifyRegistrationStatus(regpb.RegistrationStatus(plugin_registered=True), timeout=10)
-    service = next(s for s in KUBELET_SERVICES if s in info.supported_versions)
-    return Registered(info.name, info.endpoint, service, HEALTH_SERVICE in info.supported_versions)
+        await stub.NotifyRegistrationStatus(
+            regpb.RegistrationStatus(plugin_registered=registered, error=error), timeout=timeout
+        )
 
 
-def _validate(info: regpb.PluginInfo) -> str:
+async def register(registration_socket: Path, accept: bool = True, error: str = "") -> Registered:
+    """The plugin watcher's handshake with one registration socket."""
+    info = await get_info(registration_socket, timeout=10)
+    problem = kubelet_refusal(info, registration_socket)
+    if problem or not accept:
+        await notify(registration_socket, False, problem or error)
+        raise RegistrationRefused(problem or error)
+    await notify(registration_socket, True)
+    return registered_as(info, registration_socket)
+
+
+def registered_as(info: regpb.PluginInfo, registration_socket: Path) -> Registered:
+    """What the kubelet keeps of an accepted plugin: the first of its services that it supports."""
+    service = next(s for s in info.supported_versions if s in KUBELET_SERVICES)
+    endpoint = info.endpoint or str(registration_socket)
+    return Registered(info.name, endpoint, service, HEALTH_SERVICE in info.supported_versions)
+
+
+def kubelet_refusal(info: regpb.PluginInfo, registration_socket: Path) -> str:
+    """The kubelet's message refusing ``info`` (``operation_generator.go``, ``dra_plugin_manager.go``), or ""."""
     if info.type != "DRAPlugin":
-        return f"plugin type {info.type!r} is not DRAPlugin"
-    if not info.name:
-        return "empty driver name"
-    if not any(s in info.supported_versions for s in KUBELET_SERVICES):
-        offered = list(info.supported_versions)
-        return f"none of services supported by the plugin ({offered}) are supported by the kubelet"
-    if not Path(info.endpoint).is_absolute():
-        return f"endpoint {info.endpoint!r} is not an absolute path"
-    return ""
+        where = f"at socket {registration_socket}"
+        return f"RegisterPlugin error -- no handler registered for plugin type: {info.type} {where}"
+    services = list(info.supported_versions)
+    if not services:
+        why = "empty list of supported gRPC services (aka supported versions)"
+    elif not any(s in KUBELET_SERVICES for s in services):
+        why = (
+            f"none of services supported by the plugin ({go_quoted(services)}) "
+            f"are supported by the kubelet ({go_quoted(KUBELET_SERVICES)})"
+        )
+    else:
+        return ""
+    endpoint = info.endpoint or str(registration_socket)
+    return (
+        "RegisterPlugin error -- plugin validation failed with err: invalid supported gRPC versions "
+        f"of DRA driver plugin {info.name} at endpoint {endpoint}: {why}"
+    )
+
+
+def go_quoted(values: Sequence[str]) -> str:
+    """Go's ``%q`` of a string slice."""
+    return "[" + " ".join(json.dumps(v) for v in values) + "]"
 
 
 class DraClient:
     """Calls a registered driver the way the kubelet does (one channel, the chosen service)."""
 
-    def __init__(self, registered: Registered) -> None:
+    def __init__(self, registered: Registered, timeout: float = CALL_TIMEOUT) -> None:
         self.registered = registered
+        self.timeout = timeout
         self._channel = aio.insecure_channel(f"unix://{registered.endpoint}")
         self._v1 = registered.service == "v1.DRAPlugin"
         self._stub: Any = (v1_grpc if self._v1 else v1beta1_grpc).DRAPluginStub(self._channel)
@@ -96,14 +132,14 @@ class DraClient:
         """NodePrepareResources for ``(namespace, name, uid)`` claims; the response message."""
         api: Any = v1 if self._v1 else v1beta1
         request = api.NodePrepareResourcesRequest(claims=self._claims(claims))
-        return await self._stub.NodePrepareResources(request, timeout=CALL_TIMEOUT)
+        return await self._stub.NodePrepareResources(request, timeout=self.timeout)
 
     async def unprepare(self, claims: Sequence[tuple[str, str, str]]) -> Any:
         api: Any = v1 if self._v1 else v1beta1
         request = api.NodeUnprepareResourcesRequest(claims=self._claims(claims))
-        return await self._stub.NodeUnprepareResources(request, timeout=CALL_TIMEOUT)
+        return await self._stub.NodeUnprepareResources(request, timeout=self.timeout)
 
-    async def watch_health(self) -> AsyncIterator[dict[tuple[str, str], str]]:
+    async def watch_health(self) -> AsyncGenerator[dict[tuple[str, str], str], None]:
         """Each health message as ``{(pool, device): "HEALTHY" | "UNHEALTHY" | "UNKNOWN"}``."""
         stub = hpb_grpc.DRAResourceHealthStub(self._channel)
         async for message in stub.NodeWatchResources(hpb.NodeWatchResourcesRequest()):

@@ -12,7 +12,7 @@ import asyncio
 import logging
 import os
 import signal
-from collections.abc import Callable
+from collections.abc import Callable, Coroutine
 from dataclasses import dataclass
 from pathlib import Path
 from typing import NoReturn
@@ -46,6 +46,8 @@ class DraOptions:
     metrics_address: str | None = None
     log_level: str = "info"
     log_format: str = "text"
+    claims_dir: Path | None = None
+    """Testing without a cluster: claims read from files here, no API server, no ResourceSlices."""
 
 
 def build_driver(config: Config, host_root: Path | None = None) -> DraDriver:
@@ -94,9 +96,7 @@ async def _serve(
         on_publish=dra_metrics.observe_publish if dra_metrics else None,
         on_ready=lambda ready: readiness.set_registered(driver.name, ready),
     )
-    task = asyncio.create_task(
-        serve(driver, service_options, kubeconfig=options.kubeconfig, publish=config.dra.publish)
-    )
+    task = asyncio.create_task(_serve_driver(driver, service_options, options, config.dra.publish))
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, task.cancel)
@@ -115,12 +115,31 @@ async def _serve(
     return 0
 
 
+def _serve_driver(
+    driver: DraDriver, service_options: ServiceOptions, options: DraOptions, publish: bool
+) -> Coroutine[None, None, None]:
+    """The service: claims from the API server, or (for testing) from files with nothing published."""
+    if options.claims_dir is None:
+        return serve(driver, service_options, kubeconfig=options.kubeconfig, publish=publish)
+    from .claims import FileClaims  # noqa: PLC0415
+
+    log.warning(
+        "TESTING ONLY: claims of DRA driver %s are read from files in %s; no API server is used and no "
+        "ResourceSlices are published",
+        driver.name,
+        options.claims_dir,
+    )
+    return serve(driver, service_options, FileClaims(options.claims_dir), publish=False)
+
+
 def serve_command(
     config: Config, options: DraOptions, early_signal: Callable[[], int | None] = lambda: None
 ) -> NoReturn:
     """``kubedevice serve`` for a config with ``dra:``: exits with the daemon's code, or 2 on bad input."""
     if not options.node:
         fail("serve: a config with 'dra' needs --node (or $NODE_NAME)")
+    if options.claims_dir is not None and not options.claims_dir.is_dir():
+        fail(f"serve: --claims-dir {options.claims_dir} is not a directory")
     try:
         code = run_dra_daemon(config, options, early_signal)
     except UsageError as err:

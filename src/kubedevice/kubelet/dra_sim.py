@@ -1,0 +1,273 @@
+"""The kubelet's DRA side, served in a directory: plugin watcher, DRA manager calls, health streams.
+
+Follows ``pkg/kubelet/pluginmanager`` and ``pkg/kubelet/cm/dra`` (v1.36): every socket that
+appears in ``<kubelet-dir>/plugins_registry`` (inotify, and those already there at start) gets
+``GetInfo`` and ``NotifyRegistrationStatus``, a refusal carrying the kubelet's message; an
+accepted driver is called on its endpoint with the service the kubelet picks, and its health
+stream is opened when offered. Claims come from files (:mod:`.dra_claims`); a prepare calls every
+driver named in the claim's allocation and checks the answer as the kubelet's DRA manager does.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import stat
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import grpc
+
+from ..dra.driver.model import Claim
+from ..errors import os_reason
+from ..plugin.watcher import DirectoryWatcher
+from .dra import DraClient, Registered, get_info, kubelet_refusal, notify, registered_as
+from .dra_claims import drivers_of, find_claim, load_claims
+from .endpoint import go_error
+from .simulator import CannotServe, KubeletSocketInUse, _socket_is_live
+
+REGISTRY = "plugins_registry"
+
+
+@dataclass(frozen=True, slots=True)
+class PreparedDevice:
+    driver: str
+    requests: tuple[str, ...]
+    pool: str
+    device: str
+    cdi_ids: tuple[str, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class PreparedClaim:
+    namespace: str
+    name: str
+    uid: str
+    devices: tuple[PreparedDevice, ...]
+
+    @property
+    def ref(self) -> str:
+        return f"{self.namespace}/{self.name}"
+
+
+@dataclass
+class Driver:
+    """A registered driver: where the kubelet calls it and the last health it reported."""
+
+    registered: Registered
+    socket: Path
+    client: DraClient
+    health: dict[tuple[str, str], str] = field(default_factory=dict)
+    health_task: asyncio.Task[None] | None = None
+
+
+class DraKubelet:
+    """The simulated kubelet DRA side for one kubelet directory and one claims directory."""
+
+    def __init__(self, kubelet_dir: Path, claims_dir: Path) -> None:
+        self.kubelet_dir = kubelet_dir
+        self.registry = kubelet_dir / REGISTRY
+        self.claims_dir = claims_dir
+        self.drivers: dict[str, Driver] = {}
+        self.prepared: dict[str, PreparedClaim] = {}
+        self.events: list[str] = []
+        self._changed = asyncio.Event()
+        self._watcher: DirectoryWatcher | None = None
+        self._tasks: set[asyncio.Task[None]] = set()
+        self._sockets: set[Path] = set()  # the plugin watcher's desired state: one handshake per socket
+
+    def _event(self, text: str) -> None:
+        self.events.append(text)
+        self._changed.set()
+        self._changed = asyncio.Event()
+
+    async def wait_until(self, predicate: Callable[[], bool], timeout: float) -> None:
+        """Return when ``predicate()`` holds after some event; ``TimeoutError`` after ``timeout``."""
+        async with asyncio.timeout(timeout):
+            while not predicate():
+                await self._changed.wait()
+
+    def claims(self) -> list[Claim]:
+        return load_claims(self.claims_dir)
+
+    async def start(self) -> None:
+        """Watch the registry (created if missing, as the kubelet does); refuse a live kubelet's directory."""
+        kubelet_sock = self.kubelet_dir / "device-plugins" / "kubelet.sock"
+        if kubelet_sock.is_socket() and _socket_is_live(kubelet_sock):
+            raise KubeletSocketInUse(
+                f"{kubelet_sock} is served by a running kubelet or simulator; not watching its plugins "
+                "(stop it, or use another --kubelet-dir)"
+            )
+        try:
+            self.registry.mkdir(parents=True, exist_ok=True)
+        except OSError as err:
+            raise CannotServe(f"{self.registry}: cannot use as the plugin registry: {os_reason(err)}") from None
+        self._watcher = DirectoryWatcher(self.registry, self._on_entry)
+        self._watcher.start()
+        self._event(f"watching {self.registry}")
+        for path in sorted(self.registry.iterdir()):
+            self._on_entry(path.name, True)
+
+    async def stop(self) -> None:
+        if self._watcher is not None:
+            self._watcher.stop()
+        for task in list(self._tasks):
+            task.cancel()
+        await asyncio.gather(*self._tasks, return_exceptions=True)
+        for name in list(self.drivers):
+            await self._drop(name)
+
+    def _spawn(self, work: Any) -> asyncio.Task[None]:
+        task: asyncio.Task[None] = asyncio.create_task(work)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+        return task
+
+    def _on_entry(self, name: str, created: bool) -> None:
+        """The plugin watcher ignores dot files and anything that is not a socket."""
+        path = self.registry / name
+        if name.startswith("."):
+            return
+        if created:
+            with contextlib.suppress(OSError):
+                if stat.S_ISSOCK(path.lstat().st_mode) and path not in self._sockets:
+                    self._sockets.add(path)
+                    self._spawn(self._register(path))
+            return
+        self._sockets.discard(path)
+        for driver in [d for d in self.drivers.values() if d.socket == path]:
+            self._spawn(self._unregister(driver.registered.driver, path))
+
+    async def _register(self, socket: Path) -> None:
+        try:
+            info = await get_info(socket)
+        except grpc.RpcError as err:
+            self._event(
+                f"RegisterPlugin error -- failed to get plugin info using RPC GetInfo at socket {socket}, "
+                f"err: {_rpc_message(err)}"
+            )
+            return
+        problem = kubelet_refusal(info, socket)
+        try:
+            await notify(socket, not problem, problem)
+        except grpc.RpcError as err:
+            self._event(
+                f"RegisterPlugin error -- failed to send registration status at socket {socket}, "
+                f"err: {_rpc_message(err)}"
+            )
+            return
+        if problem:
+            self._event(f"refused {socket.name}: {problem}")
+            return
+        registered = registered_as(info, socket)
+        await self._drop(registered.driver)
+        driver = Driver(registered, socket, DraClient(registered))
+        self.drivers[registered.driver] = driver
+        offered = ", health stream" if registered.health else ""
+        where = f"{registered.endpoint} ({registered.service}{offered})"
+        self._event(f"registered DRA driver {registered.driver} at {where}")
+        if registered.health:
+            driver.health_task = self._spawn(self._watch_health(driver))
+
+    async def _unregister(self, name: str, socket: Path) -> None:
+        await self._drop(name)
+        self._event(f"DRA driver {name} unregistered ({socket.name} removed)")
+
+    async def _drop(self, name: str) -> None:
+        driver = self.drivers.pop(name, None)
+        if driver is None:
+            return
+        if driver.health_task is not None:
+            driver.health_task.cancel()
+        await driver.client.__aexit__(None, None, None)
+
+    async def _watch_health(self, driver: Driver) -> None:
+        name = driver.registered.driver
+        try:
+            async for health in driver.client.watch_health():
+                driver.health = health
+                bad = sorted(f"{p}/{d}" for (p, d), h in health.items() if h != "HEALTHY")
+                unwell = f", not healthy: {', '.join(bad)}" if bad else ""
+                self._event(f"health of {name}: {len(health)} devices{unwell}")
+        except grpc.RpcError as err:
+            self._event(f"health stream of {name} failed: {_rpc_message(err)}")
+            return
+        self._event(f"health stream of {name} ended")
+
+    async def prepare(self, ref: str) -> PreparedClaim | None:
+        """NodePrepareResources for one claim on each of its drivers; ``None`` and an event on failure."""
+        claim = self._claim(ref)
+        if claim is None:
+            return None
+        try:
+            devices = await self._call_drivers(claim, prepare=True)
+        except _Failed as err:
+            self._event(f"prepare {claim.namespace}/{claim.name}: {err}")
+            return None
+        prepared = PreparedClaim(claim.namespace, claim.name, claim.uid, tuple(devices))
+        self.prepared[prepared.ref] = prepared
+        shown = ", ".join(f"{d.pool}/{d.device}" for d in devices) or "no devices"
+        self._event(f"prepared {prepared.ref} ({claim.uid}): {shown}")
+        return prepared
+
+    async def unprepare(self, ref: str) -> bool:
+        claim = self._claim(ref)
+        if claim is None:
+            return False
+        try:
+            await self._call_drivers(claim, prepare=False)
+        except _Failed as err:
+            self._event(f"unprepare {claim.namespace}/{claim.name}: {err}")
+            return False
+        self.prepared.pop(f"{claim.namespace}/{claim.name}", None)
+        self._event(f"unprepared {claim.namespace}/{claim.name} ({claim.uid})")
+        return True
+
+    def _claim(self, ref: str) -> Claim | None:
+        try:
+            claim = find_claim(self.claims(), ref)
+        except (KeyError, ValueError) as err:
+            self._event(f"{ref}: {str(err).strip(chr(39))}")
+            return None
+        if not claim.allocated:
+            self._event(f"{claim.namespace}/{claim.name}: ResourceClaim is not allocated")
+            return None
+        return claim
+
+    async def _call_drivers(self, claim: Claim, prepare: bool) -> list[PreparedDevice]:
+        """The DRA manager's loop: one call per driver, the answer for exactly this claim's UID."""
+        method = "NodePrepareResources" if prepare else "NodeUnprepareResources"
+        devices: list[PreparedDevice] = []
+        for name in drivers_of(claim):
+            driver = self.drivers.get(name)
+            if driver is None:
+                raise _Failed(f"DRA driver {name} is not registered")
+            ref = [(claim.namespace, claim.name, claim.uid)]
+            try:
+                response = await (driver.client.prepare(ref) if prepare else driver.client.unprepare(ref))
+            except grpc.RpcError as err:
+                raise _Failed(f"{method}: {_rpc_message(err)}") from None
+            for uid in response.claims:
+                if uid != claim.uid:
+                    raise _Failed(f"{method} returned result for unknown claim UID {uid}")
+            if claim.uid not in response.claims:
+                raise _Failed(f"{method} skipped 1 ResourceClaims")
+            answer = response.claims[claim.uid]
+            if answer.error:
+                raise _Failed(f"{method} failed for ResourceClaim {claim.name}: {answer.error}")
+            if prepare:
+                devices += [
+                    PreparedDevice(name, tuple(d.request_names), d.pool_name, d.device_name, tuple(d.cdi_device_ids))
+                    for d in answer.devices
+                ]
+        return devices
+
+
+class _Failed(Exception):
+    pass
+
+
+def _rpc_message(err: grpc.RpcError) -> str:
+    return go_error(err) if isinstance(err, grpc.aio.AioRpcError) else str(err)
