@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import sys
 import uuid
 from pathlib import Path
 
@@ -90,6 +91,23 @@ async def test_our_client_registers_prepares_and_unprepares_one_and_32_claims(
             assert [d.device_name for d in response.claims[uid].devices] == ["device-00"]
             assert (await kubelet.unprepare([go.ref(one)])).claims[uid].error == ""
     assert not options.registration.exists() and not options.endpoint.exists()  # it removes its sockets
+
+
+async def test_check_dra_passes_on_the_go_driver(cluster: Cluster, program: Path, short_tmp: Path) -> None:
+    """``kubedevice check --dra`` judges Kubernetes' own driver as conformant: its expectations hold for Go."""
+    async with go.go_driver_run(program, cluster.kubeconfig, short_tmp, driver=DRIVER) as run:
+        claims = [await run.claim("one", ["device-00"]), await run.claim("two", ["device-01", "device-02"])]
+        go.write_claim_files(short_tmp / "claims", claims)
+        check = await asyncio.create_subprocess_exec(
+            sys.executable, "-m", "kubedevice", "check", "--dra", "--kubelet-dir", str(run.options.kubelet_dir),
+            "--driver", DRIVER, "--claims", str(short_tmp / "claims"), "--cdi-dir", str(run.options.cdi_dir),
+            "--json", "--timeout", "60", stdout=asyncio.subprocess.PIPE,
+        )  # fmt: skip
+        out, _ = await check.communicate()
+        report = json.loads(out)
+        failed = [c for c in report["results"] if c["status"] == "fail"]
+        assert check.returncode == 0 and not failed, json.dumps(failed, indent=1)
+        assert report["summary"]["pass"] >= 15, report["summary"]
 
 
 async def test_the_go_driver_refuses_replaced_and_unallocated_claims_as_a_call_error(
