@@ -1,9 +1,10 @@
 """The kubelet's side of DRA, for tests and tools: plugin watcher handshake and DRA calls.
 
-Follows ``pkg/kubelet/cm/dra/plugin`` (v1.36): ``GetInfo`` must name type ``DRAPlugin`` and
+Follows ``pkg/kubelet/cm/dra/plugin`` (v1.37): ``GetInfo`` must name type ``DRAPlugin`` and
 list a service the kubelet supports; the kubelet prefers ``v1.DRAPlugin`` over
 ``v1beta1.DRAPlugin``, answers ``NotifyRegistrationStatus`` and then talks to the endpoint
-from ``GetInfo``; the health stream is opened when ``v1alpha1.DRAResourceHealth`` is listed.
+from ``GetInfo``; the health stream uses the first of ``v1.DRAResourceHealth`` and
+``v1alpha1.DRAResourceHealth`` that is listed (a 1.36 kubelet always uses ``v1alpha1``).
 """
 
 from __future__ import annotations
@@ -16,8 +17,10 @@ from typing import Any
 
 from grpc import aio
 
-from ..api import dra_health_v1alpha1_pb2 as hpb
-from ..api import dra_health_v1alpha1_pb2_grpc as hpb_grpc
+from ..api import dra_health_v1_pb2 as h1
+from ..api import dra_health_v1_pb2_grpc as h1_grpc
+from ..api import dra_health_v1alpha1_pb2 as h1alpha1
+from ..api import dra_health_v1alpha1_pb2_grpc as h1alpha1_grpc
 from ..api import dra_v1_pb2 as v1
 from ..api import dra_v1_pb2_grpc as v1_grpc
 from ..api import dra_v1beta1_pb2 as v1beta1
@@ -26,7 +29,7 @@ from ..api import pluginregistration_v1_pb2 as regpb
 from ..api import pluginregistration_v1_pb2_grpc as regpb_grpc
 
 KUBELET_SERVICES = ("v1.DRAPlugin", "v1beta1.DRAPlugin")  # in the kubelet's order of preference
-HEALTH_SERVICE = "v1alpha1.DRAResourceHealth"
+HEALTH_SERVICES = ("v1.DRAResourceHealth", "v1alpha1.DRAResourceHealth")  # the 1.37 kubelet's preference
 CALL_TIMEOUT = 45.0  # the kubelet's default per DRA call
 
 
@@ -40,6 +43,8 @@ class Registered:
     endpoint: str
     service: str
     health: bool
+    health_service: str = ""
+    """The health service a 1.37 kubelet would watch ("" when none is listed)."""
 
 
 async def register(registration_socket: Path, accept: bool = True, error: str = "") -> Registered:
@@ -55,7 +60,8 @@ async def register(registration_socket: Path, accept: bool = True, error: str = 
             raise RegistrationRefused(problem or error)
         await stub.NotifyRegistrationStatus(regpb.RegistrationStatus(plugin_registered=True), timeout=10)
     service = next(s for s in KUBELET_SERVICES if s in info.supported_versions)
-    return Registered(info.name, info.endpoint, service, HEALTH_SERVICE in info.supported_versions)
+    health = next((s for s in HEALTH_SERVICES if s in info.supported_versions), "")
+    return Registered(info.name, info.endpoint, service, bool(health), health)
 
 
 def _validate(info: regpb.PluginInfo) -> str:
@@ -103,8 +109,11 @@ class DraClient:
         request = api.NodeUnprepareResourcesRequest(claims=self._claims(claims))
         return await self._stub.NodeUnprepareResources(request, timeout=CALL_TIMEOUT)
 
-    async def watch_health(self) -> AsyncIterator[dict[tuple[str, str], str]]:
-        """Each health message as ``{(pool, device): "HEALTHY" | "UNHEALTHY" | "UNKNOWN"}``."""
-        stub = hpb_grpc.DRAResourceHealthStub(self._channel)
-        async for message in stub.NodeWatchResources(hpb.NodeWatchResourcesRequest()):
-            yield {(d.device.pool_name, d.device.device_name): hpb.HealthStatus.Name(d.health) for d in message.devices}
+    async def watch_health(self, service: str = "") -> AsyncIterator[dict[tuple[str, str], str]]:
+        """Each health message as ``{(pool, device): "HEALTHY" | "UNHEALTHY" | "UNKNOWN"}``, from
+        ``service`` (default: the one registration chose, else ``v1alpha1`` like a 1.36 kubelet)."""
+        chosen = service or self.registered.health_service or HEALTH_SERVICES[1]
+        api: Any = h1 if chosen == HEALTH_SERVICES[0] else h1alpha1
+        stub = (h1_grpc if api is h1 else h1alpha1_grpc).DRAResourceHealthStub(self._channel)
+        async for message in stub.NodeWatchResources(api.NodeWatchResourcesRequest()):
+            yield {(d.device.pool_name, d.device.device_name): api.HealthStatus.Name(d.health) for d in message.devices}

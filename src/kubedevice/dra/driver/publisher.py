@@ -6,6 +6,8 @@ each with ``resourceSliceCount`` set. The pool generation goes up by one on ever
 the scheduler never mixes slices of two versions; slices of older generations and surplus
 indexes are deleted. A change of devices or health republishes at once; a watch on our
 slices republishes when someone else edits or deletes one; a periodic resync catches the rest.
+An unhealthy device's taint is sent without ``timeAdded`` (the API server stamps it) and keeps
+the stamp it got as long as it stays, so a rewrite for another reason does not restart it.
 """
 
 from __future__ import annotations
@@ -13,7 +15,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any, cast
 
 import httpx2
@@ -120,6 +122,7 @@ class SlicePublisher:
         obsolete = [name for name in existing if name not in {w["metadata"]["name"] for w in wanted}]
         for name in obsolete:  # first, so devices that are gone stop being allocated
             await self._delete(name)
+        _keep_taint_times(wanted, existing.values())
         for document in wanted:
             document["spec"]["pool"]["generation"] = generation
             document["metadata"]["ownerReferences"] = [owner]
@@ -165,6 +168,23 @@ class SlicePublisher:
             except (ApiError, httpx2.HTTPError) as err:
                 log.debug("ResourceSlice watch ended: %s", _reason(err))
             await asyncio.sleep(RETRY_SECONDS)
+
+
+def _keep_taint_times(wanted: list[Slice], existing: Iterable[Slice]) -> None:
+    """Give each wanted taint the ``timeAdded`` the server gave the same taint of the same device."""
+    stamped = {
+        (device["name"], taint.get("key"), taint.get("value", ""), taint.get("effect")): taint["timeAdded"]
+        for s in existing
+        for device in s["spec"].get("devices") or []
+        for taint in device.get("taints") or []
+        if taint.get("timeAdded")
+    }
+    for document in wanted:
+        for device in document["spec"].get("devices") or []:
+            for taint in device.get("taints") or []:
+                key = (device["name"], taint.get("key"), taint.get("value", ""), taint.get("effect"))
+                if key in stamped:
+                    taint["timeAdded"] = stamped[key]
 
 
 def _matches(actual: Slice, wanted: Slice, generation: int) -> bool:
