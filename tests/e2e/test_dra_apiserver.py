@@ -149,10 +149,11 @@ async def test_republishes_within_a_second_after_hotplug_health_deletion_and_edi
 
             plugin.publish(devices(4))  # hotplug
             await eventually(lambda: _equal(names(), ["d0", "d1", "d2", "d3"]))
-            plugin.set_health("d1", Health.UNHEALTHY)  # unhealthy devices are not offered
-            await eventually(lambda: _equal(names(), ["d0", "d2", "d3"]))
+            plugin.set_health("d1", Health.UNHEALTHY)  # tainted NoSchedule, see test_taints_...
+            await eventually(lambda: _equal(tainted(client, node_name), {"d1"}))
             plugin.set_health("d1", Health.HEALTHY)
-            await eventually(lambda: _equal(names(), ["d0", "d1", "d2", "d3"]))
+            await eventually(lambda: _equal(tainted(client, node_name), set()))
+            assert await names() == ["d0", "d1", "d2", "d3"]
 
             [current] = await slices(client, node_name)
             await client.delete(ResourceSlice, current["metadata"]["name"])  # someone deletes it
@@ -171,6 +172,52 @@ async def test_republishes_within_a_second_after_hotplug_health_deletion_and_edi
 
 async def _equal(value: Any, expected: Any) -> bool:
     return bool(await value == expected)
+
+
+async def tainted(client: AsyncClient, node: str) -> set[str]:
+    return {d["name"] for s in await slices(client, node) for d in s["spec"].get("devices", []) if d.get("taints")}
+
+
+async def test_taints_reach_the_api_server_keep_their_time_and_clear_on_recovery(
+    kubeconfig: Path, node_name: str
+) -> None:
+    """DRADeviceTaints is on by default in 1.36: the server keeps the taint (it would drop the
+    field silently if the gate were off) and stamps ``timeAdded``, which a later rewrite keeps."""
+    plugin = Plugin("example.com/sick", devices(70))
+    driver = DraDriver(DRIVER, [plugin])
+    async with api(kubeconfig, node_name) as client:
+        publisher = SlicePublisher(client, DRIVER, node_name, lambda: driver.slices(node_name))
+        driver.subscribe(publisher.changed)
+        task = asyncio.create_task(publisher.run())
+        try:
+            await asyncio.wait_for(publisher.published.wait(), 10)
+            assert [len(s["spec"]["devices"]) for s in await slices(client, node_name)] == [70]
+            plugin.set_health("d3", Health.UNHEALTHY)
+            took = await eventually(lambda: _equal(tainted(client, node_name), {"d3"}))
+            print(f"unhealthy to taint in the API server: {took * 1000:.0f} ms")
+            published = await slices(client, node_name)
+            assert [len(s["spec"]["devices"]) for s in published] == [64, 6]  # 64 per slice with a taint
+            [taint] = next(d["taints"] for s in published for d in s["spec"]["devices"] if d["name"] == "d3")
+            assert (taint["key"], taint["effect"], taint.get("value")) == (f"{DRIVER}/unhealthy", "NoSchedule", None)
+            stamped = taint["timeAdded"]
+            await asyncio.sleep(1.1)  # timeAdded has a resolution of one second
+            plugin.set_health("d5", Health.UNHEALTHY)  # a rewrite for another device
+            await eventually(lambda: _equal(tainted(client, node_name), {"d3", "d5"}))
+            again = {
+                d["name"]: d["taints"][0]["timeAdded"]
+                for s in await slices(client, node_name)
+                for d in s["spec"]["devices"]
+                if d.get("taints")
+            }
+            assert again["d3"] == stamped and again["d5"] != stamped
+            plugin.set_health("d3", Health.HEALTHY)
+            plugin.set_health("d5", Health.HEALTHY)
+            took = await eventually(lambda: _equal(tainted(client, node_name), set()))
+            print(f"recovery to taint cleared: {took * 1000:.0f} ms")
+            assert [len(s["spec"]["devices"]) for s in await slices(client, node_name)] == [70]
+        finally:
+            task.cancel()
+            await asyncio.gather(task, return_exceptions=True)
 
 
 async def test_claims_are_fetched_from_the_api_server(kubeconfig: Path, node_name: str, tmp_node: TempNode) -> None:

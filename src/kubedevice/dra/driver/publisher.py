@@ -192,7 +192,21 @@ def _matches(actual: Slice, wanted: Slice, generation: int) -> bool:
     spec = dict(wanted["spec"])
     spec["pool"] = {**spec["pool"], "generation": generation}
     owners = actual["metadata"].get("ownerReferences") or []
-    return pool.get("generation") == generation and contains(actual["spec"], spec) and len(owners) == 1
+    return (
+        pool.get("generation") == generation
+        and contains(actual["spec"], spec)
+        and _taints(actual["spec"]) == _taints(spec)
+        and len(owners) == 1
+    )
+
+
+def _taints(spec: Mapping[str, Any]) -> list[tuple[str, list[tuple[str, str, str]]]]:
+    """Each device's taints without the server's ``timeAdded``: compared exactly, as
+    :func:`contains` would take a taint we dropped (a recovered device) for a server default."""
+    return [
+        (d["name"], [(t.get("key", ""), t.get("value", ""), t.get("effect", "")) for t in d.get("taints") or []])
+        for d in spec.get("devices") or []
+    ]
 
 
 def _reason(err: Exception) -> str:
