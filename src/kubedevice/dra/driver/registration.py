@@ -25,6 +25,8 @@ from ...api import pluginregistration_v1_pb2_grpc as regpb_grpc
 
 PLUGIN_TYPE = "DRAPlugin"
 SERVICES = ("v1.DRAPlugin", "v1beta1.DRAPlugin", "v1.DRAResourceHealth", "v1alpha1.DRAResourceHealth")
+LOGGED_ERROR = 1024
+"""Characters of a rejection's reason that are logged: any peer of the socket can send one."""
 log = logging.getLogger("kubedevice.dra.registration")
 
 
@@ -73,6 +75,7 @@ class RegistrationServicer(regpb_grpc.RegistrationServicer):  # type: ignore[mis
         if request.plugin_registered:
             log.info("registered with the kubelet as DRA driver %s", self._info.name)
         else:
-            log.error("the kubelet rejected DRA driver %s: %s", self._info.name, request.error)
+            reason = request.error[:LOGGED_ERROR] + ("..." if len(request.error) > LOGGED_ERROR else "")
+            log.error("the kubelet rejected DRA driver %s: %s", self._info.name, reason)
         self._on_status(request.plugin_registered, request.error)
         return regpb.RegistrationStatusResponse()
