@@ -369,7 +369,8 @@ def test_a_tainted_device_is_not_given_to_a_new_pod(
     target: Target, short_tmp: Path, no_slices_left: None, device_classes: Callable[[str], None]
 ) -> None:
     """The real scheduler honours our NoSchedule taint: a pod whose claim can only get the
-    unhealthy device stays unschedulable, and is scheduled once the device recovers."""
+    unhealthy device stays unschedulable (one whose claim tolerates the taint gets it), and is
+    scheduled once the device recovers."""
     marker = short_tmp / "ok"
     marker.touch()
     client = target.client
@@ -400,6 +401,14 @@ def test_a_tainted_device_is_not_given_to_a_new_pod(
         time.sleep(2)  # and it stays so
         pod = client.get(Pod, name, namespace=target.namespace)
         assert pod.spec is not None and not pod.spec.nodeName, message
+        # a claim that tolerates the taint gets the device anyway
+        tolerating = template_document(f"{template}-tol", target.namespace, TAINTED)
+        request = tolerating["spec"]["spec"]["devices"]["requests"][0]["exactly"]
+        request["tolerations"] = [{"key": f"{TAINTED}/unhealthy", "operator": "Exists", "effect": "NoSchedule"}]
+        client.create(ResourceClaimTemplate.from_dict(tolerating))
+        client.create(Pod.from_dict(pod_document(f"{name}-tol", target.namespace, f"{template}-tol")))
+        wait_for("the tolerating pod scheduled", lambda: client.get(Pod, f"{name}-tol", namespace=target.namespace).spec.nodeName, 60)  # noqa: E501
+        client.delete(Pod, f"{name}-tol", namespace=target.namespace, grace_period=0)
         marker.touch()
         healed = time.monotonic()
         wait_for("the taint cleared", lambda: tainted(target, TAINTED) == [], 3)
@@ -407,7 +416,8 @@ def test_a_tainted_device_is_not_given_to_a_new_pod(
         print(f"unhealthy to taint in the API server: {taint_seconds:.2f} s; "
               f"recovery to pod scheduled: {time.monotonic() - healed:.2f} s; scheduler said: {message}")  # fmt: skip
     finally:
-        for kind, obj in ((Pod, name), (ResourceClaimTemplate, template)):
+        for kind, obj in ((Pod, name), (Pod, f"{name}-tol"), (ResourceClaimTemplate, template),
+                          (ResourceClaimTemplate, f"{template}-tol")):  # fmt: skip
             with contextlib.suppress(ApiError):
                 client.delete(kind, obj, namespace=target.namespace, grace_period=0)
         running.stop()
