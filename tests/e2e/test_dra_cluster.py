@@ -478,6 +478,12 @@ def test_a_health_change_reaches_the_pod_status(
         wait_for("Unhealthy in the pod status", lambda: healths() == ["Unhealthy"], 30)
         marker.touch()
         wait_for("Healthy again in the pod status", lambda: healths() == ["Healthy"], 30)
+        # The kubelet reads a device not reported for 30 s as Unknown (a pod sync, at least
+        # every 60-90 s, shows it): the driver must keep reporting while nothing changes.
+        deadline = time.monotonic() + 100
+        while time.monotonic() < deadline:
+            assert healths() == ["Healthy"], healths()
+            time.sleep(1)
     finally:
         for kind, obj in ((Pod, name), (ResourceClaimTemplate, template)):
             with contextlib.suppress(ApiError):

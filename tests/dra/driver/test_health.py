@@ -23,6 +23,7 @@ from kubedevice.config import ConfigError, parse_config
 from kubedevice.device import Device, Health
 from kubedevice.dra.driver import DraDriver
 from kubedevice.dra.driver.daemon import build_driver
+from kubedevice.dra.driver.health import REFRESH_SECONDS, DeviceHealth, HealthFeed
 from kubedevice.dra.models import to_document
 from kubedevice.dra.validation import validate
 from kubedevice.kubelet.dra import DraClient, register
@@ -185,3 +186,26 @@ def test_dra_slices_prints_what_the_driver_publishes(tmp_path: Path) -> None:
     printed = printed if isinstance(printed, list) else printed.get("items", [printed])
     driver = build_driver(parse_config(text), Path("/"))
     assert printed == [to_document(s) for s in driver.slices(NODE)]
+
+
+async def test_the_list_is_sent_again_before_the_kubelet_would_read_it_as_unknown() -> None:
+    """The kubelet reads a device not reported for 30 s (its default timeout) as Unknown."""
+    assert REFRESH_SECONDS <= 30 / 3
+    states = [DeviceHealth(NODE, "d0", True)]
+    feed = HealthFeed(lambda: states, refresh=0.3)
+    loop = asyncio.get_running_loop()
+    stream = feed.watch()
+    start = loop.time()
+    stamps = []
+    for _ in range(3):
+        _, devices = await asyncio.wait_for(anext(stream), 2)
+        stamps.append(loop.time() - start)
+        assert devices == states
+    assert stamps[0] < 0.1 and 0.25 < stamps[1] < 0.6 and 0.55 < stamps[2] < 0.9, stamps
+    states = [DeviceHealth(NODE, "d0", False, "reported unhealthy")]
+    feed.changed()  # a change still goes out at once, and restarts the period
+    changed_at = loop.time()
+    assert (await asyncio.wait_for(anext(stream), 2))[1] == states and loop.time() - changed_at < 0.1
+    feed.stop()
+    with pytest.raises(StopAsyncIteration):
+        await asyncio.wait_for(anext(stream), 2)
