@@ -105,7 +105,7 @@ def device_classes(target: Target) -> Iterator[Callable[[str], None]]:
 def no_slices_left(target: Target) -> Iterator[None]:
     """Deletes this module's drivers' slices after the test (the kubelet would only after 30 s)."""
     yield
-    for driver in (DRIVER, HOT, SICK, TAINTED):
+    for driver in (DRIVER, HOT, SICK, TAINTED, EVICT):
         for s in our_slices(target, driver):
             with contextlib.suppress(ApiError):
                 target.client.delete(ResourceSlice, s.metadata.name)
@@ -161,13 +161,13 @@ def published_paths(target: Target, driver: str) -> list[str]:
     return sorted(d["attributes"]["path"]["string"] for s in slices for d in s["spec"].get("devices", []))
 
 
-def tainted(target: Target, driver: str) -> list[dict[str, Any]]:
-    """The devices that carry our ``<driver>/unhealthy`` NoSchedule taint in the API server."""
+def tainted(target: Target, driver: str, effect: str = "NoSchedule") -> list[dict[str, Any]]:
+    """The devices that carry our ``<driver>/unhealthy`` taint with ``effect`` in the API server."""
     return [
         d
         for s in our_slices(target, driver)
         for d in s.to_dict()["spec"].get("devices", [])
-        if any(t["key"] == f"{driver}/unhealthy" and t["effect"] == "NoSchedule" for t in d.get("taints") or [])
+        if any(t["key"] == f"{driver}/unhealthy" and t["effect"] == effect for t in d.get("taints") or [])
     ]
 
 
@@ -339,15 +339,16 @@ def test_a_kubelet_restart_registers_the_driver_again(target: Target, short_tmp:
 
 SICK = "sick.example.com"
 TAINTED = "tainted.example.com"
+EVICT = "evict.example.com"
 
 
-def marker_config(directory: Path, driver: str, marker: Path) -> Path:
+def marker_config(directory: Path, driver: str, marker: Path, taint: str = "NoSchedule") -> Path:
     """One null device of ``driver`` whose exec health check looks for ``marker``."""
     config = directory / f"{driver}.yaml"
     config.write_text(
         yaml.safe_dump(
             {
-                "dra": {"driver": driver},
+                "dra": {"driver": driver, "unhealthy_taint": taint},
                 "resources": [
                     {
                         "name": "example.com/null",
@@ -484,6 +485,52 @@ def test_a_health_change_reaches_the_pod_status(
         while time.monotonic() < deadline:
             assert healths() == ["Healthy"], healths()
             time.sleep(1)
+    finally:
+        for kind, obj in ((Pod, name), (ResourceClaimTemplate, template)):
+            with contextlib.suppress(ApiError):
+                client.delete(kind, obj, namespace=target.namespace, grace_period=0)
+        running.stop()
+        print(running.log.read_text()[-3000:])
+
+
+def test_with_no_execute_a_pod_using_the_device_is_evicted(
+    target: Target, short_tmp: Path, no_slices_left: None, device_classes: Callable[[str], None]
+) -> None:
+    """``dra.unhealthy_taint: NoExecute``: the kube-controller-manager's device taint eviction
+    controller (DRADeviceTaints, on by default in 1.36) evicts the running pod."""
+    marker = short_tmp / "ok"
+    marker.touch()
+    client = target.client
+    device_classes(EVICT)
+    running = Driver(target, short_tmp / "driver.log", marker_config(short_tmp, EVICT, marker, "NoExecute"))
+    running.start()
+    suffix = uuid.uuid4().hex[:6]
+    template, name = f"evict-null-{suffix}", f"evict-consumer-{suffix}"
+    try:
+        wait_for("our slice", lambda: device_names(target, EVICT) == ["null-0"], 30)
+        client.create(ResourceClaimTemplate.from_dict(template_document(template, target.namespace, EVICT)))
+        pod = client.create(Pod.from_dict(pod_document(name, target.namespace, template)))
+        wait_for(
+            "the pod running", lambda: _if(client.get(Pod, name, namespace=target.namespace), "Running"), timeout=120
+        )
+        marker.unlink()
+        took = time.monotonic()
+        wait_for("the NoExecute taint", lambda: tainted(target, EVICT, "NoExecute"), 3)
+        taint_seconds = time.monotonic() - took
+
+        def evicted() -> str:
+            try:
+                current = client.get(Pod, name, namespace=target.namespace).to_dict()
+            except ApiError:
+                return "deleted"
+            if current["metadata"]["uid"] != pod.metadata.uid:  # type: ignore[union-attr]
+                return "deleted"
+            conditions = current.get("status", {}).get("conditions") or []
+            return next((c.get("reason", "") for c in conditions if c["type"] == "DisruptionTarget"), "")
+
+        reason = wait_for("the pod evicted", evicted, 60)
+        print(f"NoExecute: unhealthy to taint {taint_seconds:.2f} s, to eviction {time.monotonic() - took:.2f} s "
+              f"({reason})")  # fmt: skip
     finally:
         for kind, obj in ((Pod, name), (ResourceClaimTemplate, template)):
             with contextlib.suppress(ApiError):
