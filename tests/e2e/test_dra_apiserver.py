@@ -11,7 +11,10 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import shutil
+import socket
+import subprocess
 import tempfile
+import time
 import uuid
 from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager
@@ -35,6 +38,7 @@ from kubedevice.plugin.base import Plugin
 from kubedevice.testing.cluster import Cluster
 from kubedevice.testing.dradriver import DRIVER, kubelet, null_plugin
 from kubedevice.testing.dradriver import Node as TempNode
+from kubedevice.testing.kubeapi import KubeApi
 
 pytestmark = pytest.mark.e2e
 
@@ -320,3 +324,71 @@ async def test_slices_the_api_server_would_refuse_are_not_sent(kubeconfig: Path,
         with pytest.raises(InvalidSlices, match=r"attributes\[bad\]\.version"):
             await publisher.sync()
         assert await slices(client, node_name) == []
+
+
+@contextlib.contextmanager
+def api_server_without_taints(cluster: Cluster, directory: Path) -> Iterator[Path]:
+    """A second kube-apiserver on the cluster's etcd (its own key prefix), with
+    ``--feature-gates=DRADeviceTaints=false`` as on 1.33-1.35 by default; its kubeconfig."""
+    state = cluster.state()
+    assert state is not None
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    pki = cluster.dir / "pki"
+    argv = [
+        str(cluster.binaries.kube("kube-apiserver")), f"--etcd-servers=http://127.0.0.1:{state.ports.etcd_client}",
+        f"--etcd-prefix=/kd-no-taints-{uuid.uuid4().hex[:8]}", "--bind-address=127.0.0.1",
+        "--advertise-address=127.0.0.1", f"--secure-port={port}", f"--tls-cert-file={pki / 'apiserver.crt'}",
+        f"--tls-private-key-file={pki / 'apiserver.key'}", f"--client-ca-file={pki / 'ca.crt'}",
+        f"--service-account-key-file={pki / 'sa.pub'}", f"--service-account-signing-key-file={pki / 'sa.key'}",
+        "--service-account-issuer=https://kubernetes.default.svc", "--authorization-mode=RBAC",
+        "--service-cluster-ip-range=10.96.0.0/24", "--profiling=false", "--feature-gates=DRADeviceTaints=false",
+    ]  # fmt: skip
+    with (directory / "kube-apiserver.log").open("wb") as log:
+        process = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+    try:
+        server = KubeApi(f"https://127.0.0.1:{port}", pki / "ca.crt", pki / "admin.crt", pki / "admin.key")
+        deadline = time.monotonic() + 60
+        while not server.ready():
+            log = (directory / "kube-apiserver.log").read_text()[-2000:]
+            assert process.poll() is None and time.monotonic() < deadline, log
+            time.sleep(0.2)
+        kubeconfig = directory / "kubeconfig"
+        port_of_cluster = f"127.0.0.1:{state.ports.apiserver}"
+        kubeconfig.write_text(cluster.kubeconfig.read_text().replace(port_of_cluster, f"127.0.0.1:{port}"))
+        yield kubeconfig
+    finally:
+        process.terminate()
+        process.wait(30)
+
+
+async def test_an_api_server_that_drops_taints_gets_no_unhealthy_device(
+    cluster: Cluster, node_name: str, tmp_node: TempNode
+) -> None:
+    """Without the gate the server stores the slice without the taint: the unhealthy device would
+    look healthy to the scheduler. The publisher notices and leaves tainted devices out."""
+    with api_server_without_taints(cluster, tmp_node.root) as kubeconfig:
+        plugin = Plugin("example.com/sick", devices(3))
+        plugin.set_health("d1", Health.UNHEALTHY)
+        driver = DraDriver(DRIVER, [plugin])
+        async with api(kubeconfig, node_name) as client:
+            publisher = SlicePublisher(client, DRIVER, node_name, lambda: driver.slices(node_name))
+            driver.subscribe(publisher.changed)
+            task = asyncio.create_task(publisher.run())
+
+            async def names() -> list[str]:
+                return [d["name"] for s in await slices(client, node_name) for d in s["spec"].get("devices", [])]
+
+            try:
+                await asyncio.wait_for(publisher.published.wait(), 10)
+                await eventually(lambda: _equal(names(), ["d0", "d2"]))
+                assert publisher.taints_dropped
+                generation = publisher.generation
+                await asyncio.sleep(1)  # no rewrite storm: what is stored now matches what is wanted
+                assert publisher.generation == generation
+                plugin.set_health("d1", Health.HEALTHY)
+                await eventually(lambda: _equal(names(), ["d0", "d1", "d2"]))
+            finally:
+                task.cancel()
+                await asyncio.gather(task, return_exceptions=True)

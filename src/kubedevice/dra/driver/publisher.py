@@ -8,6 +8,9 @@ indexes are deleted. A change of devices or health republishes at once; a watch 
 slices republishes when someone else edits or deletes one; a periodic resync catches the rest.
 An unhealthy device's taint is sent without ``timeAdded`` (the API server stamps it) and keeps
 the stamp it got as long as it stays, so a rewrite for another reason does not restart it.
+An API server without the DRADeviceTaints feature gate (off by default before 1.36) drops
+taints silently; then a tainted device would look healthy, so from then on devices with a
+taint are left out of the slices instead, with an error in the log.
 """
 
 from __future__ import annotations
@@ -65,6 +68,8 @@ class SlicePublisher:
         self.generation = 0
         self.published = asyncio.Event()
         self.on_publish: Callable[[float], None] | None = None
+        self.taints_dropped = False
+        """The API server dropped the taints we wrote: tainted devices are left out since."""
 
     def changed(self) -> None:
         self._wake.set()
@@ -100,6 +105,8 @@ class SlicePublisher:
         if problems:
             raise InvalidSlices(f"{problems[0]}" + (f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""))
         wanted = [to_document(s) for s in desired]
+        if self.taints_dropped:
+            _leave_out_tainted(wanted)
         existing = {s["metadata"]["name"]: s for s in await self._list()}
         generation = max((int(s["spec"]["pool"].get("generation", 0)) for s in existing.values()), default=0)
         names = [w["metadata"]["name"] for w in wanted]
@@ -131,9 +138,18 @@ class SlicePublisher:
                 document["metadata"]["resourceVersion"] = current["metadata"]["resourceVersion"]
             obj = cast(ResourceSlice, ResourceSlice.from_dict(document))
             if current is None:
-                await self._client.create(obj)
+                stored = await self._client.create(obj)
             else:
-                await self._client.replace(obj)
+                stored = await self._client.replace(obj)
+            if not self.taints_dropped and _taints(stored.to_dict()["spec"]) != _taints(document["spec"]):
+                log.error(
+                    "the API server dropped the device taints of ResourceSlice %s (is the DRADeviceTaints "
+                    "feature gate off?): unhealthy devices are left out of the slices from now on; enable "
+                    "the gate or set dra.unhealthy_taint: off",
+                    document["metadata"]["name"],
+                )
+                self.taints_dropped = True
+                self._wake.set()  # publish again at once, without the devices the scheduler takes for healthy
 
     async def _delete(self, name: str) -> None:
         try:
@@ -168,6 +184,12 @@ class SlicePublisher:
             except (ApiError, httpx2.HTTPError) as err:
                 log.debug("ResourceSlice watch ended: %s", _reason(err))
             await asyncio.sleep(RETRY_SECONDS)
+
+
+def _leave_out_tainted(wanted: list[Slice]) -> None:
+    for document in wanted:
+        devices = document["spec"].get("devices") or []
+        document["spec"]["devices"] = [d for d in devices if not d.get("taints")]
 
 
 def _keep_taint_times(wanted: list[Slice], existing: Iterable[Slice]) -> None:
