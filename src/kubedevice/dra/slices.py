@@ -43,7 +43,6 @@ _NOT_LABEL = re.compile(r"[^a-z0-9-]+")
 _NOT_IDENTIFIER = re.compile(r"[^A-Za-z0-9_]+")
 _LABEL_MAX = 63
 _SUBDOMAIN_MAX = 253
-TAINT_EFFECTS = ("NoSchedule", "NoExecute", "None")
 DEFAULT_TAINT_EFFECT = "NoSchedule"
 
 
