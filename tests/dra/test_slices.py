@@ -34,7 +34,7 @@ def test_slice_describes_healthy_devices_with_attributes() -> None:
     extra = {
         "0000:3b:00.0": {"vendor": {"string": "10de"}, "device-id": {"string": "20b0"}, "memory": {"quantity": "40Gi"}}
     }
-    [slice_] = slices_for("gpu.example.com", "node-1", [("example.com/gpu", devices, extra)])
+    [slice_] = slices_for("gpu.example.com", "node-1", [("example.com/gpu", devices, extra)], taint_effect=None)
     assert validate(slice_) == []
     assert slice_.spec.node_name == "node-1" and slice_.spec.pool.name == "node-1"
     assert slice_.spec.pool.resource_slice_count == 1

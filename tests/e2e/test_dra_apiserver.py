@@ -11,7 +11,10 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import shutil
+import socket
+import subprocess
 import tempfile
+import time
 import uuid
 from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager
@@ -35,6 +38,7 @@ from kubedevice.plugin.base import Plugin
 from kubedevice.testing.cluster import Cluster
 from kubedevice.testing.dradriver import DRIVER, kubelet, null_plugin
 from kubedevice.testing.dradriver import Node as TempNode
+from kubedevice.testing.kubeapi import KubeApi
 
 pytestmark = pytest.mark.e2e
 
@@ -149,10 +153,11 @@ async def test_republishes_within_a_second_after_hotplug_health_deletion_and_edi
 
             plugin.publish(devices(4))  # hotplug
             await eventually(lambda: _equal(names(), ["d0", "d1", "d2", "d3"]))
-            plugin.set_health("d1", Health.UNHEALTHY)  # unhealthy devices are not offered
-            await eventually(lambda: _equal(names(), ["d0", "d2", "d3"]))
+            plugin.set_health("d1", Health.UNHEALTHY)  # tainted NoSchedule, see test_taints_...
+            await eventually(lambda: _equal(tainted(client, node_name), {"d1"}))
             plugin.set_health("d1", Health.HEALTHY)
-            await eventually(lambda: _equal(names(), ["d0", "d1", "d2", "d3"]))
+            await eventually(lambda: _equal(tainted(client, node_name), set()))
+            assert await names() == ["d0", "d1", "d2", "d3"]
 
             [current] = await slices(client, node_name)
             await client.delete(ResourceSlice, current["metadata"]["name"])  # someone deletes it
@@ -171,6 +176,52 @@ async def test_republishes_within_a_second_after_hotplug_health_deletion_and_edi
 
 async def _equal(value: Any, expected: Any) -> bool:
     return bool(await value == expected)
+
+
+async def tainted(client: AsyncClient, node: str) -> set[str]:
+    return {d["name"] for s in await slices(client, node) for d in s["spec"].get("devices", []) if d.get("taints")}
+
+
+async def test_taints_reach_the_api_server_keep_their_time_and_clear_on_recovery(
+    kubeconfig: Path, node_name: str
+) -> None:
+    """DRADeviceTaints is on by default in 1.36: the server keeps the taint (it would drop the
+    field silently if the gate were off) and stamps ``timeAdded``, which a later rewrite keeps."""
+    plugin = Plugin("example.com/sick", devices(70))
+    driver = DraDriver(DRIVER, [plugin])
+    async with api(kubeconfig, node_name) as client:
+        publisher = SlicePublisher(client, DRIVER, node_name, lambda: driver.slices(node_name))
+        driver.subscribe(publisher.changed)
+        task = asyncio.create_task(publisher.run())
+        try:
+            await asyncio.wait_for(publisher.published.wait(), 10)
+            assert [len(s["spec"]["devices"]) for s in await slices(client, node_name)] == [70]
+            plugin.set_health("d3", Health.UNHEALTHY)
+            took = await eventually(lambda: _equal(tainted(client, node_name), {"d3"}))
+            print(f"unhealthy to taint in the API server: {took * 1000:.0f} ms")
+            published = await slices(client, node_name)
+            assert [len(s["spec"]["devices"]) for s in published] == [64, 6]  # 64 per slice with a taint
+            [taint] = next(d["taints"] for s in published for d in s["spec"]["devices"] if d["name"] == "d3")
+            assert (taint["key"], taint["effect"], taint.get("value")) == (f"{DRIVER}/unhealthy", "NoSchedule", None)
+            stamped = taint["timeAdded"]
+            await asyncio.sleep(1.1)  # timeAdded has a resolution of one second
+            plugin.set_health("d5", Health.UNHEALTHY)  # a rewrite for another device
+            await eventually(lambda: _equal(tainted(client, node_name), {"d3", "d5"}))
+            again = {
+                d["name"]: d["taints"][0]["timeAdded"]
+                for s in await slices(client, node_name)
+                for d in s["spec"]["devices"]
+                if d.get("taints")
+            }
+            assert again["d3"] == stamped and again["d5"] != stamped
+            plugin.set_health("d3", Health.HEALTHY)
+            plugin.set_health("d5", Health.HEALTHY)
+            took = await eventually(lambda: _equal(tainted(client, node_name), set()))
+            print(f"recovery to taint cleared: {took * 1000:.0f} ms")
+            assert [len(s["spec"]["devices"]) for s in await slices(client, node_name)] == [70]
+        finally:
+            task.cancel()
+            await asyncio.gather(task, return_exceptions=True)
 
 
 async def test_claims_are_fetched_from_the_api_server(kubeconfig: Path, node_name: str, tmp_node: TempNode) -> None:
@@ -273,3 +324,71 @@ async def test_slices_the_api_server_would_refuse_are_not_sent(kubeconfig: Path,
         with pytest.raises(InvalidSlices, match=r"attributes\[bad\]\.version"):
             await publisher.sync()
         assert await slices(client, node_name) == []
+
+
+@contextlib.contextmanager
+def api_server_without_taints(cluster: Cluster, directory: Path) -> Iterator[Path]:
+    """A second kube-apiserver on the cluster's etcd (its own key prefix), with
+    ``--feature-gates=DRADeviceTaints=false`` as on 1.33-1.35 by default; its kubeconfig."""
+    state = cluster.state()
+    assert state is not None
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    pki = cluster.dir / "pki"
+    argv = [
+        str(cluster.binaries.kube("kube-apiserver")), f"--etcd-servers=http://127.0.0.1:{state.ports.etcd_client}",
+        f"--etcd-prefix=/kd-no-taints-{uuid.uuid4().hex[:8]}", "--bind-address=127.0.0.1",
+        "--advertise-address=127.0.0.1", f"--secure-port={port}", f"--tls-cert-file={pki / 'apiserver.crt'}",
+        f"--tls-private-key-file={pki / 'apiserver.key'}", f"--client-ca-file={pki / 'ca.crt'}",
+        f"--service-account-key-file={pki / 'sa.pub'}", f"--service-account-signing-key-file={pki / 'sa.key'}",
+        "--service-account-issuer=https://kubernetes.default.svc", "--authorization-mode=RBAC",
+        "--service-cluster-ip-range=10.96.0.0/24", "--profiling=false", "--feature-gates=DRADeviceTaints=false",
+    ]  # fmt: skip
+    with (directory / "kube-apiserver.log").open("wb") as log:
+        process = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+    try:
+        server = KubeApi(f"https://127.0.0.1:{port}", pki / "ca.crt", pki / "admin.crt", pki / "admin.key")
+        deadline = time.monotonic() + 60
+        while not server.ready():
+            log = (directory / "kube-apiserver.log").read_text()[-2000:]
+            assert process.poll() is None and time.monotonic() < deadline, log
+            time.sleep(0.2)
+        kubeconfig = directory / "kubeconfig"
+        port_of_cluster = f"127.0.0.1:{state.ports.apiserver}"
+        kubeconfig.write_text(cluster.kubeconfig.read_text().replace(port_of_cluster, f"127.0.0.1:{port}"))
+        yield kubeconfig
+    finally:
+        process.terminate()
+        process.wait(30)
+
+
+async def test_an_api_server_that_drops_taints_gets_no_unhealthy_device(
+    cluster: Cluster, node_name: str, tmp_node: TempNode
+) -> None:
+    """Without the gate the server stores the slice without the taint: the unhealthy device would
+    look healthy to the scheduler. The publisher notices and leaves tainted devices out."""
+    with api_server_without_taints(cluster, tmp_node.root) as kubeconfig:
+        plugin = Plugin("example.com/sick", devices(3))
+        plugin.set_health("d1", Health.UNHEALTHY)
+        driver = DraDriver(DRIVER, [plugin])
+        async with api(kubeconfig, node_name) as client:
+            publisher = SlicePublisher(client, DRIVER, node_name, lambda: driver.slices(node_name))
+            driver.subscribe(publisher.changed)
+            task = asyncio.create_task(publisher.run())
+
+            async def names() -> list[str]:
+                return [d["name"] for s in await slices(client, node_name) for d in s["spec"].get("devices", [])]
+
+            try:
+                await asyncio.wait_for(publisher.published.wait(), 10)
+                await eventually(lambda: _equal(names(), ["d0", "d2"]))
+                assert publisher.taints_dropped
+                generation = publisher.generation
+                await asyncio.sleep(1)  # no rewrite storm: what is stored now matches what is wanted
+                assert publisher.generation == generation
+                plugin.set_health("d1", Health.HEALTHY)
+                await eventually(lambda: _equal(names(), ["d0", "d1", "d2"]))
+            finally:
+                task.cancel()
+                await asyncio.gather(task, return_exceptions=True)

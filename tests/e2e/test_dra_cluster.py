@@ -105,7 +105,7 @@ def device_classes(target: Target) -> Iterator[Callable[[str], None]]:
 def no_slices_left(target: Target) -> Iterator[None]:
     """Deletes this module's drivers' slices after the test (the kubelet would only after 30 s)."""
     yield
-    for driver in (DRIVER, HOT, SICK):
+    for driver in (DRIVER, HOT, SICK, TAINTED, EVICT):
         for s in our_slices(target, driver):
             with contextlib.suppress(ApiError):
                 target.client.delete(ResourceSlice, s.metadata.name)
@@ -159,6 +159,24 @@ def our_slices(target: Target, driver: str = DRIVER) -> list[Any]:
 def published_paths(target: Target, driver: str) -> list[str]:
     slices = [s.to_dict() for s in our_slices(target, driver)]
     return sorted(d["attributes"]["path"]["string"] for s in slices for d in s["spec"].get("devices", []))
+
+
+def tainted(target: Target, driver: str, effect: str = "NoSchedule") -> list[dict[str, Any]]:
+    """The devices that carry our ``<driver>/unhealthy`` taint with ``effect`` in the API server."""
+    return [
+        d
+        for s in our_slices(target, driver)
+        for d in s.to_dict()["spec"].get("devices", [])
+        if any(t["key"] == f"{driver}/unhealthy" and t["effect"] == effect for t in d.get("taints") or [])
+    ]
+
+
+def tainted_paths(target: Target, driver: str) -> list[str]:
+    return sorted(d["attributes"]["path"]["string"] for d in tainted(target, driver))
+
+
+def device_names(target: Target, driver: str) -> list[str]:
+    return sorted(d["name"] for s in our_slices(target, driver) for d in s.to_dict()["spec"].get("devices", []))
 
 
 def container_log(target: Target, pod: Any) -> str:
@@ -290,9 +308,10 @@ def test_hotplug_and_health_reach_the_slices(target: Target, short_tmp: Path, no
         wait_for("the hotplugged device published", lambda: published_paths(target, HOT) == [first, second], 2)
         hotplug_seconds = time.monotonic() - took
         (devices / "acc1.ok").unlink()  # its health check fails from now on
-        wait_for("the unhealthy device withdrawn", lambda: published_paths(target, HOT) == [first], 3)
+        wait_for("the unhealthy device tainted", lambda: tainted_paths(target, HOT) == [second], 3)
+        assert published_paths(target, HOT) == [first, second]
         (devices / "acc1.ok").touch()
-        wait_for("the recovered device back", lambda: published_paths(target, HOT) == [first, second], 3)
+        wait_for("the recovered device's taint cleared", lambda: tainted_paths(target, HOT) == [], 3)
         print(f"hotplug to slice: {hotplug_seconds:.2f} s")
     finally:
         running.stop()
@@ -319,6 +338,91 @@ def test_a_kubelet_restart_registers_the_driver_again(target: Target, short_tmp:
 
 
 SICK = "sick.example.com"
+TAINTED = "tainted.example.com"
+EVICT = "evict.example.com"
+
+
+def marker_config(directory: Path, driver: str, marker: Path, taint: str = "NoSchedule") -> Path:
+    """One null device of ``driver`` whose exec health check looks for ``marker``."""
+    config = directory / f"{driver}.yaml"
+    config.write_text(
+        yaml.safe_dump(
+            {
+                "dra": {"driver": driver, "unhealthy_taint": taint},
+                "resources": [
+                    {
+                        "name": "example.com/null",
+                        "static": {"count": 1, "paths": ["/dev/null"]},
+                        "health": {
+                            "checks": [{"type": "exec", "argv": ["test", "-e", str(marker)]}],
+                            "interval_seconds": 0.2,
+                            "failure_threshold": 1,
+                        },
+                    }
+                ],
+            }
+        )
+    )
+    return config
+
+
+def test_a_tainted_device_is_not_given_to_a_new_pod(
+    target: Target, short_tmp: Path, no_slices_left: None, device_classes: Callable[[str], None]
+) -> None:
+    """The real scheduler honours our NoSchedule taint: a pod whose claim can only get the
+    unhealthy device stays unschedulable (one whose claim tolerates the taint gets it), and is
+    scheduled once the device recovers."""
+    marker = short_tmp / "ok"
+    marker.touch()
+    client = target.client
+    device_classes(TAINTED)
+    running = Driver(target, short_tmp / "driver.log", marker_config(short_tmp, TAINTED, marker))
+    running.start()
+    suffix = uuid.uuid4().hex[:6]
+    template, name = f"tainted-null-{suffix}", f"tainted-consumer-{suffix}"
+    try:
+        wait_for("our slice", lambda: device_names(target, TAINTED) == ["null-0"], 30)
+        marker.unlink()
+        took = time.monotonic()
+        wait_for("the taint in the API server", lambda: [d["name"] for d in tainted(target, TAINTED)] == ["null-0"], 3)
+        taint_seconds = time.monotonic() - took
+        client.create(ResourceClaimTemplate.from_dict(template_document(template, target.namespace, TAINTED)))
+        client.create(Pod.from_dict(pod_document(name, target.namespace, template)))
+
+        def unschedulable() -> str:
+            pod = client.get(Pod, name, namespace=target.namespace).to_dict()
+            conditions = pod.get("status", {}).get("conditions") or []
+            return next(
+                (c.get("message", "") for c in conditions
+                 if c["type"] == "PodScheduled" and c["status"] == "False" and c.get("reason") == "Unschedulable"),
+                "",
+            )  # fmt: skip
+
+        message = wait_for("the pod reported unschedulable", unschedulable, 60)
+        time.sleep(2)  # and it stays so
+        pod = client.get(Pod, name, namespace=target.namespace)
+        assert pod.spec is not None and not pod.spec.nodeName, message
+        # a claim that tolerates the taint gets the device anyway
+        tolerating = template_document(f"{template}-tol", target.namespace, TAINTED)
+        request = tolerating["spec"]["spec"]["devices"]["requests"][0]["exactly"]
+        request["tolerations"] = [{"key": f"{TAINTED}/unhealthy", "operator": "Exists", "effect": "NoSchedule"}]
+        client.create(ResourceClaimTemplate.from_dict(tolerating))
+        client.create(Pod.from_dict(pod_document(f"{name}-tol", target.namespace, f"{template}-tol")))
+        wait_for("the tolerating pod scheduled", lambda: client.get(Pod, f"{name}-tol", namespace=target.namespace).spec.nodeName, 60)  # noqa: E501
+        client.delete(Pod, f"{name}-tol", namespace=target.namespace, grace_period=0)
+        marker.touch()
+        healed = time.monotonic()
+        wait_for("the taint cleared", lambda: tainted(target, TAINTED) == [], 3)
+        wait_for("the pod scheduled on the recovered device", lambda: client.get(Pod, name, namespace=target.namespace).spec.nodeName, 60)  # noqa: E501
+        print(f"unhealthy to taint in the API server: {taint_seconds:.2f} s; "
+              f"recovery to pod scheduled: {time.monotonic() - healed:.2f} s; scheduler said: {message}")  # fmt: skip
+    finally:
+        for kind, obj in ((Pod, name), (Pod, f"{name}-tol"), (ResourceClaimTemplate, template),
+                          (ResourceClaimTemplate, f"{template}-tol")):  # fmt: skip
+            with contextlib.suppress(ApiError):
+                client.delete(kind, obj, namespace=target.namespace, grace_period=0)
+        running.stop()
+        print(running.log.read_text()[-3000:])
 
 
 def test_a_health_change_reaches_the_pod_status(
@@ -375,6 +479,58 @@ def test_a_health_change_reaches_the_pod_status(
         wait_for("Unhealthy in the pod status", lambda: healths() == ["Unhealthy"], 30)
         marker.touch()
         wait_for("Healthy again in the pod status", lambda: healths() == ["Healthy"], 30)
+        # The kubelet reads a device not reported for 30 s as Unknown (a pod sync, at least
+        # every 60-90 s, shows it): the driver must keep reporting while nothing changes.
+        deadline = time.monotonic() + 100
+        while time.monotonic() < deadline:
+            assert healths() == ["Healthy"], healths()
+            time.sleep(1)
+    finally:
+        for kind, obj in ((Pod, name), (ResourceClaimTemplate, template)):
+            with contextlib.suppress(ApiError):
+                client.delete(kind, obj, namespace=target.namespace, grace_period=0)
+        running.stop()
+        print(running.log.read_text()[-3000:])
+
+
+def test_with_no_execute_a_pod_using_the_device_is_evicted(
+    target: Target, short_tmp: Path, no_slices_left: None, device_classes: Callable[[str], None]
+) -> None:
+    """``dra.unhealthy_taint: NoExecute``: the kube-controller-manager's device taint eviction
+    controller (DRADeviceTaints, on by default in 1.36) evicts the running pod."""
+    marker = short_tmp / "ok"
+    marker.touch()
+    client = target.client
+    device_classes(EVICT)
+    running = Driver(target, short_tmp / "driver.log", marker_config(short_tmp, EVICT, marker, "NoExecute"))
+    running.start()
+    suffix = uuid.uuid4().hex[:6]
+    template, name = f"evict-null-{suffix}", f"evict-consumer-{suffix}"
+    try:
+        wait_for("our slice", lambda: device_names(target, EVICT) == ["null-0"], 30)
+        client.create(ResourceClaimTemplate.from_dict(template_document(template, target.namespace, EVICT)))
+        pod = client.create(Pod.from_dict(pod_document(name, target.namespace, template)))
+        wait_for(
+            "the pod running", lambda: _if(client.get(Pod, name, namespace=target.namespace), "Running"), timeout=120
+        )
+        marker.unlink()
+        took = time.monotonic()
+        wait_for("the NoExecute taint", lambda: tainted(target, EVICT, "NoExecute"), 3)
+        taint_seconds = time.monotonic() - took
+
+        def evicted() -> str:
+            try:
+                current = client.get(Pod, name, namespace=target.namespace).to_dict()
+            except ApiError:
+                return "deleted"
+            if current["metadata"]["uid"] != pod.metadata.uid:  # type: ignore[union-attr]
+                return "deleted"
+            conditions = current.get("status", {}).get("conditions") or []
+            return next((c.get("reason", "") for c in conditions if c["type"] == "DisruptionTarget"), "")
+
+        reason = wait_for("the pod evicted", evicted, 60)
+        print(f"NoExecute: unhealthy to taint {taint_seconds:.2f} s, to eviction {time.monotonic() - took:.2f} s "
+              f"({reason})")  # fmt: skip
     finally:
         for kind, obj in ((Pod, name), (ResourceClaimTemplate, template)):
             with contextlib.suppress(ApiError):

@@ -14,7 +14,7 @@ import tempfile
 from pathlib import Path
 
 API_DIR = Path(__file__).resolve().parent
-PROTOS = ("api", "dra_v1", "dra_v1beta1", "dra_health_v1alpha1", "pluginregistration_v1")
+PROTOS = ("api", "dra_v1", "dra_v1beta1", "dra_health_v1alpha1", "dra_health_v1", "pluginregistration_v1")
 GENERATED = tuple(f"{stem}{suffix}" for stem in PROTOS for suffix in ("_pb2.py", "_pb2.pyi", "_pb2_grpc.py"))
 
 

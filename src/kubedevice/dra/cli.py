@@ -20,7 +20,7 @@ from . import models
 from .allocator import AllocationError, DeviceID, Node, Unallocatable, allocate
 from .explain import DeviceVerdict, SelectorVerdict, compile_errors, explain, render, requests_using
 from .models import DecodeError, DeviceClass, DRAObject, ResourceClaim, ResourceSlice, of_kind
-from .slices import SliceError, slices_for
+from .slices import DEFAULT_TAINT_EFFECT, SliceError, slices_for
 from .validation import Path as FieldPath
 from .validation import validate, validate_dns_subdomain, validate_driver_name
 
@@ -255,15 +255,18 @@ def slices_command(
 ) -> None:
     """Print ResourceSlices for the devices a kubedevice config discovers, ready to apply.
 
-    With the config's dra.driver these are the slices 'kubedevice serve' publishes, but for
-    the pool generation and the Node owner reference, which only the running driver knows.
+    With the config's dra.driver these are the slices 'kubedevice serve' publishes (unhealthy
+    devices tainted as dra.unhealthy_taint says), but for the pool generation and the Node
+    owner reference, which only the running driver knows, and a taint's timeAdded, which the
+    API server sets.
     """
     fmt = _output(output)
     _check_names(node, driver)
     discover = _discovery()
     try:
-        resources, configured_driver = discover(config, host_root)
-        slices = slices_for(driver or configured_driver or "kubedevice.io", node, resources)
+        resources, dra = discover(config, host_root)
+        configured_driver, effect = (dra.driver, dra.taint_effect) if dra is not None else (None, DEFAULT_TAINT_EFFECT)
+        slices = slices_for(driver or configured_driver or "kubedevice.io", node, resources, effect)
     except SliceError as error:
         fail(str(error))
     except (OSError, ValueError) as error:
@@ -291,8 +294,7 @@ def _discovery() -> Callable[[Path, Path | None], Any]:
     def run(config: Path, host_root: Path | None) -> Any:
         try:
             loaded = load_config(config)
-            driver = loaded.dra.driver if loaded.dra is not None else None
-            return discover_resources(loaded, host_root or loaded.host_root), driver
+            return discover_resources(loaded, host_root or loaded.host_root), loaded.dra
         except (ConfigError, HostRootError) as error:
             fail(str(error))
 

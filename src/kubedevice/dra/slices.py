@@ -5,7 +5,8 @@ from kubedevice's discovery so that DeviceClass selectors can be written, valida
 explained against real hardware before any driver runs. Device IDs become DNS-label device
 names (the original ID is kept in the ``id`` attribute); attributes the discovery provides
 (vendor/device IDs, serial, ...) are added, and NUMA placement becomes ``numaNode``.
-Unhealthy devices are left out, as a driver would not offer them.
+An unhealthy device is published with the taint ``<driver>/unhealthy`` (the effect the
+``dra:`` section chooses, ``NoSchedule`` by default), or left out when taints are off.
 """
 
 from __future__ import annotations
@@ -30,7 +31,9 @@ from .validation import (
     MAX_ATTRIBUTE_VALUE_LENGTH,
     MAX_ATTRIBUTES_AND_CAPACITIES,
     MAX_SLICE_DEVICES,
+    MAX_SLICE_DEVICES_ADVANCED,
     dns1123_label_messages,
+    uses_advanced_features,
 )
 
 ResourceInput = tuple[str, Sequence[Device], Mapping[str, Mapping[str, Mapping[str, Any]]]]
@@ -40,6 +43,7 @@ _NOT_LABEL = re.compile(r"[^a-z0-9-]+")
 _NOT_IDENTIFIER = re.compile(r"[^A-Za-z0-9_]+")
 _LABEL_MAX = 63
 _SUBDOMAIN_MAX = 253
+DEFAULT_TAINT_EFFECT = "NoSchedule"
 
 
 class SliceError(ValueError):
@@ -122,13 +126,23 @@ def slice_name(node: str, driver: str, index: int) -> str:
     return node[: _SUBDOMAIN_MAX - len(suffix)] + suffix
 
 
-def slices_for(driver: str, node: str, resources: Sequence[ResourceInput]) -> list[ResourceSlice]:
-    """The ResourceSlices (one pool named after the node) describing the healthy devices.
+def unhealthy_taint(driver: str, effect: str) -> dict[str, str]:
+    """The taint of an unhealthy device: a key in the driver's own domain, so a toleration can
+    name exactly this driver's health (``value`` stays empty; ``timeAdded`` is the server's)."""
+    return {"key": f"{driver}/unhealthy", "effect": effect}
+
+
+def slices_for(
+    driver: str, node: str, resources: Sequence[ResourceInput], taint_effect: str | None = DEFAULT_TAINT_EFFECT
+) -> list[ResourceSlice]:
+    """The ResourceSlices (one pool named after the node) describing the devices.
 
     ``resources`` holds, per resource, its name, its devices and per-device extra attributes
     keyed by device ID then attribute name, each value a one-key dict as in the API
-    (``{"string": "10de"}``) or ``{"quantity": "16Gi"}`` for a capacity. Devices are split
-    over as many slices as the 128-device limit requires.
+    (``{"string": "10de"}``) or ``{"quantity": "16Gi"}`` for a capacity. An unhealthy device
+    carries :func:`unhealthy_taint` with ``taint_effect``, or is left out if that is None.
+    Devices are split over as many slices as the API's limit requires: 128 per slice, or 64
+    when any device of the pool has a taint or a list attribute.
     """
     devices: list[SliceDevice] = []
     seen: dict[str, str] = {}
@@ -136,16 +150,19 @@ def slices_for(driver: str, node: str, resources: Sequence[ResourceInput]) -> li
         # Several resources often number their devices alike ("0", "1"): keep names apart.
         prefix = resource.rpartition("/")[2] if len(resources) > 1 else ""
         for device in resource_devices:
-            if not device.healthy:
+            if not device.healthy and taint_effect is None:
                 continue
             entry = _slice_device(resource, prefix, device, extra.get(device.id, {}))
+            if not device.healthy:
+                entry.taints = [unhealthy_taint(driver, str(taint_effect))]
             if entry.name in seen:
                 raise SliceError(
                     f"devices {seen[entry.name]!r} and {device.id!r} both map to device name {entry.name!r}"
                 )
             seen[entry.name] = device.id
             devices.append(entry)
-    chunks = [devices[i : i + MAX_SLICE_DEVICES] for i in range(0, len(devices), MAX_SLICE_DEVICES)] or [[]]
+    size = MAX_SLICE_DEVICES_ADVANCED if any(map(uses_advanced_features, devices)) else MAX_SLICE_DEVICES
+    chunks = [devices[i : i + size] for i in range(0, len(devices), size)] or [[]]
     return [
         ResourceSlice(
             api_version=f"{GROUP}/v1",

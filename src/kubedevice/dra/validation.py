@@ -720,7 +720,7 @@ def validate_resource_slice(obj: ResourceSlice) -> Errors:
     errors += _node_selection_errors(spec, path)
     if spec.shared_counters is not None and spec.devices:
         errors.append(invalid(path, "", "only one of `sharedCounters` or `devices` is allowed"))
-    advanced = any(d.taints or d.consumes_counters or _has_list_attribute(d) for d in spec.devices)
+    advanced = any(map(uses_advanced_features, spec.devices))
     per_device = bool(spec.per_device_node_selection)
     errors += _validate_list(
         spec.devices,
@@ -732,8 +732,9 @@ def validate_resource_slice(obj: ResourceSlice) -> Errors:
     return errors
 
 
-def _has_list_attribute(device: SliceDevice) -> bool:
-    return any(
+def uses_advanced_features(device: SliceDevice) -> bool:
+    """Taints, counters or a list attribute: a slice holding such a device takes at most 64."""
+    return bool(device.taints or device.consumes_counters) or any(
         a.ints is not None or a.bools is not None or a.strings is not None or a.versions is not None
         for a in device.attributes.values()
     )

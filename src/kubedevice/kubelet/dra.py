@@ -1,10 +1,11 @@
 """The kubelet's side of DRA, for tests and tools: plugin watcher handshake and DRA calls.
 
-Follows ``pkg/kubelet/cm/dra/plugin`` (v1.36): ``GetInfo`` must name type ``DRAPlugin`` and
-list a service the kubelet supports; the kubelet takes the first listed service it supports
+Follows ``pkg/kubelet/cm/dra/plugin`` (v1.36, v1.37): ``GetInfo`` must name type ``DRAPlugin``
+and list a service the kubelet supports; the kubelet takes the first listed service it supports
 (``v1.DRAPlugin`` or ``v1beta1.DRAPlugin``), answers ``NotifyRegistrationStatus`` and then talks
-to the endpoint from ``GetInfo`` (the registration socket when empty); the health stream is
-opened when ``v1alpha1.DRAResourceHealth`` is listed. Refusals carry the kubelet's messages.
+to the endpoint from ``GetInfo`` (the registration socket when empty). The health stream uses the
+first of ``v1.DRAResourceHealth`` and ``v1alpha1.DRAResourceHealth`` that is listed (a 1.36
+kubelet always uses ``v1alpha1``). Refusals carry the kubelet's messages.
 """
 
 from __future__ import annotations
@@ -18,8 +19,10 @@ from typing import Any
 
 from grpc import aio
 
-from ..api import dra_health_v1alpha1_pb2 as hpb
-from ..api import dra_health_v1alpha1_pb2_grpc as hpb_grpc
+from ..api import dra_health_v1_pb2 as h1
+from ..api import dra_health_v1_pb2_grpc as h1_grpc
+from ..api import dra_health_v1alpha1_pb2 as h1alpha1
+from ..api import dra_health_v1alpha1_pb2_grpc as h1alpha1_grpc
 from ..api import dra_v1_pb2 as v1
 from ..api import dra_v1_pb2_grpc as v1_grpc
 from ..api import dra_v1beta1_pb2 as v1beta1
@@ -28,7 +31,7 @@ from ..api import pluginregistration_v1_pb2 as regpb
 from ..api import pluginregistration_v1_pb2_grpc as regpb_grpc
 
 KUBELET_SERVICES = ("v1.DRAPlugin", "v1beta1.DRAPlugin")  # in the kubelet's order of preference
-HEALTH_SERVICE = "v1alpha1.DRAResourceHealth"
+HEALTH_SERVICES = ("v1.DRAResourceHealth", "v1alpha1.DRAResourceHealth")  # the 1.37 kubelet's preference
 CALL_TIMEOUT = 45.0  # the kubelet's default per DRA call
 
 
@@ -42,6 +45,8 @@ class Registered:
     endpoint: str
     service: str
     health: bool
+    health_service: str = ""
+    """The health service a 1.37 kubelet would watch ("" when none is listed)."""
 
 
 async def get_info(registration_socket: Path, timeout: float = 1.0) -> regpb.PluginInfo:
@@ -76,7 +81,8 @@ def registered_as(info: regpb.PluginInfo, registration_socket: Path) -> Register
     """What the kubelet keeps of an accepted plugin: the first of its services that it supports."""
     service = next(s for s in info.supported_versions if s in KUBELET_SERVICES)
     endpoint = info.endpoint or str(registration_socket)
-    return Registered(info.name, endpoint, service, HEALTH_SERVICE in info.supported_versions)
+    health = next((s for s in HEALTH_SERVICES if s in info.supported_versions), "")
+    return Registered(info.name, endpoint, service, bool(health), health)
 
 
 def kubelet_refusal(info: regpb.PluginInfo, registration_socket: Path) -> str:
@@ -139,8 +145,11 @@ class DraClient:
         request = api.NodeUnprepareResourcesRequest(claims=self._claims(claims))
         return await self._stub.NodeUnprepareResources(request, timeout=self.timeout)
 
-    async def watch_health(self) -> AsyncGenerator[dict[tuple[str, str], str], None]:
-        """Each health message as ``{(pool, device): "HEALTHY" | "UNHEALTHY" | "UNKNOWN"}``."""
-        stub = hpb_grpc.DRAResourceHealthStub(self._channel)
-        async for message in stub.NodeWatchResources(hpb.NodeWatchResourcesRequest()):
-            yield {(d.device.pool_name, d.device.device_name): hpb.HealthStatus.Name(d.health) for d in message.devices}
+    async def watch_health(self, service: str = "") -> AsyncGenerator[dict[tuple[str, str], str], None]:
+        """Each health message as ``{(pool, device): "HEALTHY" | "UNHEALTHY" | "UNKNOWN"}``, from
+        ``service`` (default: the one registration chose, else ``v1alpha1`` like a 1.36 kubelet)."""
+        chosen = service or self.registered.health_service or HEALTH_SERVICES[1]
+        api: Any = h1 if chosen == HEALTH_SERVICES[0] else h1alpha1
+        stub = (h1_grpc if api is h1 else h1alpha1_grpc).DRAResourceHealthStub(self._channel)
+        async for message in stub.NodeWatchResources(api.NodeWatchResourcesRequest()):
+            yield {(d.device.pool_name, d.device.device_name): api.HealthStatus.Name(d.health) for d in message.devices}

@@ -53,7 +53,11 @@ async def test_registration_answers_like_kubeletplugin(node: Node) -> None:
         assert not service.options.ready.is_set()
         registered = await register(service.sockets.registration)
         assert registered == Registered(
-            DRIVER, str(node.kubelet_dir / "plugins" / DRIVER / "dra.sock"), "v1.DRAPlugin", health=True
+            DRIVER,
+            str(node.kubelet_dir / "plugins" / DRIVER / "dra.sock"),
+            "v1.DRAPlugin",
+            health=True,
+            health_service="v1.DRAResourceHealth",
         )
         assert service.registered and service.options.ready.is_set()  # no publisher: registered is enough
 

@@ -7,6 +7,8 @@ cannot ask for both, so no device is ever advertised through the two APIs at onc
 
 from __future__ import annotations
 
+from typing import Any, Literal
+
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from ...names import is_dns1123_subdomain
@@ -20,6 +22,25 @@ class DraConfig(BaseModel):
     rolling_update: bool = Field(
         False, description="name sockets after $POD_UID and lock changes, so two driver pods can overlap in an update"
     )
+
+    unhealthy_taint: Literal["NoSchedule", "NoExecute", "None", "off"] = Field(
+        "NoSchedule",
+        description=(
+            "effect of the <driver>/unhealthy taint an unhealthy device carries in the slices "
+            "(NoSchedule, NoExecute, None = informational); off: unhealthy devices are left out"
+        ),
+    )
+
+    @property
+    def taint_effect(self) -> str | None:
+        """The effect for :func:`kubedevice.dra.slices.slices_for` (None: taints off)."""
+        return None if self.unhealthy_taint == "off" else self.unhealthy_taint
+
+    @field_validator("unhealthy_taint", mode="before")
+    @classmethod
+    def _yaml_off(cls, value: Any) -> Any:
+        """YAML 1.1 reads a bare ``off`` as false."""
+        return "off" if value is False else value
 
     @field_validator("driver")
     @classmethod

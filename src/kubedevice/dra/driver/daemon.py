@@ -55,7 +55,7 @@ def build_driver(config: Config, host_root: Path | None = None) -> DraDriver:
     if config.dra is None:
         raise ValueError("the config has no 'dra' section")
     # The plugins write no device-plugin CDI specs: the driver writes one per prepared claim.
-    return DraDriver(config.dra.driver, build_plugins(config, host_root, None))
+    return DraDriver(config.dra.driver, build_plugins(config, host_root, None), config.dra.taint_effect)
 
 
 def run_dra_daemon(

@@ -17,7 +17,7 @@ from ...plugin.base import Plugin
 from ...sources.configured import ConfiguredPlugin
 from ...sources.discovery import dra_attributes
 from ..models import ResourceSlice
-from ..slices import ResourceInput, device_name, slices_for
+from ..slices import DEFAULT_TAINT_EFFECT, ResourceInput, device_name, slices_for
 from .health import DeviceHealth
 from .state import Offered
 
@@ -38,13 +38,17 @@ class AttributeProvider(Protocol):
 class DraDriver:
     """The devices of some plugins, offered on one node as the pool of one DRA driver."""
 
-    def __init__(self, name: str, plugins: Sequence[Plugin]) -> None:
+    def __init__(
+        self, name: str, plugins: Sequence[Plugin], taint_effect: str | None = DEFAULT_TAINT_EFFECT
+    ) -> None:
+        """``taint_effect``: of the taint an unhealthy device carries in the slices; None leaves it out."""
         if not is_dns1123_subdomain(name) or len(name) > 63:
             raise ValueError(f"DRA driver name {name!r} must be a DNS subdomain of at most 63 characters")
         if not plugins:
             raise ValueError(f"DRA driver {name} has no resources")
         self.name = name
         self.plugins = list(plugins)
+        self.taint_effect = taint_effect
 
     def subscribe(self, listener: Callable[[], None]) -> None:
         """Call ``listener`` after any device or health change of any plugin."""
@@ -56,7 +60,7 @@ class DraDriver:
 
     def slices(self, node: str) -> list[ResourceSlice]:
         """The ResourceSlices of this node's pool (generation and owner are the publisher's)."""
-        return slices_for(self.name, node, self.resources())
+        return slices_for(self.name, node, self.resources(), self.taint_effect)
 
     def offered(self) -> dict[str, Offered]:
         """Every device by its name in the slices (unhealthy ones too: they may still be prepared)."""

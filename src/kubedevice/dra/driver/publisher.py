@@ -6,6 +6,11 @@ each with ``resourceSliceCount`` set. The pool generation goes up by one on ever
 the scheduler never mixes slices of two versions; slices of older generations and surplus
 indexes are deleted. A change of devices or health republishes at once; a watch on our
 slices republishes when someone else edits or deletes one; a periodic resync catches the rest.
+An unhealthy device's taint is sent without ``timeAdded`` (the API server stamps it) and keeps
+the stamp it got as long as it stays, so a rewrite for another reason does not restart it.
+An API server without the DRADeviceTaints feature gate (off by default before 1.36) drops
+taints silently; then a tainted device would look healthy, so from then on devices with a
+taint are left out of the slices instead, with an error in the log.
 """
 
 from __future__ import annotations
@@ -13,7 +18,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any, cast
 
 import httpx2
@@ -63,6 +68,8 @@ class SlicePublisher:
         self.generation = 0
         self.published = asyncio.Event()
         self.on_publish: Callable[[float], None] | None = None
+        self.taints_dropped = False
+        """The API server dropped the taints we wrote: tainted devices are left out since."""
 
     def changed(self) -> None:
         self._wake.set()
@@ -98,6 +105,8 @@ class SlicePublisher:
         if problems:
             raise InvalidSlices(f"{problems[0]}" + (f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""))
         wanted = [to_document(s) for s in desired]
+        if self.taints_dropped:
+            _leave_out_tainted(wanted)
         existing = {s["metadata"]["name"]: s for s in await self._list()}
         generation = max((int(s["spec"]["pool"].get("generation", 0)) for s in existing.values()), default=0)
         names = [w["metadata"]["name"] for w in wanted]
@@ -120,6 +129,7 @@ class SlicePublisher:
         obsolete = [name for name in existing if name not in {w["metadata"]["name"] for w in wanted}]
         for name in obsolete:  # first, so devices that are gone stop being allocated
             await self._delete(name)
+        _keep_taint_times(wanted, existing.values())
         for document in wanted:
             document["spec"]["pool"]["generation"] = generation
             document["metadata"]["ownerReferences"] = [owner]
@@ -128,9 +138,18 @@ class SlicePublisher:
                 document["metadata"]["resourceVersion"] = current["metadata"]["resourceVersion"]
             obj = cast(ResourceSlice, ResourceSlice.from_dict(document))
             if current is None:
-                await self._client.create(obj)
+                stored = await self._client.create(obj)
             else:
-                await self._client.replace(obj)
+                stored = await self._client.replace(obj)
+            if not self.taints_dropped and _taints(stored.to_dict()["spec"]) != _taints(document["spec"]):
+                log.error(
+                    "the API server dropped the device taints of ResourceSlice %s (is the DRADeviceTaints "
+                    "feature gate off?): unhealthy devices are left out of the slices from now on; enable "
+                    "the gate or set dra.unhealthy_taint: off",
+                    document["metadata"]["name"],
+                )
+                self.taints_dropped = True
+                self._wake.set()  # publish again at once, without the devices the scheduler takes for healthy
 
     async def _delete(self, name: str) -> None:
         try:
@@ -167,12 +186,49 @@ class SlicePublisher:
             await asyncio.sleep(RETRY_SECONDS)
 
 
+def _leave_out_tainted(wanted: list[Slice]) -> None:
+    for document in wanted:
+        devices = document["spec"].get("devices") or []
+        document["spec"]["devices"] = [d for d in devices if not d.get("taints")]
+
+
+def _keep_taint_times(wanted: list[Slice], existing: Iterable[Slice]) -> None:
+    """Give each wanted taint the ``timeAdded`` the server gave the same taint of the same device."""
+    stamped = {
+        (device["name"], taint.get("key"), taint.get("value", ""), taint.get("effect")): taint["timeAdded"]
+        for s in existing
+        for device in s["spec"].get("devices") or []
+        for taint in device.get("taints") or []
+        if taint.get("timeAdded")
+    }
+    for document in wanted:
+        for device in document["spec"].get("devices") or []:
+            for taint in device.get("taints") or []:
+                key = (device["name"], taint.get("key"), taint.get("value", ""), taint.get("effect"))
+                if key in stamped:
+                    taint["timeAdded"] = stamped[key]
+
+
 def _matches(actual: Slice, wanted: Slice, generation: int) -> bool:
     pool = actual["spec"]["pool"]
     spec = dict(wanted["spec"])
     spec["pool"] = {**spec["pool"], "generation": generation}
     owners = actual["metadata"].get("ownerReferences") or []
-    return pool.get("generation") == generation and contains(actual["spec"], spec) and len(owners) == 1
+    return (
+        pool.get("generation") == generation
+        and contains(actual["spec"], spec)
+        and _taints(actual["spec"]) == _taints(spec)
+        and len(owners) == 1
+    )
+
+
+def _taints(spec: Mapping[str, Any]) -> list[tuple[str, list[tuple[str, str, str]]]]:
+    """Each device's taints without the server's ``timeAdded``: compared exactly, as
+    :func:`contains` would take a taint we dropped (a recovered device) for a server default."""
+    return [
+        (d["name"], [(t.get("key", ""), t.get("value", ""), t.get("effect", "")) for t in d.get("taints") or []])
+        for d in spec.get("devices") or []
+    ]
 
 
 def _reason(err: Exception) -> str:

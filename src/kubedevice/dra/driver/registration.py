@@ -3,8 +3,11 @@
 The kubelet watches ``<kubelet-dir>/plugins_registry/`` for sockets, calls ``GetInfo`` on a new
 one and answers with ``NotifyRegistrationStatus``. We announce type ``DRAPlugin``, the driver
 name, the absolute path of the DRA socket (as the kubelet sees it) and the gRPC services we
-serve; the kubelet picks ``v1.DRAPlugin`` when offered, and opens the health stream when
-``v1alpha1.DRAResourceHealth`` is listed. A rejection is logged and leaves us not ready.
+serve; the kubelet picks ``v1.DRAPlugin`` when offered. For the health stream a 1.37 kubelet
+picks the first of ``v1.DRAResourceHealth``, ``v1alpha1.DRAResourceHealth`` that is listed
+(``pickHealthService``); a 1.36 kubelet ignores the list and always watches ``v1alpha1``, and
+accepts names it does not know. So both are listed and served. A rejection is logged and
+leaves us not ready.
 """
 
 from __future__ import annotations
@@ -21,7 +24,9 @@ from ...api import pluginregistration_v1_pb2 as regpb
 from ...api import pluginregistration_v1_pb2_grpc as regpb_grpc
 
 PLUGIN_TYPE = "DRAPlugin"
-SERVICES = ("v1.DRAPlugin", "v1beta1.DRAPlugin", "v1alpha1.DRAResourceHealth")
+SERVICES = ("v1.DRAPlugin", "v1beta1.DRAPlugin", "v1.DRAResourceHealth", "v1alpha1.DRAResourceHealth")
+LOGGED_ERROR = 1024
+"""Characters of a rejection's reason that are logged: any peer of the socket can send one."""
 log = logging.getLogger("kubedevice.dra.registration")
 
 
@@ -70,6 +75,7 @@ class RegistrationServicer(regpb_grpc.RegistrationServicer):  # type: ignore[mis
         if request.plugin_registered:
             log.info("registered with the kubelet as DRA driver %s", self._info.name)
         else:
-            log.error("the kubelet rejected DRA driver %s: %s", self._info.name, request.error)
+            reason = request.error[:LOGGED_ERROR] + ("..." if len(request.error) > LOGGED_ERROR else "")
+            log.error("the kubelet rejected DRA driver %s: %s", self._info.name, reason)
         self._on_status(request.plugin_registered, request.error)
         return regpb.RegistrationStatusResponse()

@@ -1,4 +1,5 @@
-"""The DRA gRPC services on ``dra.sock``: ``v1`` and ``v1beta1`` DRAPlugin and the health stream.
+"""The DRA gRPC services on ``dra.sock``: ``v1`` and ``v1beta1`` DRAPlugin and the health stream
+(``v1`` and ``v1alpha1`` DRAResourceHealth, which have the same messages).
 
 Only conversion lives here: requests become :class:`ClaimRef` lists, :class:`ClaimState`
 answers with plain results, and those become the version's response. ``v1beta1`` has the
@@ -16,8 +17,10 @@ from typing import Any, Protocol
 import grpc
 from grpc import aio
 
-from ...api import dra_health_v1alpha1_pb2 as hpb
-from ...api import dra_health_v1alpha1_pb2_grpc as hpb_grpc
+from ...api import dra_health_v1_pb2 as h1
+from ...api import dra_health_v1_pb2_grpc as h1_grpc
+from ...api import dra_health_v1alpha1_pb2 as h1alpha1
+from ...api import dra_health_v1alpha1_pb2_grpc as h1alpha1_grpc
 from ...api import dra_v1_pb2 as v1
 from ...api import dra_v1_pb2_grpc as v1_grpc
 from ...api import dra_v1beta1_pb2 as v1beta1
@@ -145,23 +148,42 @@ class DRAPluginV1beta1(v1beta1_grpc.DRAPluginServicer):  # type: ignore[misc]
         return response
 
 
-class ResourceHealth(hpb_grpc.DRAResourceHealthServicer):  # type: ignore[misc]
+async def _health_stream(api: Any, feed: HealthFeed) -> Any:
+    """The full device list now and after each change, in the messages of ``api`` (``v1`` or ``v1alpha1``)."""
+    async for now, devices in feed.watch():
+        yield api.NodeWatchResourcesResponse(
+            devices=[
+                api.DeviceHealth(
+                    device=api.DeviceIdentifier(pool_name=d.pool, device_name=d.device),
+                    health=api.HEALTHY if d.healthy else api.UNHEALTHY,
+                    last_updated_time=now,
+                    message=d.message[:1024],
+                )
+                for d in devices
+            ]
+        )
+
+
+class ResourceHealthV1(h1_grpc.DRAResourceHealthServicer):  # type: ignore[misc]
+    """What a 1.37+ kubelet watches (it prefers ``v1`` when both are listed in GetInfo)."""
+
     def __init__(self, feed: HealthFeed) -> None:
         self._feed = feed
 
-    async def NodeWatchResources(self, request: hpb.NodeWatchResourcesRequest, context: Ctx) -> Any:
-        async for now, devices in self._feed.watch():
-            yield hpb.NodeWatchResourcesResponse(
-                devices=[
-                    hpb.DeviceHealth(
-                        device=hpb.DeviceIdentifier(pool_name=d.pool, device_name=d.device),
-                        health=hpb.HEALTHY if d.healthy else hpb.UNHEALTHY,
-                        last_updated_time=now,
-                        message=d.message[:1024],
-                    )
-                    for d in devices
-                ]
-            )
+    async def NodeWatchResources(self, request: h1.NodeWatchResourcesRequest, context: Ctx) -> Any:
+        async for message in _health_stream(h1, self._feed):
+            yield message
+
+
+class ResourceHealthV1alpha1(h1alpha1_grpc.DRAResourceHealthServicer):  # type: ignore[misc]
+    """What a 1.36 kubelet watches (it knows no other version; 1.37-1.39 still accept it)."""
+
+    def __init__(self, feed: HealthFeed) -> None:
+        self._feed = feed
+
+    async def NodeWatchResources(self, request: h1alpha1.NodeWatchResourcesRequest, context: Ctx) -> Any:
+        async for message in _health_stream(h1alpha1, self._feed):
+            yield message
 
 
 def add_services(
@@ -170,4 +192,5 @@ def add_services(
     core = _Core(state, claims, observe)
     v1_grpc.add_DRAPluginServicer_to_server(DRAPluginV1(core), server)
     v1beta1_grpc.add_DRAPluginServicer_to_server(DRAPluginV1beta1(core), server)
-    hpb_grpc.add_DRAResourceHealthServicer_to_server(ResourceHealth(feed), server)
+    h1_grpc.add_DRAResourceHealthServicer_to_server(ResourceHealthV1(feed), server)
+    h1alpha1_grpc.add_DRAResourceHealthServicer_to_server(ResourceHealthV1alpha1(feed), server)
