@@ -14,7 +14,20 @@ from typing import Any
 from . import regex
 from . import values as v
 from .device import DomainMap, attribute_domains, capacity_domains, domain_getter, memoised, value_getter
-from .library import DYN, INCLUDES, NAMESPACES, OVERLOADS, QTY, RUNTIME_COSTS, SEMVER, UNCHECKED, VALUE_TYPES, Overload
+from .library import (
+    DYN,
+    INCLUDES,
+    NAMESPACES,
+    NOT_CONSTANT,
+    OVERLOADS,
+    QTY,
+    RUNTIME_COSTS,
+    SEMVER,
+    SPECIALIZERS,
+    UNCHECKED,
+    VALUE_TYPES,
+    Overload,
+)
 from .parser import Call, Comprehension, Ident, ListLit, Lit, MapLit, Node, Select
 from .quantity import ComputedQuantity, Quantity
 from .semver import Semver
@@ -443,6 +456,12 @@ class Compiler:
                 return Compiled(result_type, _constant(folded), sum(p.cost for p in parts) + 1)
         fns = [p.fn for p in parts]
         cost = sum(p.cost for p in parts) + 1
+        specialize = SPECIALIZERS.get(name)
+        if specialize is not None and name not in UNCHECKED:
+            nodes = ([target] if target is not None else []) + args
+            special = specialize(nodes, [_constant_value(n, f) for n, f in zip(nodes, fns, strict=True)], fns, impl)
+            if special is not None:
+                return Compiled(result_type, special, cost)
         tracked = RUNTIME_COSTS.get(name)
         if name in UNCHECKED:
             return Compiled(result_type, _panicking(impl, fns, tracked, name), cost)
@@ -529,6 +548,20 @@ def _panicking(impl: Callable[..., Any], fns: list[Closure], tracked: Callable[[
         return result
 
     return call
+
+
+def _constant_value(node: Node, fn: Closure) -> Any:
+    """The value of a literal, a list of literals or a folded constructor of literals
+    (``cidr("10.0.0.0/8")``), else NOT_CONSTANT: what a specialisation may precompute."""
+    if isinstance(node, Lit) or (isinstance(node, ListLit) and not node.optional
+                                 and all(isinstance(e, Lit) for e in node.elements)) \
+            or (isinstance(node, Call) and node.function in _PURE and node.target is None
+                and all(isinstance(a, Lit) for a in node.args)):
+        try:
+            return fn({})
+        except Err:
+            return NOT_CONSTANT
+    return NOT_CONSTANT
 
 
 def _try_fold(impl: Callable[..., Any], args: list[Any]) -> Any:

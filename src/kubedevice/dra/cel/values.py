@@ -109,8 +109,8 @@ def equals(a: Any, b: Any) -> bool:
             return _container_equals(a, b)
         if ta is Quantity:
             return bool(a.cmp(b) == 0)
-        if ta is float or tb is float:
-            return bool(a == b) and not (math.isnan(a) or math.isnan(b))
+        if ta is float or tb is float:  # cel-go compares an int or uint with a double as doubles
+            return float(a) == float(b)
         return bool(a == b)
     if ta in (list, tuple) and tb in (list, tuple):
         return _container_equals(a, b)
@@ -210,8 +210,10 @@ def compare(a: Any, b: Any, op: str) -> int:
     """Ordering for the relational operators, including cross-type numeric comparisons."""
     ta, tb = type(a), type(b)
     if (_is_num(a) and _is_num(b)) or (ta is tb and (ta in (str, bytes, bool) or ta in TIME_TYPES)):
-        if (ta is float and math.isnan(a)) or (tb is float and math.isnan(b)):
-            raise Err("NaN values cannot be ordered")
+        if ta is float or tb is float:  # as doubles, like cel-go's compareIntDouble
+            a, b = float(a), float(b)
+            if math.isnan(a) or math.isnan(b):
+                raise Err("NaN values cannot be ordered")
         return int(a > b) - int(a < b)
     raise no_overload(op, a, b)
 
