@@ -257,9 +257,6 @@ class Compiler:
     def c_MapLit(self, node: MapLit) -> Compiled:
         keys = [self.compile(k) for k, _, _ in node.entries]
         vals = [self.compile(val) for _, val, _ in node.entries]
-        for k in keys:
-            if k.type not in ("string", "int", "uint", "bool") and not is_dyn(k.type):
-                raise CheckError(f"unsupported map key type: {fmt(k.type)}")
         self._homogeneous([k.type for k in keys], [k for k, _, _ in node.entries])
         val_types = [p.type[1] if o and isinstance(p.type, tuple) else p.type
                      for p, (_, _, o) in zip(vals, node.entries, strict=True)]
@@ -268,18 +265,16 @@ class Compiler:
         pairs = [(k.fn, val.fn, o) for k, val, (_, _, o) in zip(keys, vals, node.entries, strict=True)]
 
         def build(a: dict[str, Any]) -> dict[Any, Any]:
-            out: dict[Any, Any] = {}
+            out = v.CelMap()
             for kf, vf, opt in pairs:
                 key, value = kf(a), vf(a)
-                if type(key) not in (str, int, UInt, bool):
-                    raise Err(f"unsupported key type: {v.type_name(key)}")
                 if opt:
                     if not isinstance(value, Optional):
                         raise v.no_overload("optional map entry", value)
                     if not value.present:
                         continue
                     value = value.value
-                out[key] = value
+                out.put(key, value)
             return out
 
         return Compiled(("map", join_types([k.type for k in keys]), join_types(val_types)), build,
@@ -601,7 +596,8 @@ _PY_TYPES.update({
 })
 
 
-_CONTAINERS: dict[str, tuple[type, ...]] = {"list": (list, tuple), "map": (dict, DomainMap), "optional": (Optional,)}
+_CONTAINERS: dict[str, tuple[type, ...]] = {"list": (list, tuple), "map": (dict, DomainMap, v.CelMap),
+                                            "optional": (Optional,)}
 
 
 def _guard(param: Any) -> tuple[type, ...] | None:

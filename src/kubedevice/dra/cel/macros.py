@@ -299,7 +299,7 @@ def _run_pairs(loop: _Loop, var2: str, a: dict[str, Any], pairs: list[tuple[Any,
             a[var], a[var2] = first, second
             count += v.truthy(bf(a), "exists_one")
         return count == 1
-    out: Any = [] if kind == "transformList" else {}
+    out: Any = [] if kind == "transformList" else v.CelMap()
     for first, second in pairs:
         charge(a, step)
         a[var], a[var2] = first, second
@@ -308,20 +308,20 @@ def _run_pairs(loop: _Loop, var2: str, a: dict[str, Any], pairs: list[tuple[Any,
         if kind == "transformList":
             out.append(bf(a))
         elif kind == "transformMap":
-            out[first] = bf(a)
+            out.put(first, bf(a))
         else:
             _insert_entries(out, bf(a))
     return out
 
 
-def _insert_entries(out: dict[Any, Any], entries: Any) -> None:
+def _insert_entries(out: v.CelMap, entries: Any) -> None:
     """cel.@mapInsert(map, map): a key already present is an error."""
     if not isinstance(entries, dict):
         raise v.no_overload("cel.@mapInsert", out, entries)
     for key, value in entries.items():
         if v.has_key(out, key):
             raise Err(f"insert failed: key {key} already exists")
-        out[key] = value
+        out.put(key, value)
 
 
 def _sort_by(c: Compiler, node: Comprehension, target: Compiled) -> Compiled:

@@ -209,6 +209,9 @@ def _element_type(container: Any, key: Any, name: str) -> Any:
 def _index(c: Compiler, node: Call) -> Compiled:
     container, key = (c.compile(a) for a in node.args)
     result = _element_type(container.type, key.type, "_[_]")
+    refused = _constant_qualifier(node.args[1])
+    if refused is not None:  # cel-go plans a constant key as a qualifier, which must be a scalar
+        c.planning.append(f"invalid qualifier type: {refused}")
     where = c.device_domain(node.args[0])
     if where is not None and isinstance(node.args[1], Lit) and node.args[1].kind == "string":
         get = value_getter(*where, str(node.args[1].value))
@@ -221,10 +224,28 @@ def _index(c: Compiler, node: Call) -> Compiled:
     return Compiled(result, lambda a: v.index(cf(a), kf(a)), container.cost + key.cost + 1)
 
 
+def _constant_qualifier(key: Node) -> str | None:
+    """The Go type of a constant key cel-go's planner refuses as a qualifier (null, a list, a
+    map, a duration or timestamp literal; through dyn() too), else None."""
+    while isinstance(key, Call) and key.function == "dyn" and key.target is None and len(key.args) == 1:
+        key = key.args[0]
+    if isinstance(key, Lit) and key.kind == "null":
+        return "types.Null"
+    if isinstance(key, ListLit) and all(isinstance(e, Lit) for e in key.elements):
+        return "*types.baseList"
+    if isinstance(key, Call) and key.function in ("duration", "timestamp") and key.target is None \
+            and len(key.args) == 1 and isinstance(key.args[0], Lit) and key.args[0].kind == "string":
+        return "types.Duration" if key.function == "duration" else "types.Timestamp"
+    return None
+
+
 def _optional_index(c: Compiler, node: Call) -> Compiled:
     container, key = (c.compile(a) for a in node.args)
     optional = isinstance(container.type, tuple) and container.type[0] == "optional"
     result = _element_type(container.type[1] if optional else container.type, key.type, "_[?_]")
+    refused = _constant_qualifier(node.args[1])
+    if refused is not None:
+        c.planning.append(f"invalid qualifier type: {refused}")
     cf, kf = container.fn, key.fn
 
     def run(a: dict[str, Any]) -> Optional:
