@@ -7,6 +7,11 @@ the Go program of tests/interop/cel (k8s.io/dynamic-resource-allocation v0.37.2)
 
 from __future__ import annotations
 
+import json
+import subprocess
+import sys
+from pathlib import Path
+
 import pytest
 
 from kubedevice.dra.cel import CELError, DeviceInput, compile_general, compile_selector
@@ -15,8 +20,7 @@ DEVICE = DeviceInput("gpu.example.com", {"model": {"string": "a100"}})
 COMPILERS = [compile_selector, compile_general]
 
 
-@pytest.mark.parametrize("compile_fn", COMPILERS)
-@pytest.mark.parametrize(("expression", "expected"), [
+CASES: list[tuple[str, object]] = [
     ('!(true in {dyn(1): "a"})', True),
     ('"%v".format([{dyn(1): "x"}]) != ""', 'compile'),
     ('1 in {dyn(true): 1}', False),
@@ -113,10 +117,31 @@ COMPILERS = [compile_selector, compile_general]
     ('{"a": 1}[dyn(null)] == 1', 'compile'),
     ('{"a": 1}[?dyn(null)].hasValue()', 'compile'),
     ('{dyn(1): 1}[dyn([1])] == 1', 'compile'),
-])
+]
+
+
+@pytest.mark.parametrize("compile_fn", COMPILERS)
+@pytest.mark.parametrize(("expression", "expected"), CASES)
 def test_map_keys_like_kubernetes(compile_fn: object, expression: str, expected: object) -> None:
     try:
         outcome: object = compile_fn(expression).matches(DEVICE)  # type: ignore[operator]
     except CELError as exc:
         outcome = exc.kind
     assert outcome == expected
+
+
+@pytest.mark.interop
+def test_expectations_are_kubernetes_answers() -> None:
+    """The table above, run through Kubernetes' own CEL code (tests/interop/cel) again."""
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "interop" / "cel"))
+    import celgo
+
+    binary = celgo.go_binary()
+    if binary is None:
+        pytest.skip("Go toolchain not installed: cannot build the Kubernetes CEL reference program")
+    device = {"driver": DEVICE.driver, "attributes": dict(DEVICE.attributes), "capacity": {}}
+    text = "".join(json.dumps({"expression": e, **device}) + "\n" for e, _ in CASES)
+    done = subprocess.run([str(binary)], input=text, capture_output=True, text=True, check=True, timeout=300)
+    answers = [json.loads(line) for line in done.stdout.splitlines()]
+    got = [answer["result"] if "result" in answer else answer["error"] for answer in answers]
+    assert got == [expected for _, expected in CASES]

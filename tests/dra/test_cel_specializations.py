@@ -7,6 +7,11 @@ v0.37.2)."""
 
 from __future__ import annotations
 
+import json
+import subprocess
+import sys
+from pathlib import Path
+
 import pytest
 
 from kubedevice.dra.cel import DeviceInput, EvalError, compile_general, compile_selector
@@ -19,8 +24,7 @@ COMPILERS = [compile_selector, compile_general]
 A = 'device.attributes["d.example.com"]'
 
 
-@pytest.mark.parametrize("compile_fn", COMPILERS)
-@pytest.mark.parametrize(("expression", "expected"), [
+ANSWERS: list[tuple[str, bool]] = [
     (f'sets.contains([dyn({A}.n), dyn(true)], [1])', False),                 # true is not 1
     (f'sets.contains([dyn({A}.n), dyn(1.0)], [1])', True),                   # 1.0 is 1
     (f'sets.contains([dyn({A}.n), dyn(9007199254740992.0)], [9007199254740993])', True),  # as doubles
@@ -46,19 +50,42 @@ A = 'device.attributes["d.example.com"]'
     (f'cidr("fd00::/8").containsIP({A}.ip)', False),
     ('dyn(9007199254740993) == 9007199254740992.0 && !(9007199254740993 > dyn(9007199254740992.0))'
      ' && 9007199254740993 >= dyn(9007199254740992.0)', True),
-])
-def test_specialised_calls_answer_like_kubernetes(compile_fn: object, expression: str, expected: bool) -> None:
-    assert compile_fn(expression).matches(DEVICE) is expected  # type: ignore[operator]
-
-
-@pytest.mark.parametrize("compile_fn", COMPILERS)
-@pytest.mark.parametrize("expression", [
+]
+ERRORS = [
     f'sets.contains(dyn({A}.s), ["x"])',                                     # not a list
     f'dyn({A}.n).matches("2")',
     f'cidr("10.0.0.0/8").containsIP(dyn({A}.n))',
     f'cidr("10.0.0.0/8").containsIP({A}.s)',                                 # not an address
     'sets.contains(lists.range(1000), lists.range(1000).map(x, x))',         # the cost limit still applies
-])
+]
+
+
+@pytest.mark.parametrize("compile_fn", COMPILERS)
+@pytest.mark.parametrize(("expression", "expected"), ANSWERS)
+def test_specialised_calls_answer_like_kubernetes(compile_fn: object, expression: str, expected: bool) -> None:
+    assert compile_fn(expression).matches(DEVICE) is expected  # type: ignore[operator]
+
+
+@pytest.mark.parametrize("compile_fn", COMPILERS)
+@pytest.mark.parametrize("expression", ERRORS)
 def test_specialised_calls_fail_like_kubernetes(compile_fn: object, expression: str) -> None:
     with pytest.raises(EvalError):
         compile_fn(expression).matches(DEVICE)  # type: ignore[operator]
+
+
+@pytest.mark.interop
+def test_expectations_are_kubernetes_answers() -> None:
+    """Both tables above, run through Kubernetes' own CEL code (tests/interop/cel) again."""
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "interop" / "cel"))
+    import celgo
+
+    binary = celgo.go_binary()
+    if binary is None:
+        pytest.skip("Go toolchain not installed: cannot build the Kubernetes CEL reference program")
+    cases: list[tuple[str, object]] = [*ANSWERS, *((e, "runtime") for e in ERRORS)]
+    device = {"driver": DEVICE.driver, "attributes": dict(DEVICE.attributes), "capacity": {}}
+    text = "".join(json.dumps({"expression": e, **device}) + "\n" for e, _ in cases)
+    done = subprocess.run([str(binary)], input=text, capture_output=True, text=True, check=True, timeout=300)
+    answers = [json.loads(line) for line in done.stdout.splitlines()]
+    got = [answer["result"] if "result" in answer else answer["error"] for answer in answers]
+    assert got == [expected for _, expected in cases]
