@@ -80,8 +80,16 @@ def _qualified_name(node: Node) -> str:
     return node.name if isinstance(node, Ident) else ""
 
 
+ERROR = "error"  # the type of a node that failed to check
+
+
 def is_dyn(t: Any) -> bool:
-    return t in (DYN, "any")
+    """dyn, or a type that cannot be checked further (cel-go's isDynOrError)."""
+    return t in (DYN, "any", ERROR)
+
+
+def _not_checked(_a: dict[str, Any]) -> Any:
+    raise AssertionError("an expression with type-check errors is never evaluated")
 
 
 def assignable(want: Any, have: Any, binding: dict[str, Any]) -> bool:
@@ -177,15 +185,17 @@ class Compiler:
         # (all of them, by location), else the first failure of program planning.
         self.invalid: list[tuple[Node, str]] = []
         self.planning: list[str] = []
+        self.errors: list[CheckError] = []  # type-check errors: every one is reported, like cel-go
 
     def compile(self, node: Node) -> Compiled:
         method = getattr(self, "c_" + type(node).__name__)
         try:
             result: Compiled = method(node)
-        except CheckError as exc:
+        except CheckError as exc:  # cel-go checks on: the node has the error type, which fits anywhere
             if exc.node is None:
                 exc.node = node
-            raise
+            self.errors.append(exc)
+            result = Compiled(ERROR, _not_checked, 0)
         self.types[id(node)] = result.type
         return result
 

@@ -8,8 +8,8 @@ from typing import Any
 
 from . import values as v
 from .device import domain_getter, value_getter
-from .engine import DEVICE, CheckError, Closure, Compiled, Compiler, assignable, fmt, is_dyn
-from .parser import Call, ListLit, Lit, Node, flatten, location
+from .engine import DEVICE, ERROR, CheckError, Closure, Compiled, Compiler, assignable, fmt, is_dyn
+from .parser import Call, ListLit, Lit, Node, flatten
 from .timestamps import DURATION, TIMESTAMP
 from .values import NONE, Err, Optional
 
@@ -26,18 +26,14 @@ def _logical(is_and: bool) -> Callable[[Compiler, Call], Compiled]:
     def build(c: Compiler, node: Call) -> Compiled:
         leaves: list[Node] = []
         flatten(node, name, leaves)
-        parts: list[Compiled] = []
-        errors: list[CheckError] = []  # cel-go reports every operand's error, the first by location
-        for leaf in leaves:
-            try:
-                parts.append(c.compile(leaf))
-            except CheckError as exc:
-                errors.append(exc)
-                continue
-            if parts[-1].type != "bool" and not is_dyn(parts[-1].type):  # cel-go checks each operand
-                errors.append(CheckError(f"expected type 'bool' but found '{fmt(parts[-1].type)}'", leaf))
-        if errors:
-            raise min(errors, key=lambda e: location(e.node) if e.node is not None else -1)
+        parts = [c.compile(leaf) for leaf in leaves]
+        mismatched = False
+        for leaf, part in zip(leaves, parts, strict=True):
+            if part.type != "bool" and not is_dyn(part.type):  # cel-go checks (and reports) each operand
+                c.errors.append(CheckError(f"expected type 'bool' but found '{fmt(part.type)}'", leaf))
+                mismatched = True
+        if mismatched:
+            return Compiled(ERROR, parts[0].fn, 0)
         fns = tuple(p.fn for p in parts)
         stop = not is_and
 

@@ -174,7 +174,7 @@ def _stored(key: Any) -> tuple[type, Any]:
     kind = type(key)
     if kind in MAP_KEY_TYPES or kind in TIME_TYPES:
         return kind, key
-    if kind is Semver:  # its Go struct holds a slice: not a usable map key
+    if kind is Semver or kind is bytes:  # Go slices underneath: not usable as Go map keys
         raise Err(f"unsupported key type: {type_name(key)}")
     return kind, _Identity(key)  # lists, maps, quantities, optionals: by reference, as in Go
 
