@@ -48,6 +48,9 @@ ANSWERS: list[tuple[str, bool]] = [
     (f'{A}.s.matches("^x$") && !{A}.s.matches("y") && matches({A}.s, "x")', True),
     (f'cidr("10.0.0.0/8").containsIP({A}.ip) && cidr("10.0.0.0/8").containsIP(ip({A}.ip))', True),
     (f'cidr("fd00::/8").containsIP({A}.ip)', False),
+    ('quantity("1").compareTo(quantity("1000m")) == 0 && quantity("2").isGreaterThan(quantity("1999m"))', True),
+    ('quantity("1").add(1).compareTo(quantity("2")) == 0', True),            # a computed quantity
+    ('semver("1.0.0").isLessThan(semver("1.0.1")) && semver("1.0.0-rc.1").compareTo(semver("1.0.0")) == -1', True),
     ('dyn(9007199254740993) == 9007199254740992.0 && !(9007199254740993 > dyn(9007199254740992.0))'
      ' && 9007199254740993 >= dyn(9007199254740992.0)', True),
 ]
@@ -56,6 +59,9 @@ ERRORS = [
     f'dyn({A}.n).matches("2")',
     f'cidr("10.0.0.0/8").containsIP(dyn({A}.n))',
     f'cidr("10.0.0.0/8").containsIP({A}.s)',                                 # not an address
+    f'{A}.n.compareTo(quantity("1")) == 0',                                  # the wrong kind through dyn
+    'dyn(semver("1.0.0")).compareTo(quantity("1")) == 0',
+    'dyn(quantity("1")).isGreaterThan(semver("1.0.0"))',
     'sets.contains(lists.range(1000), lists.range(1000).map(x, x))',         # the cost limit still applies
 ]
 

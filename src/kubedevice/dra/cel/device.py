@@ -143,8 +143,12 @@ def value_getter(field: str, domain: str, ident: str) -> Callable[[Any], Any]:
             if value is not None:
                 return value
             for kind, value in raw.items():
-                if kind in _PLAIN and value is not None:
-                    return value
+                if value is not None:
+                    if kind in _PLAIN:
+                        return value
+                    convert = _CONVERTERS.get(kind)  # a version or a list: convert it here
+                    if convert is not None:
+                        return convert(value)
         return attribute_value(raw)
 
     return attribute

@@ -543,7 +543,31 @@ def _specialize_matches(_nodes: list[Any], consts: list[Any], fns: list[Any], im
     return matches
 
 
+def _specialize_ordering(name: str) -> Callable[..., Any]:
+    """``x.compareTo(c)``, ``x.isGreaterThan(c)``, ``x.isLessThan(c)`` with a constant quantity
+    or semver: the comparison itself when ``x`` is of the constant's class, no dispatch."""
+    def specialize(_nodes: list[Any], consts: list[Any], fns: list[Any], impl: Callable[..., Any]) -> Any:
+        if len(fns) != 2 or consts[0] is not NOT_CONSTANT or type(consts[1]) not in (q.Quantity, sv.Semver):
+            return None
+        target, const = fns[0], consts[1]
+        kind = type(const)
+        compare = q.Quantity.cmp if kind is q.Quantity else sv.Semver.compare
+        want = {"isGreaterThan": 1, "isLessThan": -1}.get(name)
+
+        def ordering(a: dict[str, Any]) -> Any:
+            value = target(a)
+            if type(value) is not kind:
+                return impl(value, const)
+            order = compare(value, const)
+            return order if want is None else order == want
+
+        return ordering
+
+    return specialize
+
+
 SPECIALIZERS["includes"] = _specialize_includes
+SPECIALIZERS.update({name: _specialize_ordering(name) for name in ("compareTo", "isGreaterThan", "isLessThan")})
 SPECIALIZERS["matches"] = _specialize_matches
 
 _register_standard()

@@ -35,10 +35,26 @@ def _logical(is_and: bool) -> Callable[[Compiler, Call], Compiled]:
         if mismatched:
             return Compiled(ERROR, parts[0].fn, 0)
         fns = tuple(p.fn for p in parts)
-        stop = not is_and
+        stop, go_on = not is_and, is_and
+        panic = v.Panic
 
-        def run(a: dict[str, Any]) -> bool:
-            return v.absorb((v.outcome(f, a) for f in fns), stop, name)
+        def run(a: dict[str, Any]) -> bool:  # v.absorb written out: no generator per evaluation
+            failure: Err | None = None
+            for f in fns:
+                try:
+                    value = f(a)
+                except panic:
+                    raise
+                except Err as exc:
+                    failure = failure or exc
+                    continue
+                if value is stop:
+                    return not go_on
+                if value is not go_on and failure is None:
+                    failure = value if isinstance(value, Err) else v.no_overload(name, value)
+            if failure is not None:
+                raise failure
+            return go_on
 
         return Compiled("bool", run, sum(p.cost for p in parts))
 
