@@ -85,7 +85,7 @@ class Selector:
         try:
             if device.__dict__.get(CHECKED, precheck) is not None:
                 precheck(device)
-            result = self._fn({"device": device})
+            result = self._fn(device) if self.fast else self._fn({"device": device})
         except Err as exc:
             raise EvalError(str(exc)) from None
         except RecursionError:

@@ -18,7 +18,7 @@ from .engine import Compiler
 from .parser import Call, Ident, Lit, Node, Select, flatten
 from .values import Err
 
-Fn = Callable[[dict[str, Any]], Any]
+Fn = Callable[[Any], Any]  # takes the DeviceInput itself
 _OPS = {"_==_": "==", "_!=_": "!=", "_<_": "<", "_<=_": "<=", "_>_": ">", "_>=_": ">="}
 
 
@@ -88,7 +88,9 @@ def generate(compiler: Compiler, root: Node) -> Fn | None:
     if len(parts) == 1 and parts[0][0].endswith("(a)"):
         return None  # a single general clause: nothing to inline
     stop = "True" if function == "_||_" else "False"
-    lines = ["def _selector(a):", "    d = a['device']"]
+    lines = ["def _selector(d):"]  # called with the device: the activation is built only if used
+    if any(text.endswith("(a)") for text, _ in parts):
+        lines.append("    a = {'device': d}")
     if len(parts) == 1:  # one inlined clause: its error propagates, Selector.matches checks the type
         lines.append(f"    return {parts[0][0]}")
     else:
