@@ -95,3 +95,16 @@ def test_expectations_are_kubernetes_answers() -> None:
     answers = [json.loads(line) for line in done.stdout.splitlines()]
     got = [answer["result"] if "result" in answer else answer["error"] for answer in answers]
     assert got == [expected for _, expected in cases]
+
+
+def test_answers_are_the_same_on_a_device_seen_before() -> None:
+    """Values and verdicts kept in a DeviceInput (warm evaluations) never change an answer."""
+    seen = DeviceInput(DEVICE.driver, DEVICE.attributes)
+    fast = [(f'{A}.s == "x" && {A}.n >= 2', True), (f'{A}.s != "x"', False),
+            (f'{A}.n < 2 || {A}.ids == [3, 1, 2]', True)]
+    for expression, expected in [*ANSWERS, *fast]:
+        for compile_fn in COMPILERS:
+            fresh = DeviceInput(DEVICE.driver, DEVICE.attributes)
+            assert compile_fn(expression).matches(fresh) is expected, expression
+            assert compile_fn(expression).matches(seen) is expected, expression
+            assert compile_fn(expression).matches(seen) is expected, expression

@@ -155,6 +155,23 @@ def value_getter(field: str, domain: str, ident: str) -> Callable[[Any], Any]:
 
 
 _PLAIN = frozenset({"string", "int", "bool"})
+_UNSEEN = object()
+
+
+def kept_value_getter(field: str, domain: str, ident: str) -> Callable[[Any], Any]:
+    """value_getter whose values are kept in the (immutable) DeviceInput, for selectors an
+    allocator evaluates again and again on the same devices; a failed read is not kept."""
+    get = value_getter(field, domain, ident)
+    key = f"_kubedevice_cel_value/{field}/{domain}/{ident}"
+
+    def kept(device: Any) -> Any:
+        memo = device.__dict__
+        value = memo.get(key, _UNSEEN)
+        if value is _UNSEEN:
+            value = memo[key] = get(device)
+        return value
+
+    return kept
 
 
 @lru_cache(maxsize=1024)

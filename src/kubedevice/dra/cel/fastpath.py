@@ -13,7 +13,7 @@ from collections.abc import Callable
 from typing import Any
 
 from . import values as v
-from .device import value_getter
+from .device import kept_value_getter
 from .engine import Compiler
 from .parser import Call, Ident, Lit, Node, Select, flatten
 from .values import Err
@@ -63,7 +63,7 @@ class _Emitter:
         where = self.compiler.device_domain(left.operand)
         if where is None or where[0] != "attributes":
             return None
-        get = self.bind(value_getter(*where, left.field))
+        get = self.bind(kept_value_getter(*where, left.field))
         t, tv = self.bind(type(const)), f"_v{index}"
         if op in ("==", "!="):
             slow = f"{'not ' if op == '!=' else ''}_equals({tv}, {c})"
