@@ -124,6 +124,8 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="1,000 devices and one round")
     parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--only", action="append", choices=list(SELECTORS), metavar="SELECTOR",
+                        help="measure only this selector (repeatable)")
     args = parser.parse_args()
     count, rounds = (1_000, 1) if args.quick else (10_000, args.rounds)
     devices = make_devices(count)
@@ -136,6 +138,8 @@ def main() -> int:
           f" {'ratio':>6} {'med×':>6}  target")
     failed = False
     for name, expression in SELECTORS.items():
+        if args.only and name not in args.only:
+            continue
         go = go_batches(binary, devices, rounds, [expression]) if binary is not None else {}
         k8s = summary(go[expression]) if expression in go else None
         for mode in ("cold", "warm"):

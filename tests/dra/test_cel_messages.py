@@ -4,6 +4,11 @@ produced by k8s.io/dynamic-resource-allocation/cel v0.37.2 (tests/interop/cel)."
 
 from __future__ import annotations
 
+import json
+import subprocess
+import sys
+from pathlib import Path
+
 import pytest
 
 from kubedevice.dra.cel import CompileError, DeviceInput, compile_general, compile_selector
@@ -71,6 +76,27 @@ CASES = [
      " | [[dyn(1)], [2]].size() == 2\n | ...........^"),
     ('device.driver == "a" &&\n  device.nope == 1',  # the line of the error, not the first
      "compilation failed: ERROR: <input>:2:9: undefined field 'nope'\n |   device.nope == 1\n | ........^"),
+    # several type-check errors: all of them, ordered by location, each with its snippet
+    ('x  == 1 && y == 2',
+     "compilation failed: ERROR: <input>:1:1: undeclared reference to 'x' (in container '')\n | x  == 1 && y == 2\n"
+     " | ^\nERROR: <input>:1:12: undeclared reference to 'y' (in container '')\n | x  == 1 && y == 2\n"
+     " | ...........^"),
+    ('1 && 2',
+     "compilation failed: ERROR: <input>:1:1: expected type 'bool' but found 'int'\n | 1 && 2\n | ^\n"
+     "ERROR: <input>:1:6: expected type 'bool' but found 'int'\n | 1 && 2\n | .....^"),
+    ('1.all(e, y)',  # the body of a comprehension over a non-range is still checked
+     "compilation failed: ERROR: <input>:1:1: expression of type 'int' cannot be range of a comprehension"
+     " (must be list, map, or dynamic)\n | 1.all(e, y)\n | ^\n"
+     "ERROR: <input>:1:10: undeclared reference to 'y' (in container '')\n | 1.all(e, y)\n | .........^"),
+    ('x.exists(k, v, k == z)',
+     "compilation failed: ERROR: <input>:1:1: undeclared reference to 'x' (in container '')\n"
+     " | x.exists(k, v, k == z)\n | ^\nERROR: <input>:1:21: undeclared reference to 'z' (in container '')\n"
+     " | x.exists(k, v, k == z)\n | ....................^"),
+    ('int(a) == uint(b)',  # a failed operand has the error type, which fits any overload
+     "compilation failed: ERROR: <input>:1:5: undeclared reference to 'a' (in container '')\n | int(a) == uint(b)\n"
+     " | ....^\nERROR: <input>:1:8: found no matching overload for '_==_' applied to '(int, uint)'\n"
+     " | int(a) == uint(b)\n | .......^\nERROR: <input>:1:16: undeclared reference to 'b' (in container '')\n"
+     " | int(a) == uint(b)\n | ...............^"),
 ]
 
 
@@ -86,3 +112,31 @@ def test_compile_error_reads_as_the_api_server(compile_fn: object, expression: s
                                         "[optional.none(), optional.of(1)].size() == 2"])
 def test_free_element_types_unify_in_homogeneous_literals(expression: str) -> None:
     assert compile_selector(expression).matches(DeviceInput("x"))
+
+
+@pytest.mark.interop
+@pytest.mark.parametrize("seed", [20260521, 7, 1312])
+def test_corpus_compile_errors_read_exactly_as_kubernetes(seed: int) -> None:
+    """Every compile error of the differential corpus, whole (all errors, not just the first)."""
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "interop" / "cel"))
+    import celcorpus
+    import celgo
+
+    binary = celgo.go_binary()
+    if binary is None:
+        pytest.skip("Go toolchain not installed: cannot build the Kubernetes CEL reference program")
+    cases = celcorpus.corpus(seed, 600, 1)
+    text = "".join(json.dumps(case) + "\n" for case in cases)
+    done = subprocess.run([str(binary)], input=text, capture_output=True, text=True, check=True, timeout=600)
+    compared = several = 0
+    for case, line in zip(cases, done.stdout.splitlines(), strict=True):
+        answer = json.loads(line)
+        if answer.get("error") != "compile":
+            continue
+        options = {"env": case["env"]} if "env" in case else {}
+        with pytest.raises(CompileError) as raised:
+            compile_selector(case["expression"], features=case["features"], **options)
+        assert raised.value.message == answer["message"], case["expression"]
+        compared += 1
+        several += "\nERROR: " in answer["message"]
+    assert compared >= 100 and several >= 5, (compared, several)

@@ -85,7 +85,7 @@ class Selector:
         try:
             if device.__dict__.get(CHECKED, precheck) is not None:
                 precheck(device)
-            result = self._fn({"device": device})
+            result = self._fn(device) if self.fast else self._fn({"device": device})
         except Err as exc:
             raise EvalError(str(exc)) from None
         except RecursionError:
@@ -139,6 +139,8 @@ def _compile(expression: str, env: Environment, features: tuple[tuple[str, bool]
         raise CompileError("compilation failed: " + display(expression, offset, str(exc))) from None
     except RecursionError:
         raise CompileError("compilation failed: expression recursion limit exceeded") from None
+    if compiler.errors:  # every type-check error, ordered by location (cel-go's Errors.ToDisplayString)
+        raise CompileError("compilation failed: " + _check_errors(expression, compiler.errors)) from None
     if compiler.invalid:  # cel-go's validators: every finding, ordered by location
         found = sorted((location(node), message) for node, message in compiler.invalid)
         raise CompileError("compilation failed: " + "\n".join(display(expression, at, m) for at, m in found))
@@ -150,6 +152,22 @@ def _compile(expression: str, env: Environment, features: tuple[tuple[str, bool]
     cost = estimate(tree, compiler.types)
     fn = generate(compiler, tree) if fast else None
     return Selector(expression, fn or compiled.fn, cost, fn is not None)
+
+
+_MAX_ERRORS = 100  # cel-go's maxErrorsToReport
+
+
+def _check_errors(expression: str, errors: list[CheckError]) -> str:
+    found: list[tuple[int, str]] = []
+    for exc in errors:
+        entry = (-1 if exc.node is None else location(exc.node), str(exc))
+        if entry not in found:  # a subtree checked twice (macro expansions) reports once
+            found.append(entry)
+    found.sort(key=lambda entry: entry[0])
+    shown = [display(expression, None if at < 0 else at, message) for at, message in found[:_MAX_ERRORS]]
+    if len(found) > _MAX_ERRORS:
+        shown.append(f"{len(found) - _MAX_ERRORS} more errors were truncated")
+    return "\n".join(shown)
 
 
 def top_level_clauses(expression: str) -> list[str]:

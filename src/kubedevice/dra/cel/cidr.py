@@ -8,7 +8,7 @@ from typing import Any, ClassVar
 
 from .cost import ONE, Coster, Range, plus, scaled
 from .ip import IP, IP_TYPE, parse_ip
-from .library import CALL_COSTS, VALUE_TYPES, register
+from .library import CALL_COSTS, NOT_CONSTANT, SPECIALIZERS, VALUE_TYPES, register
 from .netip import NetIPError, Prefix, parse_prefix
 from .parser import Call
 from .values import Err
@@ -91,6 +91,22 @@ def _unit(c: Coster, node: Call) -> tuple[Range, None]:
     return ONE, None
 
 
+def _specialize_contains_ip(_nodes: list[Any], consts: list[Any], fns: list[Any], impl: Any) -> Any:
+    """``cidr("…").containsIP(x)`` with a constant network: no per-call overload dispatch."""
+    if len(fns) != 2 or type(consts[0]) is not CIDR or consts[1] is not NOT_CONSTANT:
+        return None
+    network, argument = consts[0], fns[1]
+    contains = network.prefix.contains
+
+    def contains_ip(a: dict[str, Any]) -> bool:
+        value = argument(a)
+        if type(value) is str:
+            return contains(parse_ip(value))
+        return bool(impl(network, value))
+
+    return contains_ip
+
+
 def _register() -> Any:
     VALUE_TYPES[CIDR_TYPE] = (CIDR,)
     register("cidr", False, ("string",), CIDR_TYPE, lambda s: CIDR(parse_cidr(s)))
@@ -98,6 +114,7 @@ def _register() -> Any:
     register("containsIP", True, (CIDR_TYPE, "string"), "bool",
              lambda c, s: c.prefix.contains(parse_ip(s)))
     register("containsIP", True, (CIDR_TYPE, IP_TYPE), "bool", lambda c, ip: c.prefix.contains(ip.addr))
+    SPECIALIZERS["containsIP"] = _specialize_contains_ip
     register("containsCIDR", True, (CIDR_TYPE, "string"), "bool",
              lambda c, s: _contains_cidr(c, CIDR(parse_cidr(s))))
     register("containsCIDR", True, (CIDR_TYPE, CIDR_TYPE), "bool", _contains_cidr)

@@ -143,14 +143,35 @@ def value_getter(field: str, domain: str, ident: str) -> Callable[[Any], Any]:
             if value is not None:
                 return value
             for kind, value in raw.items():
-                if kind in _PLAIN and value is not None:
-                    return value
+                if value is not None:
+                    if kind in _PLAIN:
+                        return value
+                    convert = _CONVERTERS.get(kind)  # a version or a list: convert it here
+                    if convert is not None:
+                        return convert(value)
         return attribute_value(raw)
 
     return attribute
 
 
 _PLAIN = frozenset({"string", "int", "bool"})
+_UNSEEN = object()
+
+
+def kept_value_getter(field: str, domain: str, ident: str) -> Callable[[Any], Any]:
+    """value_getter whose values are kept in the (immutable) DeviceInput, for selectors an
+    allocator evaluates again and again on the same devices; a failed read is not kept."""
+    get = value_getter(field, domain, ident)
+    key = f"_kubedevice_cel_value/{field}/{domain}/{ident}"
+
+    def kept(device: Any) -> Any:
+        memo = device.__dict__
+        value = memo.get(key, _UNSEEN)
+        if value is _UNSEEN:
+            value = memo[key] = get(device)
+        return value
+
+    return kept
 
 
 @lru_cache(maxsize=1024)
@@ -175,19 +196,34 @@ def precheck(device: Any) -> None:
         if memo[CHECKED] is not None:
             raise memo[CHECKED]
         return
-    error: Err | None = None
-    for name, value in device.attributes.items():
-        if "version" not in value and "versions" not in value and (
-                value.get("string") is not None or value.get("int") is not None or value.get("bool") is not None
-                or value.get("strings") is not None or value.get("ints") is not None
-                or value.get("bools") is not None):
-            continue  # attribute_value cannot fail without a version (a few dict probes, no views)
-        if len(value) != 1 or type(value.get("version")) is not str or not _valid_version(value["version"]):
-            try:
-                attribute_value(value)
-            except Err as exc:
-                error = Err(f"attribute {name}: {exc}")
-                break
+    error = None if _plain(device.attributes) else _first_error(device.attributes)
     memo[CHECKED] = error
     if error is not None:
         raise error
+
+
+_SAFE = frozenset({"string", "int", "bool", "strings", "ints", "bools"})
+
+
+def _plain(attributes: Any) -> bool:
+    """Every attribute sets exactly one kind, and a version parses: nothing can fail. The
+    common case, so one key per attribute is looked at (no views, no per-kind probes)."""
+    for value in attributes.values():
+        if len(value) != 1:
+            return False
+        for kind in value:
+            if kind in _SAFE:
+                if value[kind] is None:
+                    return False
+            elif kind != "version" or type(value[kind]) is not str or not _valid_version(value[kind]):
+                return False
+    return True
+
+
+def _first_error(attributes: Any) -> Err | None:
+    for name, value in attributes.items():
+        try:
+            attribute_value(value)
+        except Err as exc:
+            return Err(f"attribute {name}: {exc}")
+    return None

@@ -14,7 +14,20 @@ from typing import Any
 from . import regex
 from . import values as v
 from .device import DomainMap, attribute_domains, capacity_domains, domain_getter, memoised, value_getter
-from .library import DYN, INCLUDES, NAMESPACES, OVERLOADS, QTY, RUNTIME_COSTS, SEMVER, UNCHECKED, VALUE_TYPES, Overload
+from .library import (
+    DYN,
+    INCLUDES,
+    NAMESPACES,
+    NOT_CONSTANT,
+    OVERLOADS,
+    QTY,
+    RUNTIME_COSTS,
+    SEMVER,
+    SPECIALIZERS,
+    UNCHECKED,
+    VALUE_TYPES,
+    Overload,
+)
 from .parser import Call, Comprehension, Ident, ListLit, Lit, MapLit, Node, Select
 from .quantity import ComputedQuantity, Quantity
 from .semver import Semver
@@ -67,8 +80,16 @@ def _qualified_name(node: Node) -> str:
     return node.name if isinstance(node, Ident) else ""
 
 
+ERROR = "error"  # the type of a node that failed to check
+
+
 def is_dyn(t: Any) -> bool:
-    return t in (DYN, "any")
+    """dyn, or a type that cannot be checked further (cel-go's isDynOrError)."""
+    return t in (DYN, "any", ERROR)
+
+
+def _not_checked(_a: dict[str, Any]) -> Any:
+    raise AssertionError("an expression with type-check errors is never evaluated")
 
 
 def assignable(want: Any, have: Any, binding: dict[str, Any]) -> bool:
@@ -164,15 +185,17 @@ class Compiler:
         # (all of them, by location), else the first failure of program planning.
         self.invalid: list[tuple[Node, str]] = []
         self.planning: list[str] = []
+        self.errors: list[CheckError] = []  # type-check errors: every one is reported, like cel-go
 
     def compile(self, node: Node) -> Compiled:
         method = getattr(self, "c_" + type(node).__name__)
         try:
             result: Compiled = method(node)
-        except CheckError as exc:
+        except CheckError as exc:  # cel-go checks on: the node has the error type, which fits anywhere
             if exc.node is None:
                 exc.node = node
-            raise
+            self.errors.append(exc)
+            result = Compiled(ERROR, _not_checked, 0)
         self.types[id(node)] = result.type
         return result
 
@@ -244,9 +267,6 @@ class Compiler:
     def c_MapLit(self, node: MapLit) -> Compiled:
         keys = [self.compile(k) for k, _, _ in node.entries]
         vals = [self.compile(val) for _, val, _ in node.entries]
-        for k in keys:
-            if k.type not in ("string", "int", "uint", "bool") and not is_dyn(k.type):
-                raise CheckError(f"unsupported map key type: {fmt(k.type)}")
         self._homogeneous([k.type for k in keys], [k for k, _, _ in node.entries])
         val_types = [p.type[1] if o and isinstance(p.type, tuple) else p.type
                      for p, (_, _, o) in zip(vals, node.entries, strict=True)]
@@ -255,18 +275,16 @@ class Compiler:
         pairs = [(k.fn, val.fn, o) for k, val, (_, _, o) in zip(keys, vals, node.entries, strict=True)]
 
         def build(a: dict[str, Any]) -> dict[Any, Any]:
-            out: dict[Any, Any] = {}
+            out = v.CelMap()
             for kf, vf, opt in pairs:
                 key, value = kf(a), vf(a)
-                if type(key) not in (str, int, UInt, bool):
-                    raise Err(f"unsupported key type: {v.type_name(key)}")
                 if opt:
                     if not isinstance(value, Optional):
                         raise v.no_overload("optional map entry", value)
                     if not value.present:
                         continue
                     value = value.value
-                out[key] = value
+                out.put(key, value)
             return out
 
         return Compiled(("map", join_types([k.type for k in keys]), join_types(val_types)), build,
@@ -443,6 +461,12 @@ class Compiler:
                 return Compiled(result_type, _constant(folded), sum(p.cost for p in parts) + 1)
         fns = [p.fn for p in parts]
         cost = sum(p.cost for p in parts) + 1
+        specialize = SPECIALIZERS.get(name)
+        if specialize is not None and name not in UNCHECKED:
+            nodes = ([target] if target is not None else []) + args
+            special = specialize(nodes, [_constant_value(n, f) for n, f in zip(nodes, fns, strict=True)], fns, impl)
+            if special is not None:
+                return Compiled(result_type, special, cost)
         tracked = RUNTIME_COSTS.get(name)
         if name in UNCHECKED:
             return Compiled(result_type, _panicking(impl, fns, tracked, name), cost)
@@ -531,6 +555,20 @@ def _panicking(impl: Callable[..., Any], fns: list[Closure], tracked: Callable[[
     return call
 
 
+def _constant_value(node: Node, fn: Closure) -> Any:
+    """The value of a literal, a list of literals or a folded constructor of literals
+    (``cidr("10.0.0.0/8")``), else NOT_CONSTANT: what a specialisation may precompute."""
+    if isinstance(node, Lit) or (isinstance(node, ListLit) and not node.optional
+                                 and all(isinstance(e, Lit) for e in node.elements)) \
+            or (isinstance(node, Call) and node.function in _PURE and node.target is None
+                and all(isinstance(a, Lit) for a in node.args)):
+        try:
+            return fn({})
+        except Err:
+            return NOT_CONSTANT
+    return NOT_CONSTANT
+
+
 def _try_fold(impl: Callable[..., Any], args: list[Any]) -> Any:
     """Evaluate a pure constructor of literals once; a failure stays a runtime error, as in Kubernetes."""
     try:
@@ -568,7 +606,8 @@ _PY_TYPES.update({
 })
 
 
-_CONTAINERS: dict[str, tuple[type, ...]] = {"list": (list, tuple), "map": (dict, DomainMap), "optional": (Optional,)}
+_CONTAINERS: dict[str, tuple[type, ...]] = {"list": (list, tuple), "map": (dict, DomainMap, v.CelMap),
+                                            "optional": (Optional,)}
 
 
 def _guard(param: Any) -> tuple[type, ...] | None:

@@ -13,12 +13,12 @@ from collections.abc import Callable
 from typing import Any
 
 from . import values as v
-from .device import value_getter
+from .device import kept_value_getter
 from .engine import Compiler
 from .parser import Call, Ident, Lit, Node, Select, flatten
 from .values import Err
 
-Fn = Callable[[dict[str, Any]], Any]
+Fn = Callable[[Any], Any]  # takes the DeviceInput itself
 _OPS = {"_==_": "==", "_!=_": "!=", "_<_": "<", "_<=_": "<=", "_>_": ">", "_>=_": ">="}
 
 
@@ -63,7 +63,7 @@ class _Emitter:
         where = self.compiler.device_domain(left.operand)
         if where is None or where[0] != "attributes":
             return None
-        get = self.bind(value_getter(*where, left.field))
+        get = self.bind(kept_value_getter(*where, left.field))
         t, tv = self.bind(type(const)), f"_v{index}"
         if op in ("==", "!="):
             slow = f"{'not ' if op == '!=' else ''}_equals({tv}, {c})"
@@ -88,7 +88,9 @@ def generate(compiler: Compiler, root: Node) -> Fn | None:
     if len(parts) == 1 and parts[0][0].endswith("(a)"):
         return None  # a single general clause: nothing to inline
     stop = "True" if function == "_||_" else "False"
-    lines = ["def _selector(a):", "    d = a['device']"]
+    lines = ["def _selector(d):"]  # called with the device: the activation is built only if used
+    if any(text.endswith("(a)") for text, _ in parts):
+        lines.append("    a = {'device': d}")
     if len(parts) == 1:  # one inlined clause: its error propagates, Selector.matches checks the type
         lines.append(f"    return {parts[0][0]}")
     else:

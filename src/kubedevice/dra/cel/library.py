@@ -21,6 +21,7 @@ from .values import (
     Optional,
     UInt,
     arith,
+    charge,
     check_int,
     compare,
     equal_or_false,
@@ -54,6 +55,13 @@ RUNTIME_COSTS: dict[str, Callable[[list[Any], Any], int]] = {}
 UNCHECKED: set[str] = set()
 # Runtime classes of each declared type name, for overload dispatch (libraries add theirs).
 VALUE_TYPES: dict[str, tuple[type, ...]] = {}
+# Compile-time specialisations of a call, per function name, for calls with constant arguments:
+# (argument nodes with the receiver first, their constant values or NOT_CONSTANT, argument
+# closures, the general implementation) -> a closure for this call, or None to keep the general
+# one. A specialisation must answer exactly like the general closure for every input: it checks
+# the runtime kinds it relies on and falls back to the general implementation otherwise.
+SPECIALIZERS: dict[str, Callable[[list[Any], list[Any], list[Any], Callable[..., Any]], Any]] = {}
+NOT_CONSTANT = object()
 # Prefixes of namespaced global functions (``sets.contains(a, b)`` is not a call on ``sets``).
 NAMESPACES = {"optional", "sets", "lists", "ip", "strings"}
 
@@ -168,6 +176,9 @@ def _index_of(items: Any, value: Any, last: bool = False) -> int:
     return found[-1] if last else found[0]
 
 
+_NUMBERS_ONLY = frozenset({int, UInt})
+
+
 def _includes(items: Any, value: Any) -> bool:
     """Kubernetes' includes(): list membership, or plain equality for a scalar target."""
     if not isinstance(items, (list, tuple)):
@@ -175,12 +186,8 @@ def _includes(items: Any, value: Any) -> bool:
     kind = type(value)
     if kind is str or kind is bytes:  # only a str (bytes) equals a str (bytes), as in Python
         return value in items
-    if kind is int:
-        if value not in items:  # C-level scan; a hit may be a bool (True == 1) or a double
-            return False
-        if type(items[items.index(value)]) is not bool:
-            return True
-        return any(x == value for x in items if type(x) is not bool)
+    if kind is int and _NUMBERS_ONLY.issuperset(map(type, items)):
+        return value in items  # ints and uints only: Python's equality is CEL's
     return any(equal_or_false(x, value) for x in items)
 
 
@@ -499,6 +506,70 @@ def traversal_cost(value: Any) -> int:
 RUNTIME_COSTS.update(dict.fromkeys(("isSorted", "sum", "max", "min", "indexOf", "lastIndexOf", "includes"),
                                    lambda args, _result: traversal_cost(args[0])))
 
+def _specialize_includes(_nodes: list[Any], consts: list[Any], fns: list[Any], impl: Callable[..., Any]) -> Any:
+    """``list.includes(constant string or int)``: Python's list membership is CEL's equality when
+    the list holds only strings (for a string) or only ints and uints (for an int)."""
+    if len(fns) != 2 or consts[0] is not NOT_CONSTANT or type(consts[1]) not in (str, int):
+        return None
+    target, value = fns[0], consts[1]
+    kinds = frozenset({str}) if type(value) is str else _NUMBERS_ONLY
+
+    def includes(a: dict[str, Any]) -> bool:
+        items = target(a)
+        if type(items) is list and kinds.issuperset(map(type, items)):
+            result = value in items
+            charge(a, len(items) if kinds is _NUMBERS_ONLY else traversal_cost(items))
+            return result
+        found = bool(impl(items, value))
+        charge(a, traversal_cost(items))
+        return found
+
+    return includes
+
+
+def _specialize_matches(_nodes: list[Any], consts: list[Any], fns: list[Any], impl: Callable[..., Any]) -> Any:
+    """``text.matches(constant pattern)``: the pattern is compiled once, not looked up per call."""
+    if len(fns) != 2 or consts[0] is not NOT_CONSTANT or type(consts[1]) is not str:
+        return None
+    match = regex.matcher(consts[1])
+    if match is None:
+        return None
+    text, pattern = fns[0], consts[1]
+
+    def matches(a: dict[str, Any]) -> bool:
+        value = text(a)
+        return match(value) if type(value) is str else bool(impl(value, pattern))
+
+    return matches
+
+
+def _specialize_ordering(name: str) -> Callable[..., Any]:
+    """``x.compareTo(c)``, ``x.isGreaterThan(c)``, ``x.isLessThan(c)`` with a constant quantity
+    or semver: the comparison itself when ``x`` is of the constant's class, no dispatch."""
+    def specialize(_nodes: list[Any], consts: list[Any], fns: list[Any], impl: Callable[..., Any]) -> Any:
+        if len(fns) != 2 or consts[0] is not NOT_CONSTANT or type(consts[1]) not in (q.Quantity, sv.Semver):
+            return None
+        target, const = fns[0], consts[1]
+        kind = type(const)
+        compare = q.Quantity.cmp if kind is q.Quantity else sv.Semver.compare
+        want = {"isGreaterThan": 1, "isLessThan": -1}.get(name)
+
+        def ordering(a: dict[str, Any]) -> Any:
+            value = target(a)
+            if type(value) is not kind:
+                return impl(value, const)
+            order = compare(value, const)
+            return order if want is None else order == want
+
+        return ordering
+
+    return specialize
+
+
+SPECIALIZERS["includes"] = _specialize_includes
+SPECIALIZERS.update({name: _specialize_ordering(name) for name in ("compareTo", "isGreaterThan", "isLessThan")})
+SPECIALIZERS["matches"] = _specialize_matches
+
 _register_standard()
 _register_strings()
 _register_lists()
@@ -506,5 +577,6 @@ _register_quantity()
 _register_semver()
 _register_optional()
 
-__all__ = ["CALL_COSTS", "DYN", "INCLUDES", "NAMESPACES", "OVERLOADS", "QTY", "RUNTIME_COSTS", "SEMVER", "UNCHECKED",
-           "VALUE_TYPES", "Overload", "format_double", "register", "traversal_cost", "type_name"]
+__all__ = ["CALL_COSTS", "DYN", "INCLUDES", "NAMESPACES", "NOT_CONSTANT", "OVERLOADS", "QTY", "RUNTIME_COSTS", "SEMVER",
+           "SPECIALIZERS", "UNCHECKED", "VALUE_TYPES", "Overload", "format_double", "register", "traversal_cost",
+           "type_name"]

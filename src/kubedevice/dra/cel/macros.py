@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from . import values as v
-from .engine import DEFERRED, DOMAIN, EMPTY_SORTED, CheckError, Compiled, Compiler, assignable, fmt, is_dyn
+from .engine import DEFERRED, DOMAIN, EMPTY_SORTED, ERROR, CheckError, Compiled, Compiler, assignable, fmt, is_dyn
 from .library import DYN
 from .lists import COMPARABLE, sort_by_keys
 from .parser import Comprehension, ListLit, Node
@@ -20,7 +20,7 @@ from .values import NONE, Err, Optional, charge
 
 
 def _iter_var_type(target: Any, at: Node | None = None) -> Any:
-    if target == DYN:
+    if target in (DYN, ERROR):  # a range that failed to check: its variable is dyn
         return "dyn"
     if isinstance(target, tuple) and target[0] in ("list", "map"):
         return target[1]
@@ -70,12 +70,19 @@ def compile_macro(c: Compiler, node: Comprehension) -> Compiled:
         return _two_var(c, node, target)
     if node.kind == "sortBy":
         return _sort_by(c, node, target)
-    c.scopes.append({node.var: _iter_var_type(target.type, node.target)})
+    try:
+        var_type = _iter_var_type(target.type, node.target)
+    except CheckError as exc:  # cel-go reports it and checks the body with an error-typed variable
+        c.errors.append(exc)
+        var_type = ERROR
+    c.scopes.append({node.var: var_type})
     try:
         body = c.compile(node.body)
         extra = c.compile(node.extra) if node.extra is not None else None
     finally:
         c.scopes.pop()
+    if var_type == ERROR:
+        return Compiled(ERROR, body.fn, 0)
     return _loop(node, target, body, extra)
 
 
@@ -227,7 +234,7 @@ def _opt_map(c: Compiler, node: Comprehension, target: Compiled) -> Compiled:
 
 
 def _pair_types(target: Any, at: Node) -> tuple[Any, Any]:
-    if target == DYN:  # google.protobuf.Any (attributes without list types) is not a range
+    if target in (DYN, ERROR):  # google.protobuf.Any (attributes without list types) is not a range
         return DYN, DYN
     if isinstance(target, tuple) and target[0] == "list":
         return "int", target[1]
@@ -246,7 +253,11 @@ def _pairs(value: Any) -> list[tuple[Any, Any]]:
 
 def _two_var(c: Compiler, node: Comprehension, target: Compiled) -> Compiled:
     """all/exists/existsOne(i, v, p), transformList/transformMap/transformMapEntry(i, v, [filter,] e)."""
-    first, second = _pair_types(target.type, node.target)
+    try:
+        first, second = _pair_types(target.type, node.target)
+    except CheckError as exc:  # reported; the body is still checked, as by cel-go
+        c.errors.append(exc)
+        first = second = ERROR
     assert node.var2 is not None
     c.scopes.append({node.var: first, node.var2: second})
     try:
@@ -254,6 +265,8 @@ def _two_var(c: Compiler, node: Comprehension, target: Compiled) -> Compiled:
         extra = c.compile(node.extra) if node.extra is not None else None
     finally:
         c.scopes.pop()
+    if first == ERROR:
+        return Compiled(ERROR, body.fn, 0)
     kind = node.kind
     for part in (body if kind in ("all", "exists", "exists_one") else None, extra):
         if part is not None and part.type != "bool" and not is_dyn(part.type):
@@ -299,7 +312,7 @@ def _run_pairs(loop: _Loop, var2: str, a: dict[str, Any], pairs: list[tuple[Any,
             a[var], a[var2] = first, second
             count += v.truthy(bf(a), "exists_one")
         return count == 1
-    out: Any = [] if kind == "transformList" else {}
+    out: Any = [] if kind == "transformList" else v.CelMap()
     for first, second in pairs:
         charge(a, step)
         a[var], a[var2] = first, second
@@ -308,20 +321,20 @@ def _run_pairs(loop: _Loop, var2: str, a: dict[str, Any], pairs: list[tuple[Any,
         if kind == "transformList":
             out.append(bf(a))
         elif kind == "transformMap":
-            out[first] = bf(a)
+            out.put(first, bf(a))
         else:
             _insert_entries(out, bf(a))
     return out
 
 
-def _insert_entries(out: dict[Any, Any], entries: Any) -> None:
+def _insert_entries(out: v.CelMap, entries: Any) -> None:
     """cel.@mapInsert(map, map): a key already present is an error."""
     if not isinstance(entries, dict):
         raise v.no_overload("cel.@mapInsert", out, entries)
     for key, value in entries.items():
         if v.has_key(out, key):
             raise Err(f"insert failed: key {key} already exists")
-        out[key] = value
+        out.put(key, value)
 
 
 def _sort_by(c: Compiler, node: Comprehension, target: Compiled) -> Compiled:

@@ -8,8 +8,8 @@ from typing import Any
 
 from . import values as v
 from .device import domain_getter, value_getter
-from .engine import DEVICE, CheckError, Closure, Compiled, Compiler, assignable, fmt, is_dyn
-from .parser import Call, ListLit, Lit, Node, flatten, location
+from .engine import DEVICE, ERROR, CheckError, Closure, Compiled, Compiler, assignable, fmt, is_dyn
+from .parser import Call, ListLit, Lit, Node, flatten
 from .timestamps import DURATION, TIMESTAMP
 from .values import NONE, Err, Optional
 
@@ -26,23 +26,35 @@ def _logical(is_and: bool) -> Callable[[Compiler, Call], Compiled]:
     def build(c: Compiler, node: Call) -> Compiled:
         leaves: list[Node] = []
         flatten(node, name, leaves)
-        parts: list[Compiled] = []
-        errors: list[CheckError] = []  # cel-go reports every operand's error, the first by location
-        for leaf in leaves:
-            try:
-                parts.append(c.compile(leaf))
-            except CheckError as exc:
-                errors.append(exc)
-                continue
-            if parts[-1].type != "bool" and not is_dyn(parts[-1].type):  # cel-go checks each operand
-                errors.append(CheckError(f"expected type 'bool' but found '{fmt(parts[-1].type)}'", leaf))
-        if errors:
-            raise min(errors, key=lambda e: location(e.node) if e.node is not None else -1)
+        parts = [c.compile(leaf) for leaf in leaves]
+        mismatched = False
+        for leaf, part in zip(leaves, parts, strict=True):
+            if part.type != "bool" and not is_dyn(part.type):  # cel-go checks (and reports) each operand
+                c.errors.append(CheckError(f"expected type 'bool' but found '{fmt(part.type)}'", leaf))
+                mismatched = True
+        if mismatched:
+            return Compiled(ERROR, parts[0].fn, 0)
         fns = tuple(p.fn for p in parts)
-        stop = not is_and
+        stop, go_on = not is_and, is_and
+        panic = v.Panic
 
-        def run(a: dict[str, Any]) -> bool:
-            return v.absorb((v.outcome(f, a) for f in fns), stop, name)
+        def run(a: dict[str, Any]) -> bool:  # v.absorb written out: no generator per evaluation
+            failure: Err | None = None
+            for f in fns:
+                try:
+                    value = f(a)
+                except panic:
+                    raise
+                except Err as exc:
+                    failure = failure or exc
+                    continue
+                if value is stop:
+                    return not go_on
+                if value is not go_on and failure is None:
+                    failure = value if isinstance(value, Err) else v.no_overload(name, value)
+            if failure is not None:
+                raise failure
+            return go_on
 
         return Compiled("bool", run, sum(p.cost for p in parts))
 
@@ -209,6 +221,9 @@ def _element_type(container: Any, key: Any, name: str) -> Any:
 def _index(c: Compiler, node: Call) -> Compiled:
     container, key = (c.compile(a) for a in node.args)
     result = _element_type(container.type, key.type, "_[_]")
+    refused = _constant_qualifier(node.args[1])
+    if refused is not None:  # cel-go plans a constant key as a qualifier, which must be a scalar
+        c.planning.append(f"invalid qualifier type: {refused}")
     where = c.device_domain(node.args[0])
     if where is not None and isinstance(node.args[1], Lit) and node.args[1].kind == "string":
         get = value_getter(*where, str(node.args[1].value))
@@ -221,10 +236,28 @@ def _index(c: Compiler, node: Call) -> Compiled:
     return Compiled(result, lambda a: v.index(cf(a), kf(a)), container.cost + key.cost + 1)
 
 
+def _constant_qualifier(key: Node) -> str | None:
+    """The Go type of a constant key cel-go's planner refuses as a qualifier (null, a list, a
+    map, a duration or timestamp literal; through dyn() too), else None."""
+    while isinstance(key, Call) and key.function == "dyn" and key.target is None and len(key.args) == 1:
+        key = key.args[0]
+    if isinstance(key, Lit) and key.kind == "null":
+        return "types.Null"
+    if isinstance(key, ListLit) and all(isinstance(e, Lit) for e in key.elements):
+        return "*types.baseList"
+    if isinstance(key, Call) and key.function in ("duration", "timestamp") and key.target is None \
+            and len(key.args) == 1 and isinstance(key.args[0], Lit) and key.args[0].kind == "string":
+        return "types.Duration" if key.function == "duration" else "types.Timestamp"
+    return None
+
+
 def _optional_index(c: Compiler, node: Call) -> Compiled:
     container, key = (c.compile(a) for a in node.args)
     optional = isinstance(container.type, tuple) and container.type[0] == "optional"
     result = _element_type(container.type[1] if optional else container.type, key.type, "_[?_]")
+    refused = _constant_qualifier(node.args[1])
+    if refused is not None:
+        c.planning.append(f"invalid qualifier type: {refused}")
     cf, kf = container.fn, key.fn
 
     def run(a: dict[str, Any]) -> Optional:

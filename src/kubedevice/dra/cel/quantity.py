@@ -38,6 +38,9 @@ class Quantity:
         return Fraction(self.unscaled) * Fraction(10) ** -self.scale
 
     def cmp(self, other: Quantity) -> int:
+        if self.scale == other.scale:
+            a, b = self.unscaled, other.unscaled
+            return int(a > b) - int(a < b)
         scale = max(self.scale, other.scale)
         a = self.unscaled * 10 ** (scale - self.scale)
         b = other.unscaled * 10 ** (scale - other.scale)

@@ -166,3 +166,17 @@ def find_all(text: str, pattern: str, limit: int = -1) -> list[str]:
         if accept:
             out.append(data[start:stop].decode("utf-8", "surrogatepass"))
     return out
+
+
+def matcher(pattern: str) -> Any:
+    """``text -> bool`` for a constant pattern, compiled once (None if the pattern is bad)."""
+    try:
+        compiled = compile_pattern(pattern)
+    except Err:
+        return None
+
+    def match(text: str) -> bool:
+        data = text.encode("utf-8", "surrogatepass")
+        return bool(compiled.Match(_UNANCHORED, data, 0, len(data))[0] != _NO_MATCH)
+
+    return match

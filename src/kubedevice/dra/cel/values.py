@@ -105,12 +105,12 @@ def equals(a: Any, b: Any) -> bool:
     if (ta in _STRICT or getattr(ta, "CEL_STRICT", False)) and ta is not tb:
         raise no_overload("_==_", a, b)
     if ta is tb or (_is_num(a) and _is_num(b)):
-        if ta in (list, tuple) or ta is dict:
+        if ta in (list, tuple) or ta is dict or ta is CelMap:
             return _container_equals(a, b)
         if ta is Quantity:
             return bool(a.cmp(b) == 0)
-        if ta is float or tb is float:
-            return bool(a == b) and not (math.isnan(a) or math.isnan(b))
+        if ta is float or tb is float:  # cel-go compares an int or uint with a double as doubles
+            return float(a) == float(b)
         return bool(a == b)
     if ta in (list, tuple) and tb in (list, tuple):
         return _container_equals(a, b)
@@ -152,10 +152,102 @@ def _element_equal(a: Any, b: Any) -> bool:
 
 
 _MISSING = object()
+MAP_KEY_TYPES = (str, int, UInt, bool, float, type(None))
+
+
+class _Identity:
+    """A list or map used as a map key: cel-go keys it by reference, so only itself finds it."""
+
+    __slots__ = ("value",)
+
+    def __init__(self, value: Any) -> None:
+        self.value = value
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, _Identity) and other.value is self.value
+
+    def __hash__(self) -> int:
+        return id(self.value)
+
+
+def _stored(key: Any) -> tuple[type, Any]:
+    kind = type(key)
+    if kind in MAP_KEY_TYPES or kind in TIME_TYPES:
+        return kind, key
+    if kind is Semver or kind is bytes:  # Go slices underneath: not usable as Go map keys
+        raise Err(f"unsupported key type: {type_name(key)}")
+    return kind, _Identity(key)  # lists, maps, quantities, optionals: by reference, as in Go
+
+
+def _key(stored: tuple[type, Any]) -> Any:
+    key = stored[1]
+    return key.value if type(key) is _Identity else key
+
+
+class CelMap(dict[Any, Any]):
+    """A map an expression builds: keys of different kinds stay apart, as in cel-go, where
+    ``true``, ``1``, ``1u`` and ``1.0`` are four keys that Python's dict would merge into one.
+
+    Entries are stored under ``(kind, key)``; iteration, ``items()`` and ``keys()`` give the CEL
+    keys back. ``put`` stores exactly (the last write wins, like a Go map); ``map_find`` is
+    cel-go's lookup, which then tries the other numeric kinds."""
+
+    __slots__ = ()
+
+    def put(self, key: Any, value: Any) -> None:
+        dict.__setitem__(self, _stored(key), value)
+
+    def exact(self, key: Any) -> Any:
+        return dict.get(self, _stored(key), _MISSING)
+
+    def __iter__(self) -> Any:
+        return map(_key, dict.__iter__(self))
+
+    def keys(self) -> Any:
+        return list(map(_key, dict.__iter__(self)))
+
+    def items(self) -> Any:
+        return [(_key(stored), value) for stored, value in dict.items(self)]
+
+    def get(self, key: Any, default: Any = None) -> Any:
+        found = map_find(self, key)
+        return default if found is _MISSING else found
+
+    def __getitem__(self, key: Any) -> Any:
+        found = map_find(self, key)
+        if found is _MISSING:
+            raise KeyError(key)
+        return found
+
+    def __contains__(self, key: object) -> bool:
+        return map_find(self, key) is not _MISSING
+
+    def __repr__(self) -> str:
+        return "{" + ", ".join(f"{k!r}: {x!r}" for k, x in self.items()) + "}"
+
+
+def _find_typed(mapping: CelMap, key: Any) -> Any:
+    """cel-go's refValMapAccessor.Find: the exact key, else the same number as another kind
+    (a double as an int, then as a uint; an int as a uint; a uint as an int), when lossless."""
+    kind = type(key)
+    found = mapping.exact(key)
+    if found is not _MISSING or kind not in (float, int, UInt):
+        return found
+    if kind is float:
+        if key.is_integer() and -2.0 ** 63 < key < 2.0 ** 63:
+            found = mapping.exact(int(key))
+            if found is not _MISSING:
+                return found
+        return mapping.exact(UInt(int(key))) if key.is_integer() and 0 <= key < 2.0 ** 64 else _MISSING
+    if kind is int:
+        return mapping.exact(UInt(key)) if key >= 0 else _MISSING
+    return mapping.exact(int(key)) if key <= INT_MAX else _MISSING
 
 
 def map_find(mapping: dict[Any, Any], key: Any) -> Any:
     """Map lookup with CEL's numeric key equivalence (1 == 1u == 1.0)."""
+    if type(mapping) is CelMap:
+        return _find_typed(mapping, key)
     if type(key) is str:  # a str only ever equals a str key, so the dict lookup is exact
         found = mapping.get(key, _MISSING)
         return found if found is not _MISSING else getattr(mapping, "default", _MISSING)
@@ -193,11 +285,16 @@ def index(container: Any, key: Any) -> Any:
             raise Err(f"index out of bounds: {key}")
         return container[key]
     if isinstance(container, dict):
+        if type(key) not in _QUALIFIERS:  # cel-go indexes a map only with a scalar key
+            raise Err(f"invalid qualifier type: {type_name(key)}")
         value = map_find(container, key)
         if value is _MISSING:
             raise Err(f"no such key: {key}")
         return value
     raise no_overload("_[_]", container, key)
+
+
+_QUALIFIERS = frozenset({str, int, UInt, bool, float})
 
 
 def has_key(container: Any, key: Any) -> bool:
@@ -210,8 +307,10 @@ def compare(a: Any, b: Any, op: str) -> int:
     """Ordering for the relational operators, including cross-type numeric comparisons."""
     ta, tb = type(a), type(b)
     if (_is_num(a) and _is_num(b)) or (ta is tb and (ta in (str, bytes, bool) or ta in TIME_TYPES)):
-        if (ta is float and math.isnan(a)) or (tb is float and math.isnan(b)):
-            raise Err("NaN values cannot be ordered")
+        if ta is float or tb is float:  # as doubles, like cel-go's compareIntDouble
+            a, b = float(a), float(b)
+            if math.isnan(a) or math.isnan(b):
+                raise Err("NaN values cannot be ordered")
         return int(a > b) - int(a < b)
     raise no_overload(op, a, b)
 
