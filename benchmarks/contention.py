@@ -13,11 +13,11 @@ the hog against the kubelet's real device manager restarted in a mount namespace
 Ratios kubedevice / Go within one condition cancel most of the machine's noise; the spread of
 per-round medians, and the range of per-round p99 ratios, are printed as what remains.
 
-Last measured (three runs of 6 rounds × 2,000 calls, 2 CPUs shared with other helpers' builds
-and tests, load average 4–12): under the hog kubedevice p50 362–476 µs, p99 5.0–9.2 ms; bare
-grpc.aio p50 334–525 µs, p99 6.0–10.3 ms; Go stub p50 82–112 µs, p99 3.2–4.6 ms. kubedevice /
-bare: p50 0.91–1.12×, p99 0.83–0.89× pooled, per-round p99 ratios 0.48–1.55×: at p99 the load,
-not the server, decides. Re-registration under the hog: medians 14.4–21.3 ms (Go stub 10.0 s).
+Last measured (four runs of 6 rounds × 2,000 calls, 2 CPUs shared with other helpers' builds
+and tests, load average 1.7–12): under the hog kubedevice p50 348–476 µs, p99 5.0–9.2 ms; bare
+grpc.aio p50 303–525 µs, p99 4.6–10.3 ms; Go stub p50 82–112 µs, p99 3.2–4.6 ms. kubedevice /
+bare: p50 0.91–1.15×, p99 0.83–1.29× pooled, per-round p99 ratios 0.48–1.55×: at p99 the load,
+not the server, decides. Re-registration under the hog: medians 14.4–22.2 ms (Go stub 10.0 s).
 What each server spends per call is counted by allocate_cost.py and callgrind (README).
 """
 
