@@ -11,7 +11,7 @@ import grpc
 import pytest
 from grpc import aio
 
-from kubedevice import ContainerAllocation, Device, Health, Plugin
+from kubedevice import ContainerAllocation, Device, DeviceSpec, Health, Plugin
 from kubedevice.api import pb
 
 from .conftest import (
@@ -94,6 +94,25 @@ def test_allocate_answers_one_response_per_container(tmp_path: Path) -> None:
                     ("/dev/null", "/dev/null", "rw")
                 ]
                 assert dict(container.envs) == {"NULL": "1"}
+
+    asyncio.run(main())
+
+
+def test_allocate_answers_the_grant_a_device_has_now(tmp_path: Path) -> None:
+    """Answers are reused per grant object: a grant replaced by publish() must not answer from before."""
+
+    async def main() -> None:
+        plugin = NullPlugin(devices=null_devices())
+        async with running([plugin], tmp_path), client(tmp_path) as stub:
+            for _ in range(2):
+                (first,) = (await stub.Allocate(allocate_request(["null-0"]))).container_responses
+                assert [d.host_path for d in first.devices] == ["/dev/null"]
+            zero = ContainerAllocation(devices=[DeviceSpec("/dev/zero")], envs={"ZERO": "1"})
+            plugin.publish([Device("null-0", grant=zero), *plugin.devices()[1:]])
+            (now,) = (await stub.Allocate(allocate_request(["null-0"]))).container_responses
+            assert [d.host_path for d in now.devices] == ["/dev/zero"] and dict(now.envs) == {"ZERO": "1"}
+            (other,) = (await stub.Allocate(allocate_request(["null-1"]))).container_responses
+            assert [d.host_path for d in other.devices] == ["/dev/null"]
 
     asyncio.run(main())
 

@@ -4,11 +4,15 @@ grpc.aio decodes a request before calling the handler, and a decoding error (inv
 a string field, a truncated varint) escapes as ``UNKNOWN: Unexpected DecodeError``. This
 interceptor wraps each method's decoder so a bad request reaches a small handler that answers
 INVALID_ARGUMENT with the decoder's reason; wrapped handlers are built once per method.
+
+:func:`add_refusing_malformed` wraps the handlers once, at registration, instead: grpc.aio
+runs an interceptor as two more coroutines on every call, which the device-plugin server's
+Allocate path does not pay (benchmarks/contention.py).
 """
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from typing import Any, NoReturn, TypeAlias
 
 import grpc
@@ -24,6 +28,41 @@ class _Malformed:
 
 
 Handler: TypeAlias = "grpc.RpcMethodHandler[Any, Any]"
+Generic: TypeAlias = "grpc.GenericRpcHandler[Any, Any]"
+
+
+def add_refusing_malformed(add_servicer: Callable[[Any, Any], None], servicer: object, server: aio.Server) -> None:
+    """``add_servicer(servicer, server)`` (a generated ``add_*Servicer_to_server``), every handler made tolerant."""
+    add_servicer(servicer, _Tolerant(server))
+
+
+class _Tolerant:
+    """The two calls a generated ``add_*Servicer_to_server`` makes, passed on with wrapped handlers."""
+
+    def __init__(self, server: aio.Server) -> None:
+        self._server = server
+
+    def add_generic_rpc_handlers(self, handlers: Sequence[Generic]) -> None:
+        self._server.add_generic_rpc_handlers([_TolerantGeneric(h) for h in handlers])
+
+    def add_registered_method_handlers(self, service: str, handlers: dict[str, Handler]) -> None:
+        wrapped = {name: _wrap(h) for name, h in handlers.items()}
+        self._server.add_registered_method_handlers(service, wrapped)  # type: ignore[attr-defined]  # not in the stubs
+
+
+class _TolerantGeneric(grpc.GenericRpcHandler):  # type: ignore[type-arg]  # not generic at run time
+    def __init__(self, inner: Generic) -> None:
+        self._inner = inner
+        self._wrapped: dict[str, Handler] = {}  # only methods the service has: a peer's names are unbounded
+
+    def service(self, details: grpc.HandlerCallDetails) -> Handler | None:
+        wrapped = self._wrapped.get(details.method)
+        if wrapped is None:
+            handler = self._inner.service(details)
+            if handler is None:
+                return None
+            wrapped = self._wrapped.setdefault(details.method, _wrap(handler))
+        return wrapped
 
 
 class RefuseMalformed(aio.ServerInterceptor):  # type: ignore[type-arg]  # not generic at run time

@@ -26,7 +26,7 @@ from grpc import aio
 from ..allocation.policies import AllocationRequestError, check_answer, check_request
 from ..api import PRE_START_TIMEOUT_SECONDS, pb, pb_grpc
 from ..api.convert import allocation_to_pb, ids, list_response, options_to_pb
-from ..api.malformed import RefuseMalformed
+from ..api.malformed import add_refusing_malformed
 from ..device import ContainerAllocation, Device, Health
 from .base import Plugin, PreferredAllocator, PreStarter, options_of
 
@@ -34,6 +34,7 @@ log = logging.getLogger(__name__)
 T = TypeVar("T")
 Ctx = aio.ServicerContext[Any, Any]
 SOCKET_MODE = 0o600  # only the kubelet (root, or our own user) may connect
+_PLAIN_RESULTS = (ContainerAllocation, list, tuple)  # what hooks return when not async: skip the awaitable test
 RpcObserver = Callable[[str, str, float, str], None]
 """Called after every unary RPC with (resource, method, seconds, result)."""
 
@@ -95,8 +96,8 @@ class PluginServer(pb_grpc.DevicePluginServicer):  # type: ignore[misc]
         _clear_stale_socket(self.socket_path)
         self._final = False
         self._generation += 1
-        server = aio.server(options=[("grpc.so_reuseport", 0)], interceptors=[RefuseMalformed()])
-        pb_grpc.add_DevicePluginServicer_to_server(self, server)
+        server = aio.server(options=[("grpc.so_reuseport", 0)])
+        add_refusing_malformed(pb_grpc.add_DevicePluginServicer_to_server, self, server)
         server.add_insecure_port(f"unix://{self.socket_path}")
         await server.start()
         self._server = server
@@ -202,17 +203,23 @@ class PluginServer(pb_grpc.DevicePluginServicer):  # type: ignore[misc]
 
     # -- RPC bodies (raise RpcFailure for error statuses) ---------------------------
     async def _allocate(self, request: pb.AllocateRequest) -> pb.AllocateResponse:
+        containers = request.container_requests
+        if len(containers) == 1:  # what the kubelet sends: one container per call
+            return _single_response(await self._grant(containers[0], 0))
         response = pb.AllocateResponse()
-        for number, container in enumerate(request.container_requests):
-            devices = self._resolve(list(container.devices_ids), f"container request {number}")
-            unhealthy = [d.id for d in devices if not d.healthy]
-            if unhealthy:
-                raise RpcFailure(grpc.StatusCode.FAILED_PRECONDITION, f"unhealthy devices: {ids(unhealthy)}")
-            allocation = await self._hook("allocate", self.plugin.allocate, devices)
-            if not isinstance(allocation, ContainerAllocation):
-                raise RpcFailure(grpc.StatusCode.INTERNAL, f"allocate hook returned {type(allocation).__name__}")
-            response.container_responses.append(_allocation_pb(allocation))  # append copies
+        for number, container in enumerate(containers):
+            response.container_responses.append(_allocation_pb(await self._grant(container, number)))  # copies
         return response
+
+    async def _grant(self, container: pb.ContainerAllocateRequest, number: int) -> ContainerAllocation:
+        devices = self._resolve(list(container.devices_ids), f"container request {number}")
+        unhealthy = [d.id for d in devices if not d.healthy]
+        if unhealthy:
+            raise RpcFailure(grpc.StatusCode.FAILED_PRECONDITION, f"unhealthy devices: {ids(unhealthy)}")
+        allocation = await self._hook("allocate", self.plugin.allocate, devices)
+        if not isinstance(allocation, ContainerAllocation):
+            raise RpcFailure(grpc.StatusCode.INTERNAL, f"allocate hook returned {type(allocation).__name__}")
+        return allocation
 
     async def _preferred(self, request: pb.PreferredAllocationRequest) -> pb.PreferredAllocationResponse:
         plugin = self.plugin
@@ -281,7 +288,7 @@ class PluginServer(pb_grpc.DevicePluginServicer):  # type: ignore[misc]
                 result = await asyncio.to_thread(hook, *args)
             else:
                 result = hook(*args)
-            if inspect.isawaitable(result):
+            if not isinstance(result, _PLAIN_RESULTS) and inspect.isawaitable(result):
                 result = await result
         except RpcFailure:
             raise
@@ -316,6 +323,25 @@ async def _abort(context: Ctx, failure: RpcFailure) -> NoReturn:
 
 # Grants are immutable and hashable, and a device is usually granted the same way each time.
 _allocation_pb = functools.lru_cache(maxsize=1024)(allocation_to_pb)
+_CACHED_RESPONSES = 1024
+_responses: dict[int, tuple[ContainerAllocation, pb.AllocateResponse]] = {}
+
+
+def _single_response(allocation: ContainerAllocation) -> pb.AllocateResponse:
+    """The whole answer for one container, built once per grant object.
+
+    A plugin usually returns a device's own grant object each time: found by identity, the
+    answer costs neither a hash of the grant nor a copy of the message. The entry holds the
+    grant, so its ``id`` is not reused while cached; grpc only reads (serializes) the answer.
+    """
+    entry = _responses.get(id(allocation))
+    if entry is not None and entry[0] is allocation:
+        return entry[1]
+    if len(_responses) >= _CACHED_RESPONSES:
+        _responses.clear()
+    response = pb.AllocateResponse(container_responses=[_allocation_pb(allocation)])
+    _responses[id(allocation)] = (allocation, response)
+    return response
 
 
 def _clear_stale_socket(path: Path) -> None:
