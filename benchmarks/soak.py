@@ -86,11 +86,18 @@ async def soak(minutes: float, work: Path) -> None:
         await sim.wait_until(lambda: sim.allocatable().get(STATIC) == 4, 30)
         load = asyncio.create_task(allocate_load(plugin_dir / endpoint_for(STATIC), stop, latencies))
         started = time.monotonic()
-        next_sample = started
+        next_sample = next_report = started
         while time.monotonic() - started < minutes * 60:
+            if daemon.returncode is not None:
+                raise SystemExit(f"the daemon exited ({daemon.returncode}) after {steps} steps; see {work}/daemon.log")
             if time.monotonic() >= next_sample:
                 samples.append(sample(daemon.pid, time.monotonic() - started))
                 next_sample += 10
+            if time.monotonic() >= next_report:  # a partial record survives an interrupted hour
+                last = samples[-1]
+                print(f"  {last.at / 60:5.1f} min: {steps} steps, {missed} missed, RSS {last.rss_kib / 1024:.1f} MiB,"
+                      f" threads {last.threads}, fds {last.fds}", flush=True)
+                next_report += 300
             _churn(rng, host, flags, present, unhealthy)
             steps += 1
             want = (len(present), len(present - unhealthy))
