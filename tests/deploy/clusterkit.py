@@ -22,6 +22,7 @@ import os
 import re
 import signal
 import subprocess
+import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -36,7 +37,19 @@ Cluster = cluster_module.Cluster
 wait_for, device_pod, unique, delete_pods = (scenarios.wait_for, scenarios.device_pod, scenarios.unique,
                                              scenarios.delete_pods)
 
+TEST_IMAGE = cluster_module.TEST_IMAGE
 CI = os.environ.get("CI", "").lower() not in ("", "0", "false")
+
+
+def cluster_dir(prefix: str) -> Path:
+    """``$KUBEDEVICE_CLUSTER_DIR`` (a helper's own, when several share the machine), else a fresh
+    short temp dir (unix socket paths must stay under 108 bytes)."""
+    chosen = os.environ.get(cluster_module.DIR_ENV)
+    if chosen:
+        path = Path(chosen)
+        path.mkdir(parents=True, exist_ok=True)
+        return path
+    return Path(tempfile.mkdtemp(prefix=prefix))
 
 
 def unavailable(reason: str) -> None:
@@ -61,6 +74,15 @@ def start(directory: Path) -> Any:
                       "name": "system:kube-controller-manager"}]})
     in_namespace(cluster, "mount --make-shared /dev")
     return cluster
+
+
+def api_access(cluster: Any) -> dict[str, Any]:
+    """Chart values that let the pod reach the API server: this cluster has no service proxy, so
+    the ``kubernetes`` Service's address leads nowhere; the node's network (where the API server
+    listens on 127.0.0.1) and the in-cluster variables pointing there do."""
+    port = str(cluster.state().ports.apiserver)
+    return {"hostNetwork": True, "extraEnv": [{"name": "KUBERNETES_SERVICE_HOST", "value": "127.0.0.1"},
+                                              {"name": "KUBERNETES_SERVICE_PORT", "value": port}]}
 
 
 def stop(cluster: Any) -> None:
