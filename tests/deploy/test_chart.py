@@ -40,10 +40,10 @@ def mounts(docs: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
     return {m["mountPath"]: {**m, "volume": volumes[m["name"]]} for m in container(docs)["volumeMounts"]}
 
 
-@pytest.mark.parametrize("sets", [(), ALL_OPTIONS], ids=["defaults", "all-options"])
+@pytest.mark.parametrize("sets", [(), ALL_OPTIONS, DRA], ids=["defaults", "all-options", "dra"])
 def test_helm_lint_strict_passes(helm: Helm, sets: tuple[str, ...]) -> None:
     args = [arg for item in sets for arg in ("--set", item)]
-    result = helm.run("lint", "--strict", str(CHART), *args)
+    result = helm.run("lint", "--strict", "--kube-version", "1.34.0", str(CHART), *args)
     assert result.returncode == 0, result.stdout + result.stderr
     assert "0 chart(s) failed" in result.stdout
 

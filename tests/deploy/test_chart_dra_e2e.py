@@ -196,9 +196,11 @@ def as_token(release: Release, token: str, method: str, path: str, body: Any = N
 
 
 def slice_for(node: str) -> dict[str, Any]:
+    """A slice of another driver name: the running driver would delete one of its own that it did
+    not publish (which is its job, and not what this test is about)."""
     name = unique("policy")
     return {"apiVersion": "resource.k8s.io/v1", "kind": "ResourceSlice", "metadata": {"name": name},
-            "spec": {"driver": DRIVER, "nodeName": node, "pool": {"name": name, "generation": 1,
+            "spec": {"driver": "policy-test.example.com", "nodeName": node, "pool": {"name": name, "generation": 1,
                                                                    "resourceSliceCount": 1}, "devices": []}}
 
 
