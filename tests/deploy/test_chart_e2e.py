@@ -13,6 +13,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Iterator
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -120,6 +121,13 @@ class PodLog:
         return text
 
 
+def log_time(text: str, message: str) -> float:
+    """The container runtime's timestamp (seconds) of the first log line containing ``message``."""
+    line = next(line for line in text.splitlines() if message in line)
+    stamp = datetime.fromisoformat(line.split()[0][:26] + "+00:00")
+    return stamp.timestamp()
+
+
 def start_device_pods(api: Any, node: str, count: int, resource: str = RESOURCE) -> list[str]:
     names = [unique("dev") for _ in range(count)]
     for name in names:
@@ -222,7 +230,9 @@ def test_rolling_update_to_a_new_tag_loses_no_device_pod(chart: Chart) -> None:
     # The old daemon saw its DaemonSet still there and kept its CDI specs: the same files (inodes),
     # not removed and written again by the new one.
     assert {p.name: p.stat().st_ino for p in chart.cluster.cdi_dir.glob("kubedevice-*.json")} == specs
-    assert "keeping our CDI specs" in old_log.read()
+    text = old_log.read()
+    assert "keeping our CDI specs" in text
+    record("old_daemon_stop_s", round(log_time(text, "keeping our CDI specs") - log_time(text, "received SIGTERM"), 3))
     delete_pods(chart.api, names)
 
 
