@@ -97,9 +97,10 @@ class OwnerWatch:
         return self._client
 
     def _record(self, seen: Seen) -> None:
+        """Changes only: every status update of the DaemonSet is an event, the decision needs none."""
         if not self.history or self.history[-1] is not seen:
             log.info("DaemonSet %s: %s", self.owner, seen.value)
-        self.history.append(seen)
+            self.history.append(seen)
 
     async def run(self) -> None:
         """Watch until cancelled; errors are logged and retried."""
