@@ -104,11 +104,12 @@ class OwnerWatch:
 
     async def run(self) -> None:
         """Watch until cancelled; errors are logged and retried."""
-        from lightkube.resources.apps_v1 import DaemonSet  # noqa: PLC0415
+        DaemonSet = await asyncio.to_thread(_daemonset_kind)
 
         while True:
             try:
-                stream = self._api().watch(
+                api = await asyncio.to_thread(self._api)  # imports and reads credentials off the loop
+                stream = api.watch(
                     DaemonSet, namespace=self.owner.namespace, fields={"metadata.name": self.owner.name}
                 )
                 async for event, daemonset in stream:
@@ -126,7 +127,8 @@ class OwnerWatch:
 
         try:
             async with asyncio.timeout(timeout):
-                daemonset = await self._api().get(DaemonSet, self.owner.name, namespace=self.owner.namespace)
+                api = await asyncio.to_thread(self._api)
+                daemonset = await api.get(DaemonSet, self.owner.name, namespace=self.owner.namespace)
             seen = state_of(daemonset)
         except ApiError as err:
             seen = Seen.GONE if err.status.code == 404 else Seen.UNKNOWN
@@ -141,6 +143,12 @@ class OwnerWatch:
     async def close(self) -> None:
         if self._client is not None:
             await self._client.close()
+
+
+def _daemonset_kind() -> Any:
+    from lightkube.resources.apps_v1 import DaemonSet  # noqa: PLC0415 - lightkube only when asked for
+
+    return DaemonSet
 
 
 def _reason(err: BaseException) -> str:

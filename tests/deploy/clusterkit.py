@@ -192,9 +192,18 @@ def reboot(cluster: Any, before_kubelet: Callable[[], None] = lambda: None) -> f
         time.sleep(0.05)
     before_kubelet()
     started = time.monotonic()
-    state = cluster.state()
-    cluster._start_kubelet(state)  # the tool has no public start for one component (only restart_kubelet)
-    cluster.wait_kubelet_healthy()
+    for attempt in range(3):
+        # The kubelet exits when containerd's socket is there but its CRI service is not yet
+        # ("validate CRI v1 runtime API ... Unavailable", seen on a loaded machine); systemd's
+        # kubelet.service restarts it, and so does this.
+        cluster._start_kubelet(cluster.state())  # the tool has no public start for one component
+        try:
+            cluster.wait_kubelet_healthy()
+            break
+        except cluster_module.ClusterError as err:
+            if attempt == 2 or "the process exited" not in str(err):
+                raise
+            time.sleep(1)
     return started
 
 
