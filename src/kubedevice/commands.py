@@ -155,7 +155,15 @@ def serve(  # noqa: PLR0917 - typer maps each parameter to an option
         Path | None, typer.Option(metavar="DIR", help="DRA: the kubelet's root [default /var/lib/kubelet].")
     ] = None,
     kubeconfig: Annotated[
-        Path | None, typer.Option(metavar="FILE", help="DRA: API access [default in-cluster, then $KUBECONFIG].")
+        Path | None, typer.Option(metavar="FILE", help="API access [default in-cluster, then $KUBECONFIG].")
+    ] = None,
+    owner_daemonset: Annotated[
+        str | None,
+        typer.Option(
+            metavar="NAMESPACE/NAME",
+            help="The DaemonSet running this daemon: if it is gone or being deleted at SIGTERM, "
+            "remove our CDI specs (uninstall); otherwise keep them (restart, update).",
+        ),
     ] = None,
     claims_dir: Annotated[
         Path | None,
@@ -173,18 +181,28 @@ def serve(  # noqa: PLR0917 - typer maps each parameter to an option
     """
     from .cli import early_signal  # noqa: PLC0415
     from .daemon import DaemonOptions, run_daemon  # noqa: PLC0415
+    from .owner import OwnerRef  # noqa: PLC0415
     from .plugin.server import SocketInUse  # noqa: PLC0415
 
     cfg = load(config)
+    try:
+        owner = OwnerRef.parse(owner_daemonset) if owner_daemonset else None
+    except ValueError as err:
+        fail(str(err))
     if cfg.dra is not None:
         from .dra.driver.daemon import DraOptions, serve_command  # noqa: PLC0415
+
+        if owner is not None:
+            fail("--owner-daemonset is for device plugins: a DRA claim's CDI spec goes when the kubelet unprepares it")
 
         paths = (kubelet_dir, cdi_dir, kubeconfig, host_root)
         dra_options = DraOptions(node or "", *paths, metrics_address, log_level, log_format, claims_dir)
         serve_command(cfg, dra_options, early_signal)
     if claims_dir is not None:
         fail("serve: --claims-dir needs a config with a 'dra' section")
-    options = DaemonOptions(config, plugin_dir, host_root, cdi_dir, metrics_address, log_level, log_format)
+    options = DaemonOptions(
+        config, plugin_dir, host_root, cdi_dir, metrics_address, log_level, log_format, owner, kubeconfig
+    )
     try:
         code = run_daemon(cfg, options, early_signal)
     except SocketInUse as err:  # another live process on our endpoint, or a file that is not ours

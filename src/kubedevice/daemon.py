@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import gc
 import logging
 import signal
@@ -14,6 +15,7 @@ from typing import Literal
 from .config import Config
 from .logs import setup_logging
 from .metrics import Metrics, MetricsServer, Readiness, start_http_server
+from .owner import OwnerRef, OwnerWatch, clean_up_if_uninstalled
 from .plugin.base import Plugin
 from .plugin.manager import Manager, ManagerHooks, run
 from .reload import Reloader
@@ -33,6 +35,9 @@ class DaemonOptions:
     metrics_address: str | None = None
     log_level: str = "info"
     log_format: Literal["text", "json"] = "text"
+    owner: OwnerRef | None = None
+    """The DaemonSet running us: its deletion before our SIGTERM means uninstall (see :mod:`.owner`)."""
+    kubeconfig: Path | None = None
 
 
 def build_plugins(config: Config, host_root: Path | None = None, cdi_dir: Path | None = None) -> list[Plugin]:
@@ -123,9 +128,20 @@ async def _serve(
     # Start-up's ~43,000 objects (modules, schemas) live for good: frozen, no full collection
     # walks them again (a 30 ms pause on this machine under load). benchmarks/contention.py
     gc.freeze()
+    watcher = OwnerWatch(options.owner, options.kubeconfig) if options.owner else None
+    watching = asyncio.create_task(watcher.run()) if watcher else None
     try:
-        return await run(manager, early_signal)
+        code = await run(manager, early_signal)
+        if watcher is not None:
+            await clean_up_if_uninstalled(watcher, reloader.config, options.cdi_dir or reloader.config.cdi_dir)
+        return code
     finally:
+        if watching is not None:
+            watching.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await watching
+        if watcher is not None:
+            await watcher.close()
         reloader.stop()
         if http is not None:
             await http.close()

@@ -22,6 +22,7 @@ import os
 import re
 import signal
 import subprocess
+import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -36,7 +37,19 @@ Cluster = cluster_module.Cluster
 wait_for, device_pod, unique, delete_pods = (scenarios.wait_for, scenarios.device_pod, scenarios.unique,
                                              scenarios.delete_pods)
 
+TEST_IMAGE = cluster_module.TEST_IMAGE
 CI = os.environ.get("CI", "").lower() not in ("", "0", "false")
+
+
+def cluster_dir(prefix: str) -> Path:
+    """``$KUBEDEVICE_CLUSTER_DIR`` (a helper's own, when several share the machine), else a fresh
+    short temp dir (unix socket paths must stay under 108 bytes)."""
+    chosen = os.environ.get(cluster_module.DIR_ENV)
+    if chosen:
+        path = Path(chosen)
+        path.mkdir(parents=True, exist_ok=True)
+        return path
+    return Path(tempfile.mkdtemp(prefix=prefix))
 
 
 def unavailable(reason: str) -> None:
@@ -61,6 +74,15 @@ def start(directory: Path) -> Any:
                       "name": "system:kube-controller-manager"}]})
     in_namespace(cluster, "mount --make-shared /dev")
     return cluster
+
+
+def api_access(cluster: Any) -> dict[str, Any]:
+    """Chart values that let the pod reach the API server: this cluster has no service proxy, so
+    the ``kubernetes`` Service's address leads nowhere; the node's network (where the API server
+    listens on 127.0.0.1) and the in-cluster variables pointing there do."""
+    port = str(cluster.state().ports.apiserver)
+    return {"hostNetwork": True, "extraEnv": [{"name": "KUBERNETES_SERVICE_HOST", "value": "127.0.0.1"},
+                                              {"name": "KUBERNETES_SERVICE_PORT", "value": port}]}
 
 
 def stop(cluster: Any) -> None:
@@ -170,9 +192,18 @@ def reboot(cluster: Any, before_kubelet: Callable[[], None] = lambda: None) -> f
         time.sleep(0.05)
     before_kubelet()
     started = time.monotonic()
-    state = cluster.state()
-    cluster._start_kubelet(state)  # the tool has no public start for one component (only restart_kubelet)
-    cluster.wait_kubelet_healthy()
+    for attempt in range(3):
+        # The kubelet exits when containerd's socket is there but its CRI service is not yet
+        # ("validate CRI v1 runtime API ... Unavailable", seen on a loaded machine); systemd's
+        # kubelet.service restarts it, and so does this.
+        cluster._start_kubelet(cluster.state())  # the tool has no public start for one component
+        try:
+            cluster.wait_kubelet_healthy()
+            break
+        except cluster_module.ClusterError as err:
+            if attempt == 2 or "the process exited" not in str(err):
+                raise
+            time.sleep(1)
     return started
 
 

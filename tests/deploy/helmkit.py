@@ -70,11 +70,8 @@ class Helm:
         return [doc for doc in yaml.safe_load_all(result.stdout) if doc]
 
 
-def load_manifests() -> list[dict[str, Any]]:
-    docs: list[dict[str, Any]] = []
-    for path in sorted(MANIFESTS.glob("*.yaml")):
-        docs += [doc for doc in yaml.safe_load_all(path.read_text()) if doc]
-    return docs
+def load_manifests(name: str = "kubedevice.yaml") -> list[dict[str, Any]]:
+    return [doc for doc in yaml.safe_load_all((MANIFESTS / name).read_text()) if doc]
 
 
 def by_kind(docs: list[dict[str, Any]], kind: str) -> list[dict[str, Any]]:
@@ -92,12 +89,12 @@ K8S_VERSIONS = ("1.28.0", "1.37.0")
 CRD_KINDS = frozenset({"PodMonitor", "ServiceMonitor"})
 
 
-def validate_all(docs: list[dict[str, Any]]) -> None:
+def validate_all(docs: list[dict[str, Any]], versions: Sequence[str] | None = None) -> None:
     """Every object against the strict Kubernetes OpenAPI schema (unknown fields are errors)."""
     for doc in docs:
         if doc["kind"] in CRD_KINDS:
             continue
-        for version in K8S_VERSIONS:
+        for version in versions or K8S_VERSIONS:
             try:
                 kubernetes_validate.validate(doc, version, strict=True)
             except kubernetes_validate.ValidationError as error:

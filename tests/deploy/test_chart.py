@@ -18,7 +18,9 @@ ALL_OPTIONS = ("resourceSlices.enabled=true", "metrics.podMonitor.enabled=true",
                "metrics.serviceMonitor.enabled=true", "hostRoot.mountAll=true", "rollOnConfigChange=true",
                "podAnnotations.team=devices", "extraArgs={--log-level,debug}",
                "imagePullSecrets[0].name=regcred")
-VALUE_SETS = {"defaults": (), "all-options": ALL_OPTIONS, "no-monitoring-ns": ("fullnameOverride=kd",)}
+DRA = ("dra.enabled=true", "dra.driverName=null.example.com")
+VALUE_SETS = {"defaults": (), "all-options": ALL_OPTIONS, "no-monitoring-ns": ("fullnameOverride=kd",),
+              "dra": DRA, "dra-all-options": (*DRA, *ALL_OPTIONS, "dra.rollingUpdate=true", "dra.kubeletDir=/k")}
 
 
 def container(docs: list[dict[str, Any]]) -> dict[str, Any]:
@@ -38,10 +40,10 @@ def mounts(docs: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
     return {m["mountPath"]: {**m, "volume": volumes[m["name"]]} for m in container(docs)["volumeMounts"]}
 
 
-@pytest.mark.parametrize("sets", [(), ALL_OPTIONS], ids=["defaults", "all-options"])
+@pytest.mark.parametrize("sets", [(), ALL_OPTIONS, DRA], ids=["defaults", "all-options", "dra"])
 def test_helm_lint_strict_passes(helm: Helm, sets: tuple[str, ...]) -> None:
     args = [arg for item in sets for arg in ("--set", item)]
-    result = helm.run("lint", "--strict", str(CHART), *args)
+    result = helm.run("lint", "--strict", "--kube-version", "1.34.0", str(CHART), *args)
     assert result.returncode == 0, result.stdout + result.stderr
     assert "0 chart(s) failed" in result.stdout
 
@@ -50,7 +52,8 @@ def test_helm_lint_strict_passes(helm: Helm, sets: tuple[str, ...]) -> None:
 def test_every_rendered_object_validates_against_kubernetes_openapi(helm: Helm, name: str) -> None:
     docs = helm.template(*VALUE_SETS[name])
     assert {"ConfigMap", "DaemonSet"} <= {d["kind"] for d in docs}
-    validate_all(docs)
+    # DRA mode needs resource.k8s.io/v1 and admissionregistration v1 policies: Kubernetes 1.34+.
+    validate_all(docs, ("1.37.0",) if name.startswith("dra") else None)
 
 
 def test_daemonset_has_the_node_agent_essentials(helm: Helm) -> None:
@@ -73,7 +76,8 @@ def test_container_command_is_the_documented_serve_line(helm: Helm) -> None:
     c = container(helm.template())
     assert [*c["command"], *c["args"]] == [
         "kubedevice", "serve", "--config", "/etc/kubedevice/config.yaml", "--host-root", "/host",
-        "--metrics-address", ":9500", "--log-format", "json", "--log-level", "info"]
+        "--metrics-address", ":9500", "--log-format", "json", "--log-level", "info",
+        "--owner-daemonset", "kube-system/kubedevice"]
 
 
 def test_probes_and_ports_point_at_the_metrics_server(helm: Helm) -> None:
@@ -132,11 +136,98 @@ def test_custom_resources_from_a_values_file_reach_the_config(helm: Helm, tmp_pa
     assert [r.name for r in config.resources] == ["example.com/null", "example.com/tty"]
 
 
-def test_without_resource_slices_there_is_no_api_access_at_all(helm: Helm) -> None:
-    docs = helm.template()
+def test_without_the_uninstall_clean_up_there_is_no_api_access_at_all(helm: Helm) -> None:
+    docs = helm.template("cdi.removeOnUninstall=false")
     kinds = {d["kind"] for d in docs}
     assert not kinds & {"ServiceAccount", "ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding"}
     assert pod_spec(docs)["automountServiceAccountToken"] is False
+    assert "--owner-daemonset" not in container(docs)["args"]
+
+
+def test_uninstall_clean_up_may_only_read_and_watch_its_own_daemonset(helm: Helm) -> None:
+    docs = helm.template(namespace="devices", release="gpu")
+    daemonset, account = one(docs, "DaemonSet"), one(docs, "ServiceAccount")
+    args = container(docs)["args"]
+    assert args[args.index("--owner-daemonset") + 1] == f"devices/{daemonset['metadata']['name']}"
+    assert pod_spec(docs)["serviceAccountName"] == account["metadata"]["name"]
+    assert not by_kind(docs, "ClusterRole") and not by_kind(docs, "ClusterRoleBinding")
+    role, binding = one(docs, "Role"), one(docs, "RoleBinding")
+    assert role["metadata"]["namespace"] == binding["metadata"]["namespace"] == "devices"
+    assert role["rules"] == [{"apiGroups": ["apps"], "resources": ["daemonsets"],
+                              "resourceNames": [daemonset["metadata"]["name"]], "verbs": ["get", "watch"]}]
+    assert binding["roleRef"]["name"] == role["metadata"]["name"]
+    assert binding["subjects"] == [{"kind": "ServiceAccount", "name": account["metadata"]["name"],
+                                    "namespace": "devices"}]
+
+
+# --- DRA mode ----------------------------------------------------------------------------------
+
+
+def test_dra_mode_config_is_a_dra_config_the_daemon_accepts(helm: Helm) -> None:
+    docs = helm.template(*DRA, "dra.rollingUpdate=true")
+    config = parse_config(one(docs, "ConfigMap")["data"]["config.yaml"])
+    assert config.dra is not None and config.dra.driver == "null.example.com" and config.dra.rolling_update
+    assert [r.name for r in config.resources] == ["example.com/null"]
+    env = {e["name"]: e["valueFrom"]["fieldRef"]["fieldPath"] for e in container(docs)["env"]}
+    assert env == {"NODE_NAME": "spec.nodeName", "POD_UID": "metadata.uid"}
+
+
+def test_dra_mode_runs_serve_for_its_node_without_the_uninstall_flag(helm: Helm) -> None:
+    args = container(helm.template(*DRA, "dra.kubeletDir=/var/lib/k0s/kubelet"))["args"]
+    assert args[args.index("--node") + 1] == "$(NODE_NAME)"  # the kubelet expands it from the env
+    assert args[args.index("--kubelet-dir") + 1] == "/var/lib/k0s/kubelet"
+    assert "--owner-daemonset" not in args  # serve refuses it with dra: claims' specs go on unprepare
+
+
+def test_dra_mode_mounts_only_the_plugin_watcher_its_plugin_dir_cdi_and_the_host_view(helm: Helm) -> None:
+    docs = helm.template(*DRA)
+    host_paths = {path: m["volume"]["hostPath"]["path"] for path, m in mounts(docs).items()
+                  if "hostPath" in m["volume"]}
+    assert host_paths == {"/var/lib/kubelet/plugins_registry": "/var/lib/kubelet/plugins_registry",
+                          "/var/lib/kubelet/plugins": "/var/lib/kubelet/plugins",
+                          "/var/run/cdi": "/var/run/cdi", "/host/dev": "/dev", "/host/sys": "/sys"}
+
+
+def test_dra_mode_rbac_is_exactly_what_the_driver_calls(helm: Helm) -> None:
+    docs = helm.template(*DRA, namespace="devices")
+    account, role, binding = one(docs, "ServiceAccount"), one(docs, "ClusterRole"), one(docs, "ClusterRoleBinding")
+    assert pod_spec(docs)["serviceAccountName"] == account["metadata"]["name"]
+    assert pod_spec(docs)["automountServiceAccountToken"] is True
+    granted = {(g, r): sorted(rule["verbs"]) for rule in role["rules"] for g in rule["apiGroups"]
+               for r in rule["resources"]}
+    # publisher.py: list, watch, create, replace (update), delete slices and get the Node;
+    # claims.py: get a claim. No patch, no deletecollection, no get of slices.
+    assert granted == {("resource.k8s.io", "resourceslices"): ["create", "delete", "list", "update", "watch"],
+                       ("resource.k8s.io", "resourceclaims"): ["get"], ("", "nodes"): ["get"]}
+    assert binding["subjects"] == [{"kind": "ServiceAccount", "name": account["metadata"]["name"],
+                                    "namespace": "devices"}]
+    assert not by_kind(docs, "Role")
+
+
+def test_dra_mode_admission_policy_binds_the_drivers_account_to_its_node(helm: Helm) -> None:
+    docs = helm.template(*DRA, namespace="devices", release="gpu")
+    policy, binding = one(docs, "ValidatingAdmissionPolicy"), one(docs, "ValidatingAdmissionPolicyBinding")
+    assert binding["spec"] == {"policyName": policy["metadata"]["name"], "validationActions": ["Deny"]}
+    spec = policy["spec"]
+    assert spec["failurePolicy"] == "Fail"
+    (rule,) = spec["matchConstraints"]["resourceRules"]
+    assert rule["resources"] == ["resourceslices"] and rule["operations"] == ["CREATE", "UPDATE", "DELETE"]
+    (condition,) = spec["matchConditions"]
+    assert condition["expression"] == 'request.userInfo.username == "system:serviceaccount:devices:gpu-kubedevice"'
+    variables = {v["name"]: v["expression"] for v in spec["variables"]}
+    assert "authentication.kubernetes.io/node-name" in variables["userNodeName"]
+    assert 'request.operation == "DELETE" ? oldObject : object' in variables["objectNodeName"]
+    assert not by_kind(helm.template(*DRA, "dra.admissionPolicy.enabled=false"), "ValidatingAdmissionPolicy")
+    assert not by_kind(helm.template(), "ValidatingAdmissionPolicy")
+
+
+def test_dra_mode_needs_a_driver_name(helm: Helm) -> None:
+    version = ("--kube-version", "1.34.0")
+    result = helm.run("template", "x", str(CHART), *version, "--set", "dra.enabled=true")
+    assert result.returncode != 0 and "dra.driverName is required" in result.stderr
+    result = helm.run("template", "x", str(CHART), *version, "--set", "dra.enabled=true",
+                      "--set", "dra.driverName=Bad_Name")
+    assert result.returncode != 0 and "/dra/driverName" in result.stderr
 
 
 def test_resource_slices_get_a_least_privilege_service_account(helm: Helm) -> None:
@@ -223,7 +314,8 @@ def test_least_privilege_under_every_option(helm: Helm, sets: tuple[str, ...]) -
     assert security["privileged"] is False and "add" not in security["capabilities"]
     assert security["capabilities"]["drop"] == ["ALL"] and security["allowPrivilegeEscalation"] is False
     assert security["readOnlyRootFilesystem"] is True
-    writable = {"/var/lib/kubelet/device-plugins", "/var/run/cdi"}
+    writable = {"/var/lib/kubelet/device-plugins", "/var/run/cdi", "/var/lib/kubelet/plugins_registry",
+                "/var/lib/kubelet/plugins", "/k/plugins_registry", "/k/plugins"}
     for path, mount in mounts(docs).items():
         host = mount["volume"].get("hostPath")
         if host is None:

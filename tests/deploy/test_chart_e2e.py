@@ -11,9 +11,9 @@ import json
 import re
 import subprocess
 import sys
-import tempfile
 import time
 from collections.abc import Iterator
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -49,7 +49,7 @@ def values(count: int = DEVICES) -> dict[str, Any]:
 
 @pytest.fixture(scope="module")
 def cluster() -> Iterator[Any]:
-    directory = Path(tempfile.mkdtemp(prefix="kd-h-"))  # short: unix socket paths stay under 108 bytes
+    directory = clusterkit.cluster_dir("kd-h-")
     cluster = clusterkit.start(directory)
     try:
         yield cluster
@@ -77,7 +77,7 @@ class Chart:
 
     def apply(self, verb: str, vals: dict[str, Any], *extra: str) -> None:
         path = self.scratch / f"values-{time.monotonic_ns()}.yaml"
-        path.write_text(json.dumps(vals))
+        path.write_text(json.dumps({**vals, **clusterkit.api_access(self.cluster)}))
         self.helm(verb, RELEASE, str(CHART), "--values", str(path), *extra)
 
     def daemon_pods(self, terminating: bool = False) -> list[dict[str, Any]]:
@@ -100,6 +100,32 @@ class Chart:
     def capacity(self, resource: str = RESOURCE) -> tuple[int, int]:
         result: tuple[int, int] = self.api.resource(self.cluster.node_name, resource)
         return result
+
+
+class PodLog:
+    """A daemon pod's log files in the kubelet's pod log directory, held open: the kubelet removes
+    them with the pod, and what the daemon logged while stopping is what the tests read."""
+
+    def __init__(self, chart: Chart, pod: dict[str, Any]) -> None:
+        meta = pod["metadata"]
+        paths = chart.cluster.pod_log_dir.glob(f"{NAMESPACE}_{meta['name']}_{meta['uid']}/*/*.log")
+        self.files = [path.open("rb") for path in paths]
+        assert self.files, f"no log of {meta['name']}"
+
+    def read(self) -> str:
+        text = ""
+        for file in self.files:
+            file.seek(0)
+            text += file.read().decode(errors="replace")
+            file.close()
+        return text
+
+
+def log_time(text: str, message: str) -> float:
+    """The container runtime's timestamp (seconds) of the first log line containing ``message``."""
+    line = next(line for line in text.splitlines() if message in line)
+    stamp = datetime.fromisoformat(line.split()[0][:26] + "+00:00")
+    return stamp.timestamp()
 
 
 def start_device_pods(api: Any, node: str, count: int, resource: str = RESOURCE) -> list[str]:
@@ -188,6 +214,9 @@ def test_rolling_update_to_a_new_tag_loses_no_device_pod(chart: Chart) -> None:
     old = chart.running_daemon()
     socket = chart.cluster.plugin_dir / f"kubedevice-{RESOURCE.replace('/', '_')}.sock"
     assert socket.exists()
+    specs = {p.name: p.stat().st_ino for p in chart.cluster.cdi_dir.glob("kubedevice-*.json")}
+    assert specs
+    old_log = PodLog(chart, old)
     chart.apply("upgrade", {**values(DEVICES + 2), "image": {"pullPolicy": "Never", "tag": f"{version}-next"}})
     # The gap: from the old daemon removing its socket (its exit) to the new one serving it again.
     gone = wait_for("the old daemon's exit", lambda: time.monotonic() if not socket.exists() else None, 60, 0.005)
@@ -198,24 +227,33 @@ def test_rolling_update_to_a_new_tag_loses_no_device_pod(chart: Chart) -> None:
     assert new["spec"]["containers"][0]["image"].endswith(f"{version}-next")
     wait_for("capacity again", lambda: chart.capacity() == (DEVICES + 2, DEVICES + 2), 30)
     assert wait_running(chart.api, names) == before, "no device pod lost or restarted"
+    # The old daemon saw its DaemonSet still there and kept its CDI specs: the same files (inodes),
+    # not removed and written again by the new one.
+    assert {p.name: p.stat().st_ino for p in chart.cluster.cdi_dir.glob("kubedevice-*.json")} == specs
+    text = old_log.read()
+    assert "keeping our CDI specs" in text
+    record("old_daemon_stop_s", round(log_time(text, "keeping our CDI specs") - log_time(text, "received SIGTERM"), 3))
     delete_pods(chart.api, names)
 
 
 def test_uninstall_drops_allocatable_and_removes_our_sockets(chart: Chart) -> None:
     RESULTS["cdi_specs"] = sorted(p.name for p in chart.cluster.cdi_dir.glob("*.json"))
     assert RESULTS["cdi_specs"]
+    log = PodLog(chart, chart.running_daemon())
     chart.helm("uninstall", RELEASE, "--wait", "--timeout", "90s")
     wait_for("the pod to be gone", lambda: not chart.daemon_pods(terminating=True), 90, interval=0.2)
     wait_for("allocatable 0", lambda: chart.capacity()[1] == 0 and chart.capacity(CDI_RESOURCE)[1] == 0, 60)
+    RESULTS["last_log"] = log.read()
     assert sorted(p.name for p in chart.cluster.plugin_dir.iterdir()) == ["kubelet.sock",
                                                                            "kubelet_internal_checkpoint"]
 
 
-@pytest.mark.xfail(strict=True, reason="the daemon keeps its CDI specs when it stops (containers restarted "
-                   "while it is away still need them) and the chart has no clean-up on uninstall")
 def test_uninstall_removes_our_cdi_specs(chart: Chart) -> None:
+    """The daemon saw its DaemonSet deleted before its SIGTERM (--owner-daemonset, docs/deploy.md)."""
     assert RESULTS["cdi_specs"], "the previous test saw our specs"
     assert not [p.name for p in chart.cluster.cdi_dir.glob("*.json") if p.name in RESULTS["cdi_specs"]]
+    log = RESULTS["last_log"]
+    assert f"uninstalled: removed {len(RESULTS['cdi_specs'])} CDI spec(s) of ours" in log, log[-3000:]
 
 
 # --- node reboot -------------------------------------------------------------------------------

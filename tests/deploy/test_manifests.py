@@ -15,15 +15,24 @@ from .helmkit import Helm, load_manifests, one, validate_all
 CHART_ONLY_LABELS = ("helm.sh/chart", "app.kubernetes.io/managed-by")
 
 
+DRA_SETS = ("dra.enabled=true", "dra.driverName=null.example.com")
+
+
 def test_plain_manifests_validate_against_kubernetes_openapi() -> None:
     docs = load_manifests()
-    assert [d["kind"] for d in docs] == ["ConfigMap", "DaemonSet"]
+    assert [d["kind"] for d in docs] == ["ServiceAccount", "ConfigMap", "Role", "RoleBinding", "DaemonSet"]
     validate_all(docs)
+    dra = load_manifests("kubedevice-dra.yaml")
+    assert [d["kind"] for d in dra] == ["ServiceAccount", "ConfigMap", "ClusterRole", "ClusterRoleBinding",
+                                        "DaemonSet", "ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding"]
+    validate_all(dra, ("1.37.0",))
 
 
 def test_plain_config_is_accepted_by_the_daemon() -> None:
     config = parse_config(one(load_manifests(), "ConfigMap")["data"]["config.yaml"])
     assert config.resources and str(config.plugin_dir) == "/var/lib/kubelet/device-plugins"
+    dra = parse_config(one(load_manifests("kubedevice-dra.yaml"), "ConfigMap")["data"]["config.yaml"])
+    assert dra.dra is not None and dra.dra.driver == "null.example.com"
 
 
 def without_chart_labels(doc: dict[str, Any]) -> dict[str, Any]:
@@ -35,9 +44,9 @@ def without_chart_labels(doc: dict[str, Any]) -> dict[str, Any]:
 
 def test_plain_manifests_equal_the_chart_with_default_values(helm: Helm) -> None:
     """One source of truth in practice: a change to either must be made to both."""
-    rendered = {d["kind"]: without_chart_labels(d) for d in helm.template(namespace="kube-system")}
-    for doc in load_manifests():
-        assert doc == rendered[doc["kind"]], f"{doc['kind']} differs from the chart's default rendering"
+    for name, sets in (("kubedevice.yaml", ()), ("kubedevice-dra.yaml", DRA_SETS)):
+        rendered = [without_chart_labels(d) for d in helm.template(*sets, namespace="kube-system")]
+        assert load_manifests(name) == rendered, f"{name} differs from the chart's rendering"
 
 
 def test_every_flag_in_the_container_command_is_known_to_the_cli() -> None:

@@ -29,12 +29,33 @@ app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
 app.kubernetes.io/managed-by: {{ .Release.Service }}
 {{- end }}
 
-{{/* The config file the daemon reads: the paths come from the chart's own keys. */}}
+{{/* The config file the daemon reads: the paths and the dra section come from the chart's own keys. */}}
 {{- define "kubedevice.config" -}}
 plugin_dir: {{ .Values.pluginDir }}
 host_root: {{ .Values.hostRoot.path }}
 cdi_dir: {{ .Values.cdi.dir }}
-{{ toYaml (omit .Values.config "plugin_dir" "host_root" "cdi_dir") }}
+{{- if .Values.dra.enabled }}
+dra:
+  driver: {{ required "dra.driverName is required when dra.enabled" .Values.dra.driverName | quote }}
+  rolling_update: {{ .Values.dra.rollingUpdate }}
+{{- end }}
+{{ toYaml (omit .Values.config "plugin_dir" "host_root" "cdi_dir" "dra") }}
+{{- end }}
+
+{{/* Whether the daemon reads its DaemonSet at SIGTERM to remove its CDI specs on uninstall.
+In DRA mode the specs belong to prepared claims and go when the kubelet unprepares them. */}}
+{{- define "kubedevice.ownerCheck" -}}
+{{- if and .Values.cdi.removeOnUninstall (not .Values.dra.enabled) }}true{{ end }}
+{{- end }}
+
+{{/* Whether the pod gets a ServiceAccount token: only for what calls the API server. */}}
+{{- define "kubedevice.needsApi" -}}
+{{- if or .Values.dra.enabled .Values.resourceSlices.enabled (include "kubedevice.ownerCheck" .) }}true{{ end }}
+{{- end }}
+
+{{/* The ServiceAccount's full user name, as the admission policy matches it. */}}
+{{- define "kubedevice.serviceAccountUser" -}}
+system:serviceaccount:{{ .Release.Namespace }}:{{ include "kubedevice.fullname" . }}
 {{- end }}
 
 {{- define "kubedevice.image" -}}

@@ -1,0 +1,169 @@
+"""Tell an uninstall from a restart at shutdown, by the DaemonSet that runs the daemon.
+
+The CDI spec files must outlive the daemon on a restart or a rolling update (containers that
+restart meanwhile need them) but not an uninstall. A pod cannot tell the two apart by itself;
+its DaemonSet can: ``helm uninstall`` deletes it before the pods. The daemon watches that one
+object while it runs (the watch sees the deletion before the pod's SIGTERM, even when the
+uninstall has already removed the ServiceAccount that the final check at shutdown needs), asks
+once more at shutdown, and removes its specs only when it saw the DaemonSet exist and then saw
+it gone or being deleted. Anything else, including every API error, keeps them.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import enum
+import logging
+from collections.abc import Iterable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from .allocation.cdi import CdiSpecDir
+from .config import Config
+
+log = logging.getLogger(__name__)
+RETRY_SECONDS = 2.0
+FINAL_CHECK_SECONDS = 3.0
+
+
+class Seen(enum.Enum):
+    """What the API server said about the DaemonSet."""
+
+    UNKNOWN = "unknown"  # not asked yet, or every answer was an error
+    PRESENT = "present"
+    DELETING = "deleting"  # deletionTimestamp set (foreground deletion)
+    GONE = "gone"  # 404, or a DELETED watch event
+
+
+@dataclass(frozen=True)
+class OwnerRef:
+    namespace: str
+    name: str
+
+    @classmethod
+    def parse(cls, text: str) -> OwnerRef:
+        """``NAMESPACE/NAME``; ValueError naming the option otherwise."""
+        namespace, _, name = text.partition("/")
+        if not namespace or not name or "/" in name:
+            raise ValueError(f"--owner-daemonset {text!r} must be NAMESPACE/NAME")
+        return cls(namespace, name)
+
+    def __str__(self) -> str:
+        return f"{self.namespace}/{self.name}"
+
+
+def uninstalled(history: Iterable[Seen]) -> bool:
+    """Remove our specs only if the DaemonSet was seen to exist and its latest known state is gone
+    or deleting: a wrong name (never present) or an API error (UNKNOWN) keeps them."""
+    known = [seen for seen in history if seen is not Seen.UNKNOWN]
+    return Seen.PRESENT in known and known[-1] in (Seen.GONE, Seen.DELETING)
+
+
+def state_of(daemonset: Any) -> Seen:
+    """PRESENT or DELETING for a DaemonSet object (a lightkube model)."""
+    return Seen.DELETING if daemonset.metadata.deletionTimestamp is not None else Seen.PRESENT
+
+
+def cdi_specs(config: Config, cdi_dir: Path) -> list[Path]:
+    """The spec files of ours in ``cdi_dir``: the configured CDI resources' own prefixes only."""
+    return [path for r in config.resources if r.cdi for path in CdiSpecDir(cdi_dir, r.cdi_kind).owned()]
+
+
+def remove_cdi_specs(config: Config, cdi_dir: Path) -> list[Path]:
+    removed = []
+    for path in cdi_specs(config, cdi_dir):
+        with contextlib.suppress(FileNotFoundError):
+            path.unlink()
+            removed.append(path)
+    return removed
+
+
+class OwnerWatch:
+    """Follows one DaemonSet through the API server (``get`` and ``watch`` on it, nothing else)."""
+
+    def __init__(self, owner: OwnerRef, kubeconfig: Path | None = None) -> None:
+        self.owner = owner
+        self.history: list[Seen] = []
+        self._kubeconfig = kubeconfig
+        self._client: Any = None
+
+    def _api(self) -> Any:
+        if self._client is None:
+            from .dra.driver.kube import client  # noqa: PLC0415 - lightkube only when asked for
+
+            self._client = client(self._kubeconfig)
+        return self._client
+
+    def _record(self, seen: Seen) -> None:
+        """Changes only: every status update of the DaemonSet is an event, the decision needs none."""
+        if not self.history or self.history[-1] is not seen:
+            log.info("DaemonSet %s: %s", self.owner, seen.value)
+            self.history.append(seen)
+
+    async def run(self) -> None:
+        """Watch until cancelled; errors are logged and retried."""
+        DaemonSet = await asyncio.to_thread(_daemonset_kind)
+
+        while True:
+            try:
+                api = await asyncio.to_thread(self._api)  # imports and reads credentials off the loop
+                stream = api.watch(
+                    DaemonSet, namespace=self.owner.namespace, fields={"metadata.name": self.owner.name}
+                )
+                async for event, daemonset in stream:
+                    self._record(Seen.GONE if event == "DELETED" else state_of(daemonset))
+            except asyncio.CancelledError:
+                raise
+            except Exception as err:  # any failure of the API or its client: retry
+                log.warning("watching DaemonSet %s failed: %s", self.owner, _reason(err))
+            await asyncio.sleep(RETRY_SECONDS)
+
+    async def check(self, timeout: float = FINAL_CHECK_SECONDS) -> Seen:
+        """Ask now (a GET); UNKNOWN on any error, which is logged."""
+        from lightkube.core.exceptions import ApiError  # noqa: PLC0415
+        from lightkube.resources.apps_v1 import DaemonSet  # noqa: PLC0415
+
+        try:
+            async with asyncio.timeout(timeout):
+                api = await asyncio.to_thread(self._api)
+                daemonset = await api.get(DaemonSet, self.owner.name, namespace=self.owner.namespace)
+            seen = state_of(daemonset)
+        except ApiError as err:
+            seen = Seen.GONE if err.status.code == 404 else Seen.UNKNOWN
+            if seen is Seen.UNKNOWN:
+                log.warning("cannot read DaemonSet %s: %s", self.owner, _reason(err))
+        except Exception as err:  # timeouts, connection errors, credentials
+            log.warning("cannot read DaemonSet %s: %s", self.owner, _reason(err))
+            seen = Seen.UNKNOWN
+        self._record(seen)
+        return seen
+
+    async def close(self) -> None:
+        if self._client is not None:
+            await self._client.close()
+
+
+def _daemonset_kind() -> Any:
+    from lightkube.resources.apps_v1 import DaemonSet  # noqa: PLC0415 - lightkube only when asked for
+
+    return DaemonSet
+
+
+def _reason(err: BaseException) -> str:
+    status = getattr(err, "status", None)
+    message = getattr(status, "message", None)
+    return str(message or err) or type(err).__name__
+
+
+async def clean_up_if_uninstalled(watch: OwnerWatch, config: Config, cdi_dir: Path) -> list[Path]:
+    """At shutdown: a last look at the DaemonSet, then our CDI specs removed if it was uninstalled."""
+    await watch.check()
+    if not uninstalled(watch.history):
+        log.info("keeping our CDI specs: DaemonSet %s was not seen uninstalled (%s)", watch.owner,
+                 watch.history[-1].value if watch.history else "never asked")
+        return []
+    removed = remove_cdi_specs(config, cdi_dir)
+    log.info("DaemonSet %s uninstalled: removed %d CDI spec(s) of ours", watch.owner, len(removed))
+    return removed
