@@ -248,9 +248,7 @@ def test_uninstall_removes_the_slices_and_leaves_nothing_of_ours(release: Releas
     ours = kubelet / "plugins" / DRIVER
     left = sorted(p.name for p in ours.iterdir()) if ours.exists() else []
     record("left_in_plugin_dir", left)
-    # The driver keeps its checkpoint (no claims left in it) when it stops: it cannot tell an
-    # uninstall from a restart, and a restart needs it.
-    assert set(left) <= {"checkpoint.json"}, left
+    assert left == [] and not ours.exists(), left  # no claim prepared: no checkpoint kept
     for path in (f"/apis/rbac.authorization.k8s.io/v1/clusterroles/{FULLNAME}",
                  f"/apis/rbac.authorization.k8s.io/v1/clusterrolebindings/{FULLNAME}",
                  f"/apis/admissionregistration.k8s.io/v1/validatingadmissionpolicies/resourceslices-policy-{FULLNAME}",

@@ -215,6 +215,22 @@ async def test_claim_uids_that_differ_only_in_unsafe_characters_get_their_own_sp
         assert spec["devices"][0]["name"] == "a_b-null2" and "a_5f_b" in name
 
 
+async def test_a_driver_with_nothing_prepared_leaves_no_file_when_it_stops(node: Node) -> None:
+    ref = node.add_claim(claim_object("brief", ["null1"]))
+    plugin_dir = node.kubelet_dir / "plugins" / DRIVER
+    async with running(node, driver()) as service, kubelet(service) as client:
+        await client.prepare([ref])
+    assert (plugin_dir / "checkpoint.json").exists()  # a prepared claim: the next start needs it
+    async with running(node, driver()) as service, kubelet(service) as client:
+        await client.unprepare([ref])
+    assert not plugin_dir.exists()
+    plugin_dir.mkdir(parents=True)
+    (plugin_dir / "notes.txt").write_text("not ours")
+    async with running(node, driver()):
+        pass
+    assert [p.name for p in plugin_dir.iterdir()] == ["notes.txt"]
+
+
 async def test_after_a_reboot_stale_claims_are_dropped(node: Node) -> None:
     ref = node.add_claim(claim_object("old", ["null1"]))
     async with running(node, driver()) as service, kubelet(service) as client:
@@ -223,8 +239,8 @@ async def test_after_a_reboot_stale_claims_are_dropped(node: Node) -> None:
     async with running(node, driver()) as service:
         assert service.state.prepared() == {}
         assert node.cdi_specs() == {}
-    checkpoint = json.loads((node.kubelet_dir / "plugins" / DRIVER / "checkpoint.json").read_text())
-    assert checkpoint == {"version": 1, "bootID": "boot-2", "claims": {}}
+        checkpoint = json.loads((node.kubelet_dir / "plugins" / DRIVER / "checkpoint.json").read_text())
+        assert checkpoint == {"version": 1, "bootID": "boot-2", "claims": {}}
 
 
 @pytest.mark.parametrize(

@@ -170,7 +170,12 @@ class DriverService:
         self._update_ready()
 
     async def stop(self, grace: float = 1.0) -> None:
-        """Stop serving; our sockets go, the checkpoint and CDI specs of prepared claims stay."""
+        """Stop serving; our sockets go, the checkpoint and CDI specs of prepared claims stay.
+
+        With no claim prepared the checkpoint holds nothing a restart needs, so it goes too, and
+        so does our plugin directory once empty: an uninstall leaves nothing on the node. Not in
+        a rolling update, where the other instance shares both.
+        """
         self.feed.stop()
         for server in reversed(self._servers):
             await server.stop(grace)
@@ -178,6 +183,11 @@ class DriverService:
             for path in (self.sockets.registration, self.sockets.dra):
                 with contextlib.suppress(FileNotFoundError):
                     path.unlink()
+            if not self.options.rolling_update_uid and not self.state.prepared():
+                with contextlib.suppress(FileNotFoundError):
+                    (self.sockets.plugin_dir / FILE_NAME).unlink()
+                with contextlib.suppress(OSError):  # not empty: someone else's files stay
+                    self.sockets.plugin_dir.rmdir()
         self._servers.clear()
 
 
