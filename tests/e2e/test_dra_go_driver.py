@@ -48,7 +48,8 @@ async def test_our_client_registers_prepares_and_unprepares_one_and_32_claims(
     async with go.go_driver_run(program, cluster.kubeconfig, short_tmp, driver=DRIVER) as run:
         client, options, node = run.client, run.options, run.options.node
         registered = await register(options.registration)
-        assert registered == Registered(DRIVER, str(options.endpoint), "v1.DRAPlugin", True)
+        expected = Registered(DRIVER, str(options.endpoint), "v1.DRAPlugin", True, "v1alpha1.DRAResourceHealth")
+        assert registered == expected
 
         async def published() -> bool:
             found = await go.slices(client, node, DRIVER)
