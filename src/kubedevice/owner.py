@@ -131,8 +131,8 @@ class OwnerWatch:
                 daemonset = await api.get(DaemonSet, self.owner.name, namespace=self.owner.namespace)
             seen = state_of(daemonset)
         except ApiError as err:
-            seen = Seen.GONE if err.status.code == 404 else Seen.UNKNOWN
-            if seen is Seen.UNKNOWN:
+            seen = _seen_after_refusal(err.status.code)
+            if seen is not Seen.GONE or err.status.code != 404:
                 log.warning("cannot read DaemonSet %s: %s", self.owner, _reason(err))
         except Exception as err:  # timeouts, connection errors, credentials
             log.warning("cannot read DaemonSet %s: %s", self.owner, _reason(err))
@@ -143,6 +143,13 @@ class OwnerWatch:
     async def close(self) -> None:
         if self._client is not None:
             await self._client.close()
+
+
+def _seen_after_refusal(code: int | None) -> Seen:
+    """404: the DaemonSet is gone. 401/403: our service account or its role is gone, which
+    ``helm uninstall`` deletes together with the DaemonSet (the watch may not have had the
+    deletion yet). Counted only after the DaemonSet was seen present (:func:`uninstalled`)."""
+    return Seen.GONE if code in (401, 403, 404) else Seen.UNKNOWN
 
 
 def _daemonset_kind() -> Any:

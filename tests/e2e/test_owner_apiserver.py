@@ -113,3 +113,30 @@ async def test_a_daemonset_never_seen_is_no_uninstall(cluster: Cluster, namespac
     assert await clean_up_if_uninstalled(watch, CONFIG, tmp_path) == []
     assert sorted(tmp_path.glob("kubedevice-*.json")) == specs
     await watch.close()
+
+
+def test_credentials_refused_at_the_last_look_count_as_uninstalled(cluster: Cluster, short_tmp: Path) -> None:
+    """helm uninstall deletes the service account and its role with the DaemonSet: when the last
+    look is refused (401 here, a token the API server does not know), a DaemonSet seen present counts
+    as uninstalled; never seen present, nothing is removed."""
+    import yaml
+
+    config = yaml.safe_load(cluster.kubeconfig.read_text())
+    config["users"][0]["user"] = {"token": "not-a-token-of-this-cluster"}
+    refused = short_tmp / "refused.kubeconfig"
+    refused.write_text(yaml.safe_dump(config))
+    specs = CdiSpecDir(short_tmp / "cdi", "example.com/serial")
+    specs.sync({"dev0": {"env": ["A=1"]}})
+
+    async def scenario(seen_before: bool) -> list[Path]:
+        watch = OwnerWatch(OwnerRef("default", "kubedevice"), refused)
+        if seen_before:
+            watch.history.append(Seen.PRESENT)
+        try:
+            return await clean_up_if_uninstalled(watch, CONFIG, short_tmp / "cdi")
+        finally:
+            await watch.close()
+
+    assert asyncio.run(scenario(False)) == [] and specs.owned()
+    assert [p.name for p in asyncio.run(scenario(True))] == ["kubedevice-example.com-serial-dev0.json"]
+    assert specs.owned() == []
