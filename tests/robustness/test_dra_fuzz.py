@@ -11,11 +11,9 @@ outside the CDI directory and the driver's own plugin directory.
 
 from __future__ import annotations
 
-import asyncio
 import shutil
 import socket
 import tempfile
-import threading
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
@@ -31,41 +29,26 @@ from kubedevice.api import dra_v1beta1_pb2 as v1beta1
 from kubedevice.api import dra_v1beta1_pb2_grpc as v1beta1_grpc
 from kubedevice.api import pluginregistration_v1_pb2 as regpb
 from kubedevice.api import pluginregistration_v1_pb2_grpc as regpb_grpc
-from kubedevice.dra.driver import DraDriver, DriverService
-from kubedevice.dra.driver.claims import FileClaims
-from kubedevice.testing.dradriver import DRIVER, Node, claim_object, null_plugin
+from kubedevice.testing.dradriver import DRIVER, DriverThread, Node, claim_object, null_plugin
 
 OK, INVALID = grpc.StatusCode.OK, grpc.StatusCode.INVALID_ARGUMENT
 FUZZ = settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 Ref = tuple[str, str, str]
 
 
-class Driver:
-    """The driver on its own event loop thread, called with blocking stubs like an outside kubelet."""
+class Driver(DriverThread):
+    """The driver with blocking v1 and v1beta1 stubs, and the files under its root before it started."""
 
     def __init__(self, node: Node) -> None:
-        self.node = node
-        self.loop = asyncio.new_event_loop()
-        self.thread = threading.Thread(target=self.loop.run_forever, daemon=True)
-        self.thread.start()
         self.good = node.add_claim(claim_object("good", ["null0"]))
         node.options()  # writes the boot ID file
         self.before = _files(node.root)
-        self.service: DriverService = self._call(self._start())
+        super().__init__(node, null_plugin())
         self.channel = grpc.insecure_channel(f"unix://{self.service.sockets.dra}")
         self.stubs: dict[str, Any] = {
             "v1": v1_grpc.DRAPluginStub(self.channel),
             "v1beta1": v1beta1_grpc.DRAPluginStub(self.channel),
         }
-
-    async def _start(self) -> DriverService:
-        service = DriverService(DraDriver(DRIVER, [null_plugin()]), FileClaims(self.node.claims_dir),
-                                self.node.options(), None)
-        await service.start()
-        return service
-
-    def _call(self, coro: Any) -> Any:
-        return asyncio.run_coroutine_threadsafe(coro, self.loop).result(30)
 
     def call(self, version: str, method: str, refs: Sequence[Ref]) -> tuple[grpc.StatusCode, str, Any]:
         api: Any = v1 if version == "v1" else v1beta1
@@ -84,9 +67,7 @@ class Driver:
 
     def close(self) -> None:
         self.channel.close()
-        self._call(self.service.stop())
-        self.loop.call_soon_threadsafe(self.loop.stop)
-        self.thread.join(5)
+        super().close()
 
 
 def _files(root: Path) -> set[Path]:

@@ -11,12 +11,10 @@ registration status, and afterwards still streams health changes and prepares cl
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import os
 import shutil
 import tempfile
-import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -33,10 +31,8 @@ from kubedevice.api import dra_v1_pb2 as v1
 from kubedevice.api import dra_v1_pb2_grpc as v1_grpc
 from kubedevice.api import pluginregistration_v1_pb2 as regpb
 from kubedevice.device import Health
-from kubedevice.dra.driver import DraDriver, DriverService
-from kubedevice.dra.driver.claims import FileClaims
 from kubedevice.plugin.base import Plugin
-from kubedevice.testing.dradriver import DRIVER, NODE, Node, claim_object, null_plugin
+from kubedevice.testing.dradriver import DRIVER, NODE, DriverThread, Node, claim_object, null_plugin
 
 FUZZ = settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow,
                 HealthCheck.function_scoped_fixture])  # fmt: skip
@@ -49,28 +45,15 @@ NOTIFY = "/pluginregistration.Registration/NotifyRegistrationStatus"
 ALL_HEALTHY = {"null0": "HEALTHY", "null1": "HEALTHY"}
 
 
-class Driver:
-    """The driver on its own event loop thread, called with blocking stubs like an outside kubelet."""
+class Driver(DriverThread):
+    """The driver with blocking channels to its DRA and registration sockets."""
 
     def __init__(self, node: Node) -> None:
-        self.node = node
         self.plugin: Plugin = null_plugin(2)
         self.good = node.add_claim(claim_object("good", ["null0"]))
-        self.loop = asyncio.new_event_loop()
-        self.thread = threading.Thread(target=self.loop.run_forever, daemon=True)
-        self.thread.start()
-        self.service: DriverService = self.run(self._start())
+        super().__init__(node, self.plugin)
         self.dra = grpc.insecure_channel(f"unix://{self.service.sockets.dra}")
         self.reg = grpc.insecure_channel(f"unix://{self.service.sockets.registration}")
-
-    async def _start(self) -> DriverService:
-        driver = DraDriver(DRIVER, [self.plugin])
-        service = DriverService(driver, FileClaims(self.node.claims_dir), self.node.options(), None)
-        await service.start()
-        return service
-
-    def run(self, coro: Any) -> Any:
-        return asyncio.run_coroutine_threadsafe(coro, self.loop).result(30)
 
     def watch(self, version: str, raw: bytes = b"") -> Any:
         """A NodeWatchResources stream with ``raw`` as the request bytes (responses as bytes)."""
@@ -87,9 +70,7 @@ class Driver:
     def close(self) -> None:
         self.dra.close()
         self.reg.close()
-        self.run(self.service.stop())
-        self.loop.call_soon_threadsafe(self.loop.stop)
-        self.thread.join(5)
+        super().close()
 
 
 def health(version: str, raw: bytes) -> dict[str, str]:

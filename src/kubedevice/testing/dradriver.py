@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
+import threading
 import uuid
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Coroutine, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -99,9 +101,14 @@ class Node:
         return {p.name: json.loads(p.read_text()) for p in sorted(self.cdi_dir.glob("*.json"))}
 
 
+def file_service(node: Node, driver: DraDriver) -> DriverService:
+    """``driver`` on ``node``, its claims read from the node's claim files, no slices published."""
+    return DriverService(driver, FileClaims(node.claims_dir), node.options(), None)
+
+
 @asynccontextmanager
 async def running(node: Node, driver: DraDriver) -> AsyncIterator[DriverService]:
-    service = DriverService(driver, FileClaims(node.claims_dir), node.options(), None)
+    service = file_service(node, driver)
     await service.start()
     try:
         yield service
@@ -114,3 +121,29 @@ async def kubelet(service: DriverService) -> AsyncIterator[DraClient]:
     registered = await register(service.sockets.registration)
     async with DraClient(registered) as client:
         yield client
+
+
+class DriverThread:
+    """A driver serving on its own event loop thread, for tests that call it with blocking stubs
+    as an outside kubelet would."""
+
+    def __init__(self, node: Node, plugin: Plugin) -> None:
+        self.node = node
+        self.loop = asyncio.new_event_loop()
+        self.thread = threading.Thread(target=self.loop.run_forever, daemon=True)
+        self.thread.start()
+        self.service: DriverService = self.run(self._start(plugin))
+
+    async def _start(self, plugin: Plugin) -> DriverService:
+        service = file_service(self.node, DraDriver(DRIVER, [plugin]))
+        await service.start()
+        return service
+
+    def run(self, coro: Coroutine[Any, Any, Any]) -> Any:
+        """Run ``coro`` on the driver's loop and wait for it (30 s at most)."""
+        return asyncio.run_coroutine_threadsafe(coro, self.loop).result(30)
+
+    def close(self) -> None:
+        self.run(self.service.stop())
+        self.loop.call_soon_threadsafe(self.loop.stop)
+        self.thread.join(5)
