@@ -14,7 +14,7 @@ import json
 import logging
 import os
 import re
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Container, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -94,11 +94,13 @@ class CdiSpecDir:
     def path_for(self, name: str) -> Path:
         return self.directory / f"{self._prefix}{_UNSAFE_FILE_CHARS.sub('_', name)}.json"
 
-    def owned(self) -> list[Path]:
-        """Our spec files for this kind (from this run or an earlier one)."""
+    def owned(self, keep: Container[Path] = ()) -> list[Path]:
+        """Our spec files for this kind (from this run or an earlier one), except those in ``keep``
+        (whose content is not read: a sync has just written them)."""
         if not self.directory.is_dir():
             return []
-        return sorted(p for p in self.directory.glob(f"{self._prefix}*.json") if spec_kind(p) == self.kind)
+        found = self.directory.glob(f"{self._prefix}*.json")
+        return sorted(p for p in found if p not in keep and spec_kind(p) == self.kind)
 
     def sync(self, devices: Mapping[str, Mapping[str, Any]]) -> None:
         """Write a spec per device name → edits (unchanged files untouched); remove the rest of ours."""
@@ -107,7 +109,7 @@ class CdiSpecDir:
             self.directory.mkdir(parents=True, exist_ok=True)
             for path, document in wanted.items():
                 write_atomically(path, document)
-            self._remove(p for p in self.owned() if p not in wanted)
+            self._remove(self.owned(keep=wanted))
         except OSError as exc:
             raise CdiError(f"cannot write CDI spec files in {self.directory}: {exc.strerror or exc}") from exc
 
