@@ -6,13 +6,14 @@ its DaemonSet can: ``helm uninstall`` deletes it before the pods. The daemon wat
 object while it runs (the watch sees the deletion before the pod's SIGTERM, even when the
 uninstall has already removed the ServiceAccount that the final check at shutdown needs), asks
 once more at shutdown, and removes its specs only when it saw the DaemonSet exist and then saw
-it gone or being deleted. Anything else, including every API error, keeps them.
+it gone or being deleted, or (at that last look) had its credentials refused, which happens when
+the uninstall has deleted the ServiceAccount or its role. Anything else, including every other
+API error, keeps them.
 """
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import enum
 import logging
 from collections.abc import Iterable
@@ -34,7 +35,7 @@ class Seen(enum.Enum):
     UNKNOWN = "unknown"  # not asked yet, or every answer was an error
     PRESENT = "present"
     DELETING = "deleting"  # deletionTimestamp set (foreground deletion)
-    GONE = "gone"  # 404, or a DELETED watch event
+    GONE = "gone"  # 404, a DELETED watch event, or credentials refused at the last look
 
 
 @dataclass(frozen=True)
@@ -66,18 +67,17 @@ def state_of(daemonset: Any) -> Seen:
     return Seen.DELETING if daemonset.metadata.deletionTimestamp is not None else Seen.PRESENT
 
 
+def _spec_dirs(config: Config, cdi_dir: Path) -> list[CdiSpecDir]:
+    return [CdiSpecDir(cdi_dir, r.cdi_kind) for r in config.resources if r.cdi]
+
+
 def cdi_specs(config: Config, cdi_dir: Path) -> list[Path]:
-    """The spec files of ours in ``cdi_dir``: the configured CDI resources' own prefixes only."""
-    return [path for r in config.resources if r.cdi for path in CdiSpecDir(cdi_dir, r.cdi_kind).owned()]
+    """The spec files of ours in ``cdi_dir``: the configured CDI resources' own files only."""
+    return [path for specs in _spec_dirs(config, cdi_dir) for path in specs.owned()]
 
 
 def remove_cdi_specs(config: Config, cdi_dir: Path) -> list[Path]:
-    removed = []
-    for path in cdi_specs(config, cdi_dir):
-        with contextlib.suppress(FileNotFoundError):
-            path.unlink()
-            removed.append(path)
-    return removed
+    return [path for specs in _spec_dirs(config, cdi_dir) for path in specs.remove_owned()]
 
 
 class OwnerWatch:

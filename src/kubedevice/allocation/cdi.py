@@ -113,12 +113,19 @@ class CdiSpecDir:
         except OSError as exc:
             raise CdiError(f"cannot write CDI spec files in {self.directory}: {exc.strerror or exc}") from exc
 
+    def remove_owned(self) -> list[Path]:
+        """Remove every spec file of ours for this kind (an uninstall); the paths removed."""
+        return self._remove(self.owned())
+
     @staticmethod
-    def _remove(paths: Iterable[Path]) -> None:
+    def _remove(paths: Iterable[Path]) -> list[Path]:
+        removed = []
         for path in paths:
             with contextlib.suppress(FileNotFoundError):
                 path.unlink()
                 log.info("removed CDI spec %s", path)
+                removed.append(path)
+        return removed
 
 
 def write_atomically(path: Path, document: Spec) -> bool:
