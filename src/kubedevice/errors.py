@@ -38,6 +38,13 @@ def os_reason(err: OSError | UnicodeDecodeError) -> str:
     return reason[:1].lower() + reason[1:]
 
 
+def api_reason(err: BaseException) -> str:
+    """An API client error as one phrase: the API server's ``status.message`` when it sent one
+    (lightkube's ``ApiError``, read without importing lightkube), else the error's text."""
+    message = getattr(getattr(err, "status", None), "message", None)
+    return str(message or err) or type(err).__name__
+
+
 def cannot_read(path: object, err: OSError | UnicodeDecodeError) -> str:
     return f"{path}: cannot read: {os_reason(err)}"
 

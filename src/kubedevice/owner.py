@@ -23,6 +23,7 @@ from typing import Any
 
 from .allocation.cdi import CdiSpecDir
 from .config import Config
+from .errors import api_reason
 
 log = logging.getLogger(__name__)
 RETRY_SECONDS = 2.0
@@ -117,7 +118,7 @@ class OwnerWatch:
             except asyncio.CancelledError:
                 raise
             except Exception as err:  # any failure of the API or its client: retry
-                log.warning("watching DaemonSet %s failed: %s", self.owner, _reason(err))
+                log.warning("watching DaemonSet %s failed: %s", self.owner, api_reason(err))
             await asyncio.sleep(RETRY_SECONDS)
 
     async def check(self, timeout: float = FINAL_CHECK_SECONDS) -> Seen:
@@ -132,10 +133,10 @@ class OwnerWatch:
             seen = state_of(daemonset)
         except ApiError as err:
             seen = _seen_after_refusal(err.status.code)
-            if seen is not Seen.GONE or err.status.code != 404:
-                log.warning("cannot read DaemonSet %s: %s", self.owner, _reason(err))
+            if err.status.code != 404:  # a refusal is worth a line even where it decides
+                log.warning("cannot read DaemonSet %s: %s", self.owner, api_reason(err))
         except Exception as err:  # timeouts, connection errors, credentials
-            log.warning("cannot read DaemonSet %s: %s", self.owner, _reason(err))
+            log.warning("cannot read DaemonSet %s: %s", self.owner, api_reason(err))
             seen = Seen.UNKNOWN
         self._record(seen)
         return seen
@@ -156,12 +157,6 @@ def _daemonset_kind() -> Any:
     from lightkube.resources.apps_v1 import DaemonSet  # noqa: PLC0415 - lightkube only when asked for
 
     return DaemonSet
-
-
-def _reason(err: BaseException) -> str:
-    status = getattr(err, "status", None)
-    message = getattr(status, "message", None)
-    return str(message or err) or type(err).__name__
 
 
 async def clean_up_if_uninstalled(watch: OwnerWatch, config: Config, cdi_dir: Path) -> list[Path]:

@@ -16,6 +16,7 @@ from lightkube import AsyncClient
 from lightkube.core.exceptions import ApiError
 from lightkube.resources.resource_v1 import ResourceClaim
 
+from ...errors import api_reason
 from .model import Claim
 from .state import ClaimError
 
@@ -30,7 +31,7 @@ class ApiClaims:
         try:
             obj = await self._client.get(ResourceClaim, name, namespace=namespace)
         except ApiError as err:
-            raise ClaimError(f"cannot get claim {namespace}/{name}: {err.status.message or err}") from None
+            raise ClaimError(f"cannot get claim {namespace}/{name}: {api_reason(err)}") from None
         except httpx2.HTTPError as err:
             raise ClaimError(f"cannot get claim {namespace}/{name}: {err}") from None
         return Claim.from_object(obj.to_dict())

@@ -28,6 +28,7 @@ from lightkube.operators import BinaryOperator, SequenceOperator
 from lightkube.resources.core_v1 import Node
 from lightkube.resources.resource_v1 import ResourceSlice
 
+from ...errors import api_reason
 from ..models import ResourceSlice as SliceModel
 from ..models import to_document
 from ..validation import validate
@@ -85,7 +86,7 @@ class SlicePublisher:
                 except InvalidSlices as err:  # retrying cannot help: wait for the devices to change
                     log.error("not publishing ResourceSlices: %s", err)
                 except (ApiError, httpx2.HTTPError) as err:
-                    log.warning("publishing ResourceSlices failed, retrying: %s", _reason(err))
+                    log.warning("publishing ResourceSlices failed, retrying: %s", api_reason(err))
                     await asyncio.sleep(RETRY_SECONDS)
                     continue
                 # Not asyncio.wait_for: on 3.11 it swallows a cancellation that arrives as the
@@ -126,7 +127,8 @@ class SlicePublisher:
 
     async def _write(self, wanted: list[Slice], existing: dict[str, Slice], generation: int) -> None:
         owner = await self._owner()
-        obsolete = [name for name in existing if name not in {w["metadata"]["name"] for w in wanted}]
+        names = {w["metadata"]["name"] for w in wanted}
+        obsolete = [name for name in existing if name not in names]
         for name in obsolete:  # first, so devices that are gone stop being allocated
             await self._delete(name)
         _keep_taint_times(wanted, existing.values())
@@ -182,7 +184,7 @@ class SlicePublisher:
                 async for _event, _slice in self._client.watch(ResourceSlice, fields=self._fields()):
                     self._wake.set()
             except (ApiError, httpx2.HTTPError) as err:
-                log.debug("ResourceSlice watch ended: %s", _reason(err))
+                log.debug("ResourceSlice watch ended: %s", api_reason(err))
             await asyncio.sleep(RETRY_SECONDS)
 
 
@@ -229,9 +231,3 @@ def _taints(spec: Mapping[str, Any]) -> list[tuple[str, list[tuple[str, str, str
         (d["name"], [(t.get("key", ""), t.get("value", ""), t.get("effect", "")) for t in d.get("taints") or []])
         for d in spec.get("devices") or []
     ]
-
-
-def _reason(err: Exception) -> str:
-    if isinstance(err, ApiError):
-        return err.status.message or str(err)
-    return str(err) or type(err).__name__
