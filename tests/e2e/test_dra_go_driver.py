@@ -48,7 +48,7 @@ async def test_our_client_registers_prepares_and_unprepares_one_and_32_claims(
     async with go.go_driver_run(program, cluster.kubeconfig, short_tmp, driver=DRIVER) as run:
         client, options, node = run.client, run.options, run.options.node
         registered = await register(options.registration)
-        expected = Registered(DRIVER, str(options.endpoint), "v1.DRAPlugin", True, "v1alpha1.DRAResourceHealth")
+        expected = Registered(DRIVER, str(options.endpoint), "v1.DRAPlugin", "v1alpha1.DRAResourceHealth")
         assert registered == expected
 
         async def published() -> bool:
@@ -86,7 +86,7 @@ async def test_our_client_registers_prepares_and_unprepares_one_and_32_claims(
             assert await asyncio.wait_for(anext(health), 10) == {}
             await health.aclose()
 
-        beta = Registered(registered.driver, registered.endpoint, "v1beta1.DRAPlugin", False)
+        beta = Registered(registered.driver, registered.endpoint, "v1beta1.DRAPlugin")
         async with DraClient(beta) as kubelet:  # the older API the kubelet still speaks
             response = await kubelet.prepare([go.ref(one)])
             assert [d.device_name for d in response.claims[uid].devices] == ["device-00"]

@@ -11,6 +11,7 @@ files must then carry the server's UIDs, e.g. ``kubectl get resourceclaim NAME -
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import socket
 import stat
 import time
@@ -21,7 +22,7 @@ import grpc
 
 from ..api import pluginregistration_v1_pb2 as regpb
 from ..dra.driver.model import Claim
-from ..kubelet.dra import KUBELET_SERVICES, DraClient, Registered, get_info, kubelet_refusal, notify
+from ..kubelet.dra import KUBELET_SERVICES, DraClient, Registered, get_info, kubelet_refusal, notify, registered_as
 from ..kubelet.dra_claims import load_claims
 from ..kubelet.dra_sim import REGISTRY
 from ..kubelet.endpoint import go_error
@@ -118,8 +119,7 @@ async def _registration(path: Path, info: regpb.PluginInfo) -> tuple[list[Result
         results.append(Result(c.NOTIFY, Status.FAIL, message))
     if refusal or any(r.status is Status.FAIL for r in results):
         return results, None
-    health = "v1alpha1.DRAResourceHealth" in info.supported_versions
-    return results, Registered(info.name, endpoint, services[0], health)
+    return results, registered_as(info, path)
 
 
 def _endpoint_problems(endpoint: str) -> list[str]:
@@ -143,7 +143,7 @@ def _other_service(info: regpb.PluginInfo, used: Registered, timeout: float) -> 
     others = [s for s in info.supported_versions if s in KUBELET_SERVICES and s != used.service]
     if not others:
         return None
-    return DraClient(Registered(used.driver, used.endpoint, others[0], used.health), timeout)
+    return DraClient(dataclasses.replace(used, service=others[0]), timeout)
 
 
 async def find_registration(registry: Path, driver: str, timeout: float) -> tuple[Path, regpb.PluginInfo, float] | None:

@@ -30,7 +30,7 @@ from ..api import dra_v1beta1_pb2_grpc as v1beta1_grpc
 from ..api import pluginregistration_v1_pb2 as regpb
 from ..api import pluginregistration_v1_pb2_grpc as regpb_grpc
 
-KUBELET_SERVICES = ("v1.DRAPlugin", "v1beta1.DRAPlugin")  # in the kubelet's order of preference
+KUBELET_SERVICES = ("v1.DRAPlugin", "v1beta1.DRAPlugin")  # the kubelet takes the first of these the plugin lists
 HEALTH_SERVICES = ("v1.DRAResourceHealth", "v1alpha1.DRAResourceHealth")  # the 1.37 kubelet's preference
 CALL_TIMEOUT = 45.0  # the kubelet's default per DRA call
 
@@ -44,9 +44,13 @@ class Registered:
     driver: str
     endpoint: str
     service: str
-    health: bool
     health_service: str = ""
     """The health service a 1.37 kubelet would watch ("" when none is listed)."""
+
+    @property
+    def health(self) -> bool:
+        """The plugin offers a health stream."""
+        return bool(self.health_service)
 
 
 async def get_info(registration_socket: Path, timeout: float = 1.0) -> regpb.PluginInfo:
@@ -82,7 +86,7 @@ def registered_as(info: regpb.PluginInfo, registration_socket: Path) -> Register
     service = next(s for s in info.supported_versions if s in KUBELET_SERVICES)
     endpoint = info.endpoint or str(registration_socket)
     health = next((s for s in HEALTH_SERVICES if s in info.supported_versions), "")
-    return Registered(info.name, endpoint, service, bool(health), health)
+    return Registered(info.name, endpoint, service, health)
 
 
 def kubelet_refusal(info: regpb.PluginInfo, registration_socket: Path) -> str:

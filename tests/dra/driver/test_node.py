@@ -4,6 +4,7 @@ v1beta1), CDI specs, checkpoint across restarts and reboots, health stream, sock
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import json
 import shutil
 import socket
@@ -56,7 +57,6 @@ async def test_registration_answers_like_kubeletplugin(node: Node) -> None:
             DRIVER,
             str(node.kubelet_dir / "plugins" / DRIVER / "dra.sock"),
             "v1.DRAPlugin",
-            health=True,
             health_service="v1.DRAResourceHealth",
         )
         assert service.registered and service.options.ready.is_set()  # no publisher: registered is enough
@@ -102,7 +102,7 @@ async def test_v1beta1_gets_the_same_answer(node: Node) -> None:
     ref = node.add_claim(claim_object("beta", ["null2"]))
     async with running(node, driver()) as service:
         registered = await register(service.sockets.registration)
-        beta = Registered(registered.driver, registered.endpoint, "v1beta1.DRAPlugin", registered.health)
+        beta = dataclasses.replace(registered, service="v1beta1.DRAPlugin")
         async with DraClient(beta) as client:
             answer = (await client.prepare([ref])).claims[ref[2]]
             assert [d.device_name for d in answer.devices] == ["null2"]
