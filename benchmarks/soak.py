@@ -3,18 +3,22 @@
 
     python benchmarks/soak.py                  # 1 hour (not run in CI)
     python benchmarks/soak.py --minutes 2      # a short run
+    python benchmarks/soak.py --trace-memory heap.jsonl   # and record the daemon's heap
 
 Every step changes the devices under the host root (ttyUSB nodes appear and vanish) and flips
 one device's health (an exec check tests a flag file), then waits until our kubelet simulator's
 capacity and allocatable show exactly that state: a step that does not converge within 5 s is a
 missed update. Meanwhile a client calls Allocate on a static resource in a loop. The daemon's
 RSS, threads and fds are sampled every 10 s; a leak shows as a positive slope after warm-up.
+With ``--trace-memory`` the daemon runs under heaptrace.py, and the slopes of what Python
+objects hold and of glibc's in-use and free-but-kept bytes tell a leak from allocator growth.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import json
 import random
 import subprocess
 import sys
@@ -23,7 +27,7 @@ import time
 from pathlib import Path
 
 from grpc import aio
-from procstat import Sample, noise, percentile, sample, trend
+from procstat import Sample, noise, percentile, sample, slope, trend
 
 from kubedevice.api import pb, pb_grpc
 from kubedevice.kubelet import KubeletSimulator
@@ -61,7 +65,10 @@ async def allocate_load(socket: Path, stop: asyncio.Event, latencies: list[float
             await asyncio.sleep(0.005)
 
 
-async def soak(minutes: float, work: Path) -> None:
+HERE = Path(__file__).resolve().parent
+
+
+async def soak(minutes: float, work: Path, heap: Path | None) -> None:
     host, flags, plugin_dir = work / "host", work / "flags", work / "plugins"
     (host / "dev").mkdir(parents=True)
     flags.mkdir()
@@ -70,8 +77,9 @@ async def soak(minutes: float, work: Path) -> None:
     sim = KubeletSimulator(plugin_dir, grace_period=60.0)
     await sim.start()
     log = (work / "daemon.log").open("wb")
+    traced = [str(HERE / "heaptrace.py"), str(heap)] if heap else []
     daemon = await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "kubedevice", "serve", "--config", str(work / "config.yaml"), "--plugin-dir",
+        sys.executable, *traced, "-m", "kubedevice", "serve", "--config", str(work / "config.yaml"), "--plugin-dir",
         str(plugin_dir), "--host-root", str(host), "--log-level", "warning", stdout=log, stderr=subprocess.STDOUT,
     )
     rng = random.Random(1)
@@ -122,7 +130,27 @@ async def soak(minutes: float, work: Path) -> None:
     print(f"  Allocate under churn µs ({len(latencies)} calls): p50 {percentile(latencies, 0.5):7.0f}"
           f"  p99 {percentile(latencies, 0.99):7.0f}")
     print(trend(samples, 3600, "s"))
+    if heap:
+        print(heap_trend(heap))
     print(noise())
+
+
+def heap_trend(heap: Path) -> str:
+    """Slopes per hour of the heaptrace records, and the sites that grew most by the last one."""
+    rows = [json.loads(line) for line in heap.read_text().splitlines()]
+    if len(rows) < 2:
+        return f"  heap: {len(rows)} record(s) in {heap}, too few for a slope"
+    xs = [row["at"] for row in rows]
+    lines = [f"  heap (from {heap}, first record = baseline after 1 min):"]
+    for key in ("rss_kib", "python_kib", "malloc_in_use_kib", "malloc_free_kib", "malloc_mmap_kib"):
+        if key in rows[0]:
+            ys = [row[key] / 1024 for row in rows]
+            lines.append(f"    {key[:-4]:<14} first {ys[0]:7.1f}  last {ys[-1]:7.1f} MiB"
+                         f"  slope {slope(xs, ys) * 3600:+7.3f} MiB per 3600 s")
+    for grown in rows[-1]["grown"][:5]:
+        where = " <- ".join(grown["where"][-2:])
+        lines.append(f"    grew {grown['kib']:6d} KiB in {grown['count']:+6d} blocks at {where}")
+    return "\n".join(lines)
 
 
 def _churn(rng: random.Random, host: Path, flags: Path, present: set[int], unhealthy: set[int]) -> None:
@@ -160,9 +188,13 @@ def _state(sim: KubeletSimulator) -> tuple[int, int]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--minutes", type=float, default=60.0)
+    parser.add_argument("--trace-memory", type=Path, metavar="FILE", help="record the daemon's heap here (JSON lines)")
     args = parser.parse_args()
+    heap = args.trace_memory.resolve() if args.trace_memory else None
+    if heap:
+        heap.unlink(missing_ok=True)
     with tempfile.TemporaryDirectory(prefix="kd-soak-") as tmp:
-        asyncio.run(soak(args.minutes, Path(tmp)))
+        asyncio.run(soak(args.minutes, Path(tmp), heap))
 
 
 if __name__ == "__main__":

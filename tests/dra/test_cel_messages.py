@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from kubedevice.dra.cel import CompileError, DeviceInput, compile_general, compile_selector
+from kubedevice.dra.cel import CELError, CompileError, DeviceInput, compile_general, compile_selector
 
 CASES = [
     ("device.driver == 1",
@@ -140,3 +140,38 @@ def test_corpus_compile_errors_read_exactly_as_kubernetes(seed: int) -> None:
         compared += 1
         several += "\nERROR: " in answer["message"]
     assert compared >= 100 and several >= 5, (compared, several)
+
+
+VERSIONS = ["", "1", "1.x", "1..3", "01.2.3", "1.02.3", "1.2.03", "1.2.x", "1.2.3-", "1.2.3-01", "1.2.3-a..b",
+            "1.2.3-a_b", "1.2.3+", "1.2.3+a..b", "1.2.3+a_b", "1.2.3-01+a..b", "1.2.x-01", "99999999999999999999.0.0",
+            "1.2.3-99999999999999999999", "é.1.2", "1.2.3-é", "1.2.3\n", "1.2.3-\t", 'a".b.c', "v1.2", "v01.2.3-rc",
+            "1.2.3-rc.1+build.5", "1.2.3"]
+
+
+@pytest.mark.interop
+def test_semver_errors_read_exactly_as_kubernetes() -> None:
+    """Each bad version fails with blang/semver's message, in its order of checks, whether it is an
+    attribute (DeviceMatches converts it first) or the argument of semver()/isSemver()."""
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "interop" / "cel"))
+    import celgo
+
+    binary = celgo.go_binary()
+    if binary is None:
+        pytest.skip("Go toolchain not installed: cannot build the Kubernetes CEL reference program")
+    cases = []
+    for version in VERSIONS:
+        literal = json.dumps(version)
+        cases += [{"expression": 'device.driver == "d"', "driver": "d", "attributes": {"v": {"version": version}}},
+                  {"expression": f"semver({literal}) == semver('1.0.0')", "driver": "d"},
+                  {"expression": f"semver({literal}, true).major() == 1", "driver": "d"},
+                  {"expression": f"isSemver({literal}) || isSemver({literal}, true)", "driver": "d"}]
+    text = "".join(json.dumps(case) + "\n" for case in cases)
+    done = subprocess.run([str(binary)], input=text, capture_output=True, text=True, check=True, timeout=600)
+    for case, line in zip(cases, done.stdout.splitlines(), strict=True):
+        want = json.loads(line)
+        device = DeviceInput("d", case.get("attributes", {}))
+        try:
+            got = {"result": compile_selector(case["expression"]).matches(device)}
+        except CELError as exc:
+            got = {"error": exc.kind, "message": exc.message}
+        assert got == {k: want[k] for k in ("result", "error", "message") if k in want}, case

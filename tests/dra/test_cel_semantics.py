@@ -72,3 +72,37 @@ def test_kubernetes_runtime_errors(compile_fn: object, expression: str) -> None:
 def test_kubernetes_compile_errors(expression: str) -> None:
     with pytest.raises(CompileError):
         compile_selector(expression)
+
+
+@pytest.mark.parametrize("compile_fn", COMPILERS)
+@pytest.mark.parametrize(("attributes", "error"), [
+    ({"a": {}}, "attribute a: unsupported attribute value"),
+    ({"a": {"int": None}}, "attribute a: unsupported attribute value"),
+    ({"a": {"strings": None}}, "attribute a: unsupported attribute value"),
+    ({"a": {"int": 1, "string": "x"}}, None),                  # several kinds: the first in Go's order wins
+    ({"a": {"version": "1.0.0", "int": 2}}, None),
+    ({"a": {"version": "1.x"}}, "attribute a: parse semantic version: No Major.Minor.Patch elements found"),
+    ({"a": {"version": "1.0.0"}, "b": {"version": "1.x"}},
+     "attribute b: parse semantic version: No Major.Minor.Patch elements found"),
+    ({"a": {"versions": ["1.0.0", "1.x"]}}, "attribute a: parse semantic version: No Major.Minor.Patch elements found"),
+])
+def test_every_attribute_is_converted_first(compile_fn: object, attributes: dict[str, object],
+                                            error: str | None) -> None:
+    """DeviceMatches converts all attributes before it evaluates, so a selector that reads none of
+    them still fails on a bad one (answers observed with the Go program); asked twice, because the
+    verdict and the versions seen to parse are kept."""
+    selector = compile_fn('device.driver == "d"')  # type: ignore[operator]
+    for _ in range(2):
+        device = DeviceInput("d", attributes)  # type: ignore[arg-type]
+        if error is None:
+            assert selector.matches(device) is True
+        else:
+            with pytest.raises(EvalError) as raised:
+                selector.matches(device)
+            assert raised.value.message == error
+
+
+@pytest.mark.parametrize("version", [["1.0.0"], 1, None])
+def test_a_version_of_the_wrong_type_is_an_error_not_a_crash(version: object) -> None:
+    with pytest.raises(EvalError, match="attribute a: "):
+        compile_selector("true").matches(DeviceInput("d", {"a": {"version": version}}))  # type: ignore[dict-item]

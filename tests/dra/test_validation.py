@@ -6,7 +6,8 @@ import json
 from typing import Any
 
 from kubedevice.dra.models import DeviceClass, ResourceClaim, ResourceSlice, from_document
-from kubedevice.dra.validation import ErrorType, FieldError, go_quote, raw_json, validate
+from kubedevice.dra.validation import ErrorType, FieldError, raw_json, validate
+from kubedevice.gostrings import quote as go_quote
 
 SUBDOMAIN_MSG = (
     "a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' or '.', and must "

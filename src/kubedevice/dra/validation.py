@@ -16,6 +16,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
+from ..gostrings import quote as go_quote
 from ..names import C_IDENTIFIER, DNS1123_SUBDOMAIN, QUALIFIED_NAME_PART
 from . import cel
 from .models import (
@@ -101,24 +102,6 @@ class ErrorType(enum.StrEnum):
 
 
 _NO_VALUE = frozenset({ErrorType.REQUIRED, ErrorType.FORBIDDEN, ErrorType.TOO_LONG, ErrorType.INTERNAL})
-
-
-def go_quote(text: str) -> str:
-    """Go's ``%q`` for a string: JSON-like escapes, printable Unicode left as is."""
-    out = []
-    for char in text:
-        code = ord(char)
-        if char in '"\\':
-            out.append("\\" + char)
-        elif char in "\a\b\f\n\r\t\v":
-            out.append("\\" + "abfnrtv"["\a\b\f\n\r\t\v".index(char)])
-        elif code < 0x20 or code == 0x7F:
-            out.append(f"\\x{code:02x}")
-        elif not char.isprintable() and char != " ":
-            out.append(f"\\u{code:04x}" if code <= 0xFFFF else f"\\U{code:08x}")
-        else:
-            out.append(char)
-    return '"' + "".join(out) + '"'
 
 
 def _format_value(value: Any) -> str:

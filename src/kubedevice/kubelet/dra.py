@@ -10,7 +10,6 @@ kubelet always uses ``v1alpha1``). Refusals carry the kubelet's messages.
 
 from __future__ import annotations
 
-import json
 from collections.abc import AsyncGenerator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -29,6 +28,7 @@ from ..api import dra_v1beta1_pb2 as v1beta1
 from ..api import dra_v1beta1_pb2_grpc as v1beta1_grpc
 from ..api import pluginregistration_v1_pb2 as regpb
 from ..api import pluginregistration_v1_pb2_grpc as regpb_grpc
+from ..gostrings import quote_list
 
 KUBELET_SERVICES = ("v1.DRAPlugin", "v1beta1.DRAPlugin")  # the kubelet takes the first of these the plugin lists
 HEALTH_SERVICES = ("v1.DRAResourceHealth", "v1alpha1.DRAResourceHealth")  # the 1.37 kubelet's preference
@@ -99,8 +99,8 @@ def kubelet_refusal(info: regpb.PluginInfo, registration_socket: Path) -> str:
         why = "empty list of supported gRPC services (aka supported versions)"
     elif not any(s in KUBELET_SERVICES for s in services):
         why = (
-            f"none of services supported by the plugin ({go_quoted(services)}) "
-            f"are supported by the kubelet ({go_quoted(KUBELET_SERVICES)})"
+            f"none of services supported by the plugin ({quote_list(services)}) "
+            f"are supported by the kubelet ({quote_list(KUBELET_SERVICES)})"
         )
     else:
         return ""
@@ -109,11 +109,6 @@ def kubelet_refusal(info: regpb.PluginInfo, registration_socket: Path) -> str:
         "RegisterPlugin error -- plugin validation failed with err: invalid supported gRPC versions "
         f"of DRA driver plugin {info.name} at endpoint {endpoint}: {why}"
     )
-
-
-def go_quoted(values: Sequence[str]) -> str:
-    """Go's ``%q`` of a string slice."""
-    return "[" + " ".join(json.dumps(v) for v in values) + "]"
 
 
 class DraClient:

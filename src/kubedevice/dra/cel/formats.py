@@ -11,10 +11,10 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import ClassVar
 
+from ...gostrings import quote as go_quote
 from .cost import ONE, STRING_FACTOR, Coster, Range, scaled
 from .library import CALL_COSTS, NAMESPACES, VALUE_TYPES, register
 from .parser import Call
-from .strformat import _go_quote as go_quote  # Go's strconv.Quote
 from .urls import URLError, parse
 from .values import NONE, Optional
 

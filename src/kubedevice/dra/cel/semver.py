@@ -5,6 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from functools import lru_cache
 
+from ...gostrings import quote
+
 _DIGITS = frozenset("0123456789")
 _ALNUM = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-")
 _UINT64_MAX = (1 << 64) - 1
@@ -53,47 +55,61 @@ def _compare_pre(a: tuple[int | str, ...], b: tuple[int | str, ...]) -> int:
     return (len(a) > len(b)) - (len(a) < len(b))
 
 
-def _number(part: str, what: str) -> int:
-    if not part or not set(part) <= _DIGITS:
-        raise SemverError(f"invalid character(s) found in {what} number")
-    if len(part) > 1 and part[0] == "0":
-        raise SemverError(f"{what} number must not contain leading zeroes")
+def _uint(part: str) -> int:
+    """strconv.ParseUint(part, 10, 64), with its error text."""
+    if not part:
+        raise SemverError(f'strconv.ParseUint: parsing "{part}": invalid syntax')
     value = int(part)
     if value > _UINT64_MAX:
-        raise SemverError(f"{what} number out of range")
+        raise SemverError(f"strconv.ParseUint: parsing {quote(part)}: value out of range")
     return value
+
+
+def _number(part: str, what: str) -> int:
+    """A major, minor or patch number, checked in blang's order and words."""
+    if not set(part) <= _DIGITS:
+        raise SemverError(f"Invalid character(s) found in {what} number {quote(part)}")
+    if len(part) > 1 and part[0] == "0":
+        raise SemverError(f"{what.capitalize()} number must not contain leading zeroes {quote(part)}")
+    return _uint(part)
 
 
 def _pre_identifier(part: str) -> int | str:
     if not part:
-        raise SemverError("prerelease is empty")
+        raise SemverError("Prerelease is empty")
     if set(part) <= _DIGITS:
-        return _number(part, "prerelease")
+        if len(part) > 1 and part[0] == "0":
+            raise SemverError(f"Numeric PreRelease version must not contain leading zeroes {quote(part)}")
+        return _uint(part)
     if not set(part) <= _ALNUM:
-        raise SemverError("invalid character(s) found in prerelease")
+        raise SemverError(f"Invalid character(s) found in prerelease {quote(part)}")
+    return part
+
+
+def _build_identifier(part: str) -> str:
+    if not part:
+        raise SemverError("Build meta data is empty")
+    if not set(part) <= _ALNUM:
+        raise SemverError(f"Invalid character(s) found in build meta data {quote(part)}")
     return part
 
 
 @lru_cache(maxsize=4096)
 def parse(text: str) -> Semver:
-    """semver.Parse: strict MAJOR.MINOR.PATCH[-PRE][+BUILD]."""
+    """semver.Parse: strict MAJOR.MINOR.PATCH[-PRE][+BUILD], failing on the first problem in
+    blang's order (major, minor, patch, prerelease, build) with its message."""
     if not text:
-        raise SemverError("version string empty")
+        raise SemverError("Version string empty")
     parts = text.split(".", 2)
     if len(parts) != 3:
-        raise SemverError("no major, minor and patch value found")
+        raise SemverError("No Major.Minor.Patch elements found")
     major, minor = _number(parts[0], "major"), _number(parts[1], "minor")
-    rest, build = parts[2], tuple[str, ...]()
-    if "+" in rest:
-        rest, meta = rest.split("+", 1)
-        build = tuple(meta.split("."))
-        if any(not b or not set(b) <= _ALNUM for b in build):
-            raise SemverError("invalid build metadata")
-    pre: tuple[int | str, ...] = ()
-    if "-" in rest:
-        rest, pres = rest.split("-", 1)
-        pre = tuple(_pre_identifier(p) for p in pres.split("."))
-    return Semver(major, minor, _number(rest, "patch"), pre, build)
+    patch, plus, meta = parts[2].partition("+")
+    patch, minus, pres = patch.partition("-")
+    number = _number(patch, "patch")
+    pre = tuple(_pre_identifier(p) for p in pres.split(".")) if minus else ()
+    build = tuple(_build_identifier(b) for b in meta.split(".")) if plus else ()
+    return Semver(major, minor, number, pre, build)
 
 
 def normalize_and_parse(text: str) -> Semver:
@@ -102,7 +118,7 @@ def normalize_and_parse(text: str) -> Semver:
         text = text[1:]
     parts = text.split(".", 2)
     for i, part in enumerate(parts):
-        if len(part) > 1:
+        if len(part.encode("utf-8", "surrogatepass")) > 1:  # Go's len: bytes, so "é" is long enough
             stripped = part.lstrip("0")
             if not stripped or stripped[0] not in _DIGITS:
                 stripped = "0" + stripped

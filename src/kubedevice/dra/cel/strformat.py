@@ -11,6 +11,7 @@ import math
 from collections.abc import Callable
 from typing import Any
 
+from ...gostrings import quote as go_quote
 from . import values as v
 from .cost import Coster, Range, plus, scaled, times
 from .engine import FORMAT_VALIDATOR
@@ -87,22 +88,6 @@ def _hex(arg: Any, upper: bool) -> str:
     return text.upper() if upper else text
 
 
-def _go_quote(text: str) -> str:
-    """Go's %q (strconv.Quote) for the ASCII and printable text formatting produces."""
-    out = []
-    for c in text:
-        if c in '"\\':
-            out.append("\\" + c)
-        elif c.isprintable():
-            out.append(c)
-        elif ord(c) < 0x80:
-            out.append({"\a": "\\a", "\b": "\\b", "\f": "\\f", "\n": "\\n", "\r": "\\r", "\t": "\\t",
-                        "\v": "\\v"}.get(c, f"\\x{ord(c):02x}"))
-        else:
-            out.append(f"\\u{ord(c):04x}" if ord(c) <= 0xFFFF else f"\\U{ord(c):08x}")
-    return '"' + "".join(out) + '"'
-
-
 def format_string(arg: Any) -> str:
     """FormatString: the %s clause."""
     if isinstance(arg, (list, tuple)):
@@ -129,17 +114,17 @@ def _member(x: Any) -> str:
     kind = type_name(x)
     if kind == "double":
         text = f"{x:.6f}" if math.isfinite(x) else ("NaN" if math.isnan(x) else ("+Inf" if x > 0 else "-Inf"))
-        return _go_quote(text) if not math.isfinite(x) else text
+        return go_quote(text) if not math.isfinite(x) else text
     if kind in ("google.protobuf.Timestamp", "google.protobuf.Duration"):
         name = "timestamp" if kind.endswith("Timestamp") else "duration"
-        return f"{name}({_go_quote(format_string(x))})"
+        return f"{name}({go_quote(format_string(x))})"
     if kind in ("int", "uint"):
         return str(int(x))
     text = format_string(x)
     if kind == "string":
-        return _go_quote(text)
+        return go_quote(text)
     if kind == "bytes":
-        return "b" + _go_quote(text)
+        return "b" + go_quote(text)
     return text
 
 

@@ -1,0 +1,32 @@
+"""Go's ``%q`` (strconv.Quote): error messages we mirror from Kubernetes quote strings this way."""
+
+from __future__ import annotations
+
+_NAMED = {"\a": "\\a", "\b": "\\b", "\f": "\\f", "\n": "\\n", "\r": "\\r", "\t": "\\t", "\v": "\\v",
+          '"': '\\"', "\\": "\\\\"}
+
+
+def quote(text: str) -> str:
+    """Double-quoted, with Go's escapes; printable Unicode is left as is."""
+    if text.isascii() and text.isprintable() and '"' not in text and "\\" not in text:
+        return f'"{text}"'  # the common case, without a loop
+    return '"' + "".join(_rune(c) for c in text) + '"'
+
+
+def _rune(c: str) -> str:
+    named = _NAMED.get(c)
+    if named is not None:
+        return named
+    if c.isprintable() or c == " ":
+        return c
+    code = ord(c)
+    if code < 0x80:
+        return f"\\x{code:02x}"
+    if 0xD800 <= code <= 0xDFFF:  # a lone surrogate is not UTF-8: Go escapes its bytes one by one
+        return "".join(f"\\x{b:02x}" for b in c.encode("utf-8", "surrogatepass"))
+    return f"\\u{code:04x}" if code <= 0xFFFF else f"\\U{code:08x}"
+
+
+def quote_list(values: list[str] | tuple[str, ...]) -> str:
+    """``%q`` of a string slice: ``["a" "b"]``."""
+    return "[" + " ".join(map(quote, values)) + "]"
