@@ -89,13 +89,18 @@ class OwnerWatch:
         self.history: list[Seen] = []
         self._kubeconfig = kubeconfig
         self._client: Any = None
+        self._making_client = asyncio.Lock()  # the watch and the final check share one client
 
-    def _api(self) -> Any:
-        if self._client is None:
-            from .dra.driver.kube import client  # noqa: PLC0415 - lightkube only when asked for
-
-            self._client = client(self._kubeconfig)
+    async def _api(self) -> Any:
+        async with self._making_client:
+            if self._client is None:  # imports lightkube and reads credentials: off the loop
+                self._client = await asyncio.to_thread(self._new_client)
         return self._client
+
+    def _new_client(self) -> Any:
+        from .dra.driver.kube import client  # noqa: PLC0415 - lightkube only when asked for
+
+        return client(self._kubeconfig)
 
     def _record(self, seen: Seen) -> None:
         """Changes only: every status update of the DaemonSet is an event, the decision needs none."""
@@ -109,7 +114,7 @@ class OwnerWatch:
 
         while True:
             try:
-                api = await asyncio.to_thread(self._api)  # imports and reads credentials off the loop
+                api = await self._api()
                 stream = api.watch(
                     DaemonSet, namespace=self.owner.namespace, fields={"metadata.name": self.owner.name}
                 )
@@ -128,7 +133,7 @@ class OwnerWatch:
 
         try:
             async with asyncio.timeout(timeout):
-                api = await asyncio.to_thread(self._api)
+                api = await self._api()
                 daemonset = await api.get(DaemonSet, self.owner.name, namespace=self.owner.namespace)
             seen = state_of(daemonset)
         except ApiError as err:

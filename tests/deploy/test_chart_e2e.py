@@ -112,12 +112,13 @@ class PodLog:
         self.files = [path.open("rb") for path in paths]
         assert self.files, f"no log of {meta['name']}"
 
-    def read(self) -> str:
+    def read(self, close: bool = True) -> str:
         text = ""
         for file in self.files:
             file.seek(0)
             text += file.read().decode(errors="replace")
-            file.close()
+            if close:
+                file.close()
         return text
 
 
@@ -240,6 +241,10 @@ def test_uninstall_drops_allocatable_and_removes_our_sockets(chart: Chart) -> No
     RESULTS["cdi_specs"] = sorted(p.name for p in chart.cluster.cdi_dir.glob("*.json"))
     assert RESULTS["cdi_specs"]
     log = PodLog(chart, chart.running_daemon())
+    # The clean-up needs the daemon to have seen its DaemonSet (a pod uninstalled before its first
+    # look keeps its specs, docs/deploy.md); under load that look can come seconds after start.
+    wait_for("the daemon to see its DaemonSet", lambda: f"DaemonSet {NAMESPACE}/{RELEASE}: present" in log.read(False),
+             60, interval=0.2)
     chart.helm("uninstall", RELEASE, "--wait", "--timeout", "90s")
     wait_for("the pod to be gone", lambda: not chart.daemon_pods(terminating=True), 90, interval=0.2)
     wait_for("allocatable 0", lambda: chart.capacity()[1] == 0 and chart.capacity(CDI_RESOURCE)[1] == 0, 60)
