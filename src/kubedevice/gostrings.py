@@ -22,9 +22,16 @@ def _rune(c: str) -> str:
     code = ord(c)
     if code < 0x80:
         return f"\\x{code:02x}"
+    if 0xDC80 <= code <= 0xDCFF:  # a byte that was not UTF-8, decoded with surrogateescape
+        return f"\\x{code - 0xDC00:02x}"
     if 0xD800 <= code <= 0xDFFF:  # a lone surrogate is not UTF-8: Go escapes its bytes one by one
         return "".join(f"\\x{b:02x}" for b in c.encode("utf-8", "surrogatepass"))
     return f"\\u{code:04x}" if code <= 0xFFFF else f"\\U{code:08x}"
+
+
+def quote_bytes(data: bytes) -> str:
+    """``%q`` of a Go string holding arbitrary bytes: invalid UTF-8 shows as ``\\xNN``."""
+    return quote(data.decode("utf-8", "surrogateescape"))
 
 
 def quote_list(values: list[str] | tuple[str, ...]) -> str:

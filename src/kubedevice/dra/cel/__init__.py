@@ -20,7 +20,7 @@ from .engine import CheckError, Compiler, EnvConfig
 from .fastpath import generate
 from .macros import compile_macro
 from .parser import Node, ParseError, flatten, location, parse
-from .values import Err, type_name
+from .values import Err, Optional, type_name
 
 # Each library module registers its functions and static costs when imported.
 LIBRARIES = (cidr, formats, ip, lists, sets, strformat, timestamps, typevalues, urls)
@@ -98,10 +98,45 @@ class Selector:
             raise EvalError("expression too deeply nested") from None
         if result is True or result is False:
             return result
-        raise EvalError(f"CEL result of type {type_name(result)} could not be converted to bool")
+        return _as_bool(result)
 
     def __repr__(self) -> str:
         return f"Selector({self.expression!r})"
+
+
+# ref.Val.ConvertToNative(bool)'s refusal, per CEL type (cel-go common/types, Kubernetes' types).
+_NOT_BOOL = {
+    "int": "unsupported type conversion from 'int' to bool", "uint": "unsupported type conversion from 'uint' to bool",
+    "string": "unsupported native conversion from string to 'bool'",
+    "list": "type conversion error from list to 'bool'",
+    "map": "type conversion error from map to 'bool'", "type": "type conversion not supported for 'type'",
+    "bytes": "type conversion error from Bytes to 'bool'", "double": "type conversion error from Double to 'bool'",
+    "null_type": "type conversion error from 'null_type' to 'bool'",
+    "google.protobuf.Duration": "type conversion error from 'Duration' to 'bool'",
+    "google.protobuf.Timestamp": "type conversion error from 'Timestamp' to 'bool'",
+    "net.IP": "type conversion error from 'IP' to 'bool'", "net.CIDR": "type conversion error from 'CIDR' to 'bool'",
+    "kubernetes.Quantity": "type conversion error from 'Quantity' to 'bool'",
+    "kubernetes.Semver": "type conversion error from 'Semver' to 'bool'",
+    "kubernetes.URL": "type conversion error from 'URL' to 'bool'",
+    "kubernetes.NamedFormat": "type conversion error from 'Format' to 'bool'",
+}
+
+
+def _as_bool(result: Any) -> bool:
+    """DeviceMatches' ConvertToNative(bool) of a dyn result: an optional converts its value, so
+    ``dyn(optional.of(true))`` matches; anything else fails naming the outer type."""
+    value = result
+    while type(value) is Optional:
+        if not value.present:
+            detail = "optional.none() dereference"
+            break
+        value = value.value
+    else:
+        if value is True or value is False:
+            return value
+        name = type_name(value)
+        detail = _NOT_BOOL.get(name, f"type conversion error from '{name}' to 'bool'")
+    raise EvalError(f"CEL result of type {type_name(result)} could not be converted to bool: {detail}")
 
 
 def _frozen_features(features: Mapping[str, bool] | None) -> tuple[tuple[str, bool], ...]:

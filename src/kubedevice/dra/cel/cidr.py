@@ -6,12 +6,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
+from ...gostrings import quote
 from .cost import ONE, Coster, Range, plus, scaled
 from .ip import IP, IP_TYPE, parse_ip
 from .library import CALL_COSTS, NOT_CONSTANT, SPECIALIZERS, VALUE_TYPES, register
 from .netip import NetIPError, Prefix, parse_prefix
 from .parser import Call
-from .values import Err
+from .values import Err, refused
 
 CIDR_TYPE = "net.CIDR"
 
@@ -30,10 +31,10 @@ def parse_cidr(text: str) -> Prefix:
         prefix = parse_prefix(text)
     except NetIPError as exc:
         raise Err("network address parse error during conversion from string: network address parse error "
-                  f"during conversion from string: netip.ParsePrefix({text!r}): {exc}") from None
+                  f"during conversion from string: {exc}") from None
     if prefix.addr.is4in6():
         raise Err(f"network address parse error during conversion from string: IPv4-mapped IPv6 address "
-                  f"{text!r} is not allowed")
+                  f"{quote(text)} is not allowed")
     return prefix
 
 
@@ -91,6 +92,15 @@ def _unit(c: Coster, node: Call) -> tuple[Range, None]:
     return ONE, None
 
 
+def _string_ip(text: str) -> Any:
+    """containsIP's string argument. Upstream (cidrContainsIPString) passes the parse error on as
+    a value that is not an IP, and then refuses its *network* argument: "no such overload"."""
+    try:
+        return parse_ip(text)
+    except Err:
+        raise refused() from None
+
+
 def _specialize_contains_ip(_nodes: list[Any], consts: list[Any], fns: list[Any], impl: Any) -> Any:
     """``cidr("…").containsIP(x)`` with a constant network: no per-call overload dispatch."""
     if len(fns) != 2 or type(consts[0]) is not CIDR or consts[1] is not NOT_CONSTANT:
@@ -101,7 +111,7 @@ def _specialize_contains_ip(_nodes: list[Any], consts: list[Any], fns: list[Any]
     def contains_ip(a: dict[str, Any]) -> bool:
         value = argument(a)
         if type(value) is str:
-            return contains(parse_ip(value))
+            return contains(_string_ip(value))
         return bool(impl(network, value))
 
     return contains_ip
@@ -112,7 +122,7 @@ def _register() -> Any:
     register("cidr", False, ("string",), CIDR_TYPE, lambda s: CIDR(parse_cidr(s)))
     register("isCIDR", False, ("string",), "bool", _is_cidr)
     register("containsIP", True, (CIDR_TYPE, "string"), "bool",
-             lambda c, s: c.prefix.contains(parse_ip(s)))
+             lambda c, s: c.prefix.contains(_string_ip(s)))
     register("containsIP", True, (CIDR_TYPE, IP_TYPE), "bool", lambda c, ip: c.prefix.contains(ip.addr))
     SPECIALIZERS["containsIP"] = _specialize_contains_ip
     register("containsCIDR", True, (CIDR_TYPE, "string"), "bool",

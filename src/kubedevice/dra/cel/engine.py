@@ -21,6 +21,7 @@ from .library import (
     NOT_CONSTANT,
     OVERLOADS,
     QTY,
+    REFUSALS,
     RUNTIME_COSTS,
     SEMVER,
     SPECIALIZERS,
@@ -621,6 +622,7 @@ def _guard(param: Any) -> tuple[type, ...] | None:
 def _dispatcher(name: str, overloads: list[Overload]) -> Callable[..., Any]:
     """Runtime overload choice by the dynamic types of the arguments."""
     table = [(ov.impl, [_guard(p) for p in ov.params]) for ov in overloads]
+    refuse = REFUSALS.get(name) or (lambda *args: v.no_overload(name, *args))
     unchecked = name in UNCHECKED  # a mismatch panics in Go: the general dispatcher below raises Panic
     if unchecked:
         pass
@@ -632,7 +634,7 @@ def _dispatcher(name: str, overloads: list[Overload]) -> Callable[..., Any]:
         def call1(x: Any) -> Any:
             if g0 is None or type(x) in g0:
                 return impl(x)
-            raise v.no_overload(name, x)
+            raise refuse(x)
 
         return call1
     elif len(table) == 1 and len(table[0][1]) == 2:
@@ -641,7 +643,7 @@ def _dispatcher(name: str, overloads: list[Overload]) -> Callable[..., Any]:
         def call2(x: Any, y: Any) -> Any:
             if (g0 is None or type(x) in g0) and (g1 is None or type(y) in g1):
                 return impl(x, y)
-            raise v.no_overload(name, x, y)
+            raise refuse(x, y)
 
         return call2
 
@@ -654,7 +656,7 @@ def _dispatcher(name: str, overloads: list[Overload]) -> Callable[..., Any]:
                 return impl(*args)
         if unchecked:
             raise v.Panic(f"internal error: interface conversion in {name}")
-        raise v.no_overload(name, *args)
+        raise refuse(*args)
 
     return call
 

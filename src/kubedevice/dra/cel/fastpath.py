@@ -32,7 +32,7 @@ class _Emitter:
     def __init__(self, compiler: Compiler) -> None:
         self.compiler = compiler
         self.names: dict[str, Any] = {"Err": Err, "Panic": v.Panic, "_equals": v.equals,
-                                      "_compare": v.compare, "_nonbool": v.no_overload}
+                                      "_compare": v.compare, "_nonbool": v.refused}
 
     def bind(self, value: Any) -> str:
         name = f"_k{len(self.names)}"

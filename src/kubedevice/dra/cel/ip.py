@@ -6,6 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
+from ...gostrings import quote
 from .cost import ONE, Coster, Range, scaled
 from .library import CALL_COSTS, VALUE_TYPES, register
 from .netip import Addr, NetIPError, parse_addr
@@ -29,11 +30,11 @@ def parse_ip(text: str) -> Addr:
     try:
         addr = parse_addr(text)
     except NetIPError as exc:
-        raise Err(f"IP Address {text!r} parse error during conversion from string: {exc}") from None
+        raise Err(f"IP Address {quote(text)} parse error during conversion from string: {exc}") from None
     if addr.zone:
-        raise Err(f"IP address {text!r} with zone value is not allowed")
+        raise Err(f"IP address {quote(text)} with zone value is not allowed")
     if addr.is4in6():
-        raise Err(f"IPv4-mapped IPv6 address {text!r} is not allowed")
+        raise Err(f"IPv4-mapped IPv6 address {quote(text)} is not allowed")
     return addr
 
 

@@ -26,6 +26,8 @@ from .values import (
     compare,
     equal_or_false,
     no_overload,
+    operator_error,
+    refused,
     type_name,
 )
 
@@ -53,6 +55,13 @@ RUNTIME_COSTS: dict[str, Callable[[list[Any], Any], int]] = {}
 # Functions that panic in Go when called with the wrong kind through dyn (see values.Panic)
 # instead of failing normally.
 UNCHECKED: set[str] = set()
+# How a function refuses arguments of the wrong kind, where it is not the type guard's
+# "no such overload: f(types)": the standard string functions skip the guards (their
+# implementation refuses) and size() is an operator, named only for an operand without a size.
+REFUSALS: dict[str, Callable[..., Err]] = {
+    "contains": refused, "startsWith": refused, "endsWith": refused, "matches": refused,
+    "size": lambda *args: operator_error("size", *args),
+}
 # Runtime classes of each declared type name, for overload dispatch (libraries add theirs).
 VALUE_TYPES: dict[str, tuple[type, ...]] = {}
 # Compile-time specialisations of a call, per function name, for calls with constant arguments:
@@ -129,7 +138,7 @@ def _comparable(item: Any, name: str) -> Any:
 def _ordering(a: Any, b: Any) -> int | None:
     """traits.Comparer.Compare as Kubernetes' list functions use it: an error is just no answer."""
     try:
-        return compare(a, b, "")
+        return compare(a, b, "_<_")  # the name only words an error, which is dropped
     except Err:
         return None
 
@@ -543,6 +552,27 @@ def _specialize_matches(_nodes: list[Any], consts: list[Any], fns: list[Any], im
     return matches
 
 
+def _specialize_found(_nodes: list[Any], consts: list[Any], fns: list[Any], impl: Callable[..., Any]) -> Any:
+    """``find``/``findAll`` with a constant pattern: Kubernetes compiles it once, and that call
+    refuses a non-string text (or limit) without naming itself (FindRegexOptimization)."""
+    if len(fns) not in (2, 3) or type(consts[1]) is not str or not regex.is_valid(consts[1]):
+        return None
+    text, pattern, limit = fns[0], consts[1], fns[2] if len(fns) == 3 else None
+
+    def found(a: dict[str, Any]) -> Any:
+        value = text(a)  # every argument first: an error in any of them is the answer
+        if limit is None:
+            if type(value) is not str:
+                raise refused()
+            return impl(value, pattern)
+        n = limit(a)
+        if type(value) is not str or type(n) is not int:
+            raise refused()
+        return impl(value, pattern, n)
+
+    return found
+
+
 def _specialize_ordering(name: str) -> Callable[..., Any]:
     """``x.compareTo(c)``, ``x.isGreaterThan(c)``, ``x.isLessThan(c)`` with a constant quantity
     or semver: the comparison itself when ``x`` is of the constant's class, no dispatch."""
@@ -569,6 +599,7 @@ def _specialize_ordering(name: str) -> Callable[..., Any]:
 SPECIALIZERS["includes"] = _specialize_includes
 SPECIALIZERS.update({name: _specialize_ordering(name) for name in ("compareTo", "isGreaterThan", "isLessThan")})
 SPECIALIZERS["matches"] = _specialize_matches
+SPECIALIZERS["find"] = SPECIALIZERS["findAll"] = _specialize_found
 
 _register_standard()
 _register_strings()

@@ -7,7 +7,7 @@ from typing import Any
 
 from . import values as v
 from .cost import MAX, Coster, Range, plus, scaled, sort_cost, times
-from .library import CALL_COSTS, DYN, RUNTIME_COSTS, UNCHECKED, register
+from .library import CALL_COSTS, DYN, REFUSALS, RUNTIME_COSTS, UNCHECKED, register
 from .parser import Call, Lit, Node
 from .values import Err, UInt
 
@@ -27,11 +27,20 @@ def _slice(items: list[Any], start: int, end: int) -> list[Any]:
     return list(items[start:end])
 
 
+def _flatten_refusal(items: Any, *depth: Any) -> Err:
+    """flatten runs without type guards and words its own refusal (ext/lists.go)."""
+    return Err(f"no such overload: {_go_type(items)}.flatten({', '.join(map(_go_type, depth))})")
+
+
+def _go_type(value: Any) -> str:
+    """A runtime value's type as Go's %v prints it (lists and maps are parameterised by dyn)."""
+    name = v.type_name(value)
+    return {"list": "list(dyn)", "map": "map(dyn, dyn)"}.get(name, name)
+
+
 def _flatten(items: Any, depth: int = 1) -> list[Any]:
-    if not isinstance(items, (list, tuple)):
-        raise v.no_overload("flatten", items)
-    if type(depth) is not int:
-        raise v.no_overload("flatten", items, depth)
+    if not isinstance(items, (list, tuple)) or type(depth) is not int:
+        raise _flatten_refusal(items, depth)
     if depth < 0:
         raise Err("level must be non-negative")
     out: list[Any] = []
@@ -88,6 +97,7 @@ def _register() -> None:
     register("slice", True, (("list", "T"), "int", "int"), ("list", "T"), _slice)
     register("flatten", True, (("list", ("list", "T")),), ("list", "T"), _flatten)
     register("flatten", True, (("list", DYN), "int"), ("list", DYN), _flatten)
+    REFUSALS["flatten"] = _flatten_refusal
     for t in COMPARABLE:
         register("sort", True, (("list", t),), ("list", t), _sort)
     register("lists.range", False, ("int",), ("list", "int"), _range)

@@ -10,9 +10,19 @@ import ipaddress
 from dataclasses import dataclass
 from functools import lru_cache
 
+from ...gostrings import quote
+
 
 class NetIPError(ValueError):
-    """Not an address or prefix Go would parse."""
+    """Not an address or prefix Go would parse; the text is Go's error (``ParseAddr("x"): ...``)."""
+
+
+class _Bad(Exception):
+    """A parse failure inside ParseAddr: Go's message and the unparsed rest it points at."""
+
+    def __init__(self, msg: str, at: str = "") -> None:
+        super().__init__(msg)
+        self.msg, self.at = msg, at
 
 
 @dataclass(frozen=True, slots=True)
@@ -92,22 +102,22 @@ def _ipv4_fields(text: str) -> list[int]:
     for i, c in enumerate(text):
         if "0" <= c <= "9":
             if digits == 1 and value == 0:
-                raise NetIPError("IPv4 field has octet with leading zero")
+                raise _Bad("IPv4 field has octet with leading zero")
             value = value * 10 + ord(c) - 48
             digits += 1
             if value > 255:
-                raise NetIPError("IPv4 field has value >255")
+                raise _Bad("IPv4 field has value >255")
         elif c == ".":
             if i == 0 or i == len(text) - 1 or text[i - 1] == ".":
-                raise NetIPError("IPv4 field must have at least one digit")
+                raise _Bad("IPv4 field must have at least one digit", text[i:])
             if len(fields) == 3:
-                raise NetIPError("IPv4 address too long")
+                raise _Bad("IPv4 address too long")
             fields.append(value)
             value, digits = 0, 0
         else:
-            raise NetIPError("unexpected character")
+            raise _Bad("unexpected character", text[i:])
     if len(fields) < 3:
-        raise NetIPError("IPv4 address too short")
+        raise _Bad("IPv4 address too short")
     return [*fields, value]
 
 
@@ -116,7 +126,7 @@ def _hex_group(s: str) -> tuple[int, int]:
     value, count = 0, 0
     while count < len(s) and s[count] in "0123456789abcdefABCDEF":
         if count > 3:
-            raise NetIPError("each group must have 4 or less digits")
+            raise _Bad("each group must have 4 or less digits", s)
         value = value * 16 + int(s[count], 16)
         count += 1
     return value, count
@@ -127,7 +137,7 @@ def _ipv6(text: str) -> Addr:
     if "%" in s:
         s, zone = s.split("%", 1)
         if not zone:
-            raise NetIPError("zone must be a non-empty string")
+            raise _Bad("zone must be a non-empty string")
     groups: list[int] = []  # bytes
     ellipsis = -1
     if s.startswith("::"):
@@ -137,12 +147,12 @@ def _ipv6(text: str) -> Addr:
     while len(groups) < 16:
         value, count = _hex_group(s)
         if count == 0:
-            raise NetIPError("each colon-separated field must have at least one digit")
+            raise _Bad("each colon-separated field must have at least one digit", s)
         if count < len(s) and s[count] == ".":
             if ellipsis < 0 and len(groups) != 12:
-                raise NetIPError("embedded IPv4 address must replace the final 2 fields of the address")
+                raise _Bad("embedded IPv4 address must replace the final 2 fields of the address", s)
             if len(groups) + 4 > 16:
-                raise NetIPError("too many hex fields to fit an embedded IPv4 at the end of the address")
+                raise _Bad("too many hex fields to fit an embedded IPv4 at the end of the address", s)
             groups += _ipv4_fields(s)
             s = ""
             break
@@ -151,52 +161,66 @@ def _ipv6(text: str) -> Addr:
         if not s:
             break
         if s[0] != ":":
-            raise NetIPError("unexpected character, want colon")
+            raise _Bad("unexpected character, want colon", s)
         if len(s) == 1:
-            raise NetIPError("colon must be followed by more characters")
+            raise _Bad("colon must be followed by more characters", s)
         s = s[1:]
         if s[0] == ":":
             if ellipsis >= 0:
-                raise NetIPError("multiple :: in address")
+                raise _Bad("multiple :: in address", s)
             ellipsis, s = len(groups), s[1:]
             if not s:
                 break
     if s:
-        raise NetIPError("trailing garbage after address")
+        raise _Bad("trailing garbage after address", s)
     if len(groups) < 16:
         if ellipsis < 0:
-            raise NetIPError("address string too short")
+            raise _Bad("address string too short")
         groups = groups[:ellipsis] + [0] * (16 - len(groups)) + groups[ellipsis:]
     elif ellipsis >= 0:
-        raise NetIPError("the :: must expand to at least one field of zeros")
+        raise _Bad("the :: must expand to at least one field of zeros")
     return Addr(int.from_bytes(bytes(groups), "big"), 128, zone)
 
 
 @lru_cache(maxsize=4096)
 def parse_addr(text: str) -> Addr:
     """netip.ParseAddr (cached: addresses repeat across devices and selectors)."""
+    try:
+        return _parse_addr(text)
+    except _Bad as bad:
+        at = f" (at {quote(bad.at)})" if bad.at else ""
+        raise NetIPError(f"ParseAddr({quote(text)}): {bad.msg}{at}") from None
+
+
+def _parse_addr(text: str) -> Addr:
     for c in text:
         if c == ".":
             return Addr(int.from_bytes(bytes(_ipv4_fields(text)), "big"), 32)
         if c == ":":
             return _ipv6(text)
         if c == "%":
-            raise NetIPError("missing IPv6 address")
-    raise NetIPError("unable to parse IP")
+            raise _Bad("missing IPv6 address")
+    raise _Bad("unable to parse IP")
 
 
 @lru_cache(maxsize=1024)
 def parse_prefix(text: str) -> Prefix:
     """netip.ParsePrefix (the address keeps its host bits)."""
+    def fail(msg: str) -> NetIPError:
+        return NetIPError(f"netip.ParsePrefix({quote(text)}): {msg}")
+
     slash = text.rfind("/")
     if slash < 0:
-        raise NetIPError("no '/'")
-    addr = parse_addr(text[:slash])
+        raise fail("no '/'")
+    try:
+        addr = parse_addr(text[:slash])
+    except NetIPError as exc:
+        raise fail(str(exc)) from None
     if addr.zone:
-        raise NetIPError("IPv6 zones cannot be present in a prefix")
+        raise fail("IPv6 zones cannot be present in a prefix")
     bits = text[slash + 1:]
     if (len(bits) > 1 and not "1" <= bits[0] <= "9") or not bits.isascii() or not bits.isdigit():
-        raise NetIPError(f"bad bits after slash: {bits!r}")
+        raise fail(f"bad bits after slash: {quote(bits)}")
     if int(bits) > addr.bits:
-        raise NetIPError("prefix length out of range")
+        raise fail("prefix length out of range")
     return Prefix(addr, int(bits))

@@ -51,7 +51,7 @@ def _logical(is_and: bool) -> Callable[[Compiler, Call], Compiled]:
                 if value is stop:
                     return not go_on
                 if value is not go_on and failure is None:
-                    failure = value if isinstance(value, Err) else v.no_overload(name, value)
+                    failure = value if isinstance(value, Err) else v.refused()
             if failure is not None:
                 raise failure
             return go_on

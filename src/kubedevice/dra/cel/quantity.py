@@ -20,6 +20,10 @@ _BIN_SUFFIXES = {"Ki": 10, "Mi": 20, "Gi": 30, "Ti": 40, "Pi": 50, "Ei": 60}
 _DIGITS = "0123456789"
 
 
+# resource.ErrFormatWrong, word for word
+FORMAT_WRONG = "quantities must match the regular expression '^([+-]?[0-9.]+)([eEinumkKMGTP]*[-+]?[0-9]*)$'"
+
+
 class QuantityError(ValueError):
     """The string is not a Kubernetes quantity."""
 
@@ -158,7 +162,7 @@ def _suffix(text: str, pos: int) -> str:
     while pos < end and text[pos] in _DIGITS:
         pos += 1
     if pos < end:
-        raise QuantityError("quantities must match the regular expression")
+        raise QuantityError(FORMAT_WRONG)
     return text[start:]
 
 
@@ -184,7 +188,7 @@ def _interpret(suffix: str) -> tuple[int, int, str]:
 def parse_quantity(text: str) -> Quantity:
     """resource.ParseQuantity, including its int64 fast path and nano round-up."""
     if not text:
-        raise QuantityError("quantities must match the regular expression")
+        raise QuantityError(FORMAT_WRONG)
     if text == "0":
         return Quantity(0, 0, True)
     positive, value, num, denom, suffix = _split(text)

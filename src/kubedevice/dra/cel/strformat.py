@@ -42,7 +42,7 @@ def _double(arg: Any, clause: str) -> float:
     if type(arg) is str and arg in _SPECIAL_STRINGS:
         return _SPECIAL_STRINGS[arg]
     if type(arg) is not float:
-        raise _clause_error(clause, "floats" if clause == "fixed-point" else "doubles", type_name(arg))
+        raise _clause_error(clause, "doubles", type_name(arg))
     return arg
 
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import Any, ClassVar
 
+from ...gostrings import quote_bytes
 from .cost import ONE, Coster, Range, scaled
 from .library import CALL_COSTS, VALUE_TYPES, register
 from .netip import NetIPError, parse_addr
@@ -40,23 +41,27 @@ def _should_escape(c: int, mode: int) -> bool:
     return not (mode == FRAGMENT and c in b"!()*")
 
 
+def _escape_error(escape: bytes) -> URLError:
+    return URLError(f"invalid URL escape {quote_bytes(escape)}")
+
+
 def _unescape(s: bytes, mode: int) -> bytes:
     i, out = 0, bytearray()
     while i < len(s):
         c = s[i]
         if c == ord("%"):
             if i + 2 >= len(s) or s[i + 1] not in _HEX or s[i + 2] not in _HEX:
-                raise URLError("invalid URL escape")
+                raise _escape_error(s[i:i + 3])
             value = int(s[i + 1:i + 3], 16)
             if mode == HOST and value >> 4 < 8 and s[i:i + 3] != b"%25":
-                raise URLError("invalid URL escape")
+                raise _escape_error(s[i:i + 3])
             if mode == ZONE and s[i:i + 3] != b"%25" and value != 0x20 and _should_escape(value, HOST):
-                raise URLError("invalid URL escape")
+                raise _escape_error(s[i:i + 3])
             out.append(value)
             i += 3
             continue
         if mode in (HOST, ZONE) and c < 0x80 and _should_escape(c, mode):
-            raise URLError("invalid character in host name")
+            raise URLError(f"invalid character {quote_bytes(s[i:i + 1])} in host name")
         out.append(0x20 if c == ord("+") and mode == QUERY_COMPONENT else c)
         i += 1
     return bytes(out)
@@ -154,7 +159,7 @@ def _host(scheme: bytes, host: bytes) -> bytes:
             raise URLError("missing ']' in host")
         colon_port = host[close + 1:]
         if not _valid_port(colon_port):
-            raise URLError("invalid port after host")
+            raise URLError(f"invalid port {quote_bytes(colon_port)} after host")
         port = _unescape(colon_port, HOST)
         name = host[1:close]
         zone = name.find(b"%25")
@@ -171,7 +176,7 @@ def _host(scheme: bytes, host: bytes) -> bytes:
         last = host.rfind(b":")
         i = first if scheme in (b"http", b"https") else last  # GODEBUG urlstrictcolons=1 (Go 1.26)
         if not _valid_port(host[i:]):
-            raise URLError("invalid port after host")
+            raise URLError(f"invalid port {quote_bytes(host[i:])} after host")
     return _unescape(host, HOST)
 
 
@@ -245,7 +250,7 @@ def to_url(text: str) -> URL:
         if fragment:
             parsed = replace(parsed, fragment=_unescape(fragment, FRAGMENT))
     except URLError as exc:
-        raise Err(f"URL parse error during conversion from string: parse {text!r}: {exc}") from None
+        raise Err(f"URL parse error during conversion from string: parse {quote_bytes(raw)}: {exc}") from None
     return URL(parsed)
 
 

@@ -71,7 +71,37 @@ def undefer(value: Any) -> Any:
 
 
 def no_overload(name: str, *args: Any) -> Err:
+    """A library function's type guard refusing its arguments (cel-go's MaybeNoSuchOverload)."""
     return Err(f"no such overload: {name}({', '.join(type_name(a) for a in args)})")
+
+
+def refused(*_args: Any) -> Err:
+    """An implementation refusing an operand (MaybeNoSuchOverloadErr): ==, in, &&, ||, !, ?:."""
+    return Err("no such overload")
+
+
+# The traits of cel-go's runtime types (common/types/types.go); Kubernetes' types have none.
+_TRAITS: dict[str, frozenset[str]] = {name: frozenset(traits.split()) for name, traits in {
+    "bool": "compare negate", "bytes": "add compare size",
+    "double": "add compare divide multiply negate subtract",
+    "google.protobuf.Duration": "add compare negate receive subtract",
+    "int": "add compare divide modulo multiply negate subtract", "list": "add contain index iterate size",
+    "map": "contain index iterate size", "string": "add compare match receive size",
+    "google.protobuf.Timestamp": "add compare receive subtract", "uint": "add compare divide modulo multiply subtract",
+}.items()}
+# The standard operators, whose one binding needs a trait of the first operand (common/stdlib).
+_NEEDS = {"_+_": "add", "_-_": "subtract", "_*_": "multiply", "_/_": "divide", "_%_": "modulo", "-_": "negate",
+          "_<_": "compare", "_<=_": "compare", "_>_": "compare", "_>=_": "compare", "_[_]": "index", "size": "size"}
+
+
+def operator_error(name: str, *args: Any) -> Err:
+    """A standard operator refusing its operands, in cel-go's words: the interpreter names the
+    function when the first operand lacks the trait the binding needs and takes no receiver
+    calls; otherwise the implementation (or the receiver) refuses, without a name."""
+    have = _TRAITS.get(type_name(args[0]), frozenset())
+    if _NEEDS[name] not in have and "receive" not in have:
+        return Err(f"no such overload: {name}")
+    return refused()
 
 
 def type_name(value: Any) -> str:
@@ -103,7 +133,7 @@ def equals(a: Any, b: Any) -> bool:
     if ta is ComputedQuantity:
         ta = Quantity
     if (ta in _STRICT or getattr(ta, "CEL_STRICT", False)) and ta is not tb:
-        raise no_overload("_==_", a, b)
+        raise refused()
     if ta is tb or (_is_num(a) and _is_num(b)):
         if ta in (list, tuple) or ta is dict or ta is CelMap:
             return _container_equals(a, b)
@@ -274,24 +304,42 @@ def _scan(mapping: dict[Any, Any], key: Any) -> Any:
 
 
 def index(container: Any, key: Any) -> Any:
+    """``container[key]`` as cel-go's attribute qualifiers read it."""
     if isinstance(container, (list, tuple)):
-        if type(key) is float:
-            if not key.is_integer():
-                raise Err(f"unsupported index value {key}")
-            key = int(key)
-        if type(key) not in (int, UInt):
-            raise no_overload("_[_]", container, key)
-        if not 0 <= key < len(container):
-            raise Err(f"index out of bounds: {key}")
-        return container[key]
+        position = _list_index(key)
+        if not 0 <= position < len(container):
+            raise Err(f"index out of bounds: {position}")
+        return container[position]
     if isinstance(container, dict):
         if type(key) not in _QUALIFIERS:  # cel-go indexes a map only with a scalar key
             raise Err(f"invalid qualifier type: {type_name(key)}")
         value = map_find(container, key)
         if value is _MISSING:
-            raise Err(f"no such key: {key}")
+            raise Err(f"no such key: {go_value(key)}")
         return value
-    raise no_overload("_[_]", container, key)
+    raise Err(f"no such key: {go_value(key)}")  # a qualifier on a value that has no keys
+
+
+def _list_index(key: Any) -> int:
+    """types.IndexOrError: an int, or a uint or double that is one exactly."""
+    if type(key) is int:
+        return key
+    if type(key) is float and key.is_integer() and INT_MIN <= key <= INT_MAX:
+        return int(key)
+    if type(key) is UInt and key <= INT_MAX:
+        return int(key)
+    if type(key) in (float, UInt):
+        raise Err(f"unsupported index value {go_value(key)} in list")
+    raise Err(f"unsupported index type '{type_name(key)}' in list")
+
+
+def go_value(value: Any) -> str:
+    """Go's %v of a scalar CEL value, as error messages print keys and indexes."""
+    if type(value) is bool:
+        return "true" if value else "false"
+    if type(value) is float and value.is_integer() and abs(value) < 1e21:
+        return str(int(value))
+    return str(value)
 
 
 _QUALIFIERS = frozenset({str, int, UInt, bool, float})
@@ -312,7 +360,7 @@ def compare(a: Any, b: Any, op: str) -> int:
             if math.isnan(a) or math.isnan(b):
                 raise Err("NaN values cannot be ordered")
         return int(a > b) - int(a < b)
-    raise no_overload(op, a, b)
+    raise operator_error(op, a, b)
 
 
 # Timestamp and Duration classes (kind by class) and their + - and negation, registered by
@@ -326,7 +374,7 @@ def _time_arith(op: str, a: Any, b: Any) -> Any:
     allowed = {"+": (("timestamp", "duration"), ("duration", "timestamp"), ("duration", "duration")),
                "-": (("timestamp", "timestamp"), ("timestamp", "duration"), ("duration", "duration"))}
     if kinds not in allowed.get(op, ()):
-        raise no_overload(f"_{op}_", a, b)
+        raise operator_error(f"_{op}_", a, b)
     return TIME_OPS[op](a, b)
 
 
@@ -353,7 +401,7 @@ def arith(op: str, a: Any, b: Any) -> Any:
     if ta in TIME_TYPES or tb in TIME_TYPES:
         return _time_arith(op, a, b)
     if ta is not tb and not (ta in (list, tuple) and tb in (list, tuple)):
-        raise no_overload(op, a, b)
+        raise operator_error(f"_{op}_", a, b)
     if ta is int or ta is UInt:
         check = check_int if ta is int else check_uint
         if op in "/%" and b == 0:
@@ -371,7 +419,7 @@ def arith(op: str, a: Any, b: Any) -> Any:
         return a + b
     if op == "+" and ta in (list, tuple):
         return list(a) + list(b)
-    raise no_overload(op, a, b)
+    raise operator_error(f"_{op}_", a, b)
 
 
 def _float_op(op: str, a: float, b: float) -> float:
@@ -392,13 +440,13 @@ def negate(a: Any) -> Any:
         return TIME_OPS["negate"](a)
     if type(a) is float:
         return -a
-    raise no_overload("-_", a)
+    raise operator_error("-_", a)
 
 
 def size(value: Any) -> int:
     if isinstance(value, (str, bytes, list, tuple, dict)):
         return len(value)
-    raise no_overload("size", value)
+    raise operator_error("size", value)
 
 
 def contains(container: Any, item: Any) -> bool:
@@ -409,7 +457,7 @@ def contains(container: Any, item: Any) -> bool:
         return map_find(container, item) is not _MISSING and not (
             hasattr(container, "default") and all(not equals(item, k) for k in container)
         )
-    raise no_overload("@in", item, container)
+    raise refused()
 
 
 def absorb(outcomes: Iterable[Any], stop: bool, name: str) -> bool:
@@ -422,7 +470,7 @@ def absorb(outcomes: Iterable[Any], stop: bool, name: str) -> bool:
         if isinstance(value, Err):
             failure = failure or value
         elif value is not (not stop):
-            failure = failure or no_overload(name, value)
+            failure = failure or refused()
     if failure is not None:
         raise failure
     return not stop
@@ -441,7 +489,7 @@ def outcome(fn: Callable[[Any], Any], arg: Any) -> Any:
 def truthy(value: Any, name: str) -> bool:
     if value is True or value is False:
         return bool(value)
-    raise no_overload(name, value)
+    raise refused()
 
 
 Fn = Callable[..., Any]
