@@ -265,11 +265,10 @@ def _replace(s: str, old: str, new: str, limit: int = -1) -> str:
     return s.replace(old, new, limit if limit > 0 else -1)
 
 
-def _join(items: Any, sep: str = "") -> str:
-    items = _list_of(items, "join")
-    if any(type(x) is not str for x in items):
-        raise no_overload("join", items)
-    return sep.join(items)
+def _join(items: Any, *sep: str) -> str:
+    if not isinstance(items, (list, tuple)) or any(type(x) is not str for x in items):
+        raise no_overload("join", items, *sep)
+    return (sep[0] if sep else "").join(items)
 
 
 def _to_int(value: Any) -> int:
