@@ -14,6 +14,7 @@ from typing import Literal
 
 from .config import Config
 from .logs import setup_logging
+from .memory import trimming
 from .metrics import Metrics, MetricsServer, Readiness, start_http_server
 from .owner import OwnerRef, OwnerWatch, clean_up_if_uninstalled
 from .plugin.base import Plugin
@@ -131,7 +132,8 @@ async def _serve(
     watcher = OwnerWatch(options.owner, options.kubeconfig) if options.owner else None
     watching = asyncio.create_task(watcher.run()) if watcher else None
     try:
-        code = await run(manager, early_signal)
+        async with trimming():
+            code = await run(manager, early_signal)
         if watcher is not None:
             await clean_up_if_uninstalled(watcher, reloader.config, options.cdi_dir or reloader.config.cdi_dir)
         return code

@@ -22,6 +22,7 @@ from ...config import Config
 from ...daemon import build_plugins
 from ...errors import UsageError, fail, os_reason
 from ...logs import setup_logging
+from ...memory import trimming
 from ...metrics import Metrics, MetricsServer, Readiness, start_http_server
 from ...plugin.server import SocketInUse
 from .checkpoint import CheckpointError
@@ -106,7 +107,8 @@ async def _serve(
     if options.metrics_address:
         http = await start_http_server(options.metrics_address, metrics, readiness)
     try:
-        await task
+        async with trimming():
+            await task
     except asyncio.CancelledError:
         log.info("stopped DRA driver %s", driver.name)
     finally:
