@@ -64,9 +64,22 @@ def test_help_documents_the_line_formats() -> None:
 @pytest.mark.parametrize("line", [
     "not json", "[1, 2]", '{"driver": "x"}', '{"expression": "true", "attributes": [1]}',
     '{"expression": "true", "capacity": {"m": {"value": 5}}}', '{"expression": "true", "env": "Other"}',
+    # what Go could not decode into a DeviceAttribute either
+    '{"expression": "true", "attributes": {"a": {"int": "5"}}}',
+    '{"expression": "true", "attributes": {"a": {"int": true}}}',
+    '{"expression": "true", "attributes": {"a": {"ints": [1, "x"]}}}',
+    '{"expression": "true", "attributes": {"a": {"strings": "x"}}}',
 ])
 def test_malformed_lines_get_an_error_line_and_the_command_continues(
         cel_process: subprocess.Popen[str], line: str) -> None:
     answer = ask(cel_process, line)
     assert set(answer) == {"error", "message"} and answer["message"]
     assert ask(cel_process, json.dumps({"expression": "1 < 2", "driver": "d"})) == {"result": True}
+
+
+def test_attribute_fields_of_the_wrong_json_type_are_input_errors(cel_process: subprocess.Popen[str]) -> None:
+    """Go's decoder refuses them before DeviceMatches runs; null and unknown fields it accepts."""
+    line = {"expression": "true", "driver": "d", "attributes": {"a": {"int": "5"}}}
+    assert ask(cel_process, json.dumps(line)) == {"error": "input", "message": "attribute a: int must be an integer"}
+    line["attributes"] = {"a": {"int": 5, "float": 1.5}, "b": {"version": None, "string": "x"}}
+    assert ask(cel_process, json.dumps(line)) == {"result": True}

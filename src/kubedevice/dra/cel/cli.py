@@ -20,6 +20,26 @@ def _capacity(raw: Any) -> dict[str, str]:
     return out
 
 
+# The JSON each attribute field must hold (resource.k8s.io DeviceAttribute): (scalar type, words).
+# null means unset and other keys are ignored, as Go's decoder does.
+_KINDS: dict[str, tuple[type, str]] = {
+    "int": (int, "an integer"), "bool": (bool, "a boolean"), "string": (str, "a string"), "version": (str, "a string"),
+    "ints": (int, "a list of integers"), "bools": (bool, "a list of booleans"), "strings": (str, "a list of strings"),
+    "versions": (str, "a list of strings"),
+}
+
+
+def _check_attribute(name: str, value: dict[str, Any]) -> None:
+    """Refuse what Go could not decode into a DeviceAttribute (a string for an int, ...)."""
+    for kind, item in value.items():
+        if item is None or kind not in _KINDS:
+            continue
+        wanted, words = _KINDS[kind]
+        items = item if kind.endswith("s") and isinstance(item, list) else [item]
+        if (kind.endswith("s") and not isinstance(item, list)) or any(type(x) is not wanted for x in items):
+            raise ValueError(f"attribute {name}: {kind} must be {words}")
+
+
 def answer(line: str) -> dict[str, Any]:
     """One input line to one answer object; never raises."""
     try:
@@ -29,6 +49,8 @@ def answer(line: str) -> dict[str, Any]:
         attributes = case.get("attributes") or {}
         if not isinstance(attributes, dict) or not all(isinstance(a, dict) for a in attributes.values()):
             raise ValueError("attributes must map names to objects")
+        for name, value in attributes.items():
+            _check_attribute(name, value)
         device = DeviceInput(str(case.get("driver", "")), attributes, _capacity(case.get("capacity") or {}),
                              case.get("allowMultipleAllocations"))
         env = case.get("env") or "StoredExpressions"
