@@ -170,6 +170,9 @@ RUNTIME = [
     'dyn(b"a")', "dyn(1u)", "dyn(1.5)", "dyn({})", 'dyn(duration("1s"))', "dyn(timestamp(0))", 'dyn(ip("1.2.3.4"))',
     'dyn(quantity("1"))', 'dyn(semver("1.0.0"))', 'dyn(url("http://a/"))', 'dyn(cidr("1.0.0.0/8"))',
     "dyn(format.dns1123Label())", "dyn(optional.of(optional.of(false)))", "dyn([true])",
+    # a NaN map key is never found, and each insertion of one adds an entry, as in a Go map
+    "cel.bind(x, 0.0/0.0, {x: 1, x: 2}.size() == 2)", "cel.bind(x, 0.0/0.0, x in {x: 1})",
+    "cel.bind(x, 0.0/0.0, {x: 1}[x] == 1)", "{1.0/0.0: 1}[-1.0/0.0] == 1",
 ]
 
 

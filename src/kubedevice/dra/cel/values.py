@@ -200,8 +200,20 @@ class _Identity:
         return id(self.value)
 
 
+class _Unique:
+    """A NaN map key: equal to nothing, itself included (a Go map never finds a NaN key, and each
+    insertion of one adds an entry), where Python's dict would match the same NaN object."""
+
+    __slots__ = ("value",)
+
+    def __init__(self, value: Any) -> None:
+        self.value = value
+
+
 def _stored(key: Any) -> tuple[type, Any]:
     kind = type(key)
+    if kind is float and math.isnan(key):
+        return kind, _Unique(key)
     if kind in MAP_KEY_TYPES or kind in TIME_TYPES:
         return kind, key
     if kind is Semver or kind is bytes:  # Go slices underneath: not usable as Go map keys
@@ -211,7 +223,7 @@ def _stored(key: Any) -> tuple[type, Any]:
 
 def _key(stored: tuple[type, Any]) -> Any:
     key = stored[1]
-    return key.value if type(key) is _Identity else key
+    return key.value if type(key) is _Identity or type(key) is _Unique else key
 
 
 class CelMap(dict[Any, Any]):
@@ -337,8 +349,11 @@ def go_value(value: Any) -> str:
     """Go's %v of a scalar CEL value, as error messages print keys and indexes."""
     if type(value) is bool:
         return "true" if value else "false"
-    if type(value) is float and value.is_integer() and abs(value) < 1e21:
-        return str(int(value))
+    if type(value) is float:
+        if math.isnan(value) or math.isinf(value):
+            return "NaN" if math.isnan(value) else ("+Inf" if value > 0 else "-Inf")
+        if value.is_integer() and abs(value) < 1e21:
+            return str(int(value))
     return str(value)
 
 
