@@ -546,8 +546,8 @@ def _panicking(impl: Callable[..., Any], fns: list[Closure], tracked: Callable[[
             args = [f(a) for f in fns]
         except v.Panic:
             raise
-        except Err:
-            raise v.Panic(f"internal error: interface conversion in {name}") from None
+        except Err as exc:
+            raise v.not_a_list(exc) from None
         result = impl(*args)
         if tracked is not None:
             v.charge(a, tracked(args, result))
@@ -655,7 +655,7 @@ def _dispatcher(name: str, overloads: list[Overload]) -> Callable[..., Any]:
             else:
                 return impl(*args)
         if unchecked:
-            raise v.Panic(f"internal error: interface conversion in {name}")
+            raise v.not_a_list(args[0])
         raise refuse(*args)
 
     return call

@@ -53,7 +53,7 @@ CALL_COSTS: dict[str, Callable[[Any, Any], Any]] = {}
 # trackers and Kubernetes' CallCost): (arguments, result) -> cost.
 RUNTIME_COSTS: dict[str, Callable[[list[Any], Any], int]] = {}
 # Functions that panic in Go when called with the wrong kind through dyn (see values.Panic)
-# instead of failing normally.
+# instead of failing normally: their cost trackers assert a list (values.not_a_list).
 UNCHECKED: set[str] = set()
 # How a function refuses arguments of the wrong kind, where it is not the type guard's
 # "no such overload: f(types)": the standard string functions skip the guards (their
@@ -129,9 +129,10 @@ def _list_of(value: Any, name: str) -> list[Any]:
 _COMPARABLE = (int, UInt, float, bool, str, bytes)
 
 
-def _comparable(item: Any, name: str) -> Any:
+def _comparable(item: Any, name: str, items: list[Any]) -> Any:
+    """An element min/max/isSorted can order; otherwise the call refuses the list."""
     if type(item) not in _COMPARABLE and type(item) not in TIME_TYPES:
-        raise no_overload(name, item)
+        raise no_overload(name, items)
     return item
 
 
@@ -147,7 +148,7 @@ def _is_sorted(items: Any) -> bool:
     """Only a pair known to be out of order counts; incomparable pairs (NaN, mixed kinds) do not."""
     items = _list_of(items, "isSorted")
     for i, item in enumerate(items):
-        _comparable(item, "isSorted")
+        _comparable(item, "isSorted", items)
         if i and _ordering(items[i - 1], item) == 1:
             return False
     return True
@@ -170,7 +171,7 @@ def _extreme(items: Any, sign: int, name: str) -> Any:
     items = _list_of(items, name)
     best = None
     for item in items:
-        _comparable(item, name)
+        _comparable(item, name, items)
         if best is None or _ordering(best, item) == -sign:
             best = item
     if best is None:

@@ -49,15 +49,9 @@ def _items(value: Any) -> list[Any]:
     raise not_iterable(value)
 
 
-_GO_TYPES = {"int": "types.Int", "uint": "types.Uint", "double": "types.Double", "string": "types.String",
-             "bool": "types.Bool", "bytes": "types.Bytes", "null_type": "types.Null",
-             "kubernetes.Semver": "cel.Semver", "kubernetes.Quantity": "cel.Quantity"}
-
-
 def not_iterable(value: Any) -> Err:
-    """cel-go's message, which names the Go type of the value."""
-    name = v.type_name(value)
-    return Err(f"got '{_GO_TYPES.get(name, name)}', expected iterable type")
+    """cel-go's message for a one-variable comprehension, which names the Go type of the value."""
+    return Err(f"got '{v.go_type(value)}', expected iterable type")
 
 
 def compile_macro(c: Compiler, node: Comprehension) -> Compiled:
@@ -248,7 +242,7 @@ def _pairs(value: Any) -> list[tuple[Any, Any]]:
         return list(enumerate(value))
     if isinstance(value, dict):
         return list(value.items())
-    raise not_iterable(value)
+    raise Err(f"unsupported comprehension range type: {v.go_type(value)}")  # the two-variable form's words
 
 
 def _two_var(c: Compiler, node: Comprehension, target: Compiled) -> Compiled:

@@ -109,9 +109,16 @@ def format_string(arg: Any) -> str:
     return converter(arg)
 
 
+# The kinds cel-go's clauseForType formats inside a list or map (others: "no formatting function").
+_MEMBER_KINDS = frozenset({"int", "uint", "double", "string", "bytes", "bool", "null_type", "type", "list", "map",
+                           "google.protobuf.Timestamp", "google.protobuf.Duration"})
+
+
 def _member(x: Any) -> str:
     """A list element or map value: formatted by its type, then quoted as a CEL literal."""
     kind = type_name(x)
+    if kind not in _MEMBER_KINDS:
+        raise FormatError(f"error during formatting: no formatting function for {kind}")
     if kind == "double":
         text = f"{x:.6f}" if math.isfinite(x) else ("NaN" if math.isnan(x) else ("+Inf" if x > 0 else "-Inf"))
         return go_quote(text) if not math.isfinite(x) else text
@@ -132,7 +139,7 @@ def _format_map(mapping: dict[Any, Any]) -> str:
     pairs = []
     for key, value in mapping.items():
         if type_name(key) not in ("string", "bool", "int", "uint"):
-            raise FormatError(f"no formatting function for map key of type {type_name(key)}")
+            raise FormatError(f"error during formatting: no formatting function for map key of type {type_name(key)}")
         pairs.append((_member(key), _member(value)))
     pairs.sort(key=lambda pair: pair[0].encode())
     return "{" + ", ".join(f"{k}:{val}" for k, val in pairs) + "}"

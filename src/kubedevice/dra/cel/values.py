@@ -75,6 +75,36 @@ def no_overload(name: str, *args: Any) -> Err:
     return Err(f"no such overload: {name}({', '.join(type_name(a) for a in args)})")
 
 
+# Go's dynamic type (%T) of each CEL value, and whether it has an Add method: Go's panic for a
+# value that is not a traits.Lister names the first method it lacks, Add or else Contains.
+_GO_TYPES: dict[str, tuple[str, bool]] = {
+    "string": ("types.String", True), "int": ("types.Int", True), "uint": ("types.Uint", True),
+    "double": ("types.Double", True), "bytes": ("types.Bytes", True),
+    "google.protobuf.Duration": ("types.Duration", True), "google.protobuf.Timestamp": ("types.Timestamp", True),
+    "bool": ("types.Bool", False), "null_type": ("types.Null", False), "map": ("*types.baseMap", False),
+    "optional_type": ("*types.Optional", False), "type": ("*types.Type", False),
+    "kubernetes.Semver": ("cel.Semver", False), "kubernetes.Quantity": ("cel.Quantity", False),
+    "kubernetes.URL": ("cel.URL", False), "net.IP": ("cel.IP", False), "net.CIDR": ("cel.CIDR", False),
+}
+
+
+def go_type(value: Any) -> str:
+    """Go's %T of a CEL value, as messages about a value of the wrong kind print it."""
+    if isinstance(value, Err):
+        return "*types.Err"
+    name = type_name(value)
+    return _GO_TYPES[name][0] if name in _GO_TYPES else name
+
+
+def not_a_list(value: Any) -> Panic:
+    """The panic of a call whose cost tracker asserts a list (traits.Lister) and gets ``value``
+    (an Err when the argument itself failed)."""
+    adds = not isinstance(value, Err) and _GO_TYPES.get(type_name(value), ("", False))[1]
+    missing = "Contains" if adds else "Add"
+    return Panic(f"internal error: interface conversion: {go_type(value)} is not traits.Lister: "
+                 f"missing method {missing}")
+
+
 def refused(*_args: Any) -> Err:
     """An implementation refusing an operand (MaybeNoSuchOverloadErr): ==, in, &&, ||, !, ?:."""
     return Err("no such overload")
