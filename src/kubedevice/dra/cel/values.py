@@ -121,7 +121,7 @@ _TRAITS: dict[str, frozenset[str]] = {name: frozenset(traits.split()) for name, 
 }.items()}
 # The standard operators, whose one binding needs a trait of the first operand (common/stdlib).
 _NEEDS = {"_+_": "add", "_-_": "subtract", "_*_": "multiply", "_/_": "divide", "_%_": "modulo", "-_": "negate",
-          "_<_": "compare", "_<=_": "compare", "_>_": "compare", "_>=_": "compare", "_[_]": "index", "size": "size"}
+          "_<_": "compare", "_<=_": "compare", "_>_": "compare", "_>=_": "compare", "size": "size"}
 
 
 def operator_error(name: str, *args: Any) -> Err:
