@@ -7,13 +7,13 @@ import sys
 
 import pytest
 
-from kubedevice.memory import malloc_trim
+from kubedevice.memory import ARENAS, malloc_trim
 
 # In a child process: a clean heap whose free chunks sit below a live one, as fragmentation leaves
 # them (free() itself cannot give those back), then RSS before and after one trim.
 CHILD = """
 import ctypes
-from kubedevice.memory import malloc_trim
+from kubedevice.memory import ARENAS, malloc_trim
 libc = ctypes.CDLL(None)
 libc.malloc.restype = ctypes.c_void_p
 libc.free.argtypes = [ctypes.c_void_p]
@@ -39,6 +39,42 @@ def test_trim_returns_free_pages_to_the_system() -> None:
     before, after, returned = map(int, done.stdout.split())
     assert returned == 1
     assert before - after > 50_000, (before, after)  # KiB: most of the 80 MB came back
+
+
+# Eight threads allocating at once, then glibc's own count of its arenas (malloc_stats, on stderr).
+THREADS = """
+import ctypes, sys, threading
+from kubedevice.memory import cap_arenas
+if sys.argv[1] == "cap":
+    assert cap_arenas()
+libc = ctypes.CDLL(None)
+libc.malloc.restype = ctypes.c_void_p
+libc.malloc.argtypes = [ctypes.c_size_t]
+libc.free.argtypes = [ctypes.c_void_p]
+def work():
+    for _ in range(2000):
+        blocks = [libc.malloc(1024) for _ in range(20)]
+        for block in blocks:
+            libc.free(block)
+threads = [threading.Thread(target=work) for _ in range(8)]
+for thread in threads:
+    thread.start()
+for thread in threads:
+    thread.join()
+libc.malloc_stats()
+"""
+
+
+def arenas(mode: str) -> int:
+    done = subprocess.run([sys.executable, "-c", THREADS, mode], capture_output=True, text=True, check=True,
+                          timeout=60)
+    return sum(line.startswith("Arena ") for line in done.stderr.splitlines())
+
+
+@pytest.mark.skipif(malloc_trim() is None, reason="not glibc")
+def test_capped_threads_share_two_arenas() -> None:
+    assert arenas("cap") <= ARENAS
+    assert arenas("free") > ARENAS  # the same threads without the cap: one arena each, nearly
 
 
 def test_no_trim_without_glibc(monkeypatch: pytest.MonkeyPatch) -> None:
