@@ -35,8 +35,9 @@ def _check_attribute(name: str, value: dict[str, Any]) -> None:
         if item is None or kind not in _KINDS:
             continue
         wanted, words = _KINDS[kind]
-        items = item if kind.endswith("s") and isinstance(item, list) else [item]
-        if (kind.endswith("s") and not isinstance(item, list)) or any(type(x) is not wanted for x in items):
+        plural = kind.endswith("s")
+        items = item if plural and isinstance(item, list) else [item]  # a list for a scalar kind fails below
+        if (plural and not isinstance(item, list)) or any(type(x) is not wanted for x in items):
             raise ValueError(f"attribute {name}: {kind} must be {words}")
 
 

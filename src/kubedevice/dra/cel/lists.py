@@ -29,11 +29,12 @@ def _slice(items: list[Any], start: int, end: int) -> list[Any]:
 
 def _flatten_refusal(items: Any, *depth: Any) -> Err:
     """flatten runs without type guards and words its own refusal (ext/lists.go)."""
-    return Err(f"no such overload: {_go_type(items)}.flatten({', '.join(map(_go_type, depth))})")
+    return Err(f"no such overload: {_type_string(items)}.flatten({', '.join(map(_type_string, depth))})")
 
 
-def _go_type(value: Any) -> str:
-    """A runtime value's type as Go's %v prints it (lists and maps are parameterised by dyn)."""
+def _type_string(value: Any) -> str:
+    """A runtime value's CEL type as Go's %v prints it (lists and maps are parameterised by dyn);
+    not its Go type, which values.go_type gives."""
     name = v.type_name(value)
     return {"list": "list(dyn)", "map": "map(dyn, dyn)"}.get(name, name)
 

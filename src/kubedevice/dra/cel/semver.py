@@ -58,7 +58,7 @@ def _compare_pre(a: tuple[int | str, ...], b: tuple[int | str, ...]) -> int:
 def _uint(part: str) -> int:
     """strconv.ParseUint(part, 10, 64), with its error text."""
     if not part:
-        raise SemverError(f'strconv.ParseUint: parsing "{part}": invalid syntax')
+        raise SemverError('strconv.ParseUint: parsing "": invalid syntax')
     value = int(part)
     if value > _UINT64_MAX:
         raise SemverError(f"strconv.ParseUint: parsing {quote(part)}: value out of range")
