@@ -20,6 +20,8 @@ import tracemalloc
 from pathlib import Path
 from typing import Any
 
+from procstat import sample  # beside this script: python puts its directory on the path
+
 INTERVAL = float(os.environ.get("HEAPTRACE_INTERVAL", "60"))
 FRAMES = 4
 
@@ -41,13 +43,6 @@ def _malloc() -> dict[str, int]:
             "malloc_mmap_kib": got.hblkhd // 1024}
 
 
-def _rss_kib() -> int:
-    for line in Path("/proc/self/status").read_text().splitlines():
-        if line.startswith("VmRSS:"):
-            return int(line.split()[1])
-    return 0
-
-
 _OWN = [tracemalloc.Filter(False, tracemalloc.__file__), tracemalloc.Filter(False, __file__)]
 
 
@@ -55,7 +50,8 @@ def _record(out: Path, started: float, baseline: Any) -> None:
     snapshot = tracemalloc.take_snapshot().filter_traces(_OWN)
     grown = [stat for stat in snapshot.compare_to(baseline, "traceback") if stat.size_diff > 0][:10]
     current, _peak = tracemalloc.get_traced_memory()
-    row = {"at": round(time.monotonic() - started, 1), "rss_kib": _rss_kib(), "python_kib": current // 1024,
+    row = {"at": round(time.monotonic() - started, 1), "rss_kib": sample(os.getpid(), 0).rss_kib,
+           "python_kib": current // 1024,
            **_malloc(),
            "grown": [{"kib": stat.size_diff // 1024, "count": stat.count_diff,
                       "where": [f"{frame.filename}:{frame.lineno}" for frame in stat.traceback]} for stat in grown]}
