@@ -2,7 +2,8 @@
 # kubedevice node daemon. scripts/image.sh builds the same image without a Docker engine
 # (debootstrap + umoci); keep the two in step.
 #   base     Debian slim + Debian's python3: what both later stages share
-#   build    base + python3-venv: a virtualenv with the project, pip and setuptools removed
+#   build    base + python3-venv: a virtualenv with requirements/run.txt and the kubedevice wheel,
+#            pip and setuptools removed
 #   runtime  base + that virtualenv only, so no pip, wheel cache or build tool ships
 # Every dependency has manylinux wheels (amd64 and arm64), so no stage needs a compiler.
 ARG BASE_IMAGE=debian:bookworm-slim
@@ -20,10 +21,14 @@ ENV PIP_NO_CACHE_DIR=1 \
     PIP_DISABLE_PIP_VERSION_CHECK=1
 RUN python3 -m venv /opt/kubedevice
 WORKDIR /src
-COPY pyproject.toml README.md ./
+COPY pyproject.toml README.md MANIFEST.in ./
+COPY requirements ./requirements
 COPY src ./src
-# Install the project, then drop the installers: the runtime never installs anything.
-RUN /opt/kubedevice/bin/pip install --no-compile . \
+# The locked runtime set (hash-checked, with the pinned setuptools), the wheel built from these
+# sources, then drop the installers: the runtime never installs anything.
+RUN /opt/kubedevice/bin/pip install --no-compile --require-hashes -r requirements/run.txt \
+ && /opt/kubedevice/bin/pip wheel --no-deps --no-build-isolation --wheel-dir /wheel . \
+ && /opt/kubedevice/bin/pip install --no-compile --no-deps /wheel/kubedevice-*.whl \
  && /opt/kubedevice/bin/pip uninstall --yes pip setuptools \
  && /opt/kubedevice/bin/python -m compileall -q -j 0 /opt/kubedevice
 

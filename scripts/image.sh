@@ -5,8 +5,9 @@
 #
 # The same steps as the Dockerfile, with Debian's own tools (apt-get install debootstrap umoci):
 #   base    debootstrap --variant=minbase (what debian:bookworm-slim is made from) + python3
-#   build   base + python3-venv; a virtualenv in /opt/kubedevice with the project installed,
-#           pip and setuptools removed, byte code compiled
+#   build   base + python3-venv; a virtualenv in /opt/kubedevice with requirements/run.txt
+#           (hash-checked) and the kubedevice wheel built from this checkout, pip and
+#           setuptools removed, byte code compiled
 #   runtime base + /opt/kubedevice only (a second layer), uid 65532, ENTRYPOINT kubedevice
 # so the image holds no pip, no compiler and no cache. Needs root (chroot, mount namespace).
 #
@@ -89,14 +90,20 @@ fi
 step "build stage: virtualenv with kubedevice $VERSION"
 BUILD=$WORK/build
 cp -a "$ROOTFS_CACHE" "$BUILD"
-mkdir -p "$BUILD/src/src" "$PIP_CACHE"
-cp "$REPO/pyproject.toml" "$REPO/README.md" "$BUILD/src/"
+mkdir -p "$BUILD/src/src" "$BUILD/src/requirements" "$PIP_CACHE"
+cp "$REPO/pyproject.toml" "$REPO/README.md" "$REPO/MANIFEST.in" "$BUILD/src/"
+cp "$REPO"/requirements/*.txt "$REPO"/requirements/*.in "$BUILD/src/requirements/"
 # The .dockerignore allow-list: src/ without byte code or egg-info.
 tar -C "$REPO/src" --exclude=__pycache__ --exclude='*.pyc' --exclude='*.egg-info' -cf - . | tar -C "$BUILD/src/src" -xf -
 export PIP_CACHE HOST_CA
 in_root "$BUILD" python3 -m venv /opt/kubedevice
+# The locked runtime set (hash-checked; it holds the pinned setuptools too), then the wheel built
+# from these sources with that setuptools, installed without dependencies: the image runs exactly
+# what requirements/run.txt says, as the README's install does.
 in_root "$BUILD" sh -ec 'cd /src
-    /opt/kubedevice/bin/pip install --quiet --no-compile .
+    /opt/kubedevice/bin/pip install --quiet --no-compile --require-hashes -r requirements/run.txt
+    /opt/kubedevice/bin/pip wheel --quiet --no-deps --no-build-isolation --wheel-dir /wheel .
+    /opt/kubedevice/bin/pip install --quiet --no-compile --no-deps /wheel/kubedevice-*.whl
     /opt/kubedevice/bin/pip uninstall --quiet --yes pip setuptools
     /opt/kubedevice/bin/python -m compileall -q -j 0 /opt/kubedevice'
 unset PIP_CACHE

@@ -119,6 +119,17 @@ def test_no_build_stage_installs_compilers_or_keeps_pip() -> None:
     assert "uninstall --yes pip" in runs
 
 
+def test_build_stage_installs_the_lock_then_the_wheel_without_dependencies() -> None:
+    """The image runs what requirements/run.txt pins, as scripts/image.sh and the README install."""
+    _, found = stages()
+    runs = " ".join(run for stage in found for run in stage.all("RUN"))
+    assert "--require-hashes -r requirements/run.txt" in runs
+    assert "--no-deps /wheel/kubedevice-*.whl" in runs
+    image_sh = (REPO / "scripts" / "image.sh").read_text()
+    assert "--require-hashes -r requirements/run.txt" in image_sh
+    assert "--no-deps /wheel/kubedevice-*.whl" in image_sh
+
+
 def test_entrypoint_is_the_console_script_and_cmd_is_the_daemonset_line() -> None:
     _, found = stages()
     final = found[-1]
@@ -158,7 +169,7 @@ def ignore_patterns() -> list[str]:
 
 @pytest.mark.parametrize("path", ["pyproject.toml", "README.md", "src/kubedevice/__init__.py",
                                   "src/kubedevice/metrics.py", "src/kubedevice/api/api.proto",
-                                  "src/kubedevice/py.typed"])
+                                  "src/kubedevice/py.typed", "requirements/run.txt", "MANIFEST.in"])
 def test_build_context_keeps_what_the_build_needs(path: str) -> None:
     assert not dockerignore_excludes(path, ignore_patterns())
 
