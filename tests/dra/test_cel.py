@@ -7,6 +7,8 @@ import time
 
 import pytest
 
+from kubedevice.cel.quantity import QuantityError, parse_quantity
+from kubedevice.cel.semver import SemverError, normalize_and_parse, parse
 from kubedevice.dra.cel import (
     MAX_COST,
     CELError,
@@ -17,8 +19,6 @@ from kubedevice.dra.cel import (
     compile_selector,
     top_level_clauses,
 )
-from kubedevice.dra.cel.quantity import QuantityError, parse_quantity
-from kubedevice.dra.cel.semver import SemverError, normalize_and_parse, parse
 
 DRIVER = "gpu.example.com"
 GPU = DeviceInput(

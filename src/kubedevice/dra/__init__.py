@@ -2,9 +2,9 @@
 selector explanations, a one-node allocator and ResourceSlices for discovered devices; and
 on the node, the DRA driver (:mod:`kubedevice.dra.driver`).
 
-The CEL engine the selectors run on is :mod:`kubedevice.dra.cel`. Names load on first use:
-the daemon's config imports :mod:`kubedevice.dra.driver.config` and must not pay ~0.25 s for
-the models.
+The selectors' CEL environment is :mod:`kubedevice.dra.cel`, on the engine :mod:`kubedevice.cel`.
+Names load on first use: the daemon's config imports :mod:`kubedevice.dra.driver.config` and
+must not pay ~0.25 s for the models.
 """
 
 from __future__ import annotations

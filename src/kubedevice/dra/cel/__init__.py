@@ -12,20 +12,15 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Any, Literal
 
-from . import cidr, engine, formats, ip, lists, operators, sets, strformat, timestamps, typevalues, urls
-from .cost import estimate
+from ...cel import engine
+from ...cel.cost import estimate
+from ...cel.diagnostics import display
+from ...cel.engine import CheckError, Compiler
+from ...cel.parser import Node, ParseError, flatten, location, parse
+from ...cel.values import Err, Optional, type_name
 from .device import UNCHECKED, precheck
-from .diagnostics import display
-from .engine import CheckError, Compiler, EnvConfig
+from .environment import DeviceEnvironment
 from .fastpath import generate
-from .macros import compile_macro
-from .parser import Node, ParseError, flatten, location, parse
-from .values import Err, Optional, type_name
-
-# Each library module registers its functions and static costs when imported.
-LIBRARIES = (cidr, formats, ip, lists, sets, strformat, timestamps, typevalues, urls)
-engine.SPECIAL.update(operators.SPECIAL)
-engine.SPECIAL["@macro"] = compile_macro
 
 MAX_EXPRESSION_BYTES = 10240
 MAX_COST = 1_000_000
@@ -68,13 +63,13 @@ class DeviceInput:
     _memo: dict[str, Any] | None = field(default=None, init=False, repr=False, compare=False)
 
 
-def env_config(env: Environment, features: Mapping[str, bool] | None) -> EnvConfig:
+def env_config(env: Environment, features: Mapping[str, bool] | None) -> DeviceEnvironment:
     """Stored expressions see every field; new ones only what the feature gates enable."""
     if env == "StoredExpressions":
-        return EnvConfig("dyn", True, True)
+        return DeviceEnvironment("dyn", True, True)
     gates = features or {}
     lists = bool(gates.get(LIST_TYPE_ATTRIBUTES, False))
-    return EnvConfig("dyn" if lists else "any", bool(gates.get(CONSUMABLE_CAPACITY, False)), lists)
+    return DeviceEnvironment("dyn" if lists else "any", bool(gates.get(CONSUMABLE_CAPACITY, False)), lists)
 
 
 class Selector:
@@ -190,7 +185,7 @@ def _compile(expression: str, env: Environment, features: tuple[tuple[str, bool]
         raise CompileError(f"must evaluate to bool or the unknown type, not {shown}")
     if compiler.planning:
         raise CompileError("program instantiation failed: " + compiler.planning[0])
-    cost = estimate(tree, compiler.types)
+    cost = estimate(tree, compiler.types, config)
     fn = generate(compiler, tree) if fast else None
     return Selector(expression, fn or compiled.fn, cost, fn is not None)
 

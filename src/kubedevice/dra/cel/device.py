@@ -7,17 +7,11 @@ Whole maps are only built when an expression needs one; the common shape
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any, ClassVar
+from typing import Any
 
-from .quantity import Quantity, QuantityError, parse_quantity
-from .semver import Semver, SemverError, parse
-from .values import Err
-
-
-class DomainMap(dict[str, Any]):
-    """Outer attributes/capacity map: an unknown domain reads as an empty map, like Kubernetes."""
-
-    default: ClassVar[dict[str, Any]] = {}
+from ...cel.quantity import Quantity, QuantityError, parse_quantity
+from ...cel.semver import Semver, SemverError, parse
+from ...cel.values import DefaultingMap, Err
 
 
 def _semver(text: str) -> Semver:
@@ -62,8 +56,8 @@ def split_name(name: str, driver: str) -> tuple[str, str]:
     return (domain, ident) if sep else (driver, name)
 
 
-def attribute_domains(device: Any) -> DomainMap:
-    out = DomainMap()
+def attribute_domains(device: Any) -> DefaultingMap:
+    out = DefaultingMap()
     for name, value in device.attributes.items():
         domain, ident = split_name(name, device.driver)
         out.setdefault(domain, {})[ident] = attribute_value(value)
@@ -77,8 +71,8 @@ def _quantity(name: str, text: str) -> Quantity:
         raise Err(f"capacity {name}: {exc}") from exc
 
 
-def capacity_domains(device: Any) -> DomainMap:
-    out = DomainMap()
+def capacity_domains(device: Any) -> DefaultingMap:
+    out = DefaultingMap()
     for name, value in device.capacity.items():
         domain, ident = split_name(name, device.driver)
         out.setdefault(domain, {})[ident] = _quantity(name, value)

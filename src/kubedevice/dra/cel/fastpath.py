@@ -12,11 +12,11 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from . import values as v
+from ...cel import values as v
+from ...cel.engine import Compiler
+from ...cel.parser import Call, Ident, Lit, Node, Select, flatten
+from ...cel.values import Err
 from .device import kept_value_getter
-from .engine import Compiler
-from .parser import Call, Ident, Lit, Node, Select, flatten
-from .values import Err
 
 Fn = Callable[[Any], Any]  # takes the DeviceInput itself
 _OPS = {"_==_": "==", "_!=_": "!=", "_<_": "<", "_<=_": "<=", "_>_": ">", "_>=_": ">="}
@@ -60,10 +60,11 @@ class _Emitter:
         if left.field == "driver" and isinstance(left.operand, Ident) and left.operand.name == "device" \
                 and not self.compiler.scopes and isinstance(const, str):
             return f"(d.driver {op} {c})", True
-        where = self.compiler.device_domain(left.operand)
+        where = self.compiler.view(left.operand)
         if where is None or where[0] != "attributes":
             return None
-        get = self.bind(kept_value_getter(*where, left.field))
+        field, domain = where
+        get = self.bind(kept_value_getter(field, domain, left.field))
         t, tv = self.bind(type(const)), f"_v{index}"
         if op in ("==", "!="):
             slow = f"{'not ' if op == '!=' else ''}_equals({tv}, {c})"

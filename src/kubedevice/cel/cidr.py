@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
-from ...gostrings import quote
+from ..gostrings import quote
 from .cost import ONE, Coster, Range, plus, scaled
 from .ip import IP, IP_TYPE, parse_ip
 from .library import CALL_COSTS, NOT_CONSTANT, SPECIALIZERS, VALUE_TYPES, register

@@ -7,16 +7,14 @@ without any per-node dispatch, which is what makes simple selectors fast.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from . import regex
 from . import values as v
-from .device import DomainMap, attribute_domains, capacity_domains, domain_getter, memoised, value_getter
 from .library import (
     DYN,
-    INCLUDES,
     NAMESPACES,
     NOT_CONSTANT,
     OVERLOADS,
@@ -35,11 +33,11 @@ from .semver import Semver
 from .values import NONE, Err, Optional, UInt
 
 Closure = Callable[[dict[str, Any]], Any]
-DEVICE = "kubernetes.DRADevice"
+View = Any  # an environment's key for one of its views (Declarations.view): hashable, opaque here
 DEFERRED = "@deferred:"  # scope marker: this variable may hold a Deferred error (cel.bind)
 # [].sort(): cel-go binds the empty literal's free element type to the first comparable overload.
 EMPTY_SORTED = ("list", "int")
-DOMAIN = "@domain:"  # scope marker: this cel.bind variable is device.<field>[domain]
+VIEW = "@view:"  # scope marker: this cel.bind variable names a view (see Declarations.view)
 
 
 class CheckError(Exception):
@@ -51,15 +49,6 @@ class CheckError(Exception):
         self.node = node
 
 
-@dataclass(frozen=True)
-class EnvConfig:
-    """What the selected Kubernetes environment declares."""
-
-    attribute_type: str  # "any" before list-type attributes, "dyn" with them
-    allow_multiple_allocations: bool
-    includes: bool
-
-
 @dataclass
 class Compiled:
     type: Any
@@ -67,6 +56,44 @@ class Compiled:
     cost: int  # work of one evaluation outside loops: what a comprehension charges per iteration
 
 
+class Declarations:
+    """What an environment declares on top of the base library (cel-go's variable declarations,
+    object types and extra overloads); the base environment declares nothing.
+
+    An environment such as DRA's (kubedevice.dra.cel) subclasses this: the engine knows no
+    variable by name. It may also recognise *views*, sub-expressions it can read straight from
+    its input (``device.attributes["d"]``): reading one attribute then skips building every map
+    on the way, which is what makes the common selectors cheap.
+    """
+
+    variables: Mapping[str, Any] = {}  # name -> declared type; the activation holds the value
+    overloads: Mapping[str, tuple[Overload, ...]] = {}  # added to the library's, by function name
+
+    def select(self, compiler: Compiler, node: Select, operand: Compiled) -> Compiled:
+        """Field ``node.field`` of ``operand``, whose type is one of OBJECT_TYPES."""
+        raise CheckError(f"undefined field '{node.field}'")
+
+    def view(self, compiler: Compiler, node: Node) -> View | None:
+        """A key for ``node`` if this environment reads it directly, else None."""
+        return None
+
+    def read(self, view: View) -> Closure:
+        """Evaluates the view's whole value."""
+        raise NotImplementedError
+
+    def read_key(self, view: View, key: str) -> Closure:
+        """Evaluates ``<view>[key]`` without building the view's value."""
+        raise NotImplementedError
+
+    def size(self, path: list[str]) -> tuple[int, int] | None:
+        """cel-go's size estimator: the declared (min, max) size of what ``path`` reaches from a
+        variable (``["device", "attributes", "@values"]``), None when nothing is declared."""
+        return None
+
+
+# Object types an environment declares (``kubernetes.DRADevice``), registered when its module is
+# imported, like the libraries' value types: null-comparable, no ==, fields by Declarations.select.
+OBJECT_TYPES: set[str] = set()
 # string.format()'s compile-time check, registered by strformat.py (which builds on this module).
 FORMAT_VALIDATOR: list[Callable[[str, list[Node], Callable[[Node], Any]], tuple[Node | None, str] | None]] = []
 # Identifiers that denote types (int, string, ...); filled in by the type() library module.
@@ -108,11 +135,11 @@ def assignable(want: Any, have: Any, binding: dict[str, Any]) -> bool:
             assignable(w, h, binding) for w, h in zip(want[1:], have[1:], strict=True))
     if want == "null_type" or have == "null_type":
         other = have if want == "null_type" else want
-        return other in _NULLABLE or want == have
+        return other in _NULLABLE or other in OBJECT_TYPES or want == have
     return bool(want == have)
 
 
-_NULLABLE = frozenset({"null_type", QTY, SEMVER, DEVICE, "any"})
+_NULLABLE = frozenset({"null_type", QTY, SEMVER, "any"})
 
 
 def _unified(t: Any, optional: bool) -> Any:
@@ -177,7 +204,7 @@ def type_string(t: Any) -> str:
 class Compiler:
     """Compiles one checked expression for one environment."""
 
-    def __init__(self, env: EnvConfig) -> None:
+    def __init__(self, env: Declarations) -> None:
         self.env = env
         self.scopes: list[dict[str, Any]] = []
         self.types: dict[int, Any] = {}  # id(node) -> checked type, for the cost estimator
@@ -210,15 +237,14 @@ class Compiler:
         name = node.name
         scope = next((scope for scope in reversed(self.scopes) if name in scope), None)
         if scope is not None:
-            bound = scope.get(DOMAIN + name)
-            if bound is not None:  # cel.bind(x, device.attributes["d"], ...): read the domain itself
-                get_domain = domain_getter(*bound)
-                return Compiled(scope[name], lambda a: get_domain(a["device"]), 1)
+            bound = scope.get(VIEW + name)
+            if bound is not None:  # cel.bind(x, device.attributes["d"], ...): read the view itself
+                return Compiled(scope[name], self.env.read(bound), 1)
             if scope.get(DEFERRED + name):
                 return Compiled(scope[name], lambda a: v.undefer(a[name]), 1)
             return Compiled(scope[name], lambda a: a[name], 1)
-        if name == "device":
-            return Compiled(DEVICE, lambda a: a["device"], 1)
+        if name in self.env.variables:
+            return Compiled(self.env.variables[name], lambda a: a[name], 1)
         if name in TYPE_DENOTATIONS:
             value = TYPE_DENOTATIONS[name]
             return Compiled("type", lambda _a: value, 1)
@@ -298,10 +324,10 @@ class Compiler:
             value = TYPE_DENOTATIONS[qualified]
             return Compiled("type", lambda _a: value, 1)
         operand = self.compile(node.operand)
-        if operand.type == DEVICE:
-            return self._device_field(node, operand)
+        if operand.type in OBJECT_TYPES:
+            return self.env.select(self, node, operand)
         field = node.field
-        direct = self._direct_lookup(node.operand, field, node.test_only or node.optional)
+        direct = self._direct_lookup(node.operand, operand, field, node.test_only or node.optional)
         if direct is not None:
             return direct
         of = operand.fn
@@ -323,36 +349,22 @@ class Compiler:
 
         return Compiled(result_type, select, operand.cost + 1)
 
-    def device_domain(self, node: Node) -> tuple[str, str] | None:
-        """(field, domain) when ``node`` is ``device.attributes["d"]`` or ``device.capacity.d``,
-        or a cel.bind variable bound to one."""
+    def view(self, node: Node) -> View | None:
+        """The environment's view (Declarations.view) that ``node`` names, or that the cel.bind
+        variable ``node`` is bound to."""
         if isinstance(node, Ident):
             scope = next((scope for scope in reversed(self.scopes) if node.name in scope), None)
-            where: tuple[str, str] | None = scope.get(DOMAIN + node.name) if scope is not None else None
+            where: View | None = scope.get(VIEW + node.name) if scope is not None else None
             return where
-        if isinstance(node, Call) and node.function == "_[_]" and node.target is None:
-            container, key = node.args
-            if not (isinstance(key, Lit) and key.kind == "string"):
-                return None
-        elif isinstance(node, Select) and not node.test_only and not node.optional:
-            container, key = node.operand, Lit(0, 0, node.field, "string")
-        else:
-            return None
-        if isinstance(container, Select) and container.field in ("attributes", "capacity") \
-                and not container.test_only and not container.optional \
-                and isinstance(container.operand, Ident) and container.operand.name == "device" \
-                and not any("device" in scope for scope in self.scopes):
-            return container.field, str(key.value)
-        return None
+        return self.env.view(self, node)
 
-    def _direct_lookup(self, operand: Node, ident: str, skip: bool) -> Compiled | None:
-        """``device.attributes["d"].name``: read one attribute instead of building maps."""
-        where = None if skip else self.device_domain(operand)
+    def _direct_lookup(self, operand: Node, compiled: Compiled, ident: str, skip: bool) -> Compiled | None:
+        """``device.attributes["d"].name``: read one entry of a view instead of building maps."""
+        where = None if skip else self.view(operand)
         if where is None:
             return None
-        get = value_getter(*where, ident)
-        result_type = self.env.attribute_type if where[0] == "attributes" else QTY
-        return Compiled(result_type, lambda a: get(a["device"]), 3)
+        result_type = compiled.type[2] if isinstance(compiled.type, tuple) and compiled.type[0] == "map" else DYN
+        return Compiled(result_type, self.env.read_key(where, ident), 3)
 
     def _has(self, operand: Compiled, field: str) -> Compiled:
         if not (is_dyn(operand.type) or (isinstance(operand.type, tuple) and operand.type[0] == "map")):
@@ -377,28 +389,6 @@ class Compiler:
             return Optional(True, v.index(base, field)) if v.has_key(base, field) else NONE
 
         return Compiled(("optional", result), select, operand.cost + 1)
-
-    def _device_field(self, node: Select, operand: Compiled) -> Compiled:
-        fields: dict[str, Any] = {
-            "driver": "string",
-            "attributes": ("map", "string", ("map", "string", self.env.attribute_type)),
-            "capacity": ("map", "string", ("map", "string", QTY)),
-        }
-        if self.env.allow_multiple_allocations:
-            fields["allowMultipleAllocations"] = "bool"
-        if node.field not in fields:
-            raise CheckError(f"undefined field '{node.field}'")
-        name = node.field
-        if node.test_only:
-            return Compiled("bool", lambda _a: True, 0)
-        if node.optional:  # every field of the device is set: optional.of(the field)
-            plain = self._device_field(Select(node.start, node.end, node.operand, name), operand)
-            pf = plain.fn
-            return Compiled(("optional", plain.type), lambda a: Optional(True, pf(a)), plain.cost)
-        if name == "driver":
-            return Compiled(fields[name], lambda a: a["device"].driver, 1)
-        getter = _DEVICE_GETTERS[name]
-        return Compiled(fields[name], lambda a: getter(a["device"]), 1)
 
     # calls ----------------------------------------------------------------------------
     def c_Call(self, node: Call) -> Compiled:
@@ -427,9 +417,7 @@ class Compiler:
             parts = ([self.compile(target)] if target is not None else []) + [self.compile(a) for a in args]
         finally:
             self.exempt_literals -= exempt
-        candidates = list(OVERLOADS.get(name, []))
-        if name == "includes" and self.env.includes:
-            candidates.append(INCLUDES)
+        candidates = [*OVERLOADS.get(name, []), *self.env.overloads.get(name, ())]
         if not candidates:
             raise CheckError(f"undeclared reference to '{name}' (in container '')")
         matched = []
@@ -607,7 +595,7 @@ _PY_TYPES.update({
 })
 
 
-_CONTAINERS: dict[str, tuple[type, ...]] = {"list": (list, tuple), "map": (dict, DomainMap, v.CelMap),
+_CONTAINERS: dict[str, tuple[type, ...]] = {"list": (list, tuple), "map": (dict, v.DefaultingMap, v.CelMap),
                                             "optional": (Optional,)}
 
 
@@ -659,13 +647,6 @@ def _dispatcher(name: str, overloads: list[Overload]) -> Callable[..., Any]:
         raise refuse(*args)
 
     return call
-
-
-_DEVICE_GETTERS: dict[str, Callable[[Any], Any]] = {
-    "attributes": memoised(attribute_domains),
-    "capacity": memoised(capacity_domains),
-    "allowMultipleAllocations": lambda d: bool(d.allow_multiple_allocations),
-}
 
 
 # Operators and macros, registered by the package (those modules build on this one).

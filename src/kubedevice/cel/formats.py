@@ -11,7 +11,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import ClassVar
 
-from ...gostrings import quote as go_quote
+from ..gostrings import quote as go_quote
 from .cost import ONE, STRING_FACTOR, Coster, Range, scaled
 from .library import CALL_COSTS, NAMESPACES, VALUE_TYPES, register
 from .parser import Call

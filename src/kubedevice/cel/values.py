@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, ClassVar
 
 from .quantity import ComputedQuantity, Quantity
 from .semver import Semver
@@ -254,6 +254,13 @@ def _stored(key: Any) -> tuple[type, Any]:
 def _key(stored: tuple[type, Any]) -> Any:
     key = stored[1]
     return key.value if type(key) is _Identity or type(key) is _Unique else key
+
+
+class DefaultingMap(dict[str, Any]):
+    """A map whose absent keys read as an empty map (lookups honour ``default``): how
+    Kubernetes' DRA presents the attributes and capacity of an unknown domain."""
+
+    default: ClassVar[dict[str, Any]] = {}
 
 
 class CelMap(dict[Any, Any]):

@@ -7,8 +7,7 @@ from collections.abc import Callable
 from typing import Any
 
 from . import values as v
-from .device import domain_getter, value_getter
-from .engine import DEVICE, ERROR, CheckError, Closure, Compiled, Compiler, assignable, fmt, is_dyn
+from .engine import ERROR, OBJECT_TYPES, CheckError, Closure, Compiled, Compiler, assignable, fmt, is_dyn
 from .parser import Call, ListLit, Lit, Node, flatten
 from .timestamps import DURATION, TIMESTAMP
 from .values import NONE, Err, Optional
@@ -75,7 +74,7 @@ def _equality(negated: bool) -> Callable[[Compiler, Call], Compiled]:
     def build(c: Compiler, node: Call) -> Compiled:
         left, right = (c.compile(a) for a in node.args)
         comparable = assignable(left.type, right.type, {}) and assignable(right.type, left.type, {})
-        if not comparable or left.type == DEVICE:
+        if not comparable or left.type in OBJECT_TYPES:
             raise _no_overload(name, left.type, right.type)
         lf, rf = left.fn, right.fn
         if isinstance(node.args[1], Lit) and node.args[1].kind in ("string", "bool", "int"):
@@ -224,14 +223,12 @@ def _index(c: Compiler, node: Call) -> Compiled:
     refused = _constant_qualifier(node.args[1])
     if refused is not None:  # cel-go plans a constant key as a qualifier, which must be a scalar
         c.planning.append(f"invalid qualifier type: {refused}")
-    where = c.device_domain(node.args[0])
+    where = c.view(node.args[0])
     if where is not None and isinstance(node.args[1], Lit) and node.args[1].kind == "string":
-        get = value_getter(*where, str(node.args[1].value))
-        return Compiled(result, lambda a: get(a["device"]), 3)
-    where = c.device_domain(node)
+        return Compiled(result, c.env.read_key(where, str(node.args[1].value)), 3)
+    where = c.view(node)
     if where is not None:
-        get_domain = domain_getter(*where)
-        return Compiled(result, lambda a: get_domain(a["device"]), 2)
+        return Compiled(result, c.env.read(where), 2)
     cf, kf = container.fn, key.fn
     return Compiled(result, lambda a: v.index(cf(a), kf(a)), container.cost + key.cost + 1)
 

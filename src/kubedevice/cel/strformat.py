@@ -11,7 +11,7 @@ import math
 from collections.abc import Callable
 from typing import Any
 
-from ...gostrings import quote as go_quote
+from ..gostrings import quote as go_quote
 from . import values as v
 from .cost import Coster, Range, plus, scaled, times
 from .engine import FORMAT_VALIDATOR

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from . import values as v
-from .engine import DEFERRED, DOMAIN, EMPTY_SORTED, ERROR, CheckError, Compiled, Compiler, assignable, fmt, is_dyn
+from .engine import DEFERRED, EMPTY_SORTED, ERROR, VIEW, CheckError, Compiled, Compiler, assignable, fmt, is_dyn
 from .library import DYN
 from .lists import COMPARABLE, sort_by_keys
 from .parser import Comprehension, ListLit, Node
@@ -157,11 +157,11 @@ def _run(loop: _Loop, a: dict[str, Any], items: list[Any]) -> Any:
 def _bind(c: Compiler, node: Comprehension, init: Compiled) -> Compiled:
     """cel.bind is lazy in cel-go: a failing initialiser only matters if the body reads it.
     Initialisers have no side effects, so evaluating eagerly and deferring the error is the same."""
-    domain = c.device_domain(node.target)
-    if domain is not None:
-        # device.attributes["d"] cannot fail and costs nothing to name: the body reads the
-        # domain (or single attributes of it) directly, nothing is bound at run time.
-        c.scopes.append({node.var: init.type, DOMAIN + node.var: domain})
+    view = c.view(node.target)
+    if view is not None:
+        # a view (device.attributes["d"]) cannot fail and costs nothing to name: the body reads
+        # it (or single entries of it) directly, nothing is bound at run time.
+        c.scopes.append({node.var: init.type, VIEW + node.var: view})
         try:
             body = c.compile(node.body)
         finally:

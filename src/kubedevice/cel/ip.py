@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
-from ...gostrings import quote
+from ..gostrings import quote
 from .cost import ONE, Coster, Range, scaled
 from .library import CALL_COSTS, VALUE_TYPES, register
 from .netip import Addr, NetIPError, parse_addr

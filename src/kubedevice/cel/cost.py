@@ -1,8 +1,8 @@
 """Static worst-case cost, as cel-go's checker.CostEstimator with Kubernetes' library estimator
-and DRA size estimator compute it; validation refuses selectors estimated above 1,000,000.
+computes it; Kubernetes refuses expressions estimated above an environment's limit.
 
-Sizes come from the declared limits of the `device` variable (driver name length, attributes
-per device, attribute value length); anything unbounded is "unknown" (up to 2**64-1) and costs
+Sizes come from the environment's size estimator (Declarations.size: for DRA, the declared
+limits of the `device` variable); anything unbounded is "unknown" (up to 2**64-1) and costs
 saturate like cel-go's uint64 arithmetic.
 """
 
@@ -13,7 +13,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from .engine import DEVICE
+from .engine import OBJECT_TYPES, Declarations
 from .library import CALL_COSTS, NAMESPACES, QTY, SEMVER
 from .parser import Call, Comprehension, Ident, ListLit, Lit, MapLit, Node, Select
 
@@ -22,8 +22,6 @@ Range = tuple[int, int]  # (min, max), used for both costs and sizes
 UNKNOWN: Range = (0, MAX)
 STRING_FACTOR = 0.1
 REGEX_FACTOR = 0.25
-# Declared limits of the DRA device type (k8s.io/api/resource/v1).
-DRIVER_MAX, DOMAIN_MAX, ID_MAX, VALUE_MAX, ENTRIES_MAX = 63, 63, 32, 64, 32
 
 
 def _add(a: int, b: int) -> int:
@@ -64,53 +62,7 @@ ONE: Range = (1, 1)
 ZERO: Range = (0, 0)
 
 
-@dataclass
-class _Decl:
-    """A node of the DRA declared-type tree the size estimator walks."""
-
-    max_elements: int
-    fields: dict[str, _Decl] | None = None
-    key: _Decl | None = None
-    elem: _Decl | None = None
-
-
-def _device_decl() -> tuple[_Decl, _Decl]:
-    attribute = _Decl(VALUE_MAX)
-    inner = _Decl(ENTRIES_MAX, key=_Decl(ID_MAX), elem=attribute)
-    capacity_inner = _Decl(ENTRIES_MAX, key=_Decl(ID_MAX), elem=_Decl(0))
-    device = _Decl(0, fields={
-        "driver": _Decl(DRIVER_MAX), "allowMultipleAllocations": _Decl(1),
-        "attributes": _Decl(ENTRIES_MAX, key=_Decl(DOMAIN_MAX), elem=inner),
-        "capacity": _Decl(ENTRIES_MAX, key=_Decl(DOMAIN_MAX), elem=capacity_inner),
-    })
-    return device, attribute
-
-
-_DEVICE, _ATTRIBUTE = _device_decl()
 _SCALARS = frozenset({"bool", "int", "uint", "double", "google.protobuf.Timestamp", "google.protobuf.Duration"})
-
-
-def _path_size(path: list[str] | None) -> Range | None:
-    """The DRA sizeEstimator: walk the declared types along the access path."""
-    if not path or path[0] != "device":
-        return None
-    node = _DEVICE
-    for name in path[1:]:
-        if name in ("@items", "@values"):
-            if node.elem is None:
-                return None
-            node = node.elem
-        elif name == "@keys":
-            if node.key is None:
-                return None
-            node = node.key
-        elif node.fields is not None and name in node.fields:
-            node = node.fields[name]
-        elif node.elem is _ATTRIBUTE:
-            node = _ATTRIBUTE
-        else:
-            return None
-    return 0, node.max_elements
 
 
 def _is_scalar(t: Any) -> bool:
@@ -129,8 +81,9 @@ class _Var:
 class Coster:
     """Cost of one checked expression; ``types`` maps id(node) to the checker's type."""
 
-    def __init__(self, types: dict[int, Any]) -> None:
+    def __init__(self, types: dict[int, Any], env: Declarations) -> None:
         self.types = types
+        self.env = env
         self.paths: dict[int, list[str]] = {}
         self.sizes: dict[int, Range] = {}
         self.entries: dict[int, Range] = {}
@@ -150,7 +103,7 @@ class Coster:
         if isinstance(node, (ListLit, MapLit)):
             n = len(node.elements) if isinstance(node, ListLit) else len(node.entries)
             return n, n
-        by_path = _path_size(self.paths.get(id(node)))
+        by_path = self.path_size(self.paths.get(id(node)))
         if by_path is not None:
             return by_path
         if _is_scalar(self.type_of(node)):
@@ -160,6 +113,10 @@ class Coster:
             if var is not None and var.size is not None:
                 return var.size
         return None
+
+    def path_size(self, path: list[str] | None) -> Range | None:
+        """The environment's size estimator, for an access path from one of its variables."""
+        return self.env.size(path) if path else None
 
     def size_or_unknown(self, node: Node) -> Range:
         return self.size(node) or UNKNOWN
@@ -208,7 +165,7 @@ class Coster:
             self.sizes[id(node)] = self.size_or_unknown(node)
             return plus(operand, ONE)
         t = self.type_of(node.operand)
-        extra = ONE if t == DEVICE or (isinstance(t, tuple) and t[0] == "map") else ZERO
+        extra = ONE if t in OBJECT_TYPES or (isinstance(t, tuple) and t[0] == "map") else ZERO
         base = self.paths.get(id(node.operand))
         if base is not None:
             self.paths[id(node)] = [*base, node.field]
@@ -323,7 +280,7 @@ class Coster:
             cost = ONE
             element_type = self.type_of(target)[1]
             if element_type in ("string", "bytes"):
-                cost = plus(cost, scaled(_path_size(element) or UNKNOWN, STRING_FACTOR))
+                cost = plus(cost, scaled(self.path_size(element) or UNKNOWN, STRING_FACTOR))
             return times(size, cost)
         if name == "includes":
             return times(size, ONE)
@@ -332,7 +289,7 @@ class Coster:
     def _join(self, target: Node, args: list[Node]) -> tuple[Range, Range]:
         count = self.size_or_unknown(target)
         element = self._list_element_path(target)
-        size: Range = times(count, _path_size(element) or UNKNOWN) if element is not None else ZERO
+        size: Range = times(count, self.path_size(element) or UNKNOWN) if element is not None else ZERO
         if args:
             separators = (max(count[0] - 1, 0), max(count[1] - 1, 0))
             size = plus(size, times(self.size_or_unknown(args[0]), separators))
@@ -598,6 +555,6 @@ def sort_cost(size: Range, element_type: Any) -> tuple[Range, Range]:
     return plus(scaled(squared, factor), (11, 11)), squared
 
 
-def estimate(root: Node, types: dict[int, Any]) -> int:
-    """The maximum of cel-go's cost estimate for ``root``."""
-    return Coster(types).cost(root)[1]
+def estimate(root: Node, types: dict[int, Any], env: Declarations) -> int:
+    """The maximum of cel-go's cost estimate for ``root``, checked in ``env``."""
+    return Coster(types, env).cost(root)[1]

@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import Any, ClassVar
 
-from ...gostrings import quote_bytes
+from ..gostrings import quote_bytes
 from .cost import ONE, Coster, Range, scaled
 from .library import CALL_COSTS, VALUE_TYPES, register
 from .netip import NetIPError, parse_addr

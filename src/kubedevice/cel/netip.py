@@ -10,7 +10,7 @@ import ipaddress
 from dataclasses import dataclass
 from functools import lru_cache
 
-from ...gostrings import quote
+from ..gostrings import quote
 
 
 class NetIPError(ValueError):
