@@ -2,9 +2,14 @@
 
 from __future__ import annotations
 
+import os
 import re
+import signal
+import socket
+import struct
 import subprocess
 import sys
+import threading
 from pathlib import Path
 
 import pytest
@@ -60,6 +65,16 @@ def test_help_loads_no_tool_and_shows_no_markup() -> None:
 def test_unknown_command_and_missing_option_are_one_line() -> None:
     assert "no such command 'srve'" in one_line(kubedevice("srve"))
     assert "missing option '--config'" in one_line(kubedevice("serve"))
+    assert "no such option: --bogus (see 'kubedevice serve --help')" in one_line(kubedevice("serve", "--bogus"))
+
+
+@pytest.mark.parametrize("command", [[], ["dra"]], ids=["kubedevice", "dra"])
+def test_a_bare_group_prints_its_help_on_stderr(command: list[str]) -> None:
+    """``kubedevice`` or ``kubedevice dra`` alone: the help, as a usage error (stderr, exit 2)."""
+    result = kubedevice(*command)
+    assert result.returncode == 2 and result.stdout == "", result
+    assert result.stderr.startswith(" ".join(["Usage: kubedevice", *command, "[OPTIONS] COMMAND"])), result.stderr
+    assert "Commands:" in result.stderr and "Traceback" not in result.stderr
 
 
 @pytest.mark.parametrize(
@@ -76,7 +91,7 @@ def test_bad_log_format_and_level_are_refused_alike(tmp_path: Path, option: str,
 
 def test_help_and_operations_doc_agree_on_log_levels() -> None:
     levels = ["debug", "info", "warning", "error", "critical"]
-    assert "<" + "|".join(levels) + ">" in kubedevice("serve", "--help").stdout
+    assert "|".join(levels) in kubedevice("serve", "--help").stdout  # <...> or [...], as typer's version has it
     doc = (ROOT / "docs" / "operations.md").read_text()
     assert "`--log-level` is " + ", ".join(f"`{level}`" for level in levels[:-1]) + f" or `{levels[-1]}`" in doc
     assert "`--log-format` is `text` (default) or `json`" in doc
@@ -106,3 +121,66 @@ def test_demo_of_a_glob_under_host_root_slash(tmp_path: Path) -> None:
     result = kubedevice("demo", "--config", str(config))
     assert result.returncode == 0, result.stdout + result.stderr
     assert "demo finished" in result.stdout and "/dev/null" in result.stdout
+
+
+def frame(kind: int, payload: bytes = b"") -> bytes:
+    """One HTTP/2 frame on stream 0 (RFC 9113 section 4.1)."""
+    return len(payload).to_bytes(3, "big") + bytes([kind, 0]) + bytes(4) + payload
+
+
+def serve_told_goaway(tmp_path: Path, env: dict[str, str]) -> str:
+    """Run ``kubedevice serve`` against a kubelet.sock that answers its Register with an HTTP/2
+    GOAWAY (INTERNAL_ERROR), as a kubelet going away does; its stderr once it stopped on SIGTERM."""
+    config = tmp_path / "c.yaml"
+    config.write_text("resources:\n  - name: a.com/x\n    static: {count: 1, paths: [/dev/null]}\n")
+    kubelet = socket.socket(socket.AF_UNIX)
+    kubelet.bind(str(tmp_path / "kubelet.sock"))
+    kubelet.listen()
+    told = threading.Event()
+
+    def refuse() -> None:
+        conn, _ = kubelet.accept()
+        with conn:
+            conn.recv(65536)  # the client preface and its SETTINGS
+            conn.sendall(frame(0x4) + frame(0x7, struct.pack(">II", 0, 0x2) + b"going away"))
+            told.set()
+            conn.recv(65536)  # until grpc hangs up
+
+    threading.Thread(target=refuse, daemon=True).start()
+    daemon = subprocess.Popen(
+        [sys.executable, "-m", "kubedevice", "serve", "--config", str(config), "--plugin-dir", str(tmp_path)],
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
+    )
+    deadline = threading.Timer(60, daemon.kill)  # a serve that never logs the GOAWAY fails, not hangs
+    deadline.start()
+    try:
+        assert told.wait(30), "serve never dialled kubelet.sock"
+        lines = []
+        assert daemon.stderr is not None
+        for line in daemon.stderr:  # grpc's C-core line, if any, comes before our own about the error
+            lines.append(line)
+            if "GOAWAY" in line:
+                break
+        daemon.send_signal(signal.SIGTERM)
+        _, rest = daemon.communicate(timeout=30)
+    finally:
+        deadline.cancel()
+        daemon.kill()
+        kubelet.close()
+    assert daemon.returncode == 0, "".join(lines) + rest
+    return "".join(lines) + rest
+
+
+def test_grpc_core_logs_stay_out_of_serve_stderr(tmp_path: Path) -> None:
+    """grpc's C core prints a GOAWAY it receives (``chttp2_transport.cc:...] ... Got goaway``) raw
+    on stderr unless GRPC_VERBOSITY says otherwise; kubedevice sets it, and a user's own value wins."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("GRPC_")}
+    (tmp_path / "quiet").mkdir()
+    quiet = serve_told_goaway(tmp_path / "quiet", env)
+    assert "GOAWAY received" in quiet, quiet  # told, and said so in our own format
+    assert ".cc:" not in quiet and "absl::InitializeLog" not in quiet, quiet
+    (tmp_path / "asked").mkdir()
+    asked = serve_told_goaway(tmp_path / "asked", {**env, "GRPC_VERBOSITY": "INFO"})
+    assert re.search(r"chttp2_transport\.cc:\d+\].*Got goaway", asked), asked

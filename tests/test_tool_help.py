@@ -1,37 +1,63 @@
-"""The help of the simulator, the checker and the DRA tools reads as text: no reST markup, no type noise."""
+"""Every command's help reads as text: no reST markup, no Python type noise, whichever typer runs it.
+
+The commands are found by walking the command tree typer builds (``typer.main.get_command``), the
+tools loaded as ``kubedevice`` loads them, so a new command or subcommand is checked without
+being listed here.
+"""
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
+import re
+from typing import Any
 
 import pytest
+import typer
+from typer.core import TyperGroup
 
-COMMANDS = [
-    ["kubelet"],
-    ["check"],
-    ["dra"],
-    ["dra", "validate"],
-    ["dra", "explain"],
-    ["dra", "allocate"],
-    ["dra", "slices"],
-]
+from kubedevice.commands import app, run
+
+# typer's own metavars are the Python type in angle brackets (<bool>, <path>, <list[Path]>,
+# <int range>); ours are upper case (FILE, DIR, SECONDS) or the choices (<text|json>).
+TYPE_METAVAR = re.compile(r"<[a-z_][a-z_ ]*(\[[^\]]*\])?>")
+NOISE = ("list[", "Optional[", "NoneType", "PosixPath(", "``", ":func:", ":mod:", "[bold", "--install-completion")
 
 
-@pytest.mark.parametrize("command", COMMANDS, ids=" ".join)
-def test_help_is_plain_text(command: list[str]) -> None:
-    result = subprocess.run(
-        [sys.executable, "-m", "kubedevice", *command, "--help"],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-        env={**os.environ, "COLUMNS": "200", "NO_COLOR": "1"},
-    )
-    assert result.returncode == 0, result.stderr
-    text = result.stdout
-    assert "``" not in text and ":func:" not in text and ":mod:" not in text
-    option_rows = [line for line in text.splitlines() if "--" in line and "--help" not in line]
-    for row in option_rows:
-        assert "<bool>" not in row and "<path>" not in row and "<str>" not in row, row
+def command_paths() -> list[list[str]]:
+    """Every command and subcommand, as the words that name it after ``kubedevice``."""
+    paths: list[list[str]] = []
+
+    def walk(command: Any, path: list[str], parent: Any) -> None:
+        paths.append(path)
+        if isinstance(command, TyperGroup):
+            ctx = typer.Context(command, info_name=path[-1] if path else "kubedevice", parent=parent)
+            for name in command.list_commands(ctx):
+                walk(command.get_command(ctx, name), [*path, name], ctx)
+
+    walk(typer.main.get_command(app), [], None)
+    return paths
+
+
+COMMANDS = command_paths()
+
+
+def test_the_walk_finds_every_known_command() -> None:
+    known = ["serve", "demo", "discover", "kubelet", "check", "dra", "dra validate", "dra explain", "dra allocate"]
+    found = {" ".join(path) for path in COMMANDS}
+    assert set(known) <= found, sorted(found)
+
+
+@pytest.mark.parametrize("command", COMMANDS, ids=lambda path: " ".join(path) or "kubedevice")
+def test_help_is_plain_text(
+    command: list[str], capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("COLUMNS", "100")
+    monkeypatch.setenv("NO_COLOR", "1")
+    with pytest.raises(SystemExit) as exited:
+        run([*command, "--help"])
+    out, err = capsys.readouterr()
+    assert exited.value.code == 0, err
+    assert out.startswith(" ".join(["Usage: kubedevice", *command]) + " "), out
+    assert TYPE_METAVAR.search(out) is None, out
+    assert not [noise for noise in NOISE if noise in out], out
+    help_rows = [row.strip() for row in out.splitlines() if row.lstrip().startswith("-") and "--help" in row]
+    assert len(help_rows) == 1 and re.fullmatch(r"-h, --help +Show this message and exit\.", help_rows[0]), help_rows

@@ -7,6 +7,16 @@ The library surface for writing a plugin in a few lines::
 See ``docs/writing-a-plugin.md``.
 """
 
+import os
+
+# grpc's C core reads GRPC_VERBOSITY once, when grpc is first imported, and left unset it prints
+# its INFO lines raw on stderr, outside our log format (``chttp2_transport.cc:...] Got goaway``
+# when a kubelet goes away, which we already log in our words). Set here, before anything of ours
+# imports grpc: the ``kubedevice`` command loads this package before its own modules, and a
+# library plugin imports it. ERROR keeps the C core's real errors; a user's own setting wins
+# (GRPC_VERBOSITY=INFO to debug grpc).
+os.environ.setdefault("GRPC_VERBOSITY", "ERROR")
+
 from .device import ContainerAllocation, Device, DeviceError, DeviceSpec, Health, Mount
 from .plugin.base import Plugin, PreferredAllocator, PreStarter
 

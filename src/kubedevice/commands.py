@@ -14,19 +14,26 @@ from typing import TYPE_CHECKING, Annotated, Any, Literal, NamedTuple, NoReturn
 import typer
 from typer.core import TyperGroup
 
-from . import __version__
+from . import __version__, early_signals
 from .errors import fail
-
-try:  # typer >= 0.2x carries its own copy of click
-    from typer._click import exceptions as click_errors
-except ImportError:  # pragma: no cover - older typer on the real click
-    from click import exceptions as click_errors  # type: ignore[no-redef]
 
 if TYPE_CHECKING:
     from .config import Config
 
-# click < 8.2 has no NoArgsIsHelpError (it printed the help itself); an empty tuple catches nothing.
-_NO_ARGS: Any = getattr(click_errors, "NoArgsIsHelpError", ())
+
+
+def _click_error(name: str) -> Any:
+    """click's ``UsageError`` or ``ClickException``, reached through a name every typer exports.
+
+    typer >= 0.2x runs on a private copy of click and exports neither (older typer ran on click
+    itself), but every typer exports click's ``BadParameter``, which click documents as a
+    ``UsageError``, itself a ``ClickException``: its ancestry holds both, whichever click it is.
+    """
+    return next(cls for cls in typer.BadParameter.__mro__ if cls.__name__ == name)
+
+
+USAGE_ERROR = _click_error("UsageError")
+CLICK_ERROR = _click_error("ClickException")
 
 
 class LazyCommand(NamedTuple):
@@ -57,6 +64,17 @@ class LazyGroup(TyperGroup):
     def list_commands(self, ctx: Any) -> list[str]:
         return [*super().list_commands(ctx), *LAZY]
 
+    def parse_args(self, ctx: Any, args: list[str]) -> list[str]:
+        if not args and self.no_args_is_help:
+            _bare(ctx)
+        return super().parse_args(ctx, args)
+
+    def resolve_command(self, ctx: Any, args: list[str]) -> Any:
+        name, command, rest = super().resolve_command(ctx, args)
+        if not rest and command is not None and command.no_args_is_help:  # ``kubedevice dra``
+            _bare(typer.Context(command, info_name=name, parent=ctx))
+        return name, command, rest
+
     def get_command(self, ctx: Any, cmd_name: str) -> Any:
         if cmd_name in LAZY:
             return _load(cmd_name)
@@ -69,11 +87,21 @@ class LazyGroup(TyperGroup):
             formatter.write_dl(rows)
 
 
+def _bare(ctx: Any) -> NoReturn:
+    """A group named without a command: its help on stderr and exit 2.
+
+    Done here rather than left to click, whose answer changed across versions (help on stdout
+    and exit 0 before click 8.2, an error to catch since), so every typer behaves alike.
+    """
+    typer.echo(ctx.get_help(), err=True)
+    raise typer.Exit(2)
+
+
 def _load(name: str) -> Any:
     lazy = LAZY[name]
     target = getattr(importlib.import_module(lazy.module), lazy.attribute)
     if not isinstance(target, typer.Typer):
-        single = typer.Typer(rich_markup_mode=None)
+        single = typer.Typer(rich_markup_mode=None, add_completion=False)
         single.command(name=name, help=lazy.help)(target)
         target = single
     command = typer.main.get_command(target)
@@ -173,15 +201,23 @@ def serve(  # noqa: PLR0917 - typer maps each parameter to an option
             "no API server, no ResourceSlices published.",
         ),
     ] = None,
+    features_file: Annotated[
+        Path | None,
+        typer.Option(
+            metavar="FILE",
+            dir_okay=False,
+            help="Keep a Node Feature Discovery feature file here (in NFD's features.d): "
+            "<resource>.present and <resource>.count labels, rewritten atomically on every change.",
+        ),
+    ] = None,
 ) -> None:
     """Run the config-driven daemon: serve every configured resource and keep it registered.
 
     A config with a 'dra:' section is served through DRA instead (--node, --kubelet-dir,
     --kubeconfig); see docs/dra-driver.md.
     """
-    from .cli import early_signal  # noqa: PLC0415
-    from .daemon import DaemonOptions, run_daemon  # noqa: PLC0415
-    from .owner import OwnerRef  # noqa: PLC0415
+    from .node.daemon import DaemonOptions, run_daemon  # noqa: PLC0415
+    from .node.owner import OwnerRef  # noqa: PLC0415
     from .plugin.server import SocketInUse  # noqa: PLC0415
 
     cfg = load(config)
@@ -194,17 +230,19 @@ def serve(  # noqa: PLR0917 - typer maps each parameter to an option
 
         if owner is not None:
             fail("--owner-daemonset is for device plugins: a DRA claim's CDI spec goes when the kubelet unprepares it")
+        if features_file is not None:
+            fail("--features-file is for device plugins: a DRA driver publishes its devices in ResourceSlices")
 
         paths = (kubelet_dir, cdi_dir, kubeconfig, host_root)
         dra_options = DraOptions(node or "", *paths, metrics_address, log_level, log_format, claims_dir)
-        serve_command(cfg, dra_options, early_signal)
+        serve_command(cfg, dra_options, early_signals.received)
     if claims_dir is not None:
         fail("serve: --claims-dir needs a config with a 'dra' section")
     options = DaemonOptions(
-        config, plugin_dir, host_root, cdi_dir, metrics_address, log_level, log_format, owner, kubeconfig
+        config, plugin_dir, host_root, cdi_dir, metrics_address, log_level, log_format, owner, kubeconfig, features_file
     )
     try:
-        code = run_daemon(cfg, options, early_signal)
+        code = run_daemon(cfg, options, early_signals.received)
     except SocketInUse as err:  # another live process on our endpoint, or a file that is not ours
         fail(str(err), 1)
     except ValueError as err:  # a resource the kubelet would refuse, a host root that is missing, ...
@@ -235,14 +273,11 @@ def run(args: list[str]) -> NoReturn:
     command = typer.main.get_command(app)
     try:
         code = command.main(args=args, prog_name="kubedevice", standalone_mode=False)
-    except _NO_ARGS as err:  # a bare group: its help, as a usage error
-        typer.echo(err.format_message(), err=True)
-        raise SystemExit(2) from None
-    except click_errors.UsageError as err:
+    except USAGE_ERROR as err:
         where = err.ctx.command_path if err.ctx is not None else "kubedevice"
         message = err.format_message().replace("Value error, ", "").rstrip(".")
         fail(f"{message[:1].lower()}{message[1:]} (see '{where} --help')")
-    except click_errors.ClickException as err:
+    except CLICK_ERROR as err:
         fail(err.format_message(), err.exit_code)
     except typer.Abort:
         fail("aborted", 1)

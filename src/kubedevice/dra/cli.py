@@ -28,6 +28,7 @@ app = typer.Typer(
     help="Dynamic Resource Allocation: validate, explain and allocate like the API server and scheduler.",
     no_args_is_help=True,
     add_completion=False,  # loaded as a subcommand of kubedevice, which has no completion either
+    rich_markup_mode=None,  # plain help like kubedevice's own: rich's adds type noise ("-h <bool>")
 )
 
 Output = Literal["yaml", "json"]
@@ -64,12 +65,14 @@ def _describe(obj: DRAObject) -> str:
 def validate_command(
     files: Annotated[
         list[Path],
-        typer.Argument(metavar="FILE", help="YAML or JSON files; kinds may be mixed.", show_default=False),
+        # described in the docstring: typer >= 0.2x would list it with its Python type (<list[Path]>)
+        typer.Argument(metavar="FILE", hidden=True, show_default=False),
     ],
 ) -> None:
     """Validate DeviceClasses, ResourceSlices and ResourceClaims as the API server would.
 
-    Prints one line per problem and a summary, all on stdout. Exits 1 if any object is invalid.
+    Each FILE is YAML or JSON; kinds may be mixed. Prints one line per problem and a summary,
+    all on stdout. Exits 1 if any object is invalid.
     """
     problems = checked = 0
     documents = [(path, _documents(path)) for path in files]  # an unreadable file: exit 2 before any report
@@ -188,9 +191,7 @@ def _parse_labels(labels: Sequence[str]) -> dict[str, str]:
 def allocate_command(
     files: Annotated[
         list[Path],
-        typer.Argument(
-            metavar="FILE", help="Files with DeviceClasses, ResourceSlices and ResourceClaims.", show_default=False
-        ),
+        typer.Argument(metavar="FILE", hidden=True, show_default=False),  # described in the docstring
     ],
     node: Annotated[str, typer.Option("--node", metavar="NODE", help="The node to allocate on.")],
     labels: Annotated[
@@ -200,8 +201,9 @@ def allocate_command(
 ) -> None:
     """Allocate all claims together on one node like the scheduler; print them with status.allocation.
 
-    Claims that already have a status.allocation keep it, and their devices count as in use.
-    Exits 1 with the reason when the claims cannot be allocated.
+    The FILEs hold the DeviceClasses, ResourceSlices and ResourceClaims (YAML or JSON). Claims
+    that already have a status.allocation keep it, and their devices count as in use. Exits 1
+    with the reason when the claims cannot be allocated.
     """
     fmt = _output(output)
     objects = [obj for path in files for obj in _load(path)]
