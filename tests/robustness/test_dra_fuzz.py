@@ -20,7 +20,7 @@ from typing import Any
 
 import grpc
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from kubedevice.api import dra_v1_pb2 as v1
@@ -34,13 +34,14 @@ from kubedevice.testing.dradriver import DRIVER, DriverThread, Node, claim_objec
 OK, INVALID = grpc.StatusCode.OK, grpc.StatusCode.INVALID_ARGUMENT
 FUZZ = settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 Ref = tuple[str, str, str]
+GOOD: Ref = ("default", "good", "uid-good")  # the claim the driver can prepare; a fixed UID: reproducible draws
 
 
 class Driver(DriverThread):
     """The driver with blocking v1 and v1beta1 stubs, and the files under its root before it started."""
 
     def __init__(self, node: Node) -> None:
-        self.good = node.add_claim(claim_object("good", ["null0"]))
+        self.good = node.add_claim(claim_object(GOOD[1], ["null0"], namespace=GOOD[0], uid=GOOD[2]))
         node.options()  # writes the boot ID file
         self.before = _files(node.root)
         super().__init__(node, null_plugin())
@@ -115,11 +116,14 @@ def check_answer(refs: Sequence[Ref], code: grpc.StatusCode, details: str, reply
     assert set(reply.claims) == {uid for _, _, uid in refs}
 
 
-@given(data=st.data(), version=st.sampled_from(["v1", "v1beta1"]),
+@given(refs=claim_refs(GOOD), version=st.sampled_from(["v1", "v1beta1"]),
        method=st.sampled_from(["NodePrepareResources", "NodeUnprepareResources"]))
+# c7a8eff: the good UID again under a wrong name made the wrong name's error replace the good claim's answer
+@example(refs=[GOOD, (GOOD[0], "wrong", GOOD[2])], version="v1", method="NodePrepareResources")
+# 4deabcb: a claim without UID but with a 3 KB name overflowed the kubelet's 8 KiB trailer cap
+@example(refs=[("default", "n" * 3000, "")], version="v1beta1", method="NodePrepareResources")
 @FUZZ
-def test_every_claim_gets_its_own_answer(driver: Driver, data: st.DataObject, version: str, method: str) -> None:
-    refs = data.draw(claim_refs(driver.good))
+def test_every_claim_gets_its_own_answer(driver: Driver, refs: list[Ref], version: str, method: str) -> None:
     code, details, reply = driver.call(version, method, refs)
     check_answer(refs, code, details, reply)
     if code == OK and method == "NodePrepareResources":

@@ -22,7 +22,7 @@ from typing import Any
 
 import grpc
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from kubedevice.api import dra_health_v1_pb2 as h1
@@ -185,6 +185,7 @@ def errors() -> st.SearchStrategy[str]:
 
 
 @given(registered=st.booleans(), error=errors(), info=unknown_fields())
+@example(registered=False, error="x" * 1_000_000, info=b"")  # 9f09019: a rejection's reason was logged whole
 @FUZZ
 def test_registration_calls_never_hurt_the_driver(
     driver: Driver, registered: bool, error: str, info: bytes, caplog: pytest.LogCaptureFixture
