@@ -337,6 +337,23 @@ def test_a_socket_path_over_107_bytes_is_one_line_and_exit_2(tmp_path: Path) -> 
     assert list(deep.iterdir()) == []
 
 
+def test_a_socket_path_of_exactly_107_bytes_is_served(tmp_path: Path) -> None:
+    """The kernel's limit, not grpc's: ``unix://PATH`` binds only up to 105 bytes, ``unix:PATH`` 107."""
+    name = endpoint_for(NULL)
+    room = 107 - len(f"{tmp_path}/") - len(f"/plugins/{name}")
+    assert room > 0
+    deep = tmp_path / ("d" * room)
+    deep.mkdir()
+    assert len(os.fsencode(deep / "plugins" / name)) == 107
+
+    async def main() -> None:
+        async with daemon_and_kubelet(deep, config_text(NULL)) as (daemon, sim):
+            await sim.wait_until(lambda: sim.allocatable().get(NULL) == 4, TIMEOUT)
+            assert (daemon.plugin_dir / name).is_socket()
+
+    asyncio.run(main())
+
+
 def serve_args(config: Path, plugin_dir: Path, *extra: str) -> list[str]:
     return [sys.executable, "-m", "kubedevice", "serve", "--config", str(config), "--plugin-dir", str(plugin_dir),
             *extra]

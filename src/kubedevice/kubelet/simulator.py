@@ -186,7 +186,7 @@ class KubeletSimulator:
         server = grpc.aio.server()
         pb_grpc.add_RegistrationServicer_to_server(_RegistrationService(self), server)
         try:
-            server.add_insecure_port(f"unix://{self.kubelet_sock}")
+            server.add_insecure_port(f"unix:{self.kubelet_sock}")  # not unix://: grpc then binds only <= 105 bytes
         except RuntimeError:  # grpc's only word on a socket it cannot bind
             raise CannotServe(f"{self.kubelet_sock}: cannot serve a unix socket there") from None
         await server.start()

@@ -98,7 +98,7 @@ class PluginServer(pb_grpc.DevicePluginServicer):  # type: ignore[misc]
         self._generation += 1
         server = aio.server(options=[("grpc.so_reuseport", 0)])
         add_refusing_malformed(pb_grpc.add_DevicePluginServicer_to_server, self, server)
-        server.add_insecure_port(f"unix://{self.socket_path}")
+        server.add_insecure_port(f"unix:{self.socket_path}")  # not unix://: grpc then binds only <= 105 bytes
         await server.start()
         self._server = server
         try:
