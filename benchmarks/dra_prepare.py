@@ -92,6 +92,8 @@ async def in_process(rounds: int, root: Path, cdi: Path) -> None:
     driver = DraDriver(DRIVER, [Plugin("example.com/bench", [Device(f"d{i}", grant=grant) for i in range(64)])])
     claims = MemoryClaims()
     (root / "boot_id").write_text("bench\n")
+    for made_by_the_kubelet in ("plugins", "plugins_registry"):  # the driver waits for them, never makes them
+        (root / "kubelet" / made_by_the_kubelet).mkdir(parents=True, exist_ok=True)
     options = ServiceOptions(NODE, root / "kubelet", cdi, root / "boot_id")
     service = DriverService(driver, claims, options, None)
     await service.start()
@@ -163,7 +165,8 @@ async def serve_ours(work: Path, cdi: Path, kubeconfig: Path, node: str) -> Asyn
     (root / "dev" / "null").touch()
     our_config(work / "bench.yaml", 32)
     kubelet_dir = work / "kubelet"
-    kubelet_dir.mkdir()
+    for made_by_the_kubelet in ("plugins", "plugins_registry"):  # the driver waits for them, never makes them
+        (kubelet_dir / made_by_the_kubelet).mkdir(parents=True)
     argv = [sys.executable, "-m", "kubedevice", "serve", "--config", str(work / "bench.yaml"), "--node", node,
             "--kubelet-dir", str(kubelet_dir), "--cdi-dir", str(cdi), "--kubeconfig", str(kubeconfig),
             "--host-root", str(root), "--log-level", "warning"]

@@ -103,14 +103,14 @@ def release(
 
 
 def claim_objects(name: str) -> tuple[dict[str, Any], dict[str, Any]]:
-    """examples/dra-null-pod.yaml with the cluster's image (it prints its environment)."""
+    """examples/dra-null-pod.yaml as shipped (written for this cluster: its image, never pulled), renamed."""
     template, pod = yaml.safe_load_all((REPO / "examples" / "dra-null-pod.yaml").read_text())
     template["metadata"]["name"] = pod["spec"]["resourceClaims"][0]["resourceClaimTemplateName"] = name
     pod["metadata"]["name"] = name
     (main,) = pod["spec"]["containers"]
-    main.pop("command")
-    main.update(image=clusterkit.TEST_IMAGE, imagePullPolicy="Never")
-    pod["spec"].update(automountServiceAccountToken=False, terminationGracePeriodSeconds=1)
+    assert (main["image"], main["imagePullPolicy"]) == (clusterkit.TEST_IMAGE, "Never")
+    assert pod["spec"]["automountServiceAccountToken"] is False
+    pod["spec"]["terminationGracePeriodSeconds"] = 1
     return template, pod
 
 

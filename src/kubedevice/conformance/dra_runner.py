@@ -171,8 +171,9 @@ async def find_registration(registry: Path, driver: str, timeout: float) -> tupl
 
 
 def _existing(registry: Path) -> list[str]:
-    """What the registry holds now (created if missing, as the kubelet does)."""
+    """What the registry holds now (it and ``plugins/`` are created if missing, as the kubelet does)."""
     registry.mkdir(parents=True, exist_ok=True)
+    (registry.parent / "plugins").mkdir(exist_ok=True)  # drivers wait for both before serving
     return sorted(p.name for p in registry.iterdir())
 
 

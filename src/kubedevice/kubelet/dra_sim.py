@@ -93,7 +93,11 @@ class DraKubelet:
         return load_claims(self.claims_dir)
 
     async def start(self) -> None:
-        """Watch the registry (created if missing, as the kubelet does); refuse a live kubelet's directory."""
+        """Watch the registry; refuse a live kubelet's directory.
+
+        ``plugins_registry/`` and ``plugins/`` are created if missing, as the kubelet does at start:
+        drivers wait for both rather than make them.
+        """
         kubelet_sock = self.kubelet_dir / "device-plugins" / "kubelet.sock"
         if kubelet_sock.is_socket() and _socket_is_live(kubelet_sock):
             raise KubeletSocketInUse(
@@ -102,6 +106,7 @@ class DraKubelet:
             )
         try:
             self.registry.mkdir(parents=True, exist_ok=True)
+            (self.kubelet_dir / "plugins").mkdir(exist_ok=True)
         except OSError as err:
             raise CannotServe(f"{self.registry}: cannot use as the plugin registry: {os_reason(err)}") from None
         self._watcher = DirectoryWatcher(self.registry, self._on_entry)

@@ -90,7 +90,15 @@ class Node:
         (self.claims_dir / f"{meta['namespace']}-{meta['name']}.json").write_text(json.dumps(obj))
         return meta["namespace"], meta["name"], meta["uid"]
 
-    def options(self) -> ServiceOptions:
+    def kubelet_started(self) -> None:
+        """What a kubelet creates at start and the driver waits for: ``plugins/`` and ``plugins_registry/``."""
+        for name in ("plugins", "plugins_registry"):
+            (self.kubelet_dir / name).mkdir(parents=True, exist_ok=True)
+
+    def options(self, kubelet: bool = True) -> ServiceOptions:
+        """The driver's options on this node; ``kubelet=False`` leaves the kubelet's directories out."""
+        if kubelet:
+            self.kubelet_started()
         if not self.boot_id.exists():
             self.boot_id.write_text("boot-1\n")
         return ServiceOptions(NODE, self.kubelet_dir, self.cdi_dir, self.boot_id)

@@ -78,7 +78,7 @@ def load(path: Path, boot_id: str) -> tuple[Checkpoint, dict[str, Entry]]:
 
 
 def save(path: Path, checkpoint: Checkpoint) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
+    path.parent.mkdir(exist_ok=True)  # our directory, inside the kubelet's plugins/: never create that
     # 0600: which claims hold which devices is the node's business only.
     files.write_atomically(path, (json.dumps(_document(checkpoint), indent=2, sort_keys=True) + "\n").encode(), 0o600)
 

@@ -19,11 +19,11 @@ from typing import NoReturn
 
 from ...allocation.cdi import CdiError
 from ...config import Config
-from ...daemon import build_plugins
 from ...errors import UsageError, fail, os_reason
 from ...logs import setup_logging
-from ...memory import trimming
 from ...metrics import Metrics, MetricsServer, Readiness, start_http_server
+from ...node.daemon import build_plugins
+from ...node.memory import trimming
 from ...plugin.server import SocketInUse
 from .checkpoint import CheckpointError
 from .driver import DraDriver

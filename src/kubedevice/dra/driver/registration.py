@@ -48,6 +48,11 @@ class Sockets:
         return self.kubelet_dir / "plugins_registry" / f"{self.driver}{part}-reg.sock"
 
     @property
+    def kubelet_dirs(self) -> tuple[Path, Path]:
+        """The kubelet's ``plugins/`` and ``plugins_registry/``: it creates both at start, we never do."""
+        return self.kubelet_dir / "plugins", self.registration.parent
+
+    @property
     def plugin_dir(self) -> Path:
         return self.kubelet_dir / "plugins" / self.driver
 

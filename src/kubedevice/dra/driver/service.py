@@ -4,6 +4,11 @@ Order matters and follows ``kubeletplugin.Start``: the DRA socket serves before 
 registration socket appears (the kubelet calls us as soon as it sees the latter); slices are
 published once the kubelet has accepted us (it deletes the node's slices when it starts).
 Stale sockets of ours are removed, a live one is left alone and reported.
+
+The kubelet's ``plugins/`` and ``plugins_registry/`` are the kubelet's to create (it does at
+start): a driver that made them would sit registered with nobody on a machine without a
+kubelet, or under a mistyped ``--kubelet-dir``. So, like the device-plugin side, we say what we
+wait for and wait on inotify; only our own ``plugins/<driver>/`` is ours to make.
 """
 
 from __future__ import annotations
@@ -20,6 +25,7 @@ from grpc import aio
 from ...api import pluginregistration_v1_pb2_grpc as regpb_grpc
 from ...api.malformed import RefuseMalformed
 from ...plugin.server import _clear_stale_socket, check_socket_path
+from ...plugin.watcher import wait_for_directory
 from .cdi import ClaimSpecs
 from .checkpoint import BOOT_ID_PATH, FILE_NAME, read_boot_id
 from .driver import DraDriver
@@ -64,15 +70,8 @@ class DriverService:
         self._publisher = publisher
         self._offered = driver.offered()
         self.feed = HealthFeed(lambda: driver.health(options.node))
-        self.state = ClaimState(
-            driver.name,
-            options.node,
-            self._lookup,
-            ClaimSpecs(options.cdi_dir, driver.name),
-            checkpoint_path=self.sockets.plugin_dir / FILE_NAME,
-            boot_id=read_boot_id(options.boot_id_path),
-            shared_lock=self.sockets.plugin_dir / "serialize.lock" if options.rolling_update_uid else None,
-        )
+        self.state: ClaimState
+        """Set by :meth:`start` once the kubelet's directories exist: loading it writes our checkpoint."""
         self._servers: list[aio.Server] = []
         self._accepted = asyncio.Event()
         self._loop = asyncio.get_running_loop()
@@ -100,8 +99,9 @@ class DriverService:
             raise
 
     async def _start(self) -> None:
-        self.sockets.plugin_dir.mkdir(parents=True, exist_ok=True)
-        self.sockets.registration.parent.mkdir(parents=True, exist_ok=True)
+        await self._kubelet_directories()
+        self.sockets.plugin_dir.mkdir(exist_ok=True)  # ours; its parent is the kubelet's
+        self.state = self._claim_state()
         dra = await self._serve(
             self.sockets.dra, lambda s: add_services(s, self.state, self._claims, self.feed, self.options.observe)
         )
@@ -113,13 +113,46 @@ class DriverService:
         self._servers.append(reg)
         log.info("DRA driver %s serving on %s", self.driver.name, self.sockets.dra)
 
+    async def _kubelet_directories(self) -> None:
+        """Return once the kubelet's ``plugins/`` and ``plugins_registry/`` exist, never creating them.
+
+        One line says what is missing and why we wait; a stop (cancellation) ends the wait.
+        """
+        missing = [d for d in self.sockets.kubelet_dirs if not d.is_dir()]
+        if not missing:
+            return
+        log.warning(
+            "DRA driver %s is waiting for the kubelet to create %s (a kubelet makes them when it starts; "
+            "we never do): no kubelet on this node yet, or a wrong --kubelet-dir",
+            self.driver.name,
+            " and ".join(str(d) for d in missing),
+        )
+        for directory in missing:
+            try:
+                await wait_for_directory(directory)
+            except NotADirectoryError as err:
+                raise ValueError(f"--kubelet-dir: {err}") from None
+        log.info("the kubelet's directories appeared in %s", self.options.kubelet_dir)
+
+    def _claim_state(self) -> ClaimState:
+        """The prepared claims, from our checkpoint (recovery writes it, so only once our directory exists)."""
+        return ClaimState(
+            self.driver.name,
+            self.options.node,
+            self._lookup,
+            ClaimSpecs(self.options.cdi_dir, self.driver.name),
+            checkpoint_path=self.sockets.plugin_dir / FILE_NAME,
+            boot_id=read_boot_id(self.options.boot_id_path),
+            shared_lock=self.sockets.plugin_dir / "serialize.lock" if self.options.rolling_update_uid else None,
+        )
+
     @staticmethod
     async def _serve(path: Path, add: Callable[[aio.Server], None]) -> aio.Server:
         check_socket_path(path)
         _clear_stale_socket(path)
         server = aio.server(options=[("grpc.so_reuseport", 0)], interceptors=[RefuseMalformed()])
         add(server)
-        server.add_insecure_port(f"unix://{path}")
+        server.add_insecure_port(f"unix:{path}")  # not unix://: grpc then binds only <= 105 bytes
         await server.start()
         return server
 

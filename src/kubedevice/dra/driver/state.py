@@ -272,7 +272,7 @@ async def _allocate(plugin: Plugin, devices: list[Device]) -> ContainerAllocatio
 
 
 def _lock_file(path: Path) -> IO[bytes]:
-    path.parent.mkdir(parents=True, exist_ok=True)
+    path.parent.mkdir(exist_ok=True)  # our directory, inside the kubelet's plugins/: never create that
     handle = path.open("ab")
     fcntl.flock(handle, fcntl.LOCK_EX)
     return handle
