@@ -7,9 +7,11 @@ becomes ``resource=example.com/null`` in text and ``"resource": "example.com/nul
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import sys
+from collections.abc import Iterator
 from datetime import UTC, datetime
 from typing import Any, Literal, TextIO
 
@@ -94,3 +96,29 @@ def setup_logging(level: str = "info", fmt: Literal["text", "json"] = "text", st
     handler.setFormatter(JsonFormatter() if fmt == "json" else TextFormatter())
     root.addHandler(handler)
     root.setLevel(numeric)
+
+
+@contextlib.contextmanager
+def fallback_logging(level: str = "info") -> Iterator[None]:
+    """Within the block, kubedevice's records at ``level`` go to stderr as text, unless the
+    application has configured logging: a handler on the root or the ``kubedevice`` logger.
+
+    For the library's ``serve()``: a plugin script that sets up no logging would otherwise show
+    only warnings (Python's last-resort handler), so registrations and kubelet restarts would be
+    invisible. Only the ``kubedevice`` logger is touched, never the root, so the application's own
+    records and levels stay as they were; both the handler and the level are undone on exit.
+    """
+    logger = logging.getLogger("kubedevice")
+    if logger.hasHandlers():
+        yield
+        return
+    handler = _KubedeviceHandler(sys.stderr)
+    handler.setFormatter(TextFormatter())
+    previous = logger.level
+    logger.addHandler(handler)
+    logger.setLevel(parse_level(level))
+    try:
+        yield
+    finally:
+        logger.removeHandler(handler)
+        logger.setLevel(previous)

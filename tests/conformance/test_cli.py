@@ -5,6 +5,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import os
+import pty
 import subprocess
 import sys
 from collections.abc import AsyncIterator
@@ -29,10 +31,10 @@ RESULT_KEYS = {"id", "phase", "title", "resource", "status", "detail", "value", 
 
 
 @asynccontextmanager
-async def daemon(plugin_dir: Path) -> AsyncIterator[asyncio.subprocess.Process]:
+async def daemon(plugin_dir: Path, config: Path = NULL_CONFIG) -> AsyncIterator[asyncio.subprocess.Process]:
     """``kubedevice serve`` on the bundled null config, stopped with SIGTERM as a DaemonSet would."""
     proc = await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "kubedevice", "serve", "--config", str(NULL_CONFIG), "--plugin-dir", str(plugin_dir),
+        sys.executable, "-m", "kubedevice", "serve", "--config", str(config), "--plugin-dir", str(plugin_dir),
         stdout=asyncio.subprocess.DEVNULL, stderr=asyncio.subprocess.PIPE,
     )  # fmt: skip
     try:
@@ -43,9 +45,11 @@ async def daemon(plugin_dir: Path) -> AsyncIterator[asyncio.subprocess.Process]:
 
 
 async def check_cli(*args: str) -> tuple[int, str, str]:
+    """The command with stdout a pipe, as in CI or ``| grep``; FORCE_COLOR must not turn the table back on."""
     proc = await asyncio.create_subprocess_exec(
-        *CHECK, *args, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE
-    )
+        *CHECK, *args, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
+        env={**os.environ, "FORCE_COLOR": "1", "COLUMNS": "80"},
+    )  # fmt: skip
     out, err = await asyncio.wait_for(proc.communicate(), 60)
     assert proc.returncode is not None
     return proc.returncode, out.decode(), err.decode()
@@ -101,13 +105,76 @@ def test_socket_mode_probes_a_running_plugin_and_skips_what_needs_registration(t
     assert results["devices.first_list"]["detail"].startswith("4 devices")
 
 
-def test_a_failure_exits_one_and_the_table_says_so(tmp_path: Path) -> None:
+def test_a_failure_exits_one_and_the_report_says_so(tmp_path: Path) -> None:
     code, out, _ = run(check_cli("--plugin-dir", str(tmp_path), "--timeout", "0.5"))
     assert code == 1
-    assert "registration.register" in out and "FAILED" in out
+    assert "FAIL  registration.register" in out and "FAILED" in out
     code, out, _ = run(check_cli("--plugin-dir", str(tmp_path), "--timeout", "0.5", "--json"))
     assert code == 1
     assert json.loads(out)["passed"] is False
+
+
+TWO_RESOURCES = """
+resources:
+  - name: example.com/null
+    static: {count: 2, paths: [/dev/null]}
+  - name: example.com/zero
+    static: {count: 3, paths: [/dev/zero]}
+"""
+
+
+def test_off_a_terminal_every_result_is_one_line_and_json_is_pointed_to(tmp_path: Path) -> None:
+    """Piped, rich drew an 80-column table whose folded details ran to hundreds of lines."""
+    config = tmp_path / "two.yaml"  # a plain file: the checker's kubelet cleans up sockets only
+    config.write_text(TWO_RESOURCES)
+    plugin_dir = tmp_path  # a socket path has at most 107 bytes
+
+    async def scenario() -> tuple[int, str, str]:
+        async with daemon(plugin_dir, config):
+            return await check_cli("--plugin-dir", str(plugin_dir), "--timeout", "20")
+
+    code, out, err = run(scenario(), timeout=90)
+    assert code == 0, out + err
+    title, *lines, verdict, pointer = out.splitlines()
+    resources = ["example.com/null", "example.com/zero"]
+    assert title == f"kubedevice check: plugin_dir {plugin_dir}"
+    assert len(lines) == len(resources) * len(CATALOGUE), out
+    rows = [line.split(maxsplit=3) for line in lines]
+    assert {(check_id, resource) for _, check_id, resource, _ in rows} == {
+        (c.id, r) for c in CATALOGUE for r in resources
+    }
+    assert {status for status, *_ in rows} <= {"PASS", "SKIP"}
+    unknown = next(line for line in lines if line.split()[1:3] == ["allocate.unknown", "example.com/null"])
+    assert unknown.endswith("unknown devices for example.com/null: kubedevice-check-unknown-device"), unknown
+    assert max(map(len, lines)) > 80  # nothing folded to the guessed width
+    assert len({line.index(line.split()[2]) for line in lines}) == 1  # the resource column is aligned
+    assert verdict.startswith("PASSED: ") and "--json" in pointer
+
+
+def test_at_a_terminal_the_report_is_a_table(tmp_path: Path) -> None:
+    """A real pseudo-terminal: there people read the report, and the table is kept."""
+    leader, follower = pty.openpty()
+    try:
+        proc = subprocess.Popen(
+            [*CHECK, "--plugin-dir", str(tmp_path), "--timeout", "0.5"],
+            stdout=follower, stderr=subprocess.PIPE,
+        )  # fmt: skip
+        os.close(follower)
+        chunks = []
+        while True:
+            try:
+                chunk = os.read(leader, 65536)
+            except OSError:  # EIO: the command exited and closed the terminal
+                break
+            if not chunk:
+                break
+            chunks.append(chunk)
+        assert proc.wait(60) == 1
+    finally:
+        os.close(leader)
+    out = b"".join(chunks).decode()
+    assert "┏━" in out and "│ registration.register " in out, out
+    assert "FAILED" in out and "--json" in out
 
 
 @pytest.mark.parametrize(

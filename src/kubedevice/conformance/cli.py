@@ -17,7 +17,7 @@ from rich.console import Console
 from ..errors import fail, os_reason
 from ..kubelet import CannotServe
 from .model import Report
-from .report import print_table, to_json
+from .report import print_report, to_json
 from .runner import CheckOptions, run_checks
 
 
@@ -109,7 +109,7 @@ def _show(report: Report, as_json: bool) -> NoReturn:
     if as_json:
         typer.echo(to_json(report))
     else:
-        print_table(report, Console())
+        print_report(report, Console())
     raise typer.Exit(1 if report.failed else 0)
 
 

@@ -10,7 +10,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import os
 import signal
 import stat
 import time
@@ -19,7 +18,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..api import DEFAULT_PLUGIN_DIR, KUBELET_SOCKET
+from ..logs import fallback_logging
 from ..names import endpoint_for, extended_resource_name_error
+from ..plugin_dir import PLUGIN_DIR_ENV, plugin_dir_from_env
 from .base import Plugin
 from .registration import KubeletUnavailable, RegistrationRejected, register
 from .server import PluginServer, RpcObserver, SocketInUse, check_socket_path
@@ -58,6 +59,7 @@ class _Resource:
     watch: asyncio.Task[None] | None = None
     registered: bool = False
     rejected: str | None = None
+    closed: bool = False
 
     @property
     def name(self) -> str:
@@ -67,9 +69,19 @@ class _Resource:
 class Manager:
     """Serve ``plugins`` from ``plugin_dir`` and (re-)register each with the kubelet."""
 
-    def __init__(self, plugins: Sequence[Plugin], plugin_dir: Path, hooks: ManagerHooks | None = None) -> None:
+    def __init__(
+        self,
+        plugins: Sequence[Plugin],
+        plugin_dir: Path,
+        hooks: ManagerHooks | None = None,
+        *,
+        plugin_dir_source: str = "--plugin-dir",
+    ) -> None:
         check_plugins(plugins)  # fail before touching the directory
         self.plugin_dir = plugin_dir
+        # Where plugin_dir came from, in the words its user would change it with: the missing-directory
+        # warning names it (--plugin-dir for the daemon, plugin_dir= or the variable for the library).
+        self.plugin_dir_source = plugin_dir_source
         self.kubelet_socket = plugin_dir / KUBELET_SOCKET
         self.hooks = hooks or ManagerHooks()
         self._plugins = list(plugins)
@@ -85,7 +97,8 @@ class Manager:
         """Wait for the directory, watch it, serve every plugin, register if the kubelet is there.
 
         The directory is the kubelet's: we never create it. A missing one means no kubelet here
-        yet (or a mistyped ``--plugin-dir``), which the log says; a stop request ends the wait.
+        yet (or a mistyped directory, named by ``plugin_dir_source``), which the log says; a stop
+        request ends the wait.
         """
         if not await self._directory_ready():
             return
@@ -103,9 +116,10 @@ class Manager:
         if self.plugin_dir.exists():
             raise ValueError(f"plugin directory {self.plugin_dir} is not a directory")
         log.warning(
-            "plugin directory %s does not exist: no kubelet on this node yet, or a wrong --plugin-dir; "
+            "plugin directory %s does not exist: no kubelet on this node yet, or a wrong %s; "
             "waiting for it to appear (not creating it)",
             self.plugin_dir,
+            self.plugin_dir_source,
         )
         appeared = asyncio.ensure_future(wait_for_directory(self.plugin_dir))
         stopped = asyncio.ensure_future(self._done.wait())
@@ -155,11 +169,19 @@ class Manager:
         self._done.set()
 
     async def _shutdown(self, resource: _Resource) -> None:
+        """Stop one resource for good, also when a kubelet restart is re-serving it right now.
+
+        Cancelling the registration leaves its shielded re-serve running; under the lock, and
+        with ``closed`` set, that one either finishes before the stop or never starts a server
+        (one started after the stop would outlive the event loop).
+        """
+        resource.closed = True
         tasks = [t for t in (resource.registration, resource.watch) if t is not None]
         for task in tasks:
             task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
-        await resource.server.stop()
+        async with resource.lock:
+            await resource.server.stop()
         resource.server.close()
         self.hooks.on_ready(resource.name, False)
 
@@ -257,6 +279,8 @@ class Manager:
     async def _ensure_serving(self, resource: _Resource) -> bool:
         """Serve again if our socket went; False while that fails (the directory is gone)."""
         async with resource.lock:
+            if resource.closed:
+                return False
             if not resource.server.owns_socket():
                 await resource.server.stop(grace=0)
                 try:
@@ -351,11 +375,31 @@ def serve(*plugins: Plugin, plugin_dir: Path | str | None = None, hooks: Manager
     """Serve ``plugins`` until SIGTERM/SIGINT and return the exit code: the library's main.
 
     The plugin directory comes from ``plugin_dir``, else ``$KUBEDEVICE_PLUGIN_DIR``, else the
-    kubelet's default.
+    kubelet's default. A library plugin is a bare script, so unless the application has set up
+    logging itself (any handler on the root or ``kubedevice`` logger, which is then left alone),
+    kubedevice's INFO records go to stderr while it serves: without them registration, a kubelet
+    restart and re-registration would pass in silence, since Python shows only warnings by default.
     """
-    directory = Path(plugin_dir or os.environ.get("KUBEDEVICE_PLUGIN_DIR") or DEFAULT_PLUGIN_DIR)
+    directory, source = library_plugin_dir(plugin_dir)
 
     async def main() -> int:
-        return await run(Manager(plugins, directory, hooks))
+        return await run(Manager(plugins, directory, hooks, plugin_dir_source=source))
 
-    return asyncio.run(main())
+    with fallback_logging():
+        return asyncio.run(main())
+
+
+def library_plugin_dir(plugin_dir: Path | str | None) -> tuple[Path, str]:
+    """The library's plugin directory and, for the missing-directory warning, how to change it.
+
+    A library user has no ``--plugin-dir`` flag: the hint names the ``serve()`` argument or the
+    environment variable actually in effect, or both when the kubelet's default was used.
+    """
+    if plugin_dir:
+        return Path(plugin_dir), "plugin_dir= argument of serve()"
+    from_env = plugin_dir_from_env()
+    if from_env is not None:
+        return from_env, f"${PLUGIN_DIR_ENV}"
+    return Path(DEFAULT_PLUGIN_DIR), (
+        f"default directory (pass plugin_dir= to serve() or set ${PLUGIN_DIR_ENV} if the kubelet uses another)"
+    )
