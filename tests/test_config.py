@@ -93,3 +93,25 @@ def test_a_command_reports_an_unknown_key_on_one_line_exit_2(tmp_path: Path) -> 
     )
     assert result.returncode == 2, result.stderr
     assert result.stderr == f"kubedevice: {config}:1:1: unknown key 'resource' (did you mean 'resources'?)\n"
+
+
+def test_dra_refuses_index_in_container_paths() -> None:
+    """A DRA driver prepares a claim's devices before any container exists: no {index} to give."""
+    text = (
+        "dra: {driver: null.example.com}\n"
+        "resources:\n"
+        "  - name: example.com/tty\n"
+        "    glob: {paths: ['/dev/tty*']}\n"
+        "    container_path: '/dev/t{index}'\n"
+    )
+    refused = r"resources\[0\]: container_path '/dev/t\{index\}' uses \{index\}, which a DRA driver"
+    with pytest.raises(ConfigError, match=refused):
+        parse_config(text)
+    mount = text.replace("    container_path: '/dev/t{index}'\n",
+                         "    mounts: [{host_path: /sys, container_path: '/sys/t{index}'}]\n")
+    with pytest.raises(ConfigError, match=r"mounts\[0\]\.container_path"):
+        parse_config(mount)
+    assert parse_config(text.replace("{index}", "{name}")).resources[0].container_path == "/dev/t{name}"
+    owned = text.replace("    container_path: '/dev/t{index}'\n", "    device_ownership: {uid: 1000}\n    cdi: {}\n")
+    with pytest.raises(ConfigError, match=r"resources\[0\]: device_ownership is not applied by the DRA driver"):
+        parse_config(owned)

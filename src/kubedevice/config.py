@@ -19,7 +19,7 @@ from . import boundedyaml
 from .dra.driver.config import DraConfig
 from .errors import at, cannot_read
 from .plugin_dir import resolve_plugin_dir
-from .sources.schema import ResourceConfig
+from .sources.schema import ResourceConfig, template_fields
 
 
 class ConfigError(Exception):
@@ -53,9 +53,43 @@ class Config(BaseModel):
             seen.add(resource.name)
         return self
 
+    @model_validator(mode="after")
+    def _grants_can_be_expressed(self) -> Config:
+        """Refuse, rather than ignore, what the chosen API cannot carry.
+
+        The device-plugin API has no owner or mode for a device node, so ``device_ownership``
+        needs ``cdi:``; the DRA driver does not apply it yet. A DRA driver writes each device's
+        CDI spec when it prepares the claim, before any container exists, so ``{index}`` (a
+        device's place among one container's devices) has no value there either.
+        """
+        for i, resource in enumerate(self.resources):
+            where = f"resources[{i}]"
+            if resource.device_ownership is not None and self.dra is not None:
+                raise ValueError(f"{where}: device_ownership is not applied by the DRA driver (yet); remove it")
+            if resource.device_ownership is not None and resource.cdi is None:
+                raise ValueError(
+                    f"{where}: device_ownership needs 'cdi:' on this resource: without CDI the kubelet's device "
+                    "plugin API cannot set a node's owner or mode (use containerd's "
+                    "device_ownership_from_security_context instead, see docs/sources.md)"
+                )
+            if self.dra is not None:
+                _no_index_for_dra(resource, where)
+        return self
+
     def resolved_plugin_dir(self, override: Path | None = None) -> Path:
         """Flag, then ``$KUBEDEVICE_PLUGIN_DIR``, then the config file, then the kubelet default."""
         return resolve_plugin_dir(override, self.plugin_dir)
+
+
+def _no_index_for_dra(resource: ResourceConfig, where: str) -> None:
+    templates = [("container_path", resource.container_path)]
+    templates += [(f"mounts[{i}].container_path", m.container_path) for i, m in enumerate(resource.mounts)]
+    for field, template in templates:
+        if template is not None and "index" in template_fields(template):
+            raise ValueError(
+                f"{where}: {field} {template!r} uses {{index}}, which a DRA driver cannot know when it "
+                "prepares a claim (use {name} or {path})"
+            )
 
 
 def load_config(path: Path) -> Config:

@@ -5,12 +5,15 @@ from __future__ import annotations
 import asyncio
 import json
 import stat
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 import yaml
 
-from kubedevice.allocation.cdi import CdiSpecDir, container_edits, spec_document, write_atomically
+from kubedevice.allocation.cdi import CdiSpecDir, container_edits, spec_document, with_ownership, write_atomically
+from kubedevice.config import ConfigError, parse_config
 from kubedevice.device import Mount
 from kubedevice.sources.configured import ConfiguredPlugin
 from kubedevice.sources.schema import ResourceConfig
@@ -143,3 +146,76 @@ def test_unwritable_cdi_dir_is_a_one_line_start_up_error(tmp_path: Path) -> None
     with pytest.raises(ValueError, match=r"^cannot write CDI spec files in .*cdi: ") as info:
         ConfiguredPlugin(config(), host.root, blocker)
     assert "\n" not in str(info.value)
+
+
+OWNED = FPGA + 'device_ownership: {uid: 1000, gid: 1000, mode: "0660"}\n'
+
+
+def test_device_ownership_goes_into_every_device_node_of_the_spec(tmp_path: Path) -> None:
+    host = fpga_host(tmp_path / "root")
+    cdi_dir = tmp_path / "cdi"
+    ConfiguredPlugin(config(OWNED), host.root, cdi_dir)
+    files = specs(cdi_dir)
+    assert len(files) == 2
+    for document in files.values():
+        validate_spec(document)  # type: ignore[arg-type]
+        nodes = document["devices"][0]["containerEdits"]["deviceNodes"]  # type: ignore[index]
+        assert [(n["uid"], n["gid"], n["fileMode"]) for n in nodes] == [(1000, 1000, 0o660)] * 2
+        for node in nodes:  # CDI's uint32 and os.FileMode: JSON numbers, never strings
+            assert all(type(node[k]) is int for k in ("uid", "gid", "fileMode"))
+    # What is unset stays the runtime's choice: the field is left out, not written as 0.
+    ConfiguredPlugin(config(FPGA + "device_ownership: {gid: 20}\n"), host.root, cdi_dir)
+    for document in specs(cdi_dir).values():
+        for node in document["devices"][0]["containerEdits"]["deviceNodes"]:  # type: ignore[index]
+            assert node["gid"] == 20 and "uid" not in node and "fileMode" not in node
+
+
+def test_with_ownership_leaves_the_edits_it_was_given_alone() -> None:
+    edits = container_edits(["/dev/x"], "rw", [Mount("/opt", read_only=True)])
+    owned = with_ownership(edits, uid=0, file_mode=0o600)
+    node = {"path": "/dev/x", "hostPath": "/dev/x", "permissions": "rw"}
+    assert owned["deviceNodes"] == [{**node, "uid": 0, "fileMode": 384}]
+    assert owned["mounts"] == edits["mounts"] and "uid" not in edits["deviceNodes"][0]
+    assert with_ownership(edits) == edits
+
+
+@pytest.mark.parametrize(
+    ("ownership", "field", "reason"),
+    [
+        ('{mode: "660"}', "device_ownership.mode", 'quoted octal file mode like "0660"'),
+        ('{mode: "0990"}', "device_ownership.mode", "octal file mode"),
+        ("{mode: 0660}", "device_ownership.mode", "must be a quoted"),  # YAML's octal number 432
+        ("{uid: -1}", "device_ownership.uid", "greater than or equal to 0"),
+        ('{gid: "1000"}', "device_ownership.gid", "valid integer"),
+        ("{uid: 4294967295}", "device_ownership.uid", "less than or equal to 4294967294"),
+        ("{}", "device_ownership", "set at least one of uid, gid and mode"),
+        ("{uid: 1, owner: 2}", "device_ownership", "unknown key 'owner'"),
+    ],
+)
+def test_bad_device_ownership_is_one_line_naming_the_field(ownership: str, field: str, reason: str) -> None:
+    lines = [*FPGA.strip().splitlines(), f"device_ownership: {ownership}"]
+    with pytest.raises(ConfigError) as info:
+        parse_config("resources:\n  - " + "\n    ".join(lines) + "\n")
+    message = str(info.value)
+    assert "\n" not in message and f"resources[0].{field}" in message and reason in message, message
+
+
+def test_device_ownership_without_cdi_is_refused_at_start_up(tmp_path: Path) -> None:
+    """The device-plugin answer (DeviceSpec) has no owner or mode: silently ignoring the setting
+    would leave a non-root pod with a device it cannot open, so `serve` refuses it (exit 2)."""
+    config_file = tmp_path / "config.yaml"
+    config_file.write_text(
+        "resources:\n  - name: example.com/tty\n    glob: {paths: [/dev/ttyS*]}\n"
+        '    device_ownership: {gid: 20, mode: "0660"}\n'
+    )
+    result = subprocess.run(
+        [sys.executable, "-m", "kubedevice", "serve", "-c", str(config_file), "--plugin-dir", str(tmp_path)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert result.returncode == 2
+    assert result.stderr.count("\n") == 1, result.stderr
+    assert "resources[0]: device_ownership needs 'cdi:'" in result.stderr
+    assert "device_ownership_from_security_context" in result.stderr

@@ -34,23 +34,43 @@ def test_json_lists_every_resource_of_the_four_configs(host: FakeHost, tmp_path:
     assert list(by_name) == ["example.com/null", "example.com/serial", "example.com/coral", "example.com/fpga"]
     assert [d["id"] for d in by_name["example.com/null"]] == ["null-0", "null-1", "null-2", "null-3"]
     assert by_name["example.com/serial"] == [
-        {"id": "ttyUSB0", "health": "Healthy", "numaNodes": [], "hostPaths": ["/dev/ttyUSB0"]},
-        {"id": "ttyUSB1", "health": "Healthy", "numaNodes": [], "hostPaths": ["/dev/ttyUSB1"]},
+        {
+            "id": "ttyUSB0",
+            "health": "Healthy",
+            "numaNodes": [],
+            "hostPaths": ["/dev/ttyUSB0"],
+            "containerPaths": ["/dev/ttyUSB0"],
+        },
+        {
+            "id": "ttyUSB1",
+            "health": "Healthy",
+            "numaNodes": [],
+            "hostPaths": ["/dev/ttyUSB1"],
+            "containerPaths": ["/dev/ttyUSB1"],
+        },
     ]
     assert by_name["example.com/coral"] == [
-        {"id": "usb-1-2", "health": "Healthy", "numaNodes": [], "hostPaths": ["/dev/bus/usb/001/004"]}
+        {
+            "id": "usb-1-2",
+            "health": "Healthy",
+            "numaNodes": [],
+            "hostPaths": ["/dev/bus/usb/001/004"],
+            "containerPaths": ["/dev/bus/usb/001/004"],
+        }
     ]
+    vfio = ["/dev/vfio/41", "/dev/vfio/vfio"]
     assert by_name["example.com/fpga"] == [
-        {"id": "0000:3b:00.0", "health": "Healthy", "numaNodes": [1], "hostPaths": ["/dev/vfio/41", "/dev/vfio/vfio"]}
+        {"id": "0000:3b:00.0", "health": "Healthy", "numaNodes": [1], "hostPaths": vfio, "containerPaths": vfio}
     ]
 
 
 def test_host_root_from_the_config_and_a_human_table(host: FakeHost, tmp_path: Path) -> None:
     populate(host)
     config = write_config(tmp_path, f"host_root: {host.root}\n" + FOUR_CONFIGS)
-    result = runner.invoke(app, ["--config", str(config)])
+    result = runner.invoke(app, ["--config", str(config)], env={"COLUMNS": "200"})
     assert result.exit_code == 0, result.output
     assert "0000:3b:00.0" in result.stdout and "/dev/bus/usb/001/004" in result.stdout
+    assert "container paths" in result.stdout
 
 
 def test_absent_hardware_is_an_empty_list_not_a_failure(host: FakeHost, tmp_path: Path) -> None:

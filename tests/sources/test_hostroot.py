@@ -26,18 +26,22 @@ def test_absolute_symlinks_resolve_inside_the_root(host: FakeHost) -> None:
     assert root.local(root.resolve("/dev/escape")).is_relative_to(host.root.resolve())
 
 
-def test_glob_returns_canonical_existing_paths_once(host: FakeHost) -> None:
+def test_glob_pairs_each_match_with_its_canonical_node_and_drops_dangling_ones(host: FakeHost) -> None:
     host.device_node("/dev/ttyUSB0")
     host.symlink("/dev/serial/by-id/a", "../../ttyUSB0")
+    host.symlink("/dev/serial/by-id/b", "/dev/ttyUSB0")
     host.symlink("/dev/serial/by-id/dangling", "/dev/ttyUSB9")
     root = HostRoot(host.root)
-    assert root.glob("/dev/serial/by-id/*") == ["/dev/ttyUSB0"]
+    assert root.glob("/dev/serial/by-id/*") == [
+        ("/dev/serial/by-id/a", "/dev/ttyUSB0"),
+        ("/dev/serial/by-id/b", "/dev/ttyUSB0"),
+    ]
 
 
 def test_glob_works_with_the_real_root(tmp_path: Path) -> None:
     """The default host root is "/" (the daemon on a node): matches are plain host paths."""
     (tmp_path / "acc0").touch()
-    assert HostRoot(Path("/")).glob(f"{tmp_path}/acc?") == [f"{tmp_path}/acc0"]
+    assert HostRoot(Path("/")).glob(f"{tmp_path}/acc?") == [(f"{tmp_path}/acc0", f"{tmp_path}/acc0")]
 
 
 def test_symlink_loops_are_reported(host: FakeHost) -> None:

@@ -45,10 +45,19 @@ def device_name_error(name: str) -> str | None:
     )
 
 
-def container_edits(host_paths: Sequence[str], permissions: str, mounts: Sequence[Mount]) -> dict[str, Any]:
-    """The OCI edits that grant a device: its nodes (same path inside) and the configured mounts."""
+def container_edits(
+    host_paths: Sequence[str], permissions: str, mounts: Sequence[Mount], container_paths: Sequence[str] = ()
+) -> dict[str, Any]:
+    """The OCI edits that grant a device: its nodes and the configured mounts.
+
+    Each node is created at its container path (the host path when none is given) from the node
+    at ``hostPath``, as the device-plugin answer would place it.
+    """
+    inside = container_paths or host_paths
     edits: dict[str, Any] = {
-        "deviceNodes": [{"path": p, "hostPath": p, "permissions": permissions} for p in host_paths],
+        "deviceNodes": [
+            {"path": c, "hostPath": h, "permissions": permissions} for h, c in zip(host_paths, inside, strict=True)
+        ],
     }
     if mounts:
         edits["mounts"] = [
@@ -60,6 +69,20 @@ def container_edits(host_paths: Sequence[str], permissions: str, mounts: Sequenc
             for m in mounts
         ]
     return edits
+
+
+def with_ownership(
+    edits: Mapping[str, Any], uid: int | None = None, gid: int | None = None, file_mode: int | None = None
+) -> dict[str, Any]:
+    """``edits`` with each device node created with this owner and mode (``device_ownership``).
+
+    The runtime otherwise copies the host node's owner and mode, which a pod running as a
+    non-root user usually cannot open (kubernetes#92211). CDI's ``DeviceNode`` carries ``uid``,
+    ``gid`` (uint32) and ``fileMode`` (Go's ``os.FileMode``: a number in JSON, 0o660 is 432).
+    """
+    fields = {key: value for key, value in (("uid", uid), ("gid", gid), ("fileMode", file_mode)) if value is not None}
+    nodes = [{**node, **fields} for node in edits.get("deviceNodes", [])]
+    return {**edits, "deviceNodes": nodes} if nodes else dict(edits)
 
 
 def spec_document(kind: str, name: str, edits: Mapping[str, Any]) -> Spec:

@@ -22,16 +22,27 @@ _REPLICA_ROOM = len(REPLICA_SEPARATOR) + 4  # "::" + up to 1000 replicas
 
 @dataclass(frozen=True, slots=True)
 class Found:
-    """One physical device: ``key`` is its stable ID (also its CDI device name)."""
+    """One physical device: ``key`` is its stable ID (also its CDI device name).
+
+    ``matched_paths`` are the paths its ``host_paths`` were found by, one each (a glob match or a
+    configured path that is a symlink, such as ``/dev/serial/by-id/…``): the names a container
+    sees by default, while the host side is the resolved node. Empty means the host paths.
+    """
 
     key: str
     host_paths: tuple[str, ...]
     numa_nodes: tuple[int, ...] = ()
     sysfs: str | None = None
     attributes: Attributes = field(default_factory=dict)
+    matched_paths: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "attributes", MappingProxyType(dict(self.attributes)))
+
+    @property
+    def seen_paths(self) -> tuple[str, ...]:
+        """Per node, the path it was found by (its host path when it was not a symlink)."""
+        return self.matched_paths or self.host_paths
 
 
 def stable_key(raw: str) -> str:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
@@ -13,15 +13,19 @@ from ..device import Device
 from ..errors import fail
 from .base import Found
 
+if TYPE_CHECKING:
+    from .schema import ResourceConfig
+
 
 def discover(
-    config: Annotated[Path, typer.Option("--config", "-c", help="YAML config file", dir_okay=False)],
+    config: Annotated[Path, typer.Option("--config", "-c", metavar="FILE", help="YAML config file", dir_okay=False)],
     host_root: Annotated[
-        Path | None, typer.Option("--host-root", help="where the host's / is mounted (default: from the config)")
+        Path | None,
+        typer.Option("--host-root", metavar="DIR", help="where the host's / is mounted (default: from the config)"),
     ] = None,
     json_output: Annotated[bool, typer.Option("--json", help="machine-readable output")] = False,
 ) -> None:
-    """Dry run: per resource, each device's ID, health, NUMA nodes and host paths."""
+    """Dry run: per resource, each device's ID, health, NUMA nodes, host paths and container paths."""
     from ..config import ConfigError, load_config  # noqa: PLC0415 - the lead's module, loaded on use
     from . import survey  # noqa: PLC0415
 
@@ -32,7 +36,7 @@ def discover(
         fail(str(err))
     document = {
         "resources": [
-            {"name": resource.name, "devices": [_row(d, {f.key: f for f in found}) for d in devices]}
+            {"name": resource.name, "devices": [_row(resource, d, {f.key: f for f in found}) for d in devices]}
             for resource, found, devices in resources
         ]
     }
@@ -42,12 +46,17 @@ def discover(
         _print_table(document["resources"])
 
 
-def _row(device: Device, physical: Mapping[str, Found]) -> dict[str, Any]:
+def _row(resource: ResourceConfig, device: Device, physical: Mapping[str, Found]) -> dict[str, Any]:
+    """One device; its container paths are those of a container given this device alone."""
+    from .discovery import node_grant  # noqa: PLC0415 - with the sources, loaded on use
+
+    found = physical[device.group or device.id]
     return {
         "id": device.id,
         "health": device.health.value,
         "numaNodes": list(device.numa_nodes),
-        "hostPaths": list(physical[device.group or device.id].host_paths),
+        "hostPaths": list(found.host_paths),
+        "containerPaths": [d.container_path for d in node_grant(resource, found, 0).devices],
     }
 
 
@@ -55,10 +64,12 @@ def _print_table(resources: Sequence[dict[str, Any]]) -> None:
     from rich.console import Console  # noqa: PLC0415 - rich is only needed for the human view
     from rich.table import Table  # noqa: PLC0415
 
-    table = Table("resource", "device", "health", "NUMA", "host paths")
+    table = Table()
+    for heading in ("resource", "device", "health", "NUMA", "host paths", "container paths"):
+        table.add_column(heading, overflow="fold")  # a narrow terminal wraps a path, never cuts it
     for resource in resources:
         if not resource["devices"]:
-            table.add_row(resource["name"], "(none found)", "", "", "")
+            table.add_row(resource["name"], "(none found)", "", "", "", "")
         for device in resource["devices"]:
             table.add_row(
                 resource["name"],
@@ -66,5 +77,6 @@ def _print_table(resources: Sequence[dict[str, Any]]) -> None:
                 device["health"],
                 ",".join(map(str, device["numaNodes"])) or "-",
                 " ".join(device["hostPaths"]),
+                " ".join(device["containerPaths"]),
             )
     Console().print(table)

@@ -15,21 +15,24 @@ from pathlib import Path
 
 import grpc
 
-from ..allocation.cdi import CdiError, CdiSpecDir, container_edits
+from ..allocation.cdi import CdiError, CdiSpecDir, container_edits, with_ownership
 from ..allocation.sharing import Layout, SharingPolicy, check_one_replica_per_device, physical
-from ..device import ContainerAllocation, Device, DeviceError, Mount
+from ..device import ContainerAllocation, Device, DeviceError
 from ..health.checks import HealthChecker
 from ..health.tracker import HealthTracker
 from ..plugin.base import Plugin, merge_grants
 from ..plugin.server import RpcFailure
 from .base import Found
-from .discovery import advertised, find, watched_patterns
+from .discovery import advertised, find, node_grant, watched_patterns
 from .hostroot import HostRoot
-from .schema import ResourceConfig
+from .schema import PATH_FIELDS, ResourceConfig, template_fields
 from .sysfs import numa_distances
 from .watch import HotplugWatcher
 
 log = logging.getLogger("kubedevice.sources")
+
+#: The attribute ``{products}`` reads: a PCI function's "product" is its device ID.
+_PRODUCT_ATTRIBUTE = {"usb": "product", "pci": "device"}
 
 
 class ConfiguredPlugin(Plugin):
@@ -47,6 +50,8 @@ class ConfiguredPlugin(Plugin):
         self._cdi_behind = False  # the last write failed (a full disk): retry until it works
         self._policy = SharingPolicy(resource.policy, resource.one_replica_per_device, numa_distances(self.host))
         self._found: list[Found] = find(resource, self.host)
+        self._by_key = {f.key: f for f in self._found}
+        self._per_container = resource.cdi is None and _names_devices(resource)
         super().__init__(resource.name, advertised(resource, self._found))
         self._layout = Layout.of(self.devices())
         self._sync_cdi()
@@ -68,6 +73,7 @@ class ConfiguredPlugin(Plugin):
     def _apply(self, found: list[Found]) -> None:
         changed = found != self._found
         self._found = found
+        self._by_key = {f.key: f for f in found}
         self._tracker.retain(f.key for f in found)
         self._republish()
         if changed or self._cdi_behind:
@@ -96,8 +102,16 @@ class ConfiguredPlugin(Plugin):
     def _sync_cdi(self) -> None:
         if self._cdi is None:
             return
-        mounts = [Mount(m.host_path, m.container_path or "", m.read_only) for m in self.config.mounts]
-        self._cdi.sync({f.key: container_edits(f.host_paths, self.config.permissions, mounts) for f in self._found})
+        owner = self.config.device_ownership
+        ids = (owner.uid, owner.gid, owner.file_mode) if owner else (None, None, None)
+        self._cdi.sync({f.key: with_ownership(self._cdi_edits(f), *ids) for f in self._found})
+
+    def _cdi_edits(self, found: Found) -> dict[str, object]:
+        """The spec of a device alone: exact for every container, since cdi refuses ``{index}``."""
+        own = node_grant(self.config, found, 0)
+        host_paths = [d.host_path for d in own.devices]
+        inside = [d.container_path for d in own.devices]
+        return container_edits(host_paths, self.config.permissions, own.mounts, inside)
 
     async def run(self) -> None:
         """Follow hotplug events and run health checks until cancelled.
@@ -144,29 +158,51 @@ class ConfiguredPlugin(Plugin):
 
     # -- allocation -------------------------------------------------------------------------
     def allocate(self, devices: Sequence[Device]) -> ContainerAllocation:
-        """Merge the grants and add the env templates rendered over the allocated set."""
+        """Merge the grants; place templated nodes and mounts per container; render the env templates.
+
+        ``{index}`` in a ``container_path`` counts the physical devices of this one container in the
+        order of the request's IDs, so device ``i`` of ``{ids}`` is entry ``i`` of ``{container_paths}``.
+        """
         if self.config.one_replica_per_device:
             try:
                 check_one_replica_per_device(devices)
             except DeviceError as err:
                 raise RpcFailure(grpc.StatusCode.INVALID_ARGUMENT, str(err)) from err
         merged = merge_grants(devices)
-        if not self.config.env:
+        if not self._per_container and not self.config.env:
             return merged
-        envs = dict(merged.envs)
-        envs.update(self._render_env(devices))
-        return ContainerAllocation(envs, merged.mounts, merged.devices, merged.annotations, merged.cdi_devices)
+        granted = self._granted(devices)
+        envs, nodes = merged.envs, merged
+        if self._per_container:
+            nodes = _without_clashes(granted)
+        if self.config.env:
+            envs = {**merged.envs, **self._render_env(devices, granted)}
+        return ContainerAllocation(envs, nodes.mounts, nodes.devices, merged.annotations, merged.cdi_devices)
 
-    def _render_env(self, devices: Sequence[Device]) -> dict[str, str]:
-        by_key = {f.key: f for f in self._found}
-        groups = list(dict.fromkeys(physical(d) for d in devices))
-        paths = [p for g in groups if g in by_key for p in by_key[g].host_paths]
+    def _granted(self, devices: Sequence[Device]) -> dict[str, ContainerAllocation]:
+        """Per physical device of the request (first-seen order), its nodes and mounts as the i-th."""
+        keys = list(dict.fromkeys(physical(d) for d in devices))
+        gone = [k for k in keys if k not in self._by_key]
+        if gone:
+            raise RpcFailure(grpc.StatusCode.FAILED_PRECONDITION, f"devices no longer present: {', '.join(gone)}")
+        return {key: node_grant(self.config, self._by_key[key], i) for i, key in enumerate(keys)}
+
+    def _render_env(self, devices: Sequence[Device], granted: dict[str, ContainerAllocation]) -> dict[str, str]:
+        """Set-wide fields, and per-device ones with one entry per ID (replicas repeat their device's)."""
+        each = [self._by_key[physical(d)] for d in devices]
+        product = _PRODUCT_ATTRIBUTE.get(self.config.source_kind, "product")
         fields = {
             "ids": ",".join(d.id for d in devices),
-            "devices": ",".join(groups),
-            "paths": ",".join(dict.fromkeys(paths)),
+            "devices": ",".join(granted),
+            "paths": ",".join(dict.fromkeys(p for key in granted for p in self._by_key[key].host_paths)),
             "count": str(len(devices)),
             "resource": self.resource_name,
+            "serials": ",".join(_text(f, "serial") for f in each),
+            "vendors": ",".join(_text(f, "vendor") for f in each),
+            "products": ",".join(_text(f, product) for f in each),
+            "pci_addresses": ",".join(_text(f, "pciAddress") for f in each),
+            "numa_nodes": ",".join(str(f.numa_nodes[0]) if f.numa_nodes else "" for f in each),
+            "container_paths": ",".join(_first_node(granted[f.key]) for f in each),
         }
         return {name: template.format_map(fields) for name, template in self.config.env.items()}
 
@@ -174,3 +210,34 @@ class ConfiguredPlugin(Plugin):
         self, available: Sequence[Device], must_include: Sequence[Device], size: int
     ) -> Sequence[str]:
         return self._policy.choose(available, must_include, size, self._layout)
+
+
+def _names_devices(resource: ResourceConfig) -> bool:
+    """Whether container paths depend on the device (and so are placed per container, checked for clashes)."""
+    mounts = [m.container_path for m in resource.mounts if m.container_path]
+    return resource.container_path is not None or any(template_fields(t) & PATH_FIELDS for t in mounts)
+
+
+def _without_clashes(granted: dict[str, ContainerAllocation]) -> ContainerAllocation:
+    """The merged nodes and mounts; two host nodes at one container path would hide one of them."""
+    holder: dict[str, str] = {}
+    for grant in granted.values():
+        for node in grant.devices:
+            first = holder.setdefault(node.container_path, node.host_path)
+            if first != node.host_path:
+                raise RpcFailure(
+                    grpc.StatusCode.FAILED_PRECONDITION,
+                    f"container_path {node.container_path} would hold both {first} and {node.host_path}",
+                )
+    return ContainerAllocation.merge(granted.values())
+
+
+def _text(found: Found, name: str) -> str:
+    """An attribute's value as text (``{"string": "10ee"}`` → ``10ee``); empty when the device has none."""
+    value = found.attributes.get(name)
+    return str(next(iter(value.values()))) if value else ""
+
+
+def _first_node(grant: ContainerAllocation) -> str:
+    """A device's node in the container (a VFIO group's own node comes first); empty without one."""
+    return grant.devices[0].container_path if grant.devices else ""

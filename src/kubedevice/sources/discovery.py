@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
+from pathlib import PurePosixPath
 from typing import Any
 
 from ..device import ContainerAllocation, Device, DeviceSpec, Health, Mount
@@ -45,7 +46,7 @@ def cdi_name(kind: str, found: Found) -> str:
 
 
 def grant_of(resource: ResourceConfig, found: Found) -> ContainerAllocation:
-    """What one physical device gives a container: its nodes and mounts, or its CDI name."""
+    """What one physical device gives a container alone: its nodes and mounts, or its CDI name."""
     annotations = dict(resource.annotations)
     if resource.cdi is not None:
         name = cdi_name(resource.cdi_kind, found)
@@ -53,11 +54,34 @@ def grant_of(resource: ResourceConfig, found: Found) -> ContainerAllocation:
             annotations[f"cdi.k8s.io/kubedevice_{found.key.replace(':', '_')}"] = name
             return ContainerAllocation(annotations=annotations)
         return ContainerAllocation(annotations=annotations, cdi_devices=(name,))
+    own = node_grant(resource, found, 0)
+    return ContainerAllocation(devices=own.devices, mounts=own.mounts, annotations=annotations)
+
+
+def node_grant(resource: ResourceConfig, found: Found, index: int) -> ContainerAllocation:
+    """The device nodes and mounts of ``found`` as the ``index``-th device of one container.
+
+    The one place container paths are made, so Allocate, CDI specs and ``discover`` agree: a node
+    keeps the path it was found by (a symlink's own name), and ``container_path`` renames the node
+    of a single-node device; a device of several nodes keeps each node's own path.
+    """
+    fields = path_fields(found, index)
+    seen = found.seen_paths
+    if resource.container_path is not None and len(seen) == 1:
+        seen = (resource.container_path.format_map(fields),)
     return ContainerAllocation(
-        devices=tuple(DeviceSpec(p, p, resource.permissions) for p in found.host_paths),
-        mounts=tuple(Mount(m.host_path, m.container_path or "", m.read_only) for m in resource.mounts),
-        annotations=annotations,
+        devices=tuple(DeviceSpec(h, c, resource.permissions) for h, c in zip(found.host_paths, seen, strict=True)),
+        mounts=tuple(
+            Mount(m.host_path, m.container_path.format_map(fields) if m.container_path else "", m.read_only)
+            for m in resource.mounts
+        ),
     )
+
+
+def path_fields(found: Found, index: int) -> dict[str, object]:
+    """``{path}`` (the first node as matched), ``{name}`` (its basename), ``{index}``."""
+    path = found.seen_paths[0] if found.seen_paths else ""
+    return {"path": path, "name": PurePosixPath(path).name, "index": index}
 
 
 def replica_ids(resource: ResourceConfig, found: Found) -> list[str]:

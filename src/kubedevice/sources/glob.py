@@ -10,15 +10,29 @@ from .schema import GlobConfig
 
 
 def discover(config: GlobConfig, host: HostRoot, stem: str) -> list[Found]:
-    matches = sorted({path for pattern in config.paths for path in host.glob(pattern)})
-    if not matches:
+    """One device per node (or group of nodes); each keeps the path it was matched by.
+
+    Two matches of one node (``/dev/ttyUSB0`` and its by-id link) are one device: the first
+    pattern that matched it, then the first match in sorted order, names it in the container.
+    """
+    seen: dict[str, str] = {}  # node -> the path it was matched by
+    for pattern in config.paths:
+        for matched, node in host.glob(pattern):
+            seen.setdefault(node, matched)
+    if not seen:
         log.warning("%s: no host path matches %s", stem, ", ".join(config.paths))
         return []
+    nodes = sorted(seen)
     if config.group:
-        return [Found(stable_key(stem), tuple(matches), attributes={"paths": string_attr(",".join(matches))})]
+        return [_device(stable_key(stem), nodes, seen, "paths")]
     if config.group_by is not None:
-        return _grouped(matches, re.compile(config.group_by))
-    return [Found(_key_of(path), (path,), attributes={"path": string_attr(path)}) for path in matches]
+        return _grouped(nodes, seen, re.compile(config.group_by))
+    return [_device(_key_of(node), [node], seen, "path") for node in nodes]
+
+
+def _device(key: str, nodes: list[str], seen: dict[str, str], attribute: str) -> Found:
+    matched = tuple(seen[n] for n in nodes)
+    return Found(key, tuple(nodes), attributes={attribute: string_attr(",".join(nodes))}, matched_paths=matched)
 
 
 def _key_of(path: str) -> str:
@@ -27,20 +41,17 @@ def _key_of(path: str) -> str:
     return stable_key(trimmed.replace("/", "_"))
 
 
-def _grouped(paths: list[str], pattern: re.Pattern[str]) -> list[Found]:
-    """Paths whose ``group_by`` match (first capture group, else whole match) agree form one device."""
+def _grouped(nodes: list[str], seen: dict[str, str], pattern: re.Pattern[str]) -> list[Found]:
+    """Nodes whose ``group_by`` match (first capture group, else whole match) agree form one device."""
     groups: dict[str, list[str]] = {}
-    for path in paths:
-        match = pattern.search(path)
+    for node in nodes:
+        match = pattern.search(node)
         if match is None:
-            log.warning("glob match %s does not match group_by %r; skipped", path, pattern.pattern)
+            log.warning("glob match %s does not match group_by %r; skipped", node, pattern.pattern)
             continue
         key = match.group(1) if match.re.groups else match.group(0)
-        groups.setdefault(key, []).append(path)
-    return [
-        Found(stable_key(key), tuple(members), attributes={"paths": string_attr(",".join(members))})
-        for key, members in sorted(groups.items())
-    ]
+        groups.setdefault(key, []).append(node)
+    return [_device(stable_key(key), members, seen, "paths") for key, members in sorted(groups.items())]
 
 
 def watched(config: GlobConfig) -> list[str]:

@@ -81,13 +81,18 @@ class HostRoot:
             return None
         return PurePosixPath(os.readlink(local)).name
 
-    def glob(self, pattern: str) -> list[str]:
-        """Host paths matching ``pattern`` (sorted, canonical, deduplicated)."""
+    def glob(self, pattern: str) -> list[tuple[str, str]]:
+        """``(matched, canonical)`` host paths for ``pattern``, sorted by the match; dangling ones left out.
+
+        The match is kept beside its target because a symlink's own name (``/dev/serial/by-id/…``)
+        is the stable one a container should see, while the target is the node to grant.
+        """
         # os.path.join, not "root + '/' + pattern": a root of "/" would give "//dev/...",
         # which relative_to("/") refuses.
-        matches = globlib.glob(os.path.join(globlib.escape(str(self.root)), pattern.lstrip("/")))
-        canonical = {self.resolve(self.host_path(m)) for m in matches}
-        return sorted(p for p in canonical if self.local(p).exists())
+        local = globlib.glob(os.path.join(globlib.escape(str(self.root)), pattern.lstrip("/")))
+        matches = sorted(self.host_path(m) for m in local)
+        pairs = [(m, self.resolve(m)) for m in matches]
+        return [(m, node) for m, node in pairs if self.local(node).exists()]
 
     def listdir(self, host_dir: str) -> list[str]:
         """Entry names of a host directory; ``[]`` when it is absent (hardware simply not there)."""

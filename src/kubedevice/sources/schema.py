@@ -8,17 +8,32 @@ lead's ``field.path:`` prefix.
 
 from __future__ import annotations
 
+import glob as globlib
 import re
 import string
 from collections.abc import Callable
 from typing import Annotated, Any, Literal
 
-from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field, field_validator, model_validator
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    StrictInt,
+    field_validator,
+    model_validator,
+)
 
 from ..names import C_IDENTIFIER, extended_resource_name_error
 
 SOURCE_KINDS = ("static", "glob", "usb", "pci")
-ENV_FIELDS = frozenset({"ids", "devices", "paths", "count", "resource"})
+_SET_FIELDS = {"ids", "devices", "paths", "count", "resource"}
+_PER_DEVICE_FIELDS = {"serials", "vendors", "products", "pci_addresses", "numa_nodes", "container_paths"}
+ENV_FIELDS = frozenset(_SET_FIELDS | _PER_DEVICE_FIELDS)
+#: Fields of ``container_path`` templates (the device's own and mounts'), per device.
+PATH_FIELDS = frozenset({"path", "name", "index"})
+_SAMPLE_FIELDS: dict[str, object] = {"path": "/dev/sample", "name": "sample", "index": 0}
 _HEX4 = re.compile(r"^(0x)?([0-9a-fA-F]{4})$")
 _PCI_CLASS = re.compile(r"^(0x)?([0-9a-fA-F]{2}|[0-9a-fA-F]{4}|[0-9a-fA-F]{6})$")
 _CLASS_FORMAT = '2, 4 or 6 hex digits like "1200" (class, subclass, prog-if)'
@@ -29,13 +44,18 @@ class _Model(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True)
 
 
-def _absolute(value: str) -> str:
+def _path_problem(value: str) -> str | None:
     if not value.startswith("/"):
-        raise ValueError(f"path {value!r} must be absolute")
+        return "must be absolute"
     if ".." in value.split("/"):
-        raise ValueError(f"path {value!r} must not contain '..'")
-    if "\0" in value:
-        raise ValueError("path must not contain NUL")
+        return "must not contain '..'"
+    return "must not contain NUL" if "\0" in value else None
+
+
+def _absolute(value: str) -> str:
+    problem = _path_problem(value)
+    if problem:
+        raise ValueError(f"path {value!r} {problem}")
     return value
 
 
@@ -171,9 +191,33 @@ class HealthConfig(_Model):
     recovery_threshold: int = Field(default=1, ge=1, description="consecutive passes before Healthy again")
 
 
+def _path_template(template: str) -> str:
+    """A ``container_path`` template: known fields only, and absolute once rendered."""
+    _check_template(template, PATH_FIELDS)
+    try:
+        sample = template.format_map(_SAMPLE_FIELDS)
+    except (ValueError, TypeError) as exc:  # a format spec that does not fit, such as {path:d}
+        raise ValueError(f"template {template!r}: {exc}") from exc
+    problem = _path_problem(sample)
+    if problem:
+        raise ValueError(f"template {template!r} {problem} once rendered")
+    return template
+
+
+def template_fields(template: str) -> frozenset[str]:
+    """The field names a (validated) template uses."""
+    return frozenset(name for _, name, _, _ in string.Formatter().parse(template) if name is not None)
+
+
+PathTemplate = Annotated[str, AfterValidator(_path_template)]
+
+
 class MountConfig(_Model):
+    """A host path mounted into each container; ``container_path`` may name the device
+    (``{path}``, ``{name}``, ``{index}``) so that its firmware or data follows it."""
+
     host_path: AbsPath
-    container_path: AbsPath | None = None
+    container_path: PathTemplate | None = None
     read_only: bool = False
 
 
@@ -190,6 +234,36 @@ class CdiConfig(_Model):
         return self
 
 
+_FILE_MODE = re.compile(r"^0[0-7]{3}$")
+_MAX_ID = 4_294_967_294  # uint32 in CDI; 4294967295 is (uid_t)-1, "leave unchanged" to chown
+
+
+def _file_mode(value: Any) -> Any:
+    """YAML 1.1 reads an unquoted ``0660`` as the number 432: ask for quotes rather than guess."""
+    if isinstance(value, int) or not isinstance(value, str) or not _FILE_MODE.match(value):
+        raise ValueError(f"{value!r} must be a quoted octal file mode like \"0660\"")
+    return value
+
+
+class DeviceOwnership(_Model):
+    """Owner and mode of the device nodes a container gets, written into the CDI spec (non-root pods)."""
+
+    uid: StrictInt | None = Field(default=None, ge=0, le=_MAX_ID)
+    gid: StrictInt | None = Field(default=None, ge=0, le=_MAX_ID)
+    mode: Annotated[str, BeforeValidator(_file_mode)] | None = None
+
+    @model_validator(mode="after")
+    def _something(self) -> DeviceOwnership:
+        if self.uid is None and self.gid is None and self.mode is None:
+            raise ValueError("set at least one of uid, gid and mode")
+        return self
+
+    @property
+    def file_mode(self) -> int | None:
+        """The mode as CDI's ``fileMode`` wants it: a number (``"0660"`` is 432)."""
+        return int(self.mode, 8) if self.mode is not None else None
+
+
 def cdi_kind_error(kind: str) -> None:
     """Raise ``ValueError`` unless ``kind`` is a CDI ``vendor/class`` (rules of the CDI parser)."""
     vendor, _, cls = kind.partition("/")
@@ -202,7 +276,7 @@ def cdi_kind_error(kind: str) -> None:
 
 def _check_template(template: str, allowed: frozenset[str]) -> None:
     try:
-        fields = {name for _, name, _, _ in string.Formatter().parse(template) if name is not None}
+        fields = template_fields(template)
     except ValueError as exc:
         raise ValueError(f"template {template!r}: {exc}") from exc
     unknown = fields - allowed
@@ -222,6 +296,7 @@ class ResourceConfig(_Model):
     usb: UsbConfig | None = None
     pci: PciConfig | None = None
     permissions: Permissions = "rw"
+    container_path: PathTemplate | None = None
     mounts: list[MountConfig] = []
     env: dict[str, str] = {}
     annotations: dict[str, str] = {}
@@ -230,6 +305,7 @@ class ResourceConfig(_Model):
     policy: Literal["spread", "pack"] = "spread"
     one_replica_per_device: bool = False
     cdi: CdiConfig | None = None
+    device_ownership: DeviceOwnership | None = None
 
     @field_validator("name")
     @classmethod
@@ -259,7 +335,53 @@ class ResourceConfig(_Model):
             cdi_kind_error(self.name)
         if self.source_kind in ("static", "glob"):
             self._no_relative_sysfs()
+        if self.container_path is not None:
+            self._container_path_fits(self.container_path)
+        for i, mount in enumerate(self.mounts):
+            if mount.container_path is not None:
+                self._fields_fit(f"mounts[{i}].container_path", mount.container_path)
         return self
+
+    def _container_path_fits(self, template: str) -> None:
+        """Refuse what would put two devices at one path, or a template that could never apply."""
+        if self.pci is not None:
+            raise ValueError(
+                "container_path applies to devices of one node; pci devices have none, or with vfio two "
+                "(/dev/vfio/<group> and /dev/vfio/vfio), which keep their own paths"
+            )
+        if self.static is not None and len(self.static.paths) != 1:
+            raise ValueError(
+                f"container_path applies to devices of one node; this static device grants "
+                f"{len(self.static.paths)} paths"
+            )
+        if not template_fields(template) & PATH_FIELDS:
+            reason = self._several_devices()
+            if reason:
+                raise ValueError(
+                    f"container_path {template!r} has no per-device field ({{path}}, {{name}} or {{index}}) "
+                    f"but {reason}: two devices in one container would need the same path"
+                )
+        self._fields_fit("container_path", template)
+
+    def _several_devices(self) -> str | None:
+        """Why the source may yield more than one device, or ``None`` when it yields at most one."""
+        if self.glob is not None and (len(self.glob.paths) != 1 or globlib.has_magic(self.glob.paths[0])):
+            return "the glob can match several devices (only a glob of one literal path yields one)"
+        if self.static is not None and self.static.count != 1:
+            return f"static has count {self.static.count}"
+        if self.usb is not None and self.usb.serial is None:
+            return "usb without a serial can match several devices"
+        return None
+
+    def _fields_fit(self, where: str, template: str) -> None:
+        """``{index}`` counts the devices of one container, which a CDI spec written ahead cannot know."""
+        if self.cdi is not None and "index" in template_fields(template):
+            raise ValueError(
+                f"{where} {template!r} uses {{index}}, which cdi cannot express: a device's CDI spec is "
+                "written before any container asks for it (use {name} or {path})"
+            )
+        if self.pci is not None and template_fields(template) & {"path", "name"}:
+            raise ValueError(f"{where} {template!r}: pci devices have no matched path for {{path}} or {{name}}")
 
     def _no_relative_sysfs(self) -> None:
         for check in self.health.checks:
