@@ -59,8 +59,8 @@ async def serve(kind: str, sock: Path) -> None:
         device = "dev-0"
     else:
         from kubedevice.config import Config  # noqa: PLC0415
-        from kubedevice.daemon import build_plugins, observe  # noqa: PLC0415
         from kubedevice.metrics import Metrics, Readiness  # noqa: PLC0415
+        from kubedevice.node.daemon import build_plugins, observe  # noqa: PLC0415
         from kubedevice.plugin.server import PluginServer  # noqa: PLC0415
 
         config = Config.model_validate(

@@ -7,13 +7,13 @@ import sys
 
 import pytest
 
-from kubedevice.memory import ARENAS, malloc_trim
+from kubedevice.node.memory import ARENAS, malloc_trim
 
 # In a child process: a clean heap whose free chunks sit below a live one, as fragmentation leaves
 # them (free() itself cannot give those back), then RSS before and after one trim.
 CHILD = """
 import ctypes
-from kubedevice.memory import ARENAS, malloc_trim
+from kubedevice.node.memory import ARENAS, malloc_trim
 libc = ctypes.CDLL(None)
 libc.malloc.restype = ctypes.c_void_p
 libc.free.argtypes = [ctypes.c_void_p]
@@ -44,7 +44,7 @@ def test_trim_returns_free_pages_to_the_system() -> None:
 # Eight threads allocating at once, then glibc's own count of its arenas (malloc_stats, on stderr).
 THREADS = """
 import ctypes, sys, threading
-from kubedevice.memory import cap_arenas
+from kubedevice.node.memory import cap_arenas
 if sys.argv[1] == "cap":
     assert cap_arenas()
 libc = ctypes.CDLL(None)

@@ -1,4 +1,4 @@
-"""Uninstall or restart: the decision that removes our CDI specs (kubedevice.owner), on real files
+"""Uninstall or restart: the decision that removes our CDI specs (kubedevice.node.owner), on real files
 and a real ``kubedevice serve`` process. The API side is proven on the real cluster
 (tests/deploy/test_chart_e2e.py: uninstall removes them, a rolling update keeps them)."""
 
@@ -15,7 +15,7 @@ import pytest
 
 from kubedevice.allocation.cdi import CdiSpecDir
 from kubedevice.config import parse_config
-from kubedevice.owner import OwnerRef, Seen, cdi_specs, remove_cdi_specs, uninstalled
+from kubedevice.node.owner import OwnerRef, Seen, cdi_specs, remove_cdi_specs, uninstalled
 
 CONFIG = """
 resources:

@@ -17,10 +17,10 @@ from rich.console import Console
 from rich.table import Table
 
 from .config import Config, ConfigError, load_config
-from .daemon import build_plugins
 from .device import ContainerAllocation
 from .errors import UsageError
 from .kubelet import Container, KubeletSimulator, Pod
+from .node.daemon import build_plugins
 from .plugin.base import Plugin
 from .plugin.manager import Manager
 

@@ -258,7 +258,7 @@ def test_uninstall_removes_our_cdi_specs(chart: Chart) -> None:
     assert RESULTS["cdi_specs"], "the previous test saw our specs"
     log = RESULTS["last_log"]
     left = [p.name for p in chart.cluster.cdi_dir.glob("*.json") if p.name in RESULTS["cdi_specs"]]
-    owner = "\n".join(line for line in log.splitlines() if "kubedevice.owner" in line)
+    owner = "\n".join(line for line in log.splitlines() if "kubedevice.node.owner" in line)
     assert not left, f"{left} left; what the daemon logged about its DaemonSet:\n{owner[-5000:]}"
     assert f"uninstalled: removed {len(RESULTS['cdi_specs'])} CDI spec(s) of ours" in log, log[-3000:]
 

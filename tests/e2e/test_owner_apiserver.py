@@ -1,4 +1,4 @@
-"""``serve --owner-daemonset``'s view of its DaemonSet (kubedevice.owner) against the real
+"""``serve --owner-daemonset``'s view of its DaemonSet (kubedevice.node.owner) against the real
 kube-apiserver of the e2e session: a DaemonSet seen present, then deleted (background, or held
 by a finalizer as a foreground deletion is), decides an uninstall; a wrong name never does.
 Our CDI spec files are real files in a temp dir; nothing else there is touched."""
@@ -19,7 +19,7 @@ from lightkube.types import PatchType
 
 from kubedevice.allocation.cdi import CdiSpecDir
 from kubedevice.config import parse_config
-from kubedevice.owner import OwnerRef, OwnerWatch, Seen, clean_up_if_uninstalled, uninstalled
+from kubedevice.node.owner import OwnerRef, OwnerWatch, Seen, clean_up_if_uninstalled, uninstalled
 from kubedevice.testing.cluster import TEST_IMAGE, Cluster
 
 pytestmark = pytest.mark.e2e

@@ -13,10 +13,10 @@ import logging
 from collections.abc import Callable
 from pathlib import Path
 
-from .config import Config, ConfigError, load_config
-from .plugin.base import Plugin
-from .plugin.manager import Manager
-from .plugin.watcher import DirectoryWatcher
+from ..config import Config, ConfigError, load_config
+from ..plugin.base import Plugin
+from ..plugin.manager import Manager
+from ..plugin.watcher import DirectoryWatcher
 
 log = logging.getLogger(__name__)
 

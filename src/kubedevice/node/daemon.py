@@ -12,15 +12,16 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
-from .config import Config
-from .logs import setup_logging
+from ..config import Config
+from ..logs import setup_logging
+from ..metrics import Metrics, MetricsServer, Readiness, start_http_server
+from ..plugin.base import Plugin
+from ..plugin.manager import Manager, ManagerHooks, run
+from ..sources.configured import ConfiguredPlugin
+from .features import FeaturesFile
 from .memory import trimming
-from .metrics import Metrics, MetricsServer, Readiness, start_http_server
-from .owner import OwnerRef, OwnerWatch, clean_up_if_uninstalled
-from .plugin.base import Plugin
-from .plugin.manager import Manager, ManagerHooks, run
+from .owner import OwnerRef, OwnerWatch, clean_up_if_uninstalled, uninstalled
 from .reload import Reloader
-from .sources.configured import ConfiguredPlugin
 
 log = logging.getLogger(__name__)
 
@@ -39,6 +40,8 @@ class DaemonOptions:
     owner: OwnerRef | None = None
     """The DaemonSet running us: its deletion before our SIGTERM means uninstall (see :mod:`.owner`)."""
     kubeconfig: Path | None = None
+    features_file: Path | None = None
+    """Where to keep an NFD feature file of the served resources (see :mod:`.features`)."""
 
 
 def build_plugins(config: Config, host_root: Path | None = None, cdi_dir: Path | None = None) -> list[Plugin]:
@@ -96,17 +99,24 @@ def run_daemon(
     ``early_signal`` reports a stop signal the command line caught before the loop ran.
     """
     setup_logging(options.log_level, options.log_format)
+    features = FeaturesFile(options.features_file) if options.features_file else None
     plugins = build_plugins(config, options.host_root, options.cdi_dir)
-    return asyncio.run(_serve(config, options, plugins, early_signal))
+    return asyncio.run(_serve(config, options, plugins, early_signal, features))
 
 
 async def _serve(
-    config: Config, options: DaemonOptions, plugins: list[Plugin], early_signal: Callable[[], int | None]
+    config: Config,
+    options: DaemonOptions,
+    plugins: list[Plugin],
+    early_signal: Callable[[], int | None],
+    features: FeaturesFile | None = None,
 ) -> int:
     metrics = Metrics() if options.metrics_address else Metrics.disabled()
     readiness = Readiness(p.resource_name for p in plugins)
     for plugin in plugins:
         count_devices(plugin, metrics)
+    if features is not None:
+        features.follow(plugins)
     manager = Manager(plugins, config.resolved_plugin_dir(options.plugin_dir), observe(metrics, readiness))
 
     def applied(new: Config, added: list[Plugin]) -> None:
@@ -116,6 +126,8 @@ async def _serve(
         readiness.configure(names)
         for plugin in added:
             count_devices(plugin, metrics)
+        if features is not None:
+            features.follow(added, served=names)
 
     reloader = Reloader(
         options.config_path, config, manager, lambda c: build_plugins(c, options.host_root, options.cdi_dir), applied
@@ -136,6 +148,8 @@ async def _serve(
             code = await run(manager, early_signal)
         if watcher is not None:
             await clean_up_if_uninstalled(watcher, reloader.config, options.cdi_dir or reloader.config.cdi_dir)
+            if features is not None and uninstalled(watcher.history):
+                features.remove()  # kept on a restart or update: labels must not flap
         return code
     finally:
         if watching is not None:

@@ -21,9 +21,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from .allocation.cdi import CdiSpecDir
-from .config import Config
-from .errors import api_reason
+from ..allocation.cdi import CdiSpecDir
+from ..config import Config
+from ..errors import api_reason
 
 log = logging.getLogger(__name__)
 RETRY_SECONDS = 2.0
@@ -98,7 +98,7 @@ class OwnerWatch:
         return self._client
 
     def _new_client(self) -> Any:
-        from .dra.driver.kube import client  # noqa: PLC0415 - lightkube only when asked for
+        from ..dra.driver.kube import client  # noqa: PLC0415 - lightkube only when asked for
 
         return client(self._kubeconfig)
 
