@@ -18,7 +18,7 @@ and tests, load average 1.7–12): under the hog kubedevice p50 348–476 µs, p
 grpc.aio p50 303–525 µs, p99 4.6–10.3 ms; Go stub p50 82–112 µs, p99 3.2–4.6 ms. kubedevice /
 bare: p50 0.91–1.15×, p99 0.83–1.29× pooled, per-round p99 ratios 0.48–1.55×: at p99 the load,
 not the server, decides. Re-registration under the hog: medians 14.4–22.2 ms (Go stub 10.0 s).
-What each server spends per call is counted by allocate_cost.py and callgrind (README).
+What each server spends per call is counted by allocate_cost.py and callgrind (docs/benchmarks.md).
 """
 
 from __future__ import annotations
