@@ -353,16 +353,16 @@ def api_server_without_taints(cluster: Cluster, directory: Path) -> Iterator[Pat
     ]  # fmt: skip
     with (directory / "kube-apiserver.log").open("wb") as log:
         process = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+    kubeconfig = directory / "kubeconfig"
+    port_of_cluster = f"127.0.0.1:{state.ports.apiserver}"
+    kubeconfig.write_text(cluster.kubeconfig.read_text().replace(port_of_cluster, f"127.0.0.1:{port}"))
     try:
-        server = KubeApi(f"https://127.0.0.1:{port}", pki / "ca.crt", pki / "admin.crt", pki / "admin.key")
-        deadline = time.monotonic() + 60
-        while not server.ready():
-            log = (directory / "kube-apiserver.log").read_text()[-2000:]
-            assert process.poll() is None and time.monotonic() < deadline, log
-            time.sleep(0.2)
-        kubeconfig = directory / "kubeconfig"
-        port_of_cluster = f"127.0.0.1:{state.ports.apiserver}"
-        kubeconfig.write_text(cluster.kubeconfig.read_text().replace(port_of_cluster, f"127.0.0.1:{port}"))
+        with KubeApi(kubeconfig) as server:
+            deadline = time.monotonic() + 60
+            while not server.ready():
+                log = (directory / "kube-apiserver.log").read_text()[-2000:]
+                assert process.poll() is None and time.monotonic() < deadline, log
+                time.sleep(0.2)
         yield kubeconfig
     finally:
         process.terminate()

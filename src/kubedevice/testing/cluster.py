@@ -23,6 +23,7 @@ import contextlib
 import hashlib
 import json
 import os
+import shlex
 import shutil
 import signal
 import socket
@@ -56,6 +57,13 @@ NODE_IP = "10.87.0.1"
 """The node's address, on a veth pair inside the cluster's network namespace (the kubelet refuses
 a loopback node IP). Nothing outside that namespace has it: a host route to it leads nowhere."""
 _RELAY = Path(__file__).with_name("relay.py")
+MARKER = ".kubedevice-cluster"
+"""Written by ``up`` into the cluster directory: ``down`` removes files only where it finds it (its own)."""
+_MADE_BY_UP = ("etcd", "ns", "config", "pki", "cni", "relay", "ns.ready", "state.json", "state.tmp", "kubeconfig",
+               "kubelet.kubeconfig", "scheduler.kubeconfig", "controller-manager.kubeconfig")
+"""What ``up`` creates in the directory besides ``logs/`` and the marker: all that ``down`` may remove."""
+_KEPT = ("logs", "ns/var-log")
+"""Kept by ``down`` for debugging: the components' logs and the pods' (small next to etcd's and containerd's data)."""
 _STOP_ORDER = ("kube-scheduler", "kube-controller-manager", "kubelet", "containerd", "kube-apiserver", "etcd")
 """The API server before etcd: with etcd gone first its shutdown hangs for more than 90 s."""
 
@@ -120,6 +128,7 @@ class Cluster:
 
     def __init__(self, directory: Path) -> None:
         self.dir = directory.resolve()
+        self._api: tuple[int, KubeApi] | None = None
 
     # Paths other tools need (printed by ``up``).
     @property
@@ -172,10 +181,14 @@ class Cluster:
         tmp.replace(self.state_file)
 
     def api(self) -> KubeApi:
-        state = self._require_state()
-        pkidir = self.dir / "pki"
-        return KubeApi(f"https://127.0.0.1:{state.ports.apiserver}", pkidir / "ca.crt", pkidir / "admin.crt",
-                       pkidir / "admin.key")
+        """The admin's client, one per API server port: callers ask for it in polling loops, and each
+        new one would decode the kubeconfig's certificates into files and open its own connections."""
+        port = self._require_state().ports.apiserver
+        if self._api is None or self._api[0] != port:
+            if self._api is not None:
+                self._api[1].close()
+            self._api = (port, KubeApi(self.kubeconfig))
+        return self._api[1]
 
     @property
     def node_name(self) -> str:
@@ -186,8 +199,17 @@ class Cluster:
         return {"kubeconfig": str(self.kubeconfig), "plugin-dir": str(self.plugin_dir),
                 "kubelet-dir": str(self.kubelet_dir), "pod-logs": str(self.pod_log_dir),
                 "cdi-dir": str(self.cdi_dir), "containerd": str(self.containerd_socket),
+                "ctr": shlex.join(self.ctr_command(state)),
                 "apiserver": f"https://127.0.0.1:{state.ports.apiserver}", "node": state.node_name,
                 "logs": str(self.logs)}
+
+    def ctr_command(self, state: State | None = None) -> list[str]:
+        """containerd's ``ctr`` as run inside the cluster's namespaces, where the socket is containerd's
+        own ``/run/containerd/containerd.sock`` and paths, mounts and PIDs are the ones it sees."""
+        state = state or self._require_state()
+        return ["nsenter", "-t", str(state.namespace_pid), "-m", "-p", "-n", "--",
+                str(self.binaries.containerd / "ctr"), "--address", "/run/containerd/containerd.sock",
+                "-n", "k8s.io"]
 
     def _require_state(self) -> State:
         state = self.state()
@@ -203,14 +225,16 @@ class Cluster:
             return {}
         return {name: _alive(pid) for name, pid in {"namespace": state.init_pid, **state.pids}.items()}
 
-    def down(self) -> None:
-        """Stop everything in order, then kill the namespace and remove the pods' cgroups.
+    def down(self) -> list[str]:
+        """Stop everything in order, then kill the namespace and remove the pods' cgroups; the names of
+        the processes that were still running. Files stay where they are (see :meth:`remove_files`).
 
         Safe to call on a half-started or already stopped cluster.
         """
         state = self.state()
         if state is None:
-            return
+            return []
+        was_running = [name for name, alive in self.running().items() if alive]
         members = _descendants([state.init_pid, *state.pids.values()])
         extra = [name for name in state.pids if name not in _STOP_ORDER]  # plugins started with spawn()
         for name in [*extra, *_STOP_ORDER]:
@@ -226,6 +250,35 @@ class Cluster:
         _remove_cgroups(state.cluster_id)
         shutil.rmtree(self.relay_dir, ignore_errors=True)
         self.state_file.unlink(missing_ok=True)
+        return was_running
+
+    def remove_files(self) -> tuple[int, int] | None:
+        """After :meth:`down`: remove what ``up`` made here (etcd's data, containerd's images and
+        snapshots, the kubelet's directory, certificates, kubeconfigs) but the logs; (bytes removed,
+        bytes of logs kept), or None where ``up`` left no marker.
+
+        Only in a directory that carries ``up``'s marker, owned by this user, and only the names ``up``
+        creates; never below a mount point (rmtree would descend into a mounted file system).
+        """
+        marker = self.dir / MARKER
+        if not os.path.lexists(marker):
+            return None
+        if marker.is_symlink() or not marker.is_file() or marker.stat().st_uid != os.geteuid():
+            raise ClusterError(f"removed nothing: {marker} is not a file of this user")
+        if os.path.lexists(self.state_file):
+            raise ClusterError(f"{self.dir} still has a cluster (state.json): run `down` first")
+        mounted = _mounts_below(self.dir)
+        if mounted:
+            raise ClusterError(f"removed nothing: something is mounted below {self.dir}: {', '.join(mounted)}")
+        kept = [self.dir / name for name in _KEPT]
+        removed = 0
+        for name in _MADE_BY_UP:
+            removed += _remove_except(self.dir / name, kept)
+        return removed, sum(_disk_usage(path) for path in kept)
+
+    def disk_usage(self) -> int:
+        """Bytes the directory takes on disk (as ``du``)."""
+        return _disk_usage(self.dir)
 
     def restart_kubelet(self, wait_healthy: bool = True) -> float:
         """Stop the kubelet (SIGTERM) and start it again; seconds until it answers healthz."""
@@ -270,6 +323,7 @@ class Cluster:
             shutil.rmtree(self.dir / sub, ignore_errors=True)
         shutil.rmtree(self.dir / "etcd", ignore_errors=True)
         self.logs.mkdir(parents=True, exist_ok=True)
+        (self.dir / MARKER).write_text("made by kubedevice's `cluster.sh up`: `down` removes what `up` made here\n")
         cluster_id = hashlib.sha256(str(self.dir).encode()).hexdigest()[:12]
         state = State(ports=Ports.free(), node_name=node_name, cluster_id=cluster_id,
                       binaries={key: str(value) for key, value in asdict(binaries).items()})
@@ -674,6 +728,46 @@ def leftovers(directory: Path, state: State) -> list[str]:
     return found
 
 
+def _mounts_below(directory: Path) -> list[str]:
+    """Mount points below ``directory`` in this mount namespace (the directory itself may be one)."""
+    prefix = str(directory.resolve()) + "/"
+    targets = (line.split()[4] for line in Path("/proc/self/mountinfo").read_text().splitlines())
+    return [target for target in targets if target.startswith(prefix)]
+
+
+def _remove_except(path: Path, kept: list[Path]) -> int:
+    """Remove ``path`` (a symlink as a link) but whatever of ``kept`` is below it; bytes freed."""
+    if path in kept or not os.path.lexists(path):
+        return 0
+    if path.is_symlink() or not path.is_dir():  # files, sockets, links
+        size = _disk_usage(path)
+        path.unlink()
+        return size
+    if not any(keep.is_relative_to(path) for keep in kept):
+        size = _disk_usage(path)
+        shutil.rmtree(path)
+        return size
+    freed = sum(_remove_except(child, kept) for child in path.iterdir())
+    with contextlib.suppress(OSError):
+        path.rmdir()
+    return freed
+
+
+def _disk_usage(path: Path) -> int:
+    """Bytes ``path`` takes on disk, symlinks not followed (as ``du -s``)."""
+    try:
+        top = path.lstat()
+    except OSError:
+        return 0
+    total = top.st_blocks * 512
+    if path.is_dir() and not path.is_symlink():
+        for root, dirs, files in os.walk(path):
+            for name in dirs + files:
+                with contextlib.suppress(OSError):
+                    total += os.lstat(os.path.join(root, name)).st_blocks * 512
+    return total
+
+
 def _listening(port: int) -> bool:
     with socket.socket() as sock:
         return sock.connect_ex(("127.0.0.1", port)) == 0
@@ -731,23 +825,17 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--dir", type=Path, default=Path(os.environ.get(DIR_ENV, DEFAULT_DIR)),
                         help=f"the cluster directory (default ${DIR_ENV} or {DEFAULT_DIR})")
     parser.add_argument("--node-name", default=NODE_NAME)
+    parser.add_argument("--keep", action="store_true",
+                        help="down: keep etcd's data, containerd's images and the rest (default: keep only the logs)")
     args = parser.parse_args(argv)
     signal.signal(signal.SIGTERM, _interrupt)  # an interrupted `up` stops what it started
     try:
         if args.command == "up":
-            cluster = up(args.dir, args.node_name)
-            for key, value in cluster.summary().items():
-                print(f"{key}: {value}")
+            _up_command(args.dir, args.node_name)
         elif args.command == "down":
-            Cluster(args.dir).down()
+            _down_command(Cluster(args.dir), args.keep)
         else:
-            running = Cluster(args.dir).running()
-            if not running:
-                print(f"no cluster in {args.dir}")
-                return 1
-            for name, alive in running.items():
-                print(f"{name}: {'running' if alive else 'stopped'}")
-            return 0 if all(running.values()) else 1
+            return _status_command(Cluster(args.dir))
     except (ClusterError, BuildError) as err:
         print(f"kubedevice: {err}", file=sys.stderr)
         return 1
@@ -755,6 +843,61 @@ def main(argv: list[str] | None = None) -> int:
         print("kubedevice: interrupted; stopped what was started", file=sys.stderr)
         return 130
     return 0
+
+
+def _up_command(directory: Path, node_name: str) -> None:
+    """Start, then build kubectl if it is not cached yet: after the cluster, so that a cold kubectl
+    build never delays the cluster itself; interrupted, it stops the cluster as any part of ``up``."""
+    cluster = up(directory, node_name)
+    try:
+        kubectl: Path | str = components.kubectl()
+    except BuildError as err:  # the cluster runs without it; say why there is none
+        kubectl = str(err).splitlines()[0]
+    except BaseException:
+        cluster.down()
+        raise
+    for key, value in cluster.summary().items():
+        print(f"{key}: {value}")
+    print(f"kubectl: not built: {kubectl}" if isinstance(kubectl, str)
+          else f"kubectl: {kubectl} ({components.KUBERNETES_VERSION}, as the cluster)")
+    sudo = "sudo " if os.environ.get("SUDO_USER") else ""  # kubectl is in root's cache, nsenter needs root
+    print("# to use them in this shell:")
+    print(f"export KUBECONFIG={shlex.quote(str(cluster.kubeconfig))}")
+    if not isinstance(kubectl, str):
+        print(f"alias kubectl={shlex.quote(f'{sudo}{kubectl} --kubeconfig {cluster.kubeconfig}')}")
+    print(f"alias ctr={shlex.quote(sudo + shlex.join(cluster.ctr_command()))}")
+
+
+def _down_command(cluster: Cluster, keep: bool) -> None:
+    """Stop, then one line on the files: removed but the logs, or all kept (``--keep``)."""
+    stopped = cluster.down()
+    print(f"stopped: {', '.join(stopped)}" if stopped else f"stopped: nothing was running in {cluster.dir}")
+    if keep:
+        print(f"kept: {_megabytes(cluster.disk_usage())} in {cluster.dir} (--keep): etcd's data, containerd's "
+              "images, certificates and logs; `down` without --keep removes all but the logs")
+        return
+    result = cluster.remove_files()
+    if result is None:
+        print(f"removed: nothing ({cluster.dir} has no {MARKER}: `up` did not make it)")
+        return
+    removed, logs = result
+    print(f"removed: {_megabytes(removed)} from {cluster.dir} (etcd's data, containerd's images and snapshots, the "
+          f"kubelet's directory, certificates, kubeconfigs); kept the logs for debugging, {_megabytes(logs)}: "
+          f"{cluster.logs} and {cluster.pod_log_dir}")
+
+
+def _status_command(cluster: Cluster) -> int:
+    running = cluster.running()
+    if not running:
+        print(f"no cluster in {cluster.dir}")
+        return 1
+    for name, alive in running.items():
+        print(f"{name}: {'running' if alive else 'stopped'}")
+    return 0 if all(running.values()) else 1
+
+
+def _megabytes(size: int) -> str:
+    return f"{size / 1e6:.1f} MB"
 
 
 if __name__ == "__main__":

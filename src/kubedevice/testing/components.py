@@ -3,15 +3,16 @@
 Everything comes from the Go module proxy through the small wrapper modules in ``cluster/go/``
 of a source checkout (each pins its versions in go.mod/go.sum): Kubernetes v1.36.3 with its
 staging modules, etcd v3.6.16, containerd 2.x with runc (containerd 2 injects CDI devices, which
-the DRA driver needs), and the one static program that every container image of the cluster holds.
+the DRA driver needs), and the one static program that every container image of the cluster holds;
+kubectl of the same version only when asked for (``cluster.sh up``), from a module of its own.
 A set of binaries is built in a private directory and renamed into place, so an interrupted build
 never passes for a finished one. Cold: Kubernetes about 10 minutes of CPU on two cores (31 minutes
 wall measured while other builds ran), etcd 2 minutes, containerd and runc under a minute each
-after it (shared build cache).
-"""
+after it (shared build cache)."""
 
 from __future__ import annotations
 
+import fcntl
 import os
 import shutil
 import subprocess
@@ -63,13 +64,29 @@ def ensure_all() -> Binaries:
 
 def kubernetes() -> Path:
     """kube-apiserver, kubelet, kube-scheduler, kube-controller-manager and the sample device plugin."""
-    version = KUBERNETES_VERSION
-    # Without these the components report v0.0.0, and the kubelet's version skew checks complain.
-    stamp = " ".join(f"-X {pkg}.{key}={value}"
-                     for pkg in ("k8s.io/component-base/version", "k8s.io/client-go/pkg/version")
-                     for key, value in (("gitVersion", version), ("gitMajor", "1"), ("gitMinor", "36")))
     packages = [f"k8s.io/kubernetes/{package}" for package in _KUBE_PACKAGES]
-    return _build_set("kubernetes", version, _module("kubernetes"), packages, ["-ldflags", f"-s -w {stamp}"])
+    return _build_set("kubernetes", KUBERNETES_VERSION, _module("kubernetes"), packages,
+                      ["-ldflags", f"-s -w {_version_stamp()}"])
+
+
+def kubectl() -> Path:
+    """kubectl of the cluster's own version (a machine's older kubectl warns about version skew).
+
+    Only ``cluster.sh up`` needs it, so it is a cache entry of its own, built on demand from its own
+    wrapper module: adding it never invalidates, nor changes the build of, the other components.
+    """
+    return _build_set("kubectl", KUBERNETES_VERSION, _module("kubectl"), ["k8s.io/kubernetes/cmd/kubectl"],
+                      ["-ldflags", f"-s -w {_version_stamp()}"]) / "kubectl"
+
+
+def _version_stamp() -> str:
+    """``-X`` flags that stamp the Kubernetes version: without them every component, kubectl
+    included, reports v0.0.0, and the kubelet's and kubectl's version skew checks complain."""
+    major, minor = KUBERNETES_VERSION.lstrip("v").split(".")[:2]
+    return " ".join(f"-X {pkg}.{key}={value}"
+                    for pkg in ("k8s.io/component-base/version", "k8s.io/client-go/pkg/version")
+                    for key, value in (("gitVersion", KUBERNETES_VERSION), ("gitMajor", major),
+                                       ("gitMinor", minor)))
 
 
 def etcd() -> Path:
@@ -143,7 +160,11 @@ def _run_tool(argv: list[str], cwd: Path) -> None:
 
 def _build_set(name: str, version: str, module: Path, packages: list[str], flags: list[str], *,
                cgo: bool = False, env: dict[str, str] | None = None) -> Path:
-    """``go build -o DIR/ packages...`` into ``<cache>/<name>-<version>/``, atomically."""
+    """``go build -o DIR/ packages...`` into ``<cache>/<name>-<version>/``, atomically.
+
+    Under a lock per set: a second process (``cluster.sh up`` while the tests build) waits for the
+    first one's build instead of running its own beside it, which would also fail at the rename.
+    """
     final = cache_dir() / f"{name}-{version}"
     if final.is_dir():
         return final
@@ -151,6 +172,16 @@ def _build_set(name: str, version: str, module: Path, packages: list[str], flags
     if go is None:
         raise BuildError(f"cannot build {name} {version}: the Go toolchain is not installed")
     final.parent.mkdir(parents=True, exist_ok=True)
+    with (final.parent / f".{final.name}.lock").open("a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not final.is_dir():
+            _build_locked(final, go, module, packages, flags, cgo=cgo, env=env)
+    return final
+
+
+def _build_locked(final: Path, go: str, module: Path, packages: list[str], flags: list[str], *, cgo: bool,
+                  env: dict[str, str] | None) -> None:
+    """The build itself, under the set's lock."""
     env = {**os.environ, **(env or {}), "CGO_ENABLED": "1" if cgo else "0"}
     with tempfile.TemporaryDirectory(dir=final.parent, prefix=f".{final.name}-") as staging:
         out = Path(staging) / "bin"
@@ -158,6 +189,10 @@ def _build_set(name: str, version: str, module: Path, packages: list[str], flags
         done = subprocess.run([go, "build", *flags, "-o", f"{out}/", *packages], cwd=module, env=env,
                               capture_output=True, text=True, timeout=2 * BUILD_TIMEOUT, check=False)
         if done.returncode != 0:
-            raise BuildError(f"building {name} {version} failed:\n{done.stderr[-4000:]}")
-        out.replace(final)
-    return final
+            raise BuildError(f"building {final.name} failed:\n{done.stderr[-4000:]}")
+        try:
+            out.replace(final)
+        except OSError:
+            if not final.is_dir():
+                raise
+            # a process that does not take the lock (an older checkout) finished the same build first
