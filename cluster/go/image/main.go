@@ -2,6 +2,11 @@
 // sandbox ("pause") and as the test container. It prints its environment, one variable a line, so
 // a test can read what a device plugin granted from the container log, then sleeps until it is
 // told to stop (as PID 1 of a container it must handle SIGTERM itself or it would never stop).
+//
+// Arguments: --exit stops after printing; --write PATH... also prints the process's ids and, for
+// each PATH, its owner and mode as the container sees them and whether it opens for writing
+// (the image has no shell, so this is how a test asks whether a non-root container can use its
+// device).
 package main
 
 import (
@@ -18,10 +23,46 @@ func main() {
 	for _, kv := range env {
 		fmt.Println(kv)
 	}
-	if len(os.Args) > 1 && os.Args[1] == "--exit" {
+	args := os.Args[1:]
+	if len(args) > 0 && args[0] == "--exit" {
 		return
+	}
+	if len(args) > 0 && args[0] == "--write" {
+		probe(args[1:])
 	}
 	stop := make(chan os.Signal, 1)
 	signal.Notify(stop, syscall.SIGTERM, syscall.SIGINT)
 	<-stop
+}
+
+func probe(paths []string) {
+	fmt.Printf("id uid=%d gid=%d groups=%v\n", os.Getuid(), os.Getgid(), groups())
+	for _, path := range paths {
+		var st syscall.Stat_t
+		if err := syscall.Stat(path, &st); err != nil {
+			fmt.Printf("stat %s: %v\n", path, err)
+		} else {
+			fmt.Printf("stat %s: uid=%d gid=%d mode=%o\n", path, st.Uid, st.Gid, st.Mode&0o7777)
+		}
+		file, err := os.OpenFile(path, os.O_WRONLY, 0)
+		if err != nil {
+			fmt.Printf("write %s: %v\n", path, err)
+			continue
+		}
+		_, err = file.Write([]byte("kubedevice\n"))
+		file.Close()
+		if err != nil {
+			fmt.Printf("write %s: %v\n", path, err)
+		} else {
+			fmt.Printf("write %s: ok\n", path)
+		}
+	}
+}
+
+func groups() []int {
+	ids, err := os.Getgroups()
+	if err != nil {
+		return nil
+	}
+	return ids
 }

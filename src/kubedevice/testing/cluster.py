@@ -556,6 +556,9 @@ state = "/run/containerd"
   cdi_spec_dirs = ["/run/cdi"]
   # the sandbox lacks CAP_SYS_RESOURCE: runc cannot lower oom_score_adj below containerd's own
   restrict_oom_score_adj = true
+  # device nodes from device plugins are owned by the pod's runAsUser/runAsGroup, so a non-root
+  # pod can open its device (kubernetes#92211); docs/sources.md tells users to set it too
+  device_ownership_from_security_context = true
   [plugins."io.containerd.cri.v1.runtime".containerd]
     default_runtime_name = "runc"
     [plugins."io.containerd.cri.v1.runtime".containerd.runtimes.runc]
