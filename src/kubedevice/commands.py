@@ -177,7 +177,10 @@ def serve(  # noqa: PLR0917 - typer maps each parameter to an option
     log_level: Annotated[LogLevel, typer.Option(case_sensitive=False, help="Log level.")] = "info",
     log_format: Annotated[LogFormat, typer.Option(case_sensitive=False, help="Log format.")] = "text",
     node: Annotated[
-        str | None, typer.Option(envvar="NODE_NAME", metavar="NODE", help="DRA: this node's name [env NODE_NAME].")
+        str | None,
+        typer.Option(
+            envvar="NODE_NAME", metavar="NODE", help="This node's name, for DRA and node_selector [env NODE_NAME]."
+        ),
     ] = None,
     kubelet_dir: Annotated[
         Path | None, typer.Option(metavar="DIR", help="DRA: the kubelet's root [default /var/lib/kubelet].")
@@ -207,7 +210,7 @@ def serve(  # noqa: PLR0917 - typer maps each parameter to an option
             metavar="FILE",
             dir_okay=False,
             help="Keep a Node Feature Discovery feature file here (in NFD's features.d): "
-            "<resource>.present and <resource>.count labels, rewritten atomically on every change.",
+            "NAME.present and NAME.count labels, rewritten atomically on every change.",
         ),
     ] = None,
 ) -> None:
@@ -232,6 +235,9 @@ def serve(  # noqa: PLR0917 - typer maps each parameter to an option
             fail("--owner-daemonset is for device plugins: a DRA claim's CDI spec goes when the kubelet unprepares it")
         if features_file is not None:
             fail("--features-file is for device plugins: a DRA driver publishes its devices in ResourceSlices")
+        if any(r.node_selector for r in cfg.resources):
+            fail("node_selector is for device plugins: a DRA driver publishes every device, and DeviceClass "
+                 "selectors or the node's ResourceSlice pick where claims go")
 
         paths = (kubelet_dir, cdi_dir, kubeconfig, host_root)
         dra_options = DraOptions(node or "", *paths, metrics_address, log_level, log_format, claims_dir)
@@ -239,7 +245,8 @@ def serve(  # noqa: PLR0917 - typer maps each parameter to an option
     if claims_dir is not None:
         fail("serve: --claims-dir needs a config with a 'dra' section")
     options = DaemonOptions(
-        config, plugin_dir, host_root, cdi_dir, metrics_address, log_level, log_format, owner, kubeconfig, features_file
+        config, plugin_dir, host_root, cdi_dir, metrics_address, log_level, log_format, owner, kubeconfig,
+        features_file, node,
     )
     try:
         code = run_daemon(cfg, options, early_signals.received)

@@ -52,6 +52,17 @@ def qualified_name_errors(value: str, prefix_limit: int = 253) -> list[str]:
     return errors
 
 
+def label_value_error(value: str) -> str | None:
+    """Why ``value`` cannot be a label's value (``IsValidLabelValue``: empty, or up to 63
+    characters of the qualified-name alphabet), or ``None``."""
+    if len(value) > 63:
+        return f"value {value!r} must be no more than 63 characters"
+    if value and not QUALIFIED_NAME_PART.match(value):
+        return (f"value {value!r} must be empty or consist of alphanumeric characters, '-', '_' or '.', "
+                "and must start and end with an alphanumeric character")
+    return None
+
+
 def extended_resource_name_error(name: str) -> str | None:
     """Why the kubelet would refuse ``name`` as a device plugin resource, or ``None``."""
     if "/" not in name:

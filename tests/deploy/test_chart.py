@@ -19,7 +19,10 @@ ALL_OPTIONS = ("resourceSlices.enabled=true", "metrics.podMonitor.enabled=true",
                "podAnnotations.team=devices", "extraArgs={--log-level,debug}",
                "imagePullSecrets[0].name=regcred")
 DRA = ("dra.enabled=true", "dra.driverName=null.example.com")
+SELECTOR = ("config.resources[0].name=example.com/gpu", "config.resources[0].static.count=1",
+            "config.resources[0].node_selector.example\\.com/accelerator=gpu")
 VALUE_SETS = {"defaults": (), "all-options": ALL_OPTIONS, "no-monitoring-ns": ("fullnameOverride=kd",),
+              "node-selector": (*SELECTOR, "cdi.removeOnUninstall=false"),
               "dra": DRA, "dra-all-options": (*DRA, *ALL_OPTIONS, "dra.rollingUpdate=true", "dra.kubeletDir=/k")}
 
 
@@ -96,7 +99,7 @@ def test_host_mounts_are_the_right_paths_and_modes(helm: Helm) -> None:
     plugin = m["/var/lib/kubelet/device-plugins"]
     assert plugin["volume"]["hostPath"]["path"] == "/var/lib/kubelet/device-plugins"
     assert not plugin.get("readOnly")  # the daemon creates its sockets there
-    for host_path in ("/dev", "/sys"):
+    for host_path in ("/dev", "/sys", "/run/udev"):  # udev's database: the udev: source
         mount = m[f"/host{host_path}"]
         assert mount["readOnly"] is True
         assert mount["volume"]["hostPath"]["path"] == host_path
@@ -160,6 +163,39 @@ def test_uninstall_clean_up_may_only_read_and_watch_its_own_daemonset(helm: Helm
                                     "namespace": "devices"}]
 
 
+
+NODE_READER = [{"apiGroups": [""], "resources": ["nodes"], "verbs": ["get", "list", "watch"]}]
+
+
+def node_reader(docs: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    return [d for d in by_kind(docs, "ClusterRole") if d["metadata"]["name"].endswith("-node-labels")]
+
+
+def test_a_node_selector_in_the_config_grants_reading_nodes_and_the_node_name(helm: Helm) -> None:
+    """Alone (no uninstall clean-up): a ServiceAccount, get/list/watch on nodes, NODE_NAME; nothing else."""
+    docs = helm.template(*SELECTOR, "cdi.removeOnUninstall=false", namespace="devices")
+    config = parse_config(one(docs, "ConfigMap")["data"]["config.yaml"])
+    assert config.resources[0].node_selector == {"example.com/accelerator": "gpu"}
+    account, role, binding = one(docs, "ServiceAccount"), one(docs, "ClusterRole"), one(docs, "ClusterRoleBinding")
+    assert role["rules"] == NODE_READER and not by_kind(docs, "Role")
+    assert binding["roleRef"]["name"] == role["metadata"]["name"]
+    assert binding["subjects"] == [{"kind": "ServiceAccount", "name": account["metadata"]["name"],
+                                    "namespace": "devices"}]
+    assert pod_spec(docs)["automountServiceAccountToken"] is True
+    assert pod_spec(docs)["serviceAccountName"] == account["metadata"]["name"]
+    env = {e["name"]: e["valueFrom"]["fieldRef"]["fieldPath"] for e in container(docs)["env"]}
+    assert env == {"NODE_NAME": "spec.nodeName"}
+
+
+def test_nodes_are_read_only_when_needed(helm: Helm) -> None:
+    assert not node_reader(helm.template()) and "env" not in container(helm.template())
+    assert node_reader(helm.template("nodeLabels.enabled=true"))[0]["rules"] == NODE_READER
+    with_uninstall = helm.template(*SELECTOR)  # both roles, one account
+    assert len(node_reader(with_uninstall)) == 1 and len(by_kind(with_uninstall, "Role")) == 1
+    assert len(by_kind(with_uninstall, "ServiceAccount")) == 1
+    # DRA mode refuses node_selector (serve says so): no grant for it there.
+    assert not node_reader(helm.template(*DRA, "nodeLabels.enabled=true"))
+
 # --- DRA mode ----------------------------------------------------------------------------------
 
 
@@ -185,7 +221,8 @@ def test_dra_mode_mounts_only_the_plugin_watcher_its_plugin_dir_cdi_and_the_host
                   if "hostPath" in m["volume"]}
     assert host_paths == {"/var/lib/kubelet/plugins_registry": "/var/lib/kubelet/plugins_registry",
                           "/var/lib/kubelet/plugins": "/var/lib/kubelet/plugins",
-                          "/var/run/cdi": "/var/run/cdi", "/host/dev": "/dev", "/host/sys": "/sys"}
+                          "/var/run/cdi": "/var/run/cdi", "/host/dev": "/dev", "/host/sys": "/sys",
+                          "/host/run/udev": "/run/udev"}
 
 
 def test_dra_mode_rbac_is_exactly_what_the_driver_calls(helm: Helm) -> None:
@@ -320,5 +357,5 @@ def test_least_privilege_under_every_option(helm: Helm, sets: tuple[str, ...]) -
         host = mount["volume"].get("hostPath")
         if host is None:
             continue
-        assert host["path"] in writable | {"/dev", "/sys", "/"}, path
+        assert host["path"] in writable | {"/dev", "/sys", "/run/udev", "/"}, path
         assert mount.get("readOnly") is True or host["path"] in writable, path

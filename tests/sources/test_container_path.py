@@ -217,8 +217,8 @@ def test_env_fields_of_usb_devices(host: FakeHost, tmp_path: Path) -> None:
 
 
 def test_unknown_env_fields_are_still_refused() -> None:
-    with pytest.raises(ValidationError, match=r"unknown field\(s\) devlinks; known: container_paths, count"):
-        resource("name: a.com/x\nstatic: {count: 1}", env={"X": "{devlinks}"})
+    with pytest.raises(ValidationError, match=r"unknown field\(s\) devlink; known: container_paths, count"):
+        resource("name: a.com/x\nstatic: {count: 1}", env={"X": "{devlink}"})
 
 
 # -- validation at start-up -------------------------------------------------------------------
@@ -297,7 +297,8 @@ def test_a_fixed_container_path_reaches_the_container(host: FakeHost, tmp_path: 
     [
         ("container_path: dev/serial{index}", "must be absolute"),
         ("container_path: '{name}'", "must be absolute"),
-        ("container_path: /dev/{devlink}", "unknown field(s) devlink; known: index, name, path"),
+        ("container_path: /dev/{serial}", "unknown field(s) serial; known: devlink, index, name, path"),
+        ("container_path: /dev/{devlink}", "uses {devlink}, which only udev devices have"),
         ("container_path: '/dev/x{path:d}'", "template '/dev/x{path:d}'"),
         ("container_path: /dev/../x{index}", "must not contain '..'"),
         ("mounts: [{host_path: /opt/fw, container_path: '/fw/{serial}'}]", "unknown field(s) serial"),

@@ -56,11 +56,20 @@ def test_json_lists_every_resource_of_the_four_configs(host: FakeHost, tmp_path:
             "numaNodes": [],
             "hostPaths": ["/dev/bus/usb/001/004"],
             "containerPaths": ["/dev/bus/usb/001/004"],
+            "nodes": [{"kind": "bus", "path": "/dev/bus/usb/001/004"}],
         }
     ]
     vfio = ["/dev/vfio/41", "/dev/vfio/vfio"]
     assert by_name["example.com/fpga"] == [
-        {"id": "0000:3b:00.0", "health": "Healthy", "numaNodes": [1], "hostPaths": vfio, "containerPaths": vfio}
+        {
+            "id": "0000:3b:00.0",
+            "health": "Healthy",
+            "numaNodes": [1],
+            "hostPaths": vfio,
+            "containerPaths": vfio,
+            "pciAddresses": ["0000:3b:00.0"],
+            "iommuGroup": 41,
+        }
     ]
 
 

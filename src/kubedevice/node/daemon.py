@@ -19,6 +19,7 @@ from ..plugin.base import Plugin
 from ..plugin.manager import Manager, ManagerHooks, run
 from ..sources.configured import ConfiguredPlugin
 from .features import FeaturesFile
+from .labels import Labels, NodeLabels, connect, describe_change, selection, selector_keys
 from .memory import trimming
 from .owner import OwnerRef, OwnerWatch, clean_up_if_uninstalled, uninstalled
 from .reload import Reloader
@@ -42,6 +43,8 @@ class DaemonOptions:
     kubeconfig: Path | None = None
     features_file: Path | None = None
     """Where to keep an NFD feature file of the served resources (see :mod:`.features`)."""
+    node: str | None = None
+    """This node's name: resources with a ``node_selector`` are served by its labels (see :mod:`.labels`)."""
 
 
 def build_plugins(config: Config, host_root: Path | None = None, cdi_dir: Path | None = None) -> list[Plugin]:
@@ -91,6 +94,24 @@ def count_devices(plugin: Plugin, metrics: Metrics) -> None:
     plugin.subscribe(update)
 
 
+def _relabel(reloader: Reloader) -> Callable[[Labels | None, Labels], None]:
+    """A label change that a selector reads is applied like a config reload; others are nobody's business."""
+
+    def changed(old: Labels | None, new: Labels) -> None:
+        why = describe_change(old, new, selector_keys(reloader.config))
+        if why is not None:
+            reloader.trigger_reselect(why)
+
+    return changed
+
+
+async def _follow(labels: NodeLabels, manager: Manager, reloader: Reloader) -> None:
+    """Read the labels once the manager serves: a plugin added before that (the plugin directory
+    still missing, the kubelet not yet looked for) would be served nowhere, or never registered."""
+    await manager.started.wait()
+    await labels.run(_relabel(reloader))
+
+
 def run_daemon(
     config: Config, options: DaemonOptions, early_signal: Callable[[], int | None] = lambda: None
 ) -> int:
@@ -99,9 +120,10 @@ def run_daemon(
     ``early_signal`` reports a stop signal the command line caught before the loop ran.
     """
     setup_logging(options.log_level, options.log_format)
+    labels = connect(config, options.node, options.kubeconfig)  # refuses selectors it cannot evaluate
     features = FeaturesFile(options.features_file) if options.features_file else None
-    plugins = build_plugins(config, options.host_root, options.cdi_dir)
-    return asyncio.run(_serve(config, options, plugins, early_signal, features))
+    plugins = build_plugins(selection(labels)(config), options.host_root, options.cdi_dir)
+    return asyncio.run(_serve(config, options, plugins, early_signal, features, labels=labels))
 
 
 async def _serve(
@@ -110,6 +132,8 @@ async def _serve(
     plugins: list[Plugin],
     early_signal: Callable[[], int | None],
     features: FeaturesFile | None = None,
+    *,
+    labels: NodeLabels | None = None,
 ) -> int:
     metrics = Metrics() if options.metrics_address else Metrics.disabled()
     readiness = Readiness(p.resource_name for p in plugins)
@@ -130,7 +154,8 @@ async def _serve(
             features.follow(added, served=names)
 
     reloader = Reloader(
-        options.config_path, config, manager, lambda c: build_plugins(c, options.host_root, options.cdi_dir), applied
+        options.config_path, config, manager, lambda c: build_plugins(c, options.host_root, options.cdi_dir), applied,
+        select=selection(labels),
     )
     asyncio.get_running_loop().add_signal_handler(signal.SIGHUP, reloader.trigger)
     reloader.start()
@@ -143,6 +168,7 @@ async def _serve(
     gc.freeze()
     watcher = OwnerWatch(options.owner, options.kubeconfig) if options.owner else None
     watching = asyncio.create_task(watcher.run()) if watcher else None
+    following = asyncio.create_task(_follow(labels, manager, reloader)) if labels else None
     try:
         async with trimming():
             code = await run(manager, early_signal)
@@ -152,12 +178,15 @@ async def _serve(
                 features.remove()  # kept on a restart or update: labels must not flap
         return code
     finally:
-        if watching is not None:
-            watching.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await watching
+        for task in (watching, following):
+            if task is not None:
+                task.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await task
         if watcher is not None:
             await watcher.close()
+        if labels is not None:
+            await labels.close()
         reloader.stop()
         if http is not None:
             await http.close()

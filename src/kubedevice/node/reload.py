@@ -4,13 +4,17 @@ Triggered by SIGHUP or by the config file changing on disk (a ConfigMap update s
 ``..data`` symlink in the file's directory; an edit rewrites the file). Resources whose
 config is unchanged keep their socket, registration and streams; removed ones stop cleanly
 (final all-Unhealthy list); an invalid new config is refused and the old one stays.
+
+With ``node_selector`` the file's config and the served one differ: ``select`` narrows the
+first to the resources this node's labels pick, and a label change (:meth:`Reloader.reselect`)
+starts and stops resources exactly as an edit of the file would.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Coroutine
 from pathlib import Path
 
 from ..config import Config, ConfigError, load_config
@@ -34,9 +38,15 @@ class Reloader:
         manager: Manager,
         build: PluginFactory,
         on_applied: Callable[[Config, list[Plugin]], None] = lambda config, added: None,
+        *,
+        select: Callable[[Config], Config] = lambda config: config,
     ) -> None:
         self.path = path
         self.config = config
+        """The file's config, as last loaded."""
+        self._select = select
+        self.served = select(config)
+        """What this node serves of it (``select`` raises ValueError when it cannot tell)."""
         self._manager = manager
         self._build = build
         self._on_applied = on_applied
@@ -55,7 +65,14 @@ class Reloader:
 
     def trigger(self) -> None:
         """Schedule a reload (safe from a signal handler)."""
-        task = asyncio.create_task(self.reload())
+        self._spawn(self.reload())
+
+    def trigger_reselect(self, why: str) -> None:
+        """Schedule :meth:`reselect` (from a callback of the event loop)."""
+        self._spawn(self.reselect(why))
+
+    def _spawn(self, work: Coroutine[None, None, None]) -> None:
+        task = asyncio.create_task(work)
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
 
@@ -74,24 +91,54 @@ class Reloader:
                 return
             await self._apply(new)
 
+    async def reselect(self, why: str) -> None:
+        """Serve what the config selects now (the node's labels changed, ``why`` says how): one line."""
+        async with self._lock:
+            switched = await self._switch(self._select(self.config), f"node labels changed ({why})")
+            if switched is not None:
+                started, stopped = switched
+                log.info("node labels changed (%s): started %s; stopped %s", why,
+                         ", ".join(started) or "none", ", ".join(stopped) or "none")
+
     async def _apply(self, new: Config) -> None:
         if new.model_dump(exclude={"resources"}) != self.config.model_dump(exclude={"resources"}):
             log.warning("plugin_dir, host_root and cdi_dir changes take effect at the next restart")
             new = new.model_copy(update={k: getattr(self.config, k) for k in ("plugin_dir", "host_root", "cdi_dir")})
-        old = {r.name: r for r in self.config.resources}
-        wanted = {r.name: r for r in new.resources}
-        fresh = [r for r in new.resources if old.get(r.name) != r]  # added or changed
         try:
-            added = self._build(new.model_copy(update={"resources": fresh})) if fresh else []
+            served = self._select(new)
         except ValueError as err:
             log.error("config reload refused, keeping the running config: %s", err)
             return
-        for name in [n for n in old if wanted.get(n) != old[n]]:  # removed or changed
-            await self._manager.remove(name)
+        switched = await self._switch(served, "config reload")
+        if switched is None:
+            return
+        started, stopped = switched
+        for name in stopped:
             log.info("resource stopped by config reload", extra={"resource": name})
-        for plugin in added:
-            await self._manager.add(plugin)
-            log.info("resource started by config reload", extra={"resource": plugin.resource_name})
+        for name in started:
+            log.info("resource started by config reload", extra={"resource": name})
         self.config = new
         self.reloads += 1
-        self._on_applied(new, added)
+
+    async def _switch(self, served: Config, cause: str) -> tuple[list[str], list[str]] | None:
+        """Serve ``served`` instead of :attr:`served`, touching only resources that differ.
+
+        The names started and stopped (a changed resource is both), or None when the new plugins
+        cannot be built: then nothing changed.
+        """
+        old = {r.name: r for r in self.served.resources}
+        wanted = {r.name: r for r in served.resources}
+        fresh = [r for r in served.resources if old.get(r.name) != r]  # added or changed
+        try:
+            added = self._build(served.model_copy(update={"resources": fresh})) if fresh else []
+        except ValueError as err:
+            log.error("%s refused, keeping what is served: %s", cause, err)
+            return None
+        stopped = [n for n in old if wanted.get(n) != old[n]]  # removed or changed
+        for name in stopped:
+            await self._manager.remove(name)
+        for plugin in added:
+            await self._manager.add(plugin)
+        self.served = served
+        self._on_applied(served, added)
+        return [p.resource_name for p in added], stopped

@@ -91,6 +91,8 @@ class Manager:
         self._exit_code = 0
         self._seen_kubelet = False
         self._removed_at: dict[str, float] = {}
+        self.started = asyncio.Event()
+        """Set once :meth:`start` has served the first plugins: :meth:`add` works as meant from then on."""
 
     # -- lifecycle ------------------------------------------------------------------
     async def start(self) -> None:
@@ -106,6 +108,7 @@ class Manager:
         self._seen_kubelet = self.kubelet_socket.exists()
         for plugin in self._plugins:
             await self.add(plugin)
+        self.started.set()
         if not self._seen_kubelet:
             log.info("waiting for the kubelet to create %s", self.kubelet_socket)
 

@@ -1,4 +1,4 @@
-"""Device discovery from the node (static, glob, usb, pci), always through a host root.
+"""Device discovery from the node (static, glob, usb, pci, udev), always through a host root.
 
 ``ConfiguredPlugin`` (in :mod:`kubedevice.sources.configured`) serves one configured resource;
 :func:`discover_resources` is the dry run behind ``kubedevice discover`` and ``dra slices``.

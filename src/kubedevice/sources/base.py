@@ -27,6 +27,9 @@ class Found:
     ``matched_paths`` are the paths its ``host_paths`` were found by, one each (a glob match or a
     configured path that is a symlink, such as ``/dev/serial/by-id/…``): the names a container
     sees by default, while the host side is the resolved node. Empty means the host paths.
+
+    ``details`` is what ``kubedevice discover`` shows beyond the DRA attributes, which must stay
+    few and typed: a USB device's nodes by kind, a udev device's symlinks and properties.
     """
 
     key: str
@@ -35,6 +38,7 @@ class Found:
     sysfs: str | None = None
     attributes: Attributes = field(default_factory=dict)
     matched_paths: tuple[str, ...] = ()
+    details: Mapping[str, Any] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "attributes", MappingProxyType(dict(self.attributes)))

@@ -25,18 +25,26 @@ def discover(
     ] = None,
     json_output: Annotated[bool, typer.Option("--json", help="machine-readable output")] = False,
 ) -> None:
-    """Dry run: per resource, each device's ID, health, NUMA nodes, host paths and container paths."""
+    """Dry run: per resource, each device's ID, health, NUMA nodes, host and container paths, and what its
+    source knows of it (a USB device's nodes by kind, a udev device's symlinks and properties)."""
     from ..config import ConfigError, load_config  # noqa: PLC0415 - the lead's module, loaded on use
     from . import survey  # noqa: PLC0415
 
     try:
         cfg = load_config(config)
         resources = survey(cfg, host_root or cfg.host_root)
+        refused = {r.name: _refused(r, host_root or cfg.host_root) for r, _, _ in resources}
     except (ConfigError, ValueError) as err:
         fail(str(err))
     document = {
         "resources": [
-            {"name": resource.name, "devices": [_row(resource, d, {f.key: f for f in found}) for d in devices]}
+            {
+                "name": resource.name,
+                "devices": [_row(resource, d, {f.key: f for f in found}) for d in devices],
+                **refused[resource.name],
+                # node_selector: served only on nodes with these labels (the daemon reads its Node's)
+                **({"nodeSelector": dict(resource.node_selector)} if resource.node_selector else {}),
+            }
             for resource, found, devices in resources
         ]
     }
@@ -57,7 +65,30 @@ def _row(resource: ResourceConfig, device: Device, physical: Mapping[str, Found]
         "numaNodes": list(device.numa_nodes),
         "hostPaths": list(found.host_paths),
         "containerPaths": [d.container_path for d in node_grant(resource, found, 0).devices],
+        **found.details,
     }
+
+
+def _refused(resource: ResourceConfig, host_root: Path) -> dict[str, Any]:
+    """A VFIO resource's selected functions that cannot be advertised, and why (a host driver in the group)."""
+    if resource.pci is None or not resource.pci.vfio:
+        return {}
+    from . import HostRoot, pci  # noqa: PLC0415 - with the sources, loaded on use
+
+    _, refused = pci.scan(resource.pci, HostRoot(host_root))
+    return {"refused": [{"pciAddress": address, "reason": why} for address, why in refused]}
+
+
+def _details(device: dict[str, Any]) -> str:
+    """The source's own facts in one cell: ``tty:/dev/ttyUSB0``, udev's symlinks, ``KEY=VALUE`` properties,
+    a PCI device's IOMMU group and functions (``group 7: 0000:01:00.0 0000:01:00.1``)."""
+    group = device.get("iommuGroup")
+    parts = [f"group {group}:"] if group is not None else []
+    parts += device.get("pciAddresses", [])
+    parts += [f"{n['kind']}:{n['path']}" for n in device.get("nodes", [])]
+    parts += device.get("devlinks", [])
+    parts += [f"{k}={v}" for k, v in device.get("properties", {}).items()]
+    return " ".join(parts)
 
 
 def _print_table(resources: Sequence[dict[str, Any]]) -> None:
@@ -65,11 +96,14 @@ def _print_table(resources: Sequence[dict[str, Any]]) -> None:
     from rich.table import Table  # noqa: PLC0415
 
     table = Table()
-    for heading in ("resource", "device", "health", "NUMA", "host paths", "container paths"):
+    for heading in ("resource", "device", "health", "NUMA", "host paths", "container paths", "details"):
         table.add_column(heading, overflow="fold")  # a narrow terminal wraps a path, never cuts it
     for resource in resources:
         if not resource["devices"]:
-            table.add_row(resource["name"], "(none found)", "", "", "", "")
+            table.add_row(resource["name"], "(none found)", "", "", "", "", "")
+        if "nodeSelector" in resource:
+            labels = ",".join(f"{k}={v}" for k, v in resource["nodeSelector"].items())
+            table.add_row(resource["name"], "(node-dependent)", "", "", "", "", f"only on nodes labelled {labels}")
         for device in resource["devices"]:
             table.add_row(
                 resource["name"],
@@ -78,5 +112,8 @@ def _print_table(resources: Sequence[dict[str, Any]]) -> None:
                 ",".join(map(str, device["numaNodes"])) or "-",
                 " ".join(device["hostPaths"]),
                 " ".join(device["containerPaths"]),
+                _details(device),
             )
+        for refusal in resource.get("refused", []):
+            table.add_row(resource["name"], refusal["pciAddress"], "refused", "", "", "", refusal["reason"])
     Console().print(table)

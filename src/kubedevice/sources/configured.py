@@ -36,7 +36,7 @@ _PRODUCT_ATTRIBUTE = {"usb": "product", "pci": "device"}
 
 
 class ConfiguredPlugin(Plugin):
-    """One configured resource (static, glob, usb or pci source) as a served plugin."""
+    """One configured resource (static, glob, usb, pci or udev source) as a served plugin."""
 
     #: Called with the check type ("present", "exec", ...) for every failed check (metrics).
     on_check_failure: Callable[[str], None] | None = None
@@ -200,8 +200,9 @@ class ConfiguredPlugin(Plugin):
             "serials": ",".join(_text(f, "serial") for f in each),
             "vendors": ",".join(_text(f, "vendor") for f in each),
             "products": ",".join(_text(f, product) for f in each),
-            "pci_addresses": ",".join(_text(f, "pciAddress") for f in each),
+            "pci_addresses": ",".join(_pci_addresses(f) for f in each),
             "numa_nodes": ",".join(str(f.numa_nodes[0]) if f.numa_nodes else "" for f in each),
+            "devlinks": ",".join(_text(f, "devlink") for f in each),
             "container_paths": ",".join(_first_node(granted[f.key]) for f in each),
         }
         return {name: template.format_map(fields) for name, template in self.config.env.items()}
@@ -236,6 +237,13 @@ def _text(found: Found, name: str) -> str:
     """An attribute's value as text (``{"string": "10ee"}`` → ``10ee``); empty when the device has none."""
     value = found.attributes.get(name)
     return str(next(iter(value.values()))) if value else ""
+
+
+def _pci_addresses(found: Found) -> str:
+    """A PCI device's functions, comma-separated: a VFIO group of several lists each, as KubeVirt's
+    ``PCI_RESOURCE_<RESOURCE>`` and the SR-IOV plugin's ``PCIDEVICE_<RESOURCE>`` expect one flat list;
+    empty for a device of another source."""
+    return ",".join(found.details.get("pciAddresses", ()))
 
 
 def _first_node(grant: ContainerAllocation) -> str:

@@ -7,7 +7,7 @@ from pathlib import PurePosixPath
 from typing import Any
 
 from ..device import ContainerAllocation, Device, DeviceSpec, Health, Mount
-from . import glob, pci, static, usb
+from . import glob, pci, static, udev, usb
 from .base import REPLICA_SEPARATOR, Attributes, Found, int_attr, string_attr
 from .hostroot import HostRoot
 from .schema import ResourceConfig
@@ -18,12 +18,14 @@ _DISCOVER: dict[str, _Discover] = {
     "glob": glob.discover,
     "usb": usb.discover,
     "pci": pci.discover,
+    "udev": udev.discover,
 }
 _WATCHED: dict[str, Callable[[Any], list[str]]] = {
     "static": static.watched,
     "glob": glob.watched,
     "usb": usb.watched,
     "pci": pci.watched,
+    "udev": udev.watched,
 }
 
 
@@ -79,9 +81,11 @@ def node_grant(resource: ResourceConfig, found: Found, index: int) -> ContainerA
 
 
 def path_fields(found: Found, index: int) -> dict[str, object]:
-    """``{path}`` (the first node as matched), ``{name}`` (its basename), ``{index}``."""
+    """``{path}`` (the first node as matched), ``{name}`` (its basename), ``{index}``, ``{devlink}``
+    (a udev device's preferred symlink; the schema refuses it for the other sources)."""
     path = found.seen_paths[0] if found.seen_paths else ""
-    return {"path": path, "name": PurePosixPath(path).name, "index": index}
+    devlink = found.attributes.get("devlink", {}).get("string", path)
+    return {"path": path, "name": PurePosixPath(path).name, "index": index, "devlink": devlink}
 
 
 def replica_ids(resource: ResourceConfig, found: Found) -> list[str]:

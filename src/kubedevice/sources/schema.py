@@ -25,15 +25,17 @@ from pydantic import (
     model_validator,
 )
 
-from ..names import C_IDENTIFIER, extended_resource_name_error
+from ..names import C_IDENTIFIER, extended_resource_name_error, label_value_error, qualified_name_errors
 
-SOURCE_KINDS = ("static", "glob", "usb", "pci")
+SOURCE_KINDS = ("static", "glob", "usb", "pci", "udev")
 _SET_FIELDS = {"ids", "devices", "paths", "count", "resource"}
-_PER_DEVICE_FIELDS = {"serials", "vendors", "products", "pci_addresses", "numa_nodes", "container_paths"}
+_PER_DEVICE_FIELDS = {"serials", "vendors", "products", "pci_addresses", "numa_nodes", "devlinks", "container_paths"}
 ENV_FIELDS = frozenset(_SET_FIELDS | _PER_DEVICE_FIELDS)
 #: Fields of ``container_path`` templates (the device's own and mounts'), per device.
-PATH_FIELDS = frozenset({"path", "name", "index"})
-_SAMPLE_FIELDS: dict[str, object] = {"path": "/dev/sample", "name": "sample", "index": 0}
+PATH_FIELDS = frozenset({"path", "name", "index", "devlink"})
+_SAMPLE_FIELDS: dict[str, object] = {"path": "/dev/sample", "name": "sample", "index": 0, "devlink": "/dev/sample"}
+#: The node kinds ``usb.nodes`` may ask for: the device's own bus node and its interfaces' class nodes.
+UsbNode = Literal["bus", "tty", "video", "hidraw", "input", "sound"]
 _HEX4 = re.compile(r"^(0x)?([0-9a-fA-F]{4})$")
 _PCI_CLASS = re.compile(r"^(0x)?([0-9a-fA-F]{2}|[0-9a-fA-F]{4}|[0-9a-fA-F]{6})$")
 _CLASS_FORMAT = '2, 4 or 6 hex digits like "1200" (class, subclass, prog-if)'
@@ -118,12 +120,54 @@ class GlobConfig(_Model):
         return self
 
 
+def _default_usb_nodes() -> list[UsbNode]:
+    return ["bus"]
+
+
 class UsbConfig(_Model):
-    """USB devices by vendor/product (and serial) from ``/sys/bus/usb/devices``."""
+    """USB devices by vendor/product (and serial) from ``/sys/bus/usb/devices``; ``nodes`` says which
+    of its device nodes a device grants (its ``/dev/bus/usb`` node, its interfaces' ttys, ...)."""
 
     vendor: HexId
     product: HexId | None = None
     serial: str | None = None
+    nodes: list[UsbNode] = Field(default_factory=_default_usb_nodes, min_length=1)
+
+    @field_validator("nodes")
+    @classmethod
+    def _each_once(cls, nodes: list[UsbNode]) -> list[UsbNode]:
+        twice = sorted({kind for kind in nodes if nodes.count(kind) > 1})
+        if twice:
+            raise ValueError(f"lists {', '.join(twice)} more than once")
+        return nodes
+
+
+def _quoted_pattern(value: Any) -> Any:
+    """YAML reads ``ID_VENDOR_ID: 0403`` as the number 259: ask for quotes rather than guess the text."""
+    if not isinstance(value, str):
+        raise ValueError(f'{value!r} must be a quoted string: udev property values are text (write "{value}")')
+    return value
+
+
+class UdevConfig(_Model):
+    """Device nodes by udev's database (``/run/udev/data``): subsystem and properties as shell patterns."""
+
+    subsystem: str | None = Field(default=None, min_length=1)
+    match: dict[str, Annotated[str, BeforeValidator(_quoted_pattern)]] = {}
+
+    @field_validator("match")
+    @classmethod
+    def _property_names(cls, match: dict[str, str]) -> dict[str, str]:
+        bad = sorted(key for key in match if not C_IDENTIFIER.match(key))  # udev's keys are identifiers
+        if bad:
+            raise ValueError(f"invalid udev property names: {', '.join(map(repr, bad))} (letters, digits and '_')")
+        return match
+
+    @model_validator(mode="after")
+    def _selects(self) -> UdevConfig:
+        if self.subsystem is None and not self.match:
+            raise ValueError("set subsystem or match (or both): without either every device node of the host matches")
+        return self
 
 
 class PciConfig(_Model):
@@ -264,6 +308,16 @@ class DeviceOwnership(_Model):
         return int(self.mode, 8) if self.mode is not None else None
 
 
+def _quoted_label_value(value: Any) -> Any:
+    """YAML reads ``gpu: true`` or ``cores: 8`` as a bool or number, never a label's string: ask for quotes."""
+    if not isinstance(value, str):
+        raise ValueError(f"{value!r} must be quoted: label values are strings, YAML read a {type(value).__name__}")
+    return value
+
+
+LabelValue = Annotated[str, BeforeValidator(_quoted_label_value)]
+
+
 def cdi_kind_error(kind: str) -> None:
     """Raise ``ValueError`` unless ``kind`` is a CDI ``vendor/class`` (rules of the CDI parser)."""
     vendor, _, cls = kind.partition("/")
@@ -295,6 +349,7 @@ class ResourceConfig(_Model):
     glob: GlobConfig | None = None
     usb: UsbConfig | None = None
     pci: PciConfig | None = None
+    udev: UdevConfig | None = None
     permissions: Permissions = "rw"
     container_path: PathTemplate | None = None
     mounts: list[MountConfig] = []
@@ -306,6 +361,8 @@ class ResourceConfig(_Model):
     one_replica_per_device: bool = False
     cdi: CdiConfig | None = None
     device_ownership: DeviceOwnership | None = None
+    node_selector: dict[str, LabelValue] = {}
+    """Serve only on nodes whose labels hold every pair (a pod's ``nodeSelector``): :mod:`kubedevice.node.labels`."""
 
     @field_validator("name")
     @classmethod
@@ -314,6 +371,19 @@ class ResourceConfig(_Model):
         if error:
             raise ValueError(error)
         return name
+
+    @field_validator("node_selector")
+    @classmethod
+    def _node_selector(cls, selector: dict[str, str]) -> dict[str, str]:
+        """Kubernetes' own label rules, so a selector that no node could ever match fails here."""
+        for key, value in selector.items():
+            errors = qualified_name_errors(key)
+            if errors:
+                raise ValueError(f"label key {key!r} is not a valid label key: {'; '.join(errors)}")
+            error = label_value_error(value)
+            if error:
+                raise ValueError(f"label {key!r}: {error}")
+        return selector
 
     @field_validator("env")
     @classmethod
@@ -354,11 +424,17 @@ class ResourceConfig(_Model):
                 f"container_path applies to devices of one node; this static device grants "
                 f"{len(self.static.paths)} paths"
             )
+        if self.usb is not None and (len(self.usb.nodes) > 1 or "sound" in self.usb.nodes):
+            raise ValueError(
+                f"container_path applies to devices of one node; usb nodes [{', '.join(self.usb.nodes)}] give "
+                "each device several, which keep their own paths"
+            )
         if not template_fields(template) & PATH_FIELDS:
             reason = self._several_devices()
             if reason:
+                fields = "{path}, {name} or {index}" if self.udev is None else "{path}, {name}, {index} or {devlink}"
                 raise ValueError(
-                    f"container_path {template!r} has no per-device field ({{path}}, {{name}} or {{index}}) "
+                    f"container_path {template!r} has no per-device field ({fields}) "
                     f"but {reason}: two devices in one container would need the same path"
                 )
         self._fields_fit("container_path", template)
@@ -371,6 +447,8 @@ class ResourceConfig(_Model):
             return f"static has count {self.static.count}"
         if self.usb is not None and self.usb.serial is None:
             return "usb without a serial can match several devices"
+        if self.udev is not None:
+            return "udev can match several device nodes"
         return None
 
     def _fields_fit(self, where: str, template: str) -> None:
@@ -382,6 +460,8 @@ class ResourceConfig(_Model):
             )
         if self.pci is not None and template_fields(template) & {"path", "name"}:
             raise ValueError(f"{where} {template!r}: pci devices have no matched path for {{path}} or {{name}}")
+        if self.udev is None and "devlink" in template_fields(template):
+            raise ValueError(f"{where} {template!r} uses {{devlink}}, which only udev devices have (udev's symlinks)")
 
     def _no_relative_sysfs(self) -> None:
         for check in self.health.checks:

@@ -1,10 +1,28 @@
 """``usb``: devices by vendor/product (and serial) from ``/sys/bus/usb/devices``.
 
-Each match grants its ``/dev/bus/usb/BBB/DDD`` node (from ``busnum``/``devnum``). The ID is the
-sysfs port path (``usb-1-1.2``): stable across restarts and re-plugs into the same port.
+A match grants the nodes of the kinds in ``nodes`` (default ``[bus]``): ``bus`` is its
+``/dev/bus/usb/BBB/DDD`` (from ``busnum``/``devnum``); the class kinds are the nodes the kernel
+hangs below the device's interfaces, each named by its ``uevent``'s ``DEVNAME``:
+
+=========  ==========================================================================
+``tty``    ``1-1:1.0/tty/ttyACM0`` (cdc_acm), ``1-1:1.0/ttyUSB0/tty/ttyUSB0`` (usb-serial)
+``video``  ``1-1:1.0/video4linux/video0``
+``hidraw`` ``1-1:1.0/0003:046D:C52B.0001/hidraw/hidraw0``
+``input``  ``1-1:1.0/0003:046D:C52B.0001/input/input5/event3`` (event nodes only)
+``sound``  ``1-1:1.0/sound/card1/controlC1``, ``pcmC1D0p``, … (every node of the card)
+=========  ==========================================================================
+
+Users know a device by vendor:product but their program opens its tty or video node; a modem
+with three ttys grants all three. The ID is the sysfs port path (``usb-1-2``): stable across
+restarts and re-plugs into the same port. A class node appears when its driver binds, often
+after the device itself; sysfs sends no inotify events, but the node's ``/dev`` entry does, so
+:func:`watched` names the ``/dev`` directories each kind appears in and the rescan picks it up.
 """
 
 from __future__ import annotations
+
+import os
+from pathlib import Path, PurePosixPath
 
 from .base import Found, int_attr, log, stable_key, string_attr
 from .hostroot import HostRoot
@@ -12,6 +30,20 @@ from .schema import UsbConfig
 from .sysfs import attribute, numa_nodes, scan_bus
 
 DEVICES = "/sys/bus/usb/devices"
+#: The class directory a node's own directory sits in (``tty/ttyACM0``) and the kind it is.
+_PARENT_KIND = {"tty": "tty", "video4linux": "video", "hidraw": "hidraw"}
+#: Kinds whose nodes sit one level deeper (``input/input5/event3``, ``sound/card1/pcmC1D0p``).
+_GRANDPARENT_KIND = {"input": "input", "sound": "sound"}
+_MAX_DEPTH = 6  # interface → HID device → input → inputN → eventN is 4; sysfs has no deeper class node
+#: Where each kind's nodes appear under ``/dev`` (the directories watched for hotplug).
+_DEV_PATTERNS = {
+    "bus": "/dev/bus/usb/*/*",
+    "tty": "/dev/tty*",
+    "video": "/dev/video*",
+    "hidraw": "/dev/hidraw*",
+    "input": "/dev/input/event*",
+    "sound": "/dev/snd/*",
+}
 
 
 def discover(config: UsbConfig, host: HostRoot, stem: str) -> list[Found]:
@@ -36,9 +68,8 @@ def _read(config: UsbConfig, host: HostRoot, name: str) -> Found | None:
     if not (bus and dev and bus.isdigit() and dev.isdigit()):
         log.warning("USB device %s has no bus/device number; skipped", name)
         return None
-    node = f"/dev/bus/usb/{int(bus):03d}/{int(dev):03d}"
-    if not host.exists(node):
-        log.info("USB device %s: %s not created yet", name, node)
+    nodes = _nodes(config, host, name, f"/dev/bus/usb/{int(bus):03d}/{int(dev):03d}")
+    if not nodes:
         return None
     attributes = {
         "vendor": string_attr(vendor),
@@ -48,12 +79,86 @@ def _read(config: UsbConfig, host: HostRoot, name: str) -> Found | None:
     }
     if serial:
         attributes["serial"] = string_attr(serial)
-    nodes = numa_nodes(host, sys_dir)
-    if nodes:
-        attributes["numaNode"] = int_attr(nodes[0])
-    return Found(stable_key(f"usb-{name}"), (host.resolve(node),), nodes, sys_dir, attributes)
+    numa = numa_nodes(host, sys_dir)
+    if numa:
+        attributes["numaNode"] = int_attr(numa[0])
+    details = {"nodes": [{"kind": kind, "path": path} for kind, path in nodes]}
+    return Found(stable_key(f"usb-{name}"), tuple(p for _, p in nodes), numa, sys_dir, attributes, details=details)
+
+
+def _nodes(config: UsbConfig, host: HostRoot, name: str, bus_node: str) -> list[tuple[str, str]]:
+    """``(kind, host path)`` of the nodes asked for, in the order of ``nodes``; empty means not usable yet.
+
+    A missing bus node (udev has not created it yet) holds the device back; a class kind with no
+    node yet (the driver binds later) does not, as long as the device grants something.
+    """
+    granted: list[tuple[str, str]] = []
+    below = _class_nodes(host, name) if set(config.nodes) - {"bus"} else {}
+    for kind in config.nodes:
+        if kind == "bus":
+            if not host.exists(bus_node):
+                log.info("USB device %s: %s not created yet", name, bus_node)
+                return []
+            granted.append((kind, host.resolve(bus_node)))
+        else:
+            granted.extend((kind, path) for path in below.get(kind, []))
+    if not granted:
+        log.info("USB device %s: no %s node yet", name, ", ".join(config.nodes))
+    return granted
+
+
+def _class_nodes(host: HostRoot, name: str) -> dict[str, list[str]]:
+    """Per kind, the ``/dev`` paths of the nodes below the device's interfaces (``<name>:<cfg>.<n>``).
+
+    Only interfaces are walked, never a hub's child devices (``1-1.2`` beside ``1-1:1.0``), and
+    symlinks (``device``, ``subsystem``) are not followed, so no node of another device is taken.
+    """
+    device_dir = host.local(host.resolve(f"{DEVICES}/{name}"))
+    try:
+        interfaces = sorted(e for e in os.listdir(device_dir) if e.startswith(f"{name}:"))
+    except OSError:
+        return {}
+    found: dict[str, list[str]] = {}
+    for interface in interfaces:
+        top = device_dir / interface
+        for directory, subdirs, files in os.walk(top):
+            parts = PurePosixPath(Path(directory).relative_to(top).as_posix()).parts
+            subdirs[:] = sorted(subdirs) if len(parts) < _MAX_DEPTH else []
+            kind = _kind(parts)
+            if kind is None or "uevent" not in files:
+                continue
+            node = _devnode(host, Path(directory) / "uevent")
+            if node is not None:
+                found.setdefault(kind, []).append(node)
+    return found
+
+
+def _kind(parts: tuple[str, ...]) -> str | None:
+    """The kind of the node whose sysfs directory is ``parts`` below an interface, if it is one."""
+    if len(parts) >= 2 and parts[-2] in _PARENT_KIND:
+        return _PARENT_KIND[parts[-2]]
+    if len(parts) >= 3 and parts[-3] in _GRANDPARENT_KIND:
+        kind = _GRANDPARENT_KIND[parts[-3]]
+        return kind if kind != "input" or parts[-1].startswith("event") else None
+    return None
+
+
+def _devnode(host: HostRoot, uevent: Path) -> str | None:
+    """``/dev/<DEVNAME>`` of a class device, when it names one and the node exists under the root."""
+    try:
+        lines = uevent.read_text().splitlines()
+    except OSError:
+        return None
+    devname = next((line[len("DEVNAME=") :] for line in lines if line.startswith("DEVNAME=")), "")
+    if not devname or ".." in devname.split("/"):
+        return None
+    node = f"/dev/{devname}"
+    if not host.exists(node):
+        log.info("%s: not created yet", node)
+        return None
+    return host.resolve(node)
 
 
 def watched(config: UsbConfig) -> list[str]:
-    """Device nodes appear under ``/dev/bus/usb`` (sysfs itself sends no inotify events)."""
-    return ["/dev/bus/usb/*/*", f"{DEVICES}/*"]
+    """The ``/dev`` directories each asked-for kind appears in (sysfs itself sends no inotify events)."""
+    return [_DEV_PATTERNS[kind] for kind in config.nodes] + [f"{DEVICES}/*"]

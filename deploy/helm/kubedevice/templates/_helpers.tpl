@@ -48,9 +48,16 @@ In DRA mode the specs belong to prepared claims and go when the kubelet unprepar
 {{- if and .Values.cdi.removeOnUninstall (not .Values.dra.enabled) }}true{{ end }}
 {{- end }}
 
+{{/* Whether the daemon reads its Node's labels: some resource has a node_selector (device plugins only). */}}
+{{- define "kubedevice.nodeLabels" -}}
+{{- $selected := .Values.nodeLabels.enabled }}
+{{- range .Values.config.resources }}{{ if .node_selector }}{{ $selected = true }}{{ end }}{{ end }}
+{{- if and $selected (not .Values.dra.enabled) }}true{{ end }}
+{{- end }}
+
 {{/* Whether the pod gets a ServiceAccount token: only for what calls the API server. */}}
 {{- define "kubedevice.needsApi" -}}
-{{- if or .Values.dra.enabled .Values.resourceSlices.enabled (include "kubedevice.ownerCheck" .) }}true{{ end }}
+{{- if or .Values.dra.enabled .Values.resourceSlices.enabled (include "kubedevice.ownerCheck" .) (include "kubedevice.nodeLabels" .) }}true{{ end }}
 {{- end }}
 
 {{/* The ServiceAccount's full user name, as the admission policy matches it. */}}
