@@ -151,14 +151,15 @@ def settle_checkpoint(cluster: Cluster, resource: str) -> None:
 class Daemon:
     """``kubedevice serve`` (this checkout's code) against a cluster's (or a simulator's) plugin directory."""
 
-    def __init__(self, target: Cluster | Path, config: Path, log: Path) -> None:
+    def __init__(self, target: Cluster | Path, config: Path, log: Path, *extra: str) -> None:
+        """``extra``: more ``serve`` arguments (``--node``, ``--kubeconfig``, ...)."""
         self.log = log
         plugin_dir = target.plugin_dir if isinstance(target, Cluster) else target
         cdi_dir = target.cdi_dir if isinstance(target, Cluster) else target / "cdi"
         with log.open("ab") as out:
             self.process = subprocess.Popen(
                 [sys.executable, "-m", "kubedevice", "serve", "--config", str(config),
-                 "--plugin-dir", str(plugin_dir), "--cdi-dir", str(cdi_dir)],
+                 "--plugin-dir", str(plugin_dir), "--cdi-dir", str(cdi_dir), *extra],
                 stdout=out, stderr=subprocess.STDOUT, env={**os.environ, "PYTHONPATH": _src_path()})
 
     @property

@@ -1,0 +1,118 @@
+"""Issue 20's device shapes where they reach a container, on the real kubelet and containerd.
+
+- A glob over ``…/serial/by-id/*`` keeps the matched (stable) name in the container, and a
+  ``container_path`` template places a device where the pod expects it: the container reports
+  what it sees at each path and writes to it (the test image's ``--write``).
+- ``node_selector``: ``serve --node <the cluster's node>`` serves a resource only while the real
+  Node carries its label; patching the label adds it to and removes it from the Node's capacity.
+"""
+
+from __future__ import annotations
+
+import os
+import stat
+from pathlib import Path
+from typing import Any
+
+import pytest
+from lightkube import Client, KubeConfig
+from lightkube.resources.core_v1 import Node
+from lightkube.types import PatchType
+
+from kubedevice.testing.cluster import Cluster
+from kubedevice.testing.scenarios import Daemon, container_log, delete_pods, device_pod, unique, wait_for
+
+pytestmark = pytest.mark.e2e
+
+
+def char_node(path: Path) -> Path:
+    """A character device (the null device's numbers) anyone may write, at ``path``."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    os.mknod(path, 0o666 | stat.S_IFCHR, os.makedev(1, 3))
+    os.chmod(path, 0o666)
+    return path
+
+
+def probing_pod(name: str, resource: str, count: int, paths: list[str]) -> dict[str, Any]:
+    pod = device_pod(name, {resource: count})
+    pod["spec"]["containers"][0]["args"] = ["--write", *paths]
+    return pod
+
+
+def probe(cluster: Cluster, pod_name: str, paths: list[str]) -> dict[str, str]:
+    """Per path: ``ok`` or the error the container met writing to it."""
+    api = cluster.api()
+    pod = wait_for("pod running", lambda: (p := api.pod(pod_name)) and p["status"].get("phase") == "Running" and p,
+                   60.0)
+    log = wait_for("every write's outcome",
+                   lambda: (t := container_log(cluster, pod)) and t.count("write ") >= len(paths) and t, 20.0)
+    outcomes = [line.removeprefix("write ") for line in log.splitlines() if line.startswith("write ")]
+    return {line.split(": ", 1)[0]: line.split(": ", 1)[1] for line in outcomes}
+
+
+def test_by_id_names_and_container_path_templates_reach_the_container(cluster: Cluster, short_tmp: Path) -> None:
+    dev = short_tmp / "dev"
+    tty = char_node(dev / "ttyKD0")
+    by_id = dev / "serial" / "by-id"
+    by_id.mkdir(parents=True)
+    stable = by_id / "usb-KD_e2e_A10K1-if00-port0"
+    stable.symlink_to("../../ttyKD0")
+    for i in range(2):
+        char_node(dev / f"ttyKE{i}")
+    config = short_tmp / "config.yaml"
+    config.write_text(f"""resources:
+  - name: example.com/e2e-by-id
+    glob: {{paths: ["{by_id}/*"]}}
+  - name: example.com/e2e-indexed
+    glob: {{paths: ["{dev}/ttyKE*"]}}
+    container_path: /dev/serial{{index}}
+""")
+    daemon = Daemon(cluster, config, short_tmp / "serve.log")
+    names = [unique("by-id"), unique("indexed")]
+    try:
+        api = cluster.api()
+        wait_for("both resources", lambda: api.resource(cluster.node_name, "example.com/e2e-by-id") == (1, 1)
+                 and api.resource(cluster.node_name, "example.com/e2e-indexed") == (2, 2), 10.0)
+        api.create_pod(probing_pod(names[0], "example.com/e2e-by-id", 1, [str(stable), str(tty)]))
+        api.create_pod(probing_pod(names[1], "example.com/e2e-indexed", 2, ["/dev/serial0", "/dev/serial1"]))
+        seen = probe(cluster, names[0], [str(stable), str(tty)])
+        assert seen[str(stable)] == "ok", seen  # the stable name, as matched
+        assert "no such file" in seen[str(tty)], seen  # not the node it resolves to on the host
+        assert probe(cluster, names[1], ["/dev/serial0", "/dev/serial1"]) == {"/dev/serial0": "ok",
+                                                                            "/dev/serial1": "ok"}
+    finally:
+        delete_pods(cluster.api(), names)
+        assert daemon.stop() == 0, daemon.tail
+
+
+def test_a_label_change_on_the_real_node_adds_and_removes_a_resource(cluster: Cluster, short_tmp: Path) -> None:
+    label, resource, always = "kubedevice.test/e2e-shapes", "example.com/e2e-labelled", "example.com/e2e-always"
+    config = short_tmp / "config.yaml"
+    config.write_text(f"""resources:
+  - name: {resource}
+    static: {{count: 2, paths: [/dev/null]}}
+    node_selector: {{{label}: "yes"}}
+  - name: {always}
+    static: {{count: 1, paths: [/dev/null]}}
+""")
+    client = Client(KubeConfig.from_file(cluster.kubeconfig), field_manager="kubedevice-e2e")
+
+    def set_label(value: str | None) -> None:
+        client.patch(Node, cluster.node_name, {"metadata": {"labels": {label: value}}}, patch_type=PatchType.MERGE)
+
+    api = cluster.api()
+    daemon = Daemon(cluster, config, short_tmp / "serve.log", "--node", cluster.node_name,
+                    "--kubeconfig", str(cluster.kubeconfig))
+    try:
+        wait_for("the unselected resource", lambda: api.resource(cluster.node_name, always) == (1, 1), 10.0)
+        assert api.resource(cluster.node_name, resource) == (0, 0), daemon.tail
+        set_label("yes")
+        wait_for("the labelled resource", lambda: api.resource(cluster.node_name, resource) == (2, 2), 10.0)
+        set_label(None)
+        # The kubelet keeps a resource it saw in capacity; what it can give drops to nothing.
+        wait_for("the labelled resource gone", lambda: api.resource(cluster.node_name, resource)[1] == 0, 10.0)
+        assert api.resource(cluster.node_name, always) == (1, 1)
+        assert "node labels changed" in daemon.tail
+    finally:
+        set_label(None)
+        assert daemon.stop() == 0, daemon.tail
