@@ -3,6 +3,8 @@
 - A glob over ``…/serial/by-id/*`` keeps the matched (stable) name in the container, and a
   ``container_path`` template places a device where the pod expects it: the container reports
   what it sees at each path and writes to it (the test image's ``--write``).
+- ``usb: {vendor, product, nodes: [tty]}``: a USB-serial adapter found in a fake sysfs by what
+  users know gives the pod its tty.
 - ``node_selector``: ``serve --node <the cluster's node>`` serves a resource only while the real
   Node carries its label; patching the label adds it to and removes it from the Node's capacity.
 """
@@ -20,6 +22,7 @@ from lightkube.resources.core_v1 import Node
 from lightkube.types import PatchType
 
 from kubedevice.testing.cluster import Cluster
+from kubedevice.testing.fakehost import FakeHost
 from kubedevice.testing.scenarios import Daemon, container_log, delete_pods, device_pod, unique, wait_for
 
 pytestmark = pytest.mark.e2e
@@ -116,3 +119,35 @@ def test_a_label_change_on_the_real_node_adds_and_removes_a_resource(cluster: Cl
     finally:
         set_label(None)
         assert daemon.stop() == 0, daemon.tail
+
+
+def test_a_usb_tty_found_by_vendor_and_product_reaches_the_container(cluster: Cluster, short_tmp: Path) -> None:
+    """``usb: {vendor, product, nodes: [tty]}`` over a fake sysfs (a CP2102 whose usb-serial tty is
+    ttyUSB57); the node the kubelet hands to containerd must exist on the machine, so the test
+    makes /dev/ttyUSB57 (the null device's numbers) for the test's length and removes only it."""
+    host = FakeHost(short_tmp / "host")
+    name = host.usb_device(1, 5, "10c4", "ea60", serial="KD57")
+    tty = host.usb_class_node(name, "ttyUSB57")
+    real = Path(tty)
+    if real.exists():
+        pytest.fail(f"{real} exists on this machine: not ours to use")
+    os.mknod(real, 0o666 | stat.S_IFCHR, os.makedev(1, 3))
+    made = real.stat().st_ino
+    config = short_tmp / "config.yaml"
+    config.write_text('resources:\n  - name: example.com/e2e-cp2102\n'
+                      '    usb: {vendor: "10c4", product: "ea60", nodes: [tty]}\n'
+                      '    env: {SERIALS: "{serials}"}\n')
+    daemon = Daemon(cluster, config, short_tmp / "serve.log", "--host-root", str(host.root))
+    pod_name = unique("usb-tty")
+    try:
+        api = cluster.api()
+        wait_for("the CP2102", lambda: api.resource(cluster.node_name, "example.com/e2e-cp2102") == (1, 1), 10.0)
+        api.create_pod(probing_pod(pod_name, "example.com/e2e-cp2102", 1, [tty]))
+        assert probe(cluster, pod_name, [tty]) == {tty: "ok"}, daemon.tail
+        pod = api.pod(pod_name)
+        assert pod is not None and "SERIALS=KD57" in container_log(cluster, pod).splitlines()
+    finally:
+        delete_pods(cluster.api(), [pod_name])
+        assert daemon.stop() == 0, daemon.tail
+        if real.exists() and real.stat().st_ino == made:
+            real.unlink()
