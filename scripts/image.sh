@@ -1,7 +1,13 @@
 #!/usr/bin/env bash
 # Build the kubedevice image with no Docker engine and no registry:
-#   dist/kubedevice-<version>.oci.tar, an OCI archive that `ctr -n k8s.io images import`
-#   accepts, named docker.io/kubedevice/kubedevice:<version>.
+#   scripts/image.sh [--arch amd64|arm64]
+#   dist/kubedevice-<version>.oci.tar (amd64, the default) or dist/kubedevice-<version>-arm64.oci.tar,
+#   an OCI archive that `ctr -n k8s.io images import` accepts, named docker.io/kubedevice/kubedevice:<version>.
+#
+# Another architecture than the host's is built by the same steps, its binaries run by the kernel
+# through qemu-user-static and binfmt_misc (registered with the F flag, so inside a chroot too):
+# Debian's own arm64 packages and pip's own choice of wheels for the interpreter that runs, so
+# nothing is cross-assembled by hand. Without that registration the build stops before starting.
 #
 # The same steps as the Dockerfile, with Debian's own tools (apt-get install debootstrap umoci):
 #   base    debootstrap --variant=minbase (what debian:bookworm-slim is made from) + python3
@@ -29,6 +35,19 @@ NAME=kubedevice/kubedevice
 UID_GID=65532:65532
 
 die() { echo "image.sh: $*" >&2; exit 2; }
+ARCH=amd64
+while [ $# -gt 0 ]; do
+    case $1 in
+        --arch) [ $# -ge 2 ] || die "--arch needs a value: amd64 or arm64"; ARCH=$2; shift 2 ;;
+        --arch=*) ARCH=${1#--arch=}; shift ;;
+        *) die "unknown argument '$1' (usage: image.sh [--arch amd64|arm64])" ;;
+    esac
+done
+case $ARCH in  # Debian's name, and the name binfmt_misc knows qemu's interpreter by
+    amd64) QEMU_ARCH=x86_64 ;;
+    arm64) QEMU_ARCH=aarch64 ;;
+    *) die "--arch: '$ARCH' is not one of amd64, arm64" ;;
+esac
 [ "$(id -u)" = 0 ] || die "needs root (debootstrap, chroot and a mount namespace)"
 for tool in debootstrap umoci unshare chroot tar python3; do
     command -v "$tool" >/dev/null || die "$tool not found (apt-get install debootstrap umoci)"
@@ -36,10 +55,17 @@ done
 
 VERSION=$(python3 -c 'import sys, tomllib; print(tomllib.load(open(sys.argv[1], "rb"))["project"]["version"])' \
           "$REPO/pyproject.toml")
-ARCH=$(dpkg --print-architecture)
 DIST=${KUBEDEVICE_DIST:-$REPO/dist}
 CACHE=${KUBEDEVICE_CACHE:-$HOME/.cache/kubedevice}
 EPOCH=${SOURCE_DATE_EPOCH:-$(git -C "$REPO" log -1 --format=%ct 2>/dev/null || date +%s)}
+if [ "$ARCH" != "$(dpkg --print-architecture)" ]; then
+    # F (fix binary): the kernel holds the interpreter open, so it runs in the chroot without a copy.
+    binfmt=/proc/sys/fs/binfmt_misc/qemu-$QEMU_ARCH
+    { grep -qx enabled "$binfmt" && grep -q '^flags: .*F' "$binfmt"; } 2>/dev/null \
+        || die "--arch $ARCH on $(dpkg --print-architecture) needs qemu-user-static registered with binfmt_misc" \
+               "(apt-get install qemu-user-static binfmt-support; if $binfmt is still missing:" \
+               "mount -t binfmt_misc binfmt_misc /proc/sys/fs/binfmt_misc && update-binfmts --enable qemu-$QEMU_ARCH)"
+fi
 KEY=$(printf '%s\n' "$SUITE" "$ARCH" "$BASE_PACKAGES" "$BUILD_PACKAGES" "$RECIPE" | sha256sum | cut -c1-16)
 ROOTFS_CACHE=$CACHE/image-rootfs-$SUITE-$ARCH-$KEY
 PIP_CACHE=$CACHE/pip
@@ -140,7 +166,8 @@ base_into() { rmdir "$1" && mv "$BASE" "$1"; }
 venv_into() { mkdir -p "$1/opt" && cp -a "$BUILD/opt/kubedevice" "$1/opt/kubedevice"; }
 layer "debootstrap --variant=minbase $SUITE + $BASE_PACKAGES" base_into
 layer "COPY --from=build /opt/kubedevice /opt/kubedevice" venv_into
-umoci config --image "$OCI:$VERSION" --created "$CREATED" --history.created "$CREATED" \
+umoci config --image "$OCI:$VERSION" --architecture "$ARCH" --os linux --created "$CREATED" \
+    --history.created "$CREATED" \
     --history.created_by "kubedevice image config" \
     --clear=config.env --clear=config.cmd --clear=config.entrypoint \
     --config.user "$UID_GID" \
@@ -170,6 +197,7 @@ EOF
 
 mkdir -p "$DIST"
 OUT=$DIST/kubedevice-$VERSION.oci.tar
+[ "$ARCH" = amd64 ] || OUT=$DIST/kubedevice-$VERSION-$ARCH.oci.tar
 tar -C "$OCI" --sort=name --owner=0 --group=0 --numeric-owner --mtime="@$EPOCH" -cf "$OUT.tmp" .
 mv "$OUT.tmp" "$OUT"
-step "wrote $OUT ($(du -h "$OUT" | cut -f1)), $NAME:$VERSION"
+step "wrote $OUT ($(du -h "$OUT" | cut -f1)), $NAME:$VERSION for linux/$ARCH"

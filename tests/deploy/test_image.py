@@ -27,6 +27,12 @@ def test_archive_is_named_for_containerd_and_for_oci_tools(image: Image) -> None
     assert image.config["os"] == "linux"
 
 
+def test_the_default_is_linux_amd64(image: Image) -> None:
+    """The default build (no ``--arch``) is the amd64 image, and its config says so; the arm64 one's
+    says arm64 (test_image_arm64)."""
+    assert (image.config["os"], image.config["architecture"]) == ("linux", "amd64")
+
+
 def test_two_layers_the_base_then_only_the_virtualenv(image: Image) -> None:
     base, venv = image.manifest["layers"]
     listing = subprocess.run(["tar", "-tzf", str(image.blob(venv["digest"]))], capture_output=True, text=True,
