@@ -39,10 +39,21 @@ def write_atomically(path: Path, data: bytes, mode: int) -> bool:
 
 def holds(path: Path, data: bytes) -> bool:
     """Whether ``path`` is a regular file (never through a symlink) with exactly ``data``."""
+    return read_regular(path, len(data) + 1) == data
+
+
+def read_regular(path: Path, limit: int) -> bytes | None:
+    """At most ``limit`` bytes of ``path`` if it is a regular file, opened without following a
+    symlink (nor blocking on a FIFO); None for anything else. Used before we replace or remove a
+    file, to decide whether it is ours: a link planted at our path must not lead us elsewhere."""
     try:
         fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
     except OSError:
-        return False
+        return None
     with os.fdopen(fd, "rb") as handle:
-        st = os.fstat(handle.fileno())
-        return stat.S_ISREG(st.st_mode) and st.st_size == len(data) and handle.read(len(data) + 1) == data
+        if not stat.S_ISREG(os.fstat(handle.fileno()).st_mode):
+            return None
+        try:
+            return handle.read(limit)
+        except OSError:
+            return None

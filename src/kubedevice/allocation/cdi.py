@@ -12,7 +12,6 @@ from __future__ import annotations
 import contextlib
 import json
 import logging
-import os
 import re
 from collections.abc import Container, Iterable, Mapping, Sequence
 from pathlib import Path
@@ -94,15 +93,11 @@ def spec_document(kind: str, name: str, edits: Mapping[str, Any]) -> Spec:
 
 def spec_kind(path: Path) -> object:
     """The ``kind`` of a regular spec file (never read through a symlink); None if it is not one."""
+    raw = files.read_regular(path, _MAX_SPEC_BYTES)
     try:
-        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
-    except OSError:
+        document = json.loads(raw) if raw is not None else None
+    except ValueError:  # not JSON
         return None
-    with os.fdopen(fd, "rb") as handle:
-        try:
-            document = json.loads(handle.read(_MAX_SPEC_BYTES))
-        except (OSError, ValueError):  # a directory, a FIFO, not JSON
-            return None
     return document.get("kind") if isinstance(document, dict) else None
 
 

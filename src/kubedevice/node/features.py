@@ -19,8 +19,6 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import logging
-import os
-import stat
 import threading
 from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
@@ -132,9 +130,4 @@ class FeaturesFile:
 
 def _ours(path: Path) -> bool:
     """Whether ``path`` is a regular file (never through a symlink) that we wrote."""
-    try:
-        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
-    except OSError:
-        return False
-    with os.fdopen(fd, "rb") as handle:
-        return stat.S_ISREG(os.fstat(handle.fileno()).st_mode) and handle.read(len(_HEADER)) == _HEADER.encode()
+    return files.read_regular(path, len(_HEADER.encode())) == _HEADER.encode()
