@@ -106,14 +106,27 @@ async def stop(process: asyncio.subprocess.Process, timeout: float = 10.0) -> No
 
 
 async def _until_serving(process: asyncio.subprocess.Process, options: GoDriverOptions, log: Path) -> None:
+    """Until the registration socket accepts a connection: its file appears at bind(), before
+    listen(), and a connect in between is refused (seen under load)."""
     loop = asyncio.get_running_loop()
     deadline = loop.time() + START_TIMEOUT
-    while not options.registration.is_socket():
+    while not await _accepts(options.registration):
         if process.returncode is not None or loop.time() > deadline:
             await stop(process)
             tail = log.read_bytes()[-2000:].decode(errors="replace")  # noqa: ASYNC240 (once, on failure)
             raise GoDriverError(f"the Go DRA test driver did not serve {options.registration}:\n{tail}")
         await asyncio.sleep(0.05)
+
+
+async def _accepts(path: Path) -> bool:
+    try:
+        _, writer = await asyncio.open_unix_connection(str(path))
+    except OSError:  # absent, not a socket yet, or not listening yet
+        return False
+    writer.close()
+    with contextlib.suppress(OSError):
+        await writer.wait_closed()
+    return True
 
 
 # --- claims in the API server -------------------------------------------------------------------
