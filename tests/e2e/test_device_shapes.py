@@ -4,7 +4,8 @@
   ``container_path`` template places a device where the pod expects it: the container reports
   what it sees at each path and writes to it (the test image's ``--write``).
 - ``usb: {vendor, product, nodes: [tty]}``: a USB-serial adapter found in a fake sysfs by what
-  users know gives the pod its tty.
+  users know gives the pod its tty; ``udev: {subsystem, match}`` with ``container_path:
+  "{devlink}"`` gives it a tty at its udev by-id name.
 - ``node_selector``: ``serve --node <the cluster's node>`` serves a resource only while the real
   Node carries its label; patching the label adds it to and removes it from the Node's capacity.
 """
@@ -146,6 +147,40 @@ def test_a_usb_tty_found_by_vendor_and_product_reaches_the_container(cluster: Cl
         assert probe(cluster, pod_name, [tty]) == {tty: "ok"}, daemon.tail
         pod = api.pod(pod_name)
         assert pod is not None and "SERIALS=KD57" in container_log(cluster, pod).splitlines()
+    finally:
+        delete_pods(cluster.api(), [pod_name])
+        assert daemon.stop() == 0, daemon.tail
+        if real.exists() and real.stat().st_ino == made:
+            real.unlink()
+
+
+def test_a_udev_matched_tty_appears_at_its_by_id_name(cluster: Cluster, short_tmp: Path) -> None:
+    """``udev: {subsystem: tty, match: …}`` over a fake udev database; ``container_path:
+    "{devlink}"`` puts the node at its by-id name in the container (by-id chosen over by-path)."""
+    host = FakeHost(short_tmp / "host")
+    name = host.usb_device(1, 6, "0403", "6001", serial="A10K1XYZ")
+    tty = host.usb_class_node(name, "ttyUSB58")
+    by_id = "/dev/serial/by-id/usb-FTDI_KD_e2e_A10K1XYZ-if00-port0"
+    host.udev_entry(tty, links=["/dev/serial/by-path/pci-0000:00:14.0-usb-0:6:1.0-port0", by_id],
+                    properties={"ID_VENDOR_ID": "0403", "ID_SERIAL_SHORT": "A10K1XYZ"})
+    real = Path(tty)
+    if real.exists():
+        pytest.fail(f"{real} exists on this machine: not ours to use")
+    os.mknod(real, 0o666 | stat.S_IFCHR, os.makedev(1, 3))
+    made = real.stat().st_ino
+    config = short_tmp / "config.yaml"
+    config.write_text('resources:\n  - name: example.com/e2e-ftdi\n'
+                      '    udev: {subsystem: tty, match: {ID_VENDOR_ID: "0403", ID_SERIAL_SHORT: "A10K1*"}}\n'
+                      '    container_path: "{devlink}"\n')
+    daemon = Daemon(cluster, config, short_tmp / "serve.log", "--host-root", str(host.root))
+    pod_name = unique("udev-tty")
+    try:
+        api = cluster.api()
+        wait_for("the FTDI tty", lambda: api.resource(cluster.node_name, "example.com/e2e-ftdi") == (1, 1), 10.0)
+        api.create_pod(probing_pod(pod_name, "example.com/e2e-ftdi", 1, [by_id, tty]))
+        seen = probe(cluster, pod_name, [by_id, tty])
+        assert seen[by_id] == "ok", (seen, daemon.tail)
+        assert "no such file" in seen[tty], seen
     finally:
         delete_pods(cluster.api(), [pod_name])
         assert daemon.stop() == 0, daemon.tail
