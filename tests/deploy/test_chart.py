@@ -17,13 +17,16 @@ from .helmkit import CHART, Helm, by_kind, one, validate_all
 ALL_OPTIONS = ("resourceSlices.enabled=true", "metrics.podMonitor.enabled=true",
                "metrics.serviceMonitor.enabled=true", "hostRoot.mountAll=true", "rollOnConfigChange=true",
                "podAnnotations.team=devices", "extraArgs={--log-level,debug}",
-               "imagePullSecrets[0].name=regcred")
+               "imagePullSecrets[0].name=regcred", "nfd.enabled=true")
 DRA = ("dra.enabled=true", "dra.driverName=null.example.com")
 SELECTOR = ("config.resources[0].name=example.com/gpu", "config.resources[0].static.count=1",
             "config.resources[0].node_selector.example\\.com/accelerator=gpu")
 VALUE_SETS = {"defaults": (), "all-options": ALL_OPTIONS, "no-monitoring-ns": ("fullnameOverride=kd",),
               "node-selector": (*SELECTOR, "cdi.removeOnUninstall=false"),
               "dra": DRA, "dra-all-options": (*DRA, *ALL_OPTIONS, "dra.rollingUpdate=true", "dra.kubeletDir=/k")}
+
+
+NFD_DIR = "/etc/kubernetes/node-feature-discovery/features.d"
 
 
 def container(docs: list[dict[str, Any]]) -> dict[str, Any]:
@@ -352,10 +355,24 @@ def test_least_privilege_under_every_option(helm: Helm, sets: tuple[str, ...]) -
     assert security["capabilities"]["drop"] == ["ALL"] and security["allowPrivilegeEscalation"] is False
     assert security["readOnlyRootFilesystem"] is True
     writable = {"/var/lib/kubelet/device-plugins", "/var/run/cdi", "/var/lib/kubelet/plugins_registry",
-                "/var/lib/kubelet/plugins", "/k/plugins_registry", "/k/plugins"}
+                "/var/lib/kubelet/plugins", "/k/plugins_registry", "/k/plugins", NFD_DIR}
     for path, mount in mounts(docs).items():
         host = mount["volume"].get("hostPath")
         if host is None:
             continue
         assert host["path"] in writable | {"/dev", "/sys", "/run/udev", "/"}, path
         assert mount.get("readOnly") is True or host["path"] in writable, path
+
+
+def test_nfd_writes_the_feature_file_into_nfds_features_dir(helm: Helm) -> None:
+    """nfd.enabled: NFD's features.d mounted at the same path and serve --features-file in it."""
+    args = container(helm.template("nfd.enabled=true"))["args"]
+    assert args[args.index("--features-file") + 1] == f"{NFD_DIR}/kubedevice"
+    mount = mounts(helm.template("nfd.enabled=true"))[NFD_DIR]
+    assert mount["volume"]["hostPath"] == {"path": NFD_DIR, "type": "DirectoryOrCreate"}
+    assert not mount.get("readOnly")
+    moved = container(helm.template("nfd.enabled=true", "nfd.featuresDir=/srv/features.d/"))["args"]
+    assert moved[moved.index("--features-file") + 1] == "/srv/features.d/kubedevice"
+    assert "--features-file" not in container(helm.template())["args"]
+    dra = helm.template(*DRA, "nfd.enabled=true")
+    assert "--features-file" not in container(dra)["args"] and NFD_DIR not in mounts(dra)
