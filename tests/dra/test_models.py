@@ -146,7 +146,8 @@ spec:
         (
             "apiVersion: resource.k8s.io/v1\nkind: ResourceClaim\n"
             "spec: {devices: {requests: [{name: a, exactly: {count: many}}]}}\n",
-            "spec.devices.requests[0].exactly.count: Invalid value",
+            'ResourceClaim in version "v1" cannot be handled as a ResourceClaim: json: cannot unmarshal string '
+            "into Go struct field ExactDeviceRequest.spec.devices.requests.exactly.count of type int64",
         ),
         (
             "apiVersion: resource.k8s.io/v1\nkind: ResourceSlice\n"
@@ -189,3 +190,142 @@ def test_list_documents_contribute_their_items() -> None:
         }
     )
     assert [o.metadata.name for o in load_text(text)] == ["a", "b"]
+
+
+# --- the API server's decoder: strict JSON types (sigs.k8s.io/json) and metav1.Time ----------
+
+CANNOT = "cannot be handled as a"
+
+
+def decode_error(text: str) -> str:
+    with pytest.raises(DecodeError) as caught:
+        load_text(text, "f.yaml")
+    assert len(caught.value.messages) == 1
+    return caught.value.messages[0].removeprefix("f.yaml:1: ")
+
+
+CLAIM = (
+    "apiVersion: resource.k8s.io/{v}\nkind: ResourceClaim\nmetadata: {{name: c}}\n"
+    "spec: {{devices: {{requests: [{r}]}}}}\n"
+)
+SLICE = (
+    "apiVersion: resource.k8s.io/{v}\nkind: ResourceSlice\nmetadata: {{name: s}}\n"
+    "spec: {{driver: d, pool: {{name: p, resourceSliceCount: 1}}, allNodes: {all}, devices: [{d}]}}\n"
+)
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        (
+            CLAIM.format(v="v1", r="{name: a, exactly: {deviceClassName: c, count: '2'}}"),
+            'ResourceClaim in version "v1" cannot be handled as a ResourceClaim: json: cannot unmarshal string into '
+            "Go struct field ExactDeviceRequest.spec.devices.requests.exactly.count of type int64",
+        ),
+        (
+            CLAIM.format(v="v1", r="{name: a, exactly: {deviceClassName: c, count: 2.0}}"),
+            'ResourceClaim in version "v1" cannot be handled as a ResourceClaim: json: cannot unmarshal number 2.0 '
+            "into Go struct field ExactDeviceRequest.spec.devices.requests.exactly.count of type int64",
+        ),
+        (
+            CLAIM.format(v="v1beta1", r="{name: a, deviceClassName: c, count: 2.0}"),
+            'ResourceClaim in version "v1beta1" cannot be handled as a ResourceClaim: json: cannot unmarshal number '
+            "2.0 into Go struct field DeviceRequest.spec.devices.requests.count of type int64",
+        ),
+        (
+            CLAIM.format(v="v1", r="{name: a, firstAvailable: [{name: b, deviceClassName: c, allocationMode: 1}]}"),
+            'ResourceClaim in version "v1" cannot be handled as a ResourceClaim: json: cannot unmarshal number into '
+            "Go struct field DeviceSubRequest.spec.devices.requests.firstAvailable.allocationMode of type "
+            "v1.DeviceAllocationMode",
+        ),
+        (
+            SLICE.format(v="v1", all="'true'", d="{name: a}"),
+            'ResourceSlice in version "v1" cannot be handled as a ResourceSlice: json: cannot unmarshal string into '
+            "Go struct field ResourceSliceSpec.spec.allNodes of type bool",
+        ),
+        (
+            SLICE.format(v="v1", all="true", d="{name: a, attributes: {x: {int: '5'}}}"),
+            'ResourceSlice in version "v1" cannot be handled as a ResourceSlice: json: cannot unmarshal string into '
+            "Go struct field DeviceAttribute.spec.devices.attributes.int of type int64",
+        ),
+        (
+            SLICE.format(v="v1beta1", all="true", d="{name: a, basic: {attributes: {x: {bool: 1}}}}"),
+            'ResourceSlice in version "v1beta1" cannot be handled as a ResourceSlice: json: cannot unmarshal number '
+            "into Go struct field DeviceAttribute.spec.devices.basic.attributes.bool of type bool",
+        ),
+        (
+            SLICE.format(
+                v="v1", all="true", d="{name: a, taints: [{key: k, effect: NoExecute, timeAdded: yesterday}]}"
+            ),
+            'ResourceSlice in version "v1" cannot be handled as a ResourceSlice: parsing time "yesterday" as '
+            '"2006-01-02T15:04:05Z07:00": cannot parse "yesterday" as "2006"',
+        ),
+        (
+            "apiVersion: resource.k8s.io/v1\nkind: DeviceClass\nmetadata: {name: c}\n"
+            "spec: {config: [{opaque: {driver: 5, parameters: {}}}]}\n",
+            'DeviceClass in version "v1" cannot be handled as a DeviceClass: json: cannot unmarshal number into Go '
+            "struct field OpaqueDeviceConfiguration.spec.config.DeviceConfiguration.opaque.driver of type string",
+        ),
+    ],
+)
+def test_wrong_json_types_are_refused_as_the_api_server_decodes(text: str, expected: str) -> None:
+    assert decode_error(text) == expected
+
+
+def test_the_first_type_error_in_document_order_is_the_one_reported() -> None:
+    text = CLAIM.format(v="v1", r="{name: a, exactly: {count: '2', deviceClassName: 7}}")
+    assert decode_error(text).endswith("ExactDeviceRequest.spec.devices.requests.exactly.count of type int64")
+    text = CLAIM.format(v="v1", r="{name: a, exactly: {deviceClassName: 7, count: '2'}}")
+    expected = "ExactDeviceRequest.spec.devices.requests.exactly.deviceClassName of type string"
+    assert decode_error(text).endswith(expected)
+
+
+def test_a_type_error_hides_unknown_fields() -> None:
+    text = CLAIM.format(v="v1", r="{name: a, exactly: {deviceClassName: c, count: '2', colour: red}}")
+    assert CANNOT in decode_error(text)
+
+
+@pytest.mark.parametrize(
+    ("value", "expected"),
+    [
+        ("2024-01-02T03:04:05Z", None),
+        ("2024-01-02T03:04:05.123+02:00", None),
+        ("2024-02-29T03:04:05Z", None),
+        ("2024-01-02", 'cannot parse "" as "T"'),
+        ("2024-1-02T03:04:05Z", 'cannot parse "1-02T03:04:05Z" as "01"'),
+        ("2024-13-02T03:04:05Z", ": month out of range"),
+        ("2023-02-29T03:04:05Z", ": day out of range"),
+        ("2024-01-02T25:04:05Z", ": hour out of range"),
+        ("2024-01-02T03:04:05", 'cannot parse "" as "Z07:00"'),
+        ("2024-01-02T03:04:05Zjunk", ': extra text: "junk"'),
+        ("2024-01-02 03:04:05Z", 'cannot parse " 03:04:05Z" as "T"'),
+    ],
+)
+def test_time_added_parses_as_go_time_parse_rfc3339(value: str, expected: str | None) -> None:
+    device = f"{{name: a, taints: [{{key: k, effect: NoSchedule, timeAdded: '{value}'}}]}}"
+    text = SLICE.format(v="v1", all="true", d=device)
+    if expected is None:
+        assert load_text(text)
+        return
+    message = decode_error(text)
+    prefix = f'ResourceSlice in version "v1" cannot be handled as a ResourceSlice: parsing time "{value}"'
+    assert message.startswith(prefix)
+    assert message.endswith(expected)
+
+
+def test_a_number_for_a_time_is_refused_by_the_string_decode_inside_it() -> None:
+    text = SLICE.format(v="v1", all="true", d="{name: a, taints: [{key: k, effect: NoSchedule, timeAdded: 5}]}")
+    assert decode_error(text) == (
+        'ResourceSlice in version "v1" cannot be handled as a ResourceSlice: '
+        "json: cannot unmarshal number into Go value of type string"
+    )
+
+
+def test_null_is_what_go_makes_of_it() -> None:
+    text = CLAIM.format(v="v1", r="{name: a, exactly: {deviceClassName: c, count: null, selectors: null}}")
+    (claim,) = load_text(text)
+    assert isinstance(claim, ResourceClaim) and claim.spec.devices.requests[0].exactly is not None
+    assert claim.spec.devices.requests[0].exactly.count == 1  # absent, then defaulted
+    (slice_,) = load_text(SLICE.format(v="v1", all="true", d="null"))
+    assert isinstance(slice_, ResourceSlice)
+    assert [d.name for d in slice_.spec.devices] == [""]  # a zero Device, for validation to report

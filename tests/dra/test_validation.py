@@ -5,7 +5,9 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from kubedevice.dra.models import DeviceClass, ResourceClaim, ResourceSlice, from_document
+import pytest
+
+from kubedevice.dra.models import DecodeError, DeviceClass, ResourceClaim, ResourceSlice, from_document
 from kubedevice.dra.validation import ErrorType, FieldError, raw_json, validate
 from kubedevice.gostrings import quote as go_quote
 
@@ -55,8 +57,9 @@ def test_the_documentation_example_class_is_valid() -> None:
 def test_metadata_name_is_required_and_a_dns_subdomain() -> None:
     assert messages(device_class({}, name="")) == ["metadata.name: Required value: name or generateName is required"]
     assert messages(device_class({}, name="%#$")) == [f'metadata.name: Invalid value: "%#$": {SUBDOMAIN_MSG}']
+    # DeviceClass names go through validate.LongName (apimachinery/pkg/api/validate/content): "bytes".
     assert messages(device_class({}, name="a" * 254)) == [
-        f'metadata.name: Invalid value: "{"a" * 254}": must be no more than 253 characters'
+        f'metadata.name: Invalid value: "{"a" * 254}": must be no more than 253 bytes'
     ]
 
 
@@ -193,7 +196,8 @@ def test_claim_constraints_and_config_refer_to_requests() -> None:
     assert messages(claim([ok], constraints=[{"requests": ["nic"]}])) == [
         'spec.devices.constraints[0].requests[0]: Invalid value: "nic": must be the name of a request in the claim '
         "or the name of a request and a subrequest separated by '/'",
-        "spec.devices.constraints[0].matchAttribute: Required value",
+        'spec.devices.constraints[0]: Required value: exactly one of "matchAttribute" or "distinctAttribute" is '
+        "required, but multiple fields are set",
     ]
     assert messages(claim([ok], config=[{"requests": ["gpu"], **opaque()}])) == []
 
@@ -269,3 +273,130 @@ def test_go_quoting_and_error_rendering() -> None:
     assert str(FieldError(ErrorType.REQUIRED, "x")) == "x: Required value"
     assert str(FieldError(ErrorType.INVALID, "x", True, "why")) == "x: Invalid value: true: why"
     assert json.loads(raw_json({"k": "é"})) == {"k": "é"}
+
+
+# --- what a real 1.36 API server decided differently (issue 21) ------------------------------
+
+
+def meta_object(kind: str, metadata: dict[str, Any]) -> Any:
+    spec: dict[str, Any] = {}
+    if kind == "ResourceSlice":
+        spec = {"driver": "gpu.example.com", "allNodes": True, "pool": {"name": "p", "resourceSliceCount": 1}}
+    return from_document({"apiVersion": "resource.k8s.io/v1", "kind": kind, "metadata": metadata, "spec": spec})
+
+
+def test_generate_name_alone_is_valid_because_the_name_is_generated_first() -> None:
+    for kind in ("DeviceClass", "ResourceClaim", "ResourceSlice"):
+        assert messages(meta_object(kind, {"generateName": "gpu-"})) == [], kind
+    # A bad prefix: the generateName check and the generated name's (58 bytes kept + 5 random).
+    assert messages(meta_object("ResourceSlice", {"generateName": "Gpu-"})) == [
+        f'metadata.generateName: Invalid value: "Gpu-": {SUBDOMAIN_MSG}',
+        f'metadata.name: Invalid value: "Gpu-xxxxx": {SUBDOMAIN_MSG}',
+    ]
+    # DeviceClass (ValidateObjectMetaWithOpts) checks only the generated name.
+    assert messages(meta_object("DeviceClass", {"generateName": "Gpu-"})) == [
+        f'metadata.name: Invalid value: "Gpu-xxxxx": {SUBDOMAIN_MSG}'
+    ]
+    # 100 bytes of prefix: only 58 are kept, and a generated name is 63 bytes long.
+    assert messages(meta_object("ResourceClaim", {"generateName": "a" * 100})) == []
+    assert messages(meta_object("ResourceClaim", {"generateName": "a" * 254})) == [
+        f'metadata.generateName: Invalid value: "{"a" * 254}": must be no more than 253 characters'
+    ]
+
+
+def test_a_namespace_on_a_cluster_scoped_object_is_cleared_not_refused() -> None:
+    for kind in ("DeviceClass", "ResourceSlice"):
+        assert messages(meta_object(kind, {"name": "x", "namespace": "default"})) == [], kind
+    assert messages(meta_object("ResourceClaim", {"name": "x", "namespace": "Bad"}))[0].startswith(
+        'metadata.namespace: Invalid value: "Bad": a lowercase RFC 1123 label'
+    )
+
+
+def test_lengths_are_counted_in_bytes() -> None:
+    device = {"name": "gpu-0", "attributes": {"model": {"string": "é" * 40}}}  # 40 characters, 80 bytes
+    assert messages(resource_slice({"devices": [device]})) == [
+        "spec.devices[0].attributes[model].string: Too long: must have at most 64 bytes"
+    ]
+    device = {"name": "gpu-0", "attributes": {"model": {"strings": ["ok", "é" * 33]}}}
+    assert messages(resource_slice({"devices": [device]})) == [
+        "spec.devices[0].attributes[model].strings[1]: Too long: must have at most 64 bytes"
+    ]
+    assert messages(resource_slice({"devices": [{"name": "gpu-0", "attributes": {"é" * 17: {"int": 1}}}]})) == [
+        "spec.devices[0].attributes: Too long: must have at most 32 bytes",
+        f'spec.devices[0].attributes: Invalid value: "{"é" * 17}": a valid C identifier must start with alphabetic '
+        "character or '_', followed by a string of alphanumeric characters or '_' (e.g. 'my_name',  or 'MY_NAME',  "
+        "or 'MyName', regex used for validation is '[A-Za-z_][A-Za-z0-9_]*')",
+    ]
+    driver = "é" * 32  # 64 bytes > 63
+    assert messages(device_class({"config": [opaque(driver=driver)]}))[0] == (
+        "spec.config[0].opaque.driver: Too long: must have at most 63 bytes"
+    )
+
+
+def test_extended_resource_name_counts_the_requests_prefix() -> None:
+    label = "a" * 63
+    fits = ".".join([label, label, label, "a" * 51])  # 243 bytes: requests. makes 252
+    too_long = ".".join([label, label, label, "a" * 53])  # 245 bytes: requests. makes 254
+    assert messages(device_class({"extendedResourceName": f"{fits}/gpu"})) == []
+    assert messages(device_class({"extendedResourceName": f"{too_long}/gpu"})) == [
+        f'spec.extendedResourceName: Invalid value: "{too_long}/gpu": must be a valid extended resource name'
+    ]
+    assert messages(device_class({"extendedResourceName": "requests.example.com/gpu"})) == [
+        'spec.extendedResourceName: Invalid value: "requests.example.com/gpu": must be a valid extended resource name'
+    ]
+
+
+def test_an_attribute_key_with_two_slashes_is_accepted_as_today() -> None:
+    device = {"name": "gpu-0", "attributes": {"a.example.com/b/c": {"int": 1}}}
+    assert messages(resource_slice({"devices": [device]})) == []
+    ok = {"name": "gpu", "exactly": {"deviceClassName": "gpu.example.com"}}
+    assert messages(claim([ok], constraints=[{"requests": ["gpu"], "matchAttribute": "a.example.com/b/c"}])) == []
+
+
+def test_an_empty_device_list_is_set() -> None:
+    counters = [{"name": "gpu-0-counters", "counters": {"memory": {"value": "8Gi"}}}]
+    assert messages(resource_slice({"sharedCounters": counters, "devices": []})) == [
+        'spec: Invalid value: "": only one of `sharedCounters` or `devices` is allowed'
+    ]
+    assert messages(resource_slice({"sharedCounters": counters})) == []
+
+
+def test_admin_access_is_unknown_on_a_subrequest() -> None:
+    sub = {"name": "one", "deviceClassName": "gpu.example.com", "adminAccess": True}
+    with pytest.raises(DecodeError) as caught:
+        claim([{"name": "gpu", "firstAvailable": [{"name": "zero", "deviceClassName": "c"}, sub]}])
+    assert caught.value.messages == ['unknown field "spec.devices.requests[0].firstAvailable[1].adminAccess"']
+    assert messages(claim([{"name": "gpu", "exactly": {"deviceClassName": "c", "adminAccess": True}}])) == []
+
+
+def test_a_constraint_with_neither_attribute_is_required_at_the_constraint() -> None:
+    ok = {"name": "gpu", "exactly": {"deviceClassName": "gpu.example.com"}}
+    assert messages(claim([ok], constraints=[{"requests": ["gpu"]}])) == [
+        'spec.devices.constraints[0]: Required value: exactly one of "matchAttribute" or "distinctAttribute" is '
+        "required, but multiple fields are set"
+    ]
+
+
+def test_match_fields_reports_every_error_of_an_entry() -> None:
+    selector = {"nodeSelectorTerms": [{"matchFields": [{"key": "metadata.uid", "operator": "Exists", "values": []}]}]}
+    term = "spec.nodeSelector.nodeSelectorTerms[0]"
+    assert messages(resource_slice({"nodeName": None, "nodeSelector": selector})) == [
+        f'{term}.matchFields[0].operator: Invalid value: "Exists": not a valid selector operator',
+        f'{term}.matchFields[0].key: Invalid value: "metadata.uid": not a valid field selector key',
+    ]
+    selector = {
+        "nodeSelectorTerms": [{"matchFields": [{"key": "metadata.name", "operator": "In", "values": ["A", "b"]}]}]
+    }
+    assert messages(resource_slice({"nodeName": None, "nodeSelector": selector})) == [
+        f"{term}.matchFields[0].values: Required value: "
+        "must be only one value when `operator` is 'In' or 'NotIn' for node field selector",
+        f'{term}.matchFields[0].values[0]: Invalid value: "A": {SUBDOMAIN_MSG}',
+    ]
+    selector = {"nodeSelectorTerms": [{"matchExpressions": [{"key": "gpu", "operator": "Has", "values": ["-x"]}]}]}
+    assert messages(resource_slice({"nodeName": None, "nodeSelector": selector})) == [
+        f'{term}.matchExpressions[0].operator: Invalid value: "Has": not a valid selector operator',
+        f'{term}.matchExpressions[0].values[0]: Invalid value: "-x": a valid label must be an empty string or '
+        "consist of alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric character "
+        "(e.g. 'MyValue',  or 'my_value',  or '12345', regex used for validation is "
+        "'(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?')",
+    ]

@@ -384,9 +384,8 @@ class Coster:
         return _Var(path, size, None)
 
     def _copy(self, source: Node, target: Node) -> None:
-        """copySizeEstimates: ``target`` has the path and sizes of ``source``."""
-        if id(source) in self.paths:
-            self.paths[id(target)] = self.paths[id(source)]
+        """copySizeEstimates: ``target`` has the sizes of ``source``, not its path (so
+        ``dyn(device).attributes`` is no declared path and its size is unknown)."""
         size, entry = self.size(source), self.entry(source)
         if size is not None:
             self.sizes[id(target)] = size

@@ -73,6 +73,10 @@ class Declarations:
         """Field ``node.field`` of ``operand``, whose type is one of OBJECT_TYPES."""
         raise CheckError(f"undefined field '{node.field}'")
 
+    def value(self, name: str) -> Closure:
+        """The variable ``name`` used as a whole (not through a field): the activation's value."""
+        return lambda a: a[name]
+
     def view(self, compiler: Compiler, node: Node) -> View | None:
         """A key for ``node`` if this environment reads it directly, else None."""
         return None
@@ -92,7 +96,7 @@ class Declarations:
 
 
 # Object types an environment declares (``kubernetes.DRADevice``), registered when its module is
-# imported, like the libraries' value types: null-comparable, no ==, fields by Declarations.select.
+# imported, like the libraries' value types: null-comparable, fields by Declarations.select.
 OBJECT_TYPES: set[str] = set()
 # string.format()'s compile-time check, registered by strformat.py (which builds on this module).
 FORMAT_VALIDATOR: list[Callable[[str, list[Node], Callable[[Node], Any]], tuple[Node | None, str] | None]] = []
@@ -160,11 +164,26 @@ class _FreeType(str):
 FREE = _FreeType(DYN)
 
 
+class TypeOf(str):
+    """The checked type of a type value, ``type(T)``: it equals ``type`` for overloads, costs and
+    runtime (every type value has one runtime type), but keeps ``T`` for what cel-go tells
+    apart: the homogeneous-literal check (``[int, uint]`` is an error) and messages."""
+
+    of: Any
+
+    def __new__(cls, of: Any) -> TypeOf:
+        made = super().__new__(cls, "type")
+        made.of = of
+        return made
+
+
 def _equivalent(a: Any, b: Any) -> bool:
     """Type.IsEquivalentType after the checker's substitution: free type parameters match any
     type, an explicit ``dyn`` only ``dyn``."""
     if isinstance(a, _FreeType) or isinstance(b, _FreeType):
         return True
+    if isinstance(a, TypeOf) and isinstance(b, TypeOf):
+        return _equivalent(a.of, b.of)
     if isinstance(a, tuple) and isinstance(b, tuple):
         return a[0] == b[0] and len(a) == len(b) and all(
             _equivalent(x, y) for x, y in zip(a[1:], b[1:], strict=True))
@@ -189,9 +208,22 @@ def join_types(types: list[Any]) -> Any:
 
 def fmt(t: Any) -> str:
     """A type as cel-go's checker prints it in errors (FormatCELType)."""
+    if isinstance(t, TypeOf):
+        return f"type({fmt(t.of)})"
     if isinstance(t, tuple):
-        return f"{t[0]}({', '.join(fmt(p) for p in t[1:])})"
-    return {"any": "any", "null_type": "null"}.get(t, str(t))
+        name = "optional_type" if t[0] == "optional" else t[0]
+        return f"{name}({', '.join(fmt(p) for p in t[1:])})"
+    return _FORMATTED.get(t, str(t))
+
+
+_FORMATTED = {"any": "any", "null_type": "null", "google.protobuf.Timestamp": "timestamp",
+              "google.protobuf.Duration": "duration"}
+_DENOTED = {"list": ("list", DYN), "map": ("map", DYN, DYN), "optional_type": ("optional", DYN)}
+
+
+def denoted(name: str) -> TypeOf:
+    """The checked type of a type's name used as a value (``int``: ``type(int)``)."""
+    return TypeOf(_DENOTED.get(name, name))
 
 
 def type_string(t: Any) -> str:
@@ -244,10 +276,10 @@ class Compiler:
                 return Compiled(scope[name], lambda a: v.undefer(a[name]), 1)
             return Compiled(scope[name], lambda a: a[name], 1)
         if name in self.env.variables:
-            return Compiled(self.env.variables[name], lambda a: a[name], 1)
+            return Compiled(self.env.variables[name], self.env.value(name), 1)
         if name in TYPE_DENOTATIONS:
             value = TYPE_DENOTATIONS[name]
-            return Compiled("type", lambda _a: value, 1)
+            return Compiled(denoted(name), lambda _a: value, 1)
         raise CheckError(f"undeclared reference to '{name}' (in container '')")
 
     def c_ListLit(self, node: ListLit) -> Compiled:
@@ -322,7 +354,7 @@ class Compiler:
         qualified = _qualified_name(node)
         if qualified in TYPE_DENOTATIONS and not any(qualified.split(".")[0] in s for s in self.scopes):
             value = TYPE_DENOTATIONS[qualified]
-            return Compiled("type", lambda _a: value, 1)
+            return Compiled(denoted(qualified), lambda _a: value, 1)
         operand = self.compile(node.operand)
         if operand.type in OBJECT_TYPES:
             return self.env.select(self, node, operand)
@@ -333,7 +365,7 @@ class Compiler:
         of = operand.fn
         if node.test_only:
             return self._has(operand, field)
-        if node.optional:
+        if node.optional or _is_optional(operand.type):  # x.f on an optional x is x.?f (checkSelectField)
             return self._optional_select(operand, field)
         if isinstance(operand.type, tuple) and operand.type[0] == "map":
             if operand.type[1] not in ("string",) and not is_dyn(operand.type[1]):
@@ -342,10 +374,13 @@ class Compiler:
         elif is_dyn(operand.type):
             result_type = DYN
         else:
-            raise CheckError(f"type '{fmt(operand.type)}' does not support field selection")
+            raise _no_fields(operand.type)
 
         def select(a: dict[str, Any]) -> Any:
-            return v.index(_map_only(of(a), field), field)
+            base = of(a)
+            if type(base) is Optional:  # a dyn optional: applyQualifiers selects inside it
+                return _select_present(base, field)
+            return v.index(base, field)
 
         return Compiled(result_type, select, operand.cost + 1)
 
@@ -367,28 +402,19 @@ class Compiler:
         return Compiled(result_type, self.env.read_key(where, ident), 3)
 
     def _has(self, operand: Compiled, field: str) -> Compiled:
-        if not (is_dyn(operand.type) or (isinstance(operand.type, tuple) and operand.type[0] == "map")):
-            raise CheckError(f"type '{fmt(operand.type)}' does not support field selection")
+        inner = operand.type[1] if _is_optional(operand.type) else operand.type
+        if not (is_dyn(inner) or (isinstance(inner, tuple) and inner[0] == "map")):
+            raise _no_fields(inner)
         of = operand.fn
-        return Compiled("bool", lambda a: v.has_key(_map_only(of(a), field), field), operand.cost)
+        return Compiled("bool", lambda a: _present(of(a), field), operand.cost)
 
     def _optional_select(self, operand: Compiled, field: str) -> Compiled:
         inner = operand.type[1] if isinstance(operand.type, tuple) and operand.type[0] == "optional" else operand.type
         result = inner[2] if isinstance(inner, tuple) and inner[0] == "map" else DYN
         if not (is_dyn(inner) or (isinstance(inner, tuple) and inner[0] == "map")):
-            raise CheckError(f"type '{fmt(operand.type)}' does not support field selection")
+            raise _no_fields(inner)
         of = operand.fn
-
-        def select(a: dict[str, Any]) -> Optional:
-            base = of(a)
-            if isinstance(base, Optional):
-                if not base.present:
-                    return NONE
-                base = base.value
-            base = _map_only(base, field)
-            return Optional(True, v.index(base, field)) if v.has_key(base, field) else NONE
-
-        return Compiled(("optional", result), select, operand.cost + 1)
+        return Compiled(("optional", result), lambda a: _select_present(of(a), field), operand.cost + 1)
 
     # calls ----------------------------------------------------------------------------
     def c_Call(self, node: Call) -> Compiled:
@@ -431,19 +457,17 @@ class Compiler:
             shown = ", ".join(fmt(p.type) for p in parts[target is not None:])
             receiver = f"{fmt(parts[0].type)}." if target is not None else ""
             raise CheckError(f"found no matching overload for '{name}' applied to '{receiver}({shown})'")
-        result_type = matched[0][1] if len({fmt(t) for _, t in matched}) == 1 else DYN
-        if name == "sort" and isinstance(target, ListLit) and not target.elements:
-            result_type = EMPTY_SORTED
+        result_type = _result_type(name, target, parts, [t for _, t in matched])
         impl = _dispatcher(name, [ov for ov, _ in matched])
         literals = [a.value for a in args if isinstance(a, Lit)]
-        self._validate_regex_literals(name, target, args)
+        self._validate_regex_literals(name, target, args, parts[target is not None:])
         if exempt and isinstance(target, Lit) and target.kind == "string" and len(args) == 1 \
                 and isinstance(args[0], ListLit) and FORMAT_VALIDATOR:
             problem = FORMAT_VALIDATOR[0](str(target.value), args[0].elements, lambda n: self.types.get(id(n), DYN))
             if problem is not None:
                 self.invalid.append((problem[0] or node, problem[1]))
-        if name in _CONVERSIONS and target is None and len(literals) == len(args) == 1:
-            return self._folded(impl, args[0], parts[0].fn({}), result_type, name)
+        if name in _CONVERSIONS and target is None and len(args) == 1 and _is_constant(args[0]):
+            return self._folded(impl, args[0], parts[0], result_type, name)
         if name in _PURE and target is None and len(literals) == len(args):
             folded = _try_fold(impl, [p.fn({}) for p in parts])
             if folded is not None:
@@ -456,6 +480,8 @@ class Compiler:
             special = specialize(nodes, [_constant_value(n, f) for n, f in zip(nodes, fns, strict=True)], fns, impl)
             if special is not None:
                 return Compiled(result_type, special, cost)
+        if name in ("or", "orValue") and target is not None:
+            return Compiled(result_type, _optional_or(fns[0], fns[1], unwrap=name == "orValue"), cost)
         tracked = RUNTIME_COSTS.get(name)
         if name in UNCHECKED:
             return Compiled(result_type, _panicking(impl, fns, tracked, name), cost)
@@ -469,37 +495,67 @@ class Compiler:
             return Compiled(result_type, lambda a: impl(f0(a), f1(a)), cost)
         return Compiled(result_type, lambda a: impl(*[f(a) for f in fns]), cost)
 
-    def _folded(self, impl: Callable[..., Any], arg: Node, literal: Any, result_type: Any, name: str) -> Compiled:
-        """cel-go's optimizer evaluates conversions of literals when planning: errors are compile
-        errors (timestamp and duration literals are checked earlier, by validators)."""
+    def _folded(self, impl: Callable[..., Any], arg: Node, part: Compiled, result_type: Any, name: str) -> Compiled:
+        """cel-go's planner evaluates a conversion of a constant (a literal, or a conversion of one:
+        ``int(dyn('x'))``) when the program is built: errors are compile errors. A timestamp or
+        duration *literal* is checked earlier, by the validators, with their own message."""
         try:
-            value = impl(literal)
+            value = impl(part.fn({}))
         except Err as exc:
-            if name in ("timestamp", "duration"):
+            if name in ("timestamp", "duration") and isinstance(arg, Lit):
                 self.invalid.append((arg, f"invalid {name} argument"))
             else:
                 self.planning.append(str(exc))
             value = None
-        return Compiled(result_type, lambda _a: value, 1)
+        return Compiled(result_type, lambda _a: value, part.cost + 1)
 
-    def _validate_regex_literals(self, name: str, target: Node | None, args: list[Node]) -> None:
+    def _validate_regex_literals(self, name: str, target: Node | None, args: list[Node],
+                                 parts: list[Compiled]) -> None:
         """A constant bad pattern is a compile error, as in Kubernetes: cel-go's ValidateRegexLiterals
-        checks the first argument of ``matches`` (for the global form that is the *text*), and the
-        regex optimisations of ``matches``/``find``/``findAll`` compile the pattern argument when the
-        program is built."""
+        checks the first argument of ``matches`` (for the global form that is the *text*) when it
+        is a literal, and the regex optimisations of ``matches``/``find``/``findAll`` compile the
+        pattern argument when the program is built, if it is constant then (a literal, or a
+        conversion the planner folded: ``dyn('(')``)."""
         if name not in ("matches", "find", "findAll"):
             return
         pattern_index = 0 if target is not None else 1
         if name == "matches" and args and _bad_pattern(args[0]):
             self.invalid.append((args[0], "invalid matches argument"))
-        elif len(args) > pattern_index and _bad_pattern(args[pattern_index]):
-            self.planning.append(f"error parsing regexp: {regex.error(_literal_text(args[pattern_index]))}")
+        elif len(args) > pattern_index and _is_constant(args[pattern_index]):
+            pattern = parts[pattern_index].fn({})
+            if isinstance(pattern, str) and not regex.is_valid(pattern):
+                self.planning.append(f"error parsing regexp: {regex.error(pattern)}")
 
     def c_Comprehension(self, node: Comprehension) -> Compiled:
         return SPECIAL["@macro"](self, node)
 
 
 _PURE = frozenset({"quantity", "semver", "ip", "cidr", "url"})
+
+
+def _result_type(name: str, target: Node | None, parts: list[Compiled], results: list[Any]) -> Any:
+    """The checked type of a call: its overloads' result if they agree, else dyn; ``type(x)`` is
+    ``type(T)`` for x of type T; an empty literal's sort() keeps the list's element type free."""
+    if name == "type" and target is None and len(parts) == 1:
+        return TypeOf(parts[0].type)
+    if name == "sort" and isinstance(target, ListLit) and not target.elements:
+        return EMPTY_SORTED
+    return results[0] if len({fmt(t) for t in results}) == 1 else DYN
+
+
+def _optional_or(lhs: Closure, rhs: Closure, unwrap: bool) -> Closure:
+    """``opt.or(alt)`` and ``opt.orValue(alt)`` evaluate ``alt`` only when ``opt`` is empty: cel-go
+    replaces the call with a short-circuiting node (decorateOptionalOr, cel/library.go)."""
+
+    def call(a: dict[str, Any]) -> Any:
+        value = lhs(a)
+        if type(value) is not Optional:  # a dyn operand that is no optional
+            raise Err("no such overload")
+        if value.present:
+            return value.value if unwrap else value
+        return rhs(a)
+
+    return call
 
 
 def _charged(impl: Callable[..., Any], fns: list[Closure],
@@ -569,18 +625,55 @@ def _try_fold(impl: Callable[..., Any], args: list[Any]) -> Any:
 _CONVERSIONS = frozenset({"int", "uint", "double", "string", "bytes", "bool", "dyn", "timestamp", "duration"})
 
 
-def _literal_text(node: Node) -> str:
-    return str(node.value) if isinstance(node, Lit) else ""
+def _is_constant(node: Node) -> bool:
+    """A literal, or a conversion of a constant: what cel-go's planner evaluates ahead of time."""
+    if isinstance(node, Lit):
+        return True
+    return isinstance(node, Call) and node.target is None and node.function in _CONVERSIONS \
+        and len(node.args) == 1 and _is_constant(node.args[0])
 
 
 def _bad_pattern(node: Node) -> bool:
     return isinstance(node, Lit) and isinstance(node.value, str) and not regex.is_valid(node.value)
 
 
-def _map_only(value: Any, field: str) -> Any:
+def _present(value: Any, field: str) -> bool:
+    """``has(x.f)`` and ``x.?f`` on a dyn value, as cel-go's refQualify tests presence
+    (interpreter/attributes.go): a map's key, a list refuses the string index, and any other
+    value (a string, an int, a semver) has no fields, which is no error. An optional is looked
+    into (applyQualifiers)."""
+    if type(value) is Optional:
+        return value.present and _present(value.value, field)
     if isinstance(value, dict):
-        return value
-    raise Err(f"no such overload: field selection '{field}' on {v.type_name(value)}")
+        return v.has_key(value, field)
+    if isinstance(value, (list, tuple)):
+        v.index(value, field)  # raises: unsupported index type 'string' in list
+    return False
+
+
+def _select_present(base: Any, field: str) -> Optional:
+    """``x.?f`` (and ``x.f`` on an optional x): the field if present, else optional.none()."""
+    if type(base) is Optional:
+        if not base.present:
+            return NONE
+        base = base.value
+    return Optional(True, v.index(base, field)) if _present(base, field) else NONE
+
+
+def _is_optional(t: Any) -> bool:
+    return isinstance(t, tuple) and t[0] == "optional"
+
+
+# Kubernetes declares these with cel.ObjectType (struct kind): selecting a field the type
+# provider does not know is a resolution failure in cel-go's checker, not "no field selection".
+_STRUCT_KINDS = frozenset({QTY, SEMVER, "kubernetes.URL", "kubernetes.NamedFormat"})
+
+
+def _no_fields(t: Any) -> CheckError:
+    """cel-go checker's error for a field selection on a type without fields (checkSelectField)."""
+    if t in _STRUCT_KINDS:
+        return CheckError(f"unexpected failed resolution of '{t}'")
+    return CheckError(f"type '{fmt(t)}' does not support field selection")
 
 
 def _constant(value: Any) -> Closure:

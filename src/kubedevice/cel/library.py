@@ -25,6 +25,7 @@ from .values import (
     check_int,
     compare,
     equal_or_false,
+    go_value,
     no_overload,
     operator_error,
     refused,
@@ -300,7 +301,7 @@ def _to_string(value: Any) -> str:
         try:
             return value.decode()
         except UnicodeDecodeError as exc:
-            raise Err("invalid UTF-8") from exc
+            raise Err("invalid UTF-8 in bytes, cannot convert to string") from exc
     raise no_overload("string", value)
 
 
@@ -316,13 +317,49 @@ def _parse_bool(text: str) -> bool:
 
 
 def _parse_double(text: str) -> float:
-    """strconv.ParseFloat: Python's float() minus the spellings Go rejects."""
-    if "_" in text or text.strip() != text:
-        raise Err("type conversion error from 'string' to 'double'")
+    """strconv.ParseFloat: Python's float() minus the spellings Go rejects. Go accepts
+    underscores between digits (``'1_000'``, strconv's underscoreOK) and hexadecimal mantissas
+    with a binary exponent (``'0x1p4'``); a value out of range is an error, not an infinity."""
+    bad = Err("type conversion error from 'string' to 'double'")
+    if not text.isascii() or text.strip() != text or ("_" in text and not _underscore_ok(text)) \
+            or (text[:1] in "+-" and text[1:].lower() == "nan"):  # Go takes a sign on Inf only
+        raise bad
+    digits = text.replace("_", "")
+    unsigned = digits.lstrip("+-")
     try:
-        return float(text)
-    except ValueError as exc:
-        raise Err("type conversion error from 'string' to 'double'") from exc
+        if unsigned[:2] in ("0x", "0X"):
+            if len(digits) - len(unsigned) > 1 or not any(c in unsigned for c in "pP"):
+                raise ValueError(text)
+            value = float.fromhex(digits)
+        else:
+            value = float(digits)
+    except (ValueError, OverflowError) as exc:
+        raise bad from exc
+    if math.isinf(value) and "n" not in unsigned.lower():  # overflow, not an "inf" spelling
+        raise bad
+    return value
+
+
+def _underscore_ok(text: str) -> bool:
+    """Go strconv's underscoreOK: an underscore only between digits, or after a base prefix."""
+    saw = "^"
+    i = 0
+    text = text[1:] if text[:1] in "+-" else text
+    hexadecimal = False
+    if len(text) >= 2 and text[0] == "0" and text[1].lower() in "box":
+        i, saw, hexadecimal = 2, "0", text[1].lower() == "x"
+    for c in text[i:]:
+        if (c.isdigit() and c.isascii()) or (hexadecimal and c.lower() in "abcdef"):
+            saw = "0"
+        elif c == "_":
+            if saw != "0":
+                return False
+            saw = "_"
+        elif saw == "_":
+            return False
+        else:
+            saw = "!"
+    return saw != "_"
 
 
 def format_double(value: float) -> str:
@@ -491,6 +528,27 @@ def _register_optional() -> None:
     register("value", True, (("optional", "A"),), "A", _opt_value)
     register("orValue", True, (("optional", "A"), "A"), "A", lambda o, v: o.value if o.present else v)
     register("or", True, (("optional", "A"), ("optional", "A")), ("optional", "A"), lambda o, p: o if o.present else p)
+    # cel.OptionalTypes() unversioned, as Kubernetes declares it: version 2's functions too
+    register("first", True, (("list", "A"),), ("optional", "A"), lambda xs: Optional(True, xs[0]) if xs else NONE)
+    register("last", True, (("list", "A"),), ("optional", "A"), lambda xs: Optional(True, xs[-1]) if xs else NONE)
+    register("optional.unwrap", False, (("list", ("optional", "A")),), ("list", "A"),
+             lambda opts: _unwrap("optional.unwrap", opts))
+    register("unwrapOpt", True, (("list", ("optional", "A")),), ("list", "A"), lambda opts: _unwrap("unwrapOpt", opts))
+
+
+def _unwrap(name: str, opts: list[Any]) -> list[Any]:
+    """optUnwrap (cel-go cel/library.go): the values of the present optionals. A dyn list whose
+    first element is no optional fails the runtime signature check (cel-go only looks at the first
+    element: common/types/types.go defaultIsAssignableRuntimeType); a later one, optUnwrap itself."""
+    if opts and type(opts[0]) is not Optional:
+        raise no_overload(name, opts)
+    out = []
+    for o in opts:
+        if type(o) is not Optional:
+            raise Err(f"value {go_value(o)} is not optional")
+        if o.present:
+            out.append(o.value)
+    return out
 
 
 INCLUDES = Overload(True, (DYN, DYN), "bool", _includes)

@@ -359,4 +359,7 @@ def _sort_by(c: Compiler, node: Comprehension, target: Compiled) -> Compiled:
         return sort_by_keys(items, keys)
 
     result = EMPTY_SORTED if isinstance(node.target, ListLit) and not node.target.elements else target.type
-    return Compiled(result if not is_dyn(result) else ("list", DYN), run, target.cost + 1)
+    if is_dyn(result):  # a dyn list with dyn keys matches every key type's overload: their results
+        # list(T) each carry a fresh T, so cel-go's checker settles on dyn (resolveOverload)
+        result = DYN if is_dyn(key.type) else ("list", DYN)
+    return Compiled(result, run, target.cost + 1)

@@ -7,7 +7,7 @@ from collections.abc import Callable
 from typing import Any
 
 from . import values as v
-from .engine import ERROR, OBJECT_TYPES, CheckError, Closure, Compiled, Compiler, assignable, fmt, is_dyn
+from .engine import ERROR, CheckError, Closure, Compiled, Compiler, assignable, fmt, is_dyn
 from .parser import Call, ListLit, Lit, Node, flatten
 from .timestamps import DURATION, TIMESTAMP
 from .values import NONE, Err, Optional
@@ -74,7 +74,7 @@ def _equality(negated: bool) -> Callable[[Compiler, Call], Compiled]:
     def build(c: Compiler, node: Call) -> Compiled:
         left, right = (c.compile(a) for a in node.args)
         comparable = assignable(left.type, right.type, {}) and assignable(right.type, left.type, {})
-        if not comparable or left.type in OBJECT_TYPES:
+        if not comparable:
             raise _no_overload(name, left.type, right.type)
         lf, rf = left.fn, right.fn
         if isinstance(node.args[1], Lit) and node.args[1].kind in ("string", "bool", "int"):
@@ -104,6 +104,8 @@ def _equal_literal(left: Compiled, const: Any, negated: bool) -> Compiled:
     return Compiled("bool", eq, cost)
 
 
+_ORDERED = frozenset({"int", "uint", "double", "string", "bytes", "bool", TIMESTAMP, DURATION})
+_WITH_DYN = _ORDERED | {"null_type"}  # cel-go's checker lets null stand for a dyn operand's partner
 _RELATIONS: dict[str, Callable[[int], bool]] = {
     "_<_": lambda r: r == -1, "_<=_": lambda r: r in (-1, 0), "_>_": lambda r: r == 1, "_>=_": lambda r: r in (0, 1),
 }
@@ -115,8 +117,10 @@ def _relation(name: str) -> Callable[[Compiler, Call], Compiled]:
     def build(c: Compiler, node: Call) -> Compiled:
         left, right = (c.compile(a) for a in node.args)
         lt, rt = left.type, right.type
-        ok = is_dyn(lt) or is_dyn(rt) or (lt in _NUMERIC and rt in _NUMERIC) or (
-            lt == rt and lt in ("string", "bytes", "bool", TIMESTAMP, DURATION))
+        # dyn matches any declared overload, so the other side must be orderable: no overload
+        # takes a Semver or a Quantity (k8s' library orders them with compareTo)
+        ok = (is_dyn(lt) and (is_dyn(rt) or rt in _WITH_DYN)) or (is_dyn(rt) and lt in _WITH_DYN) or (
+            lt in _NUMERIC and rt in _NUMERIC) or (lt == rt and lt in _WITH_DYN)
         if not ok:
             raise _no_overload(name, lt, rt)
         lf, rf = left.fn, right.fn

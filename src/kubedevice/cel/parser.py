@@ -96,11 +96,12 @@ class Comprehension(Node):
 _TOKEN = re.compile(
     r"""
     (?P<ws>[ \t\r\n\f]+|//[^\n]*)
-  | (?P<num>0[xX][0-9a-fA-F]+[uU]?
+  | (?P<num>0x[0-9a-fA-F]+[uU]?
       |[0-9]+\.[0-9]+(?:[eE][+-]?[0-9]+)?|[0-9]+[eE][+-]?[0-9]+|\.[0-9]+(?:[eE][+-]?[0-9]+)?
       |[0-9]+[uU]?)
-  | (?P<str>(?:[rR][bB]?|[bB][rR]?)?
-      (?:\"\"\"(?:\\.|[^\\])*?\"\"\"|'''(?:\\.|[^\\])*?'''|"(?:\\.|[^\\"\n])*"|'(?:\\.|[^\\'\n])*'))
+  | (?P<str>[bB]?
+      (?:[rR](?:\"\"\".*?\"\"\"|'''.*?'''|"[^"\n\r]*"|'[^'\n\r]*')
+      |\"\"\"(?:\\.|[^\\])*?\"\"\"|'''(?:\\.|[^\\])*?'''|"(?:\\.|[^\\"\n\r])*"|'(?:\\.|[^\\'\n\r])*'))
   | (?P<id>[_a-zA-Z][_a-zA-Z0-9]*)
   | (?P<quoted>`[a-zA-Z0-9_./\- ]+`)
   | (?P<op>==|!=|<=|>=|&&|\|\||\.\?|\[\?|[-+*/%!<>?:.,\[\](){}])
@@ -259,7 +260,11 @@ class Parser:
                 exc.offset = self.peek().start
             raise
         if self.peek().kind != "eof":
-            raise ParseError(f"Syntax error: extraneous input '{self.peek().text}'", self.peek().start)
+            # ANTLR's recovery at the rule's EOF: one token too many is deleted ("extraneous"),
+            # anything longer is reported as a mismatch (DefaultErrorStrategy.recoverInline).
+            after = self.tokens[self.pos + 1].kind
+            how = "extraneous" if after == "eof" else "mismatched"
+            raise ParseError(f"Syntax error: {how} input '{self.peek().text}' expecting <EOF>", self.peek().start)
         return node
 
     def _enter(self) -> None:
@@ -452,7 +457,7 @@ class Parser:
     def number(self, tok: Token, negate: bool) -> Node:
         """Int, uint (u suffix) or double literal; a preceding unary minus is folded in."""
         raw, start = tok.text, tok.start - (1 if negate else 0)
-        hexadecimal = raw[:2].lower() == "0x"
+        hexadecimal = raw[:2] == "0x"
         unsigned = raw[-1] in "uU"
         digits = raw[:-1] if unsigned else raw
         if not hexadecimal and any(c in digits for c in ".eE"):
@@ -484,10 +489,17 @@ def location(node: Node) -> int:
     return node.loc if node.loc >= 0 else node.start
 
 
-def _var(node: Node, message: str = "argument must be a simple name") -> str:
-    """A macro's variable; otherwise cel-go's error at the argument."""
+ACCUMULATOR = "__result__"  # cel-go's parser.AccumulatorName: a comprehension's result variable
+
+
+def _var(node: Node, message: str = "argument must be a simple name", iterates: bool = True) -> str:
+    """A macro's variable; otherwise cel-go's error at the argument. An iteration variable may not
+    be the accumulator's reserved name (cel-go parser/macro.go and ext/comprehensions.go); the
+    variables of cel.bind, optMap and optFlatMap are not iteration variables and may."""
     if not isinstance(node, Ident):
-        raise ParseError(message, node.start)
+        raise ParseError(message, location(node))
+    if iterates and node.name == ACCUMULATOR:
+        raise ParseError("iteration variable overwrites accumulator variable", node.start)
     return node.name
 
 
@@ -500,7 +512,7 @@ def _macro(name: str, target: Node | None, args: list[Node], start: int, end: in
             return Select(start, end, arg.operand, arg.field, test_only=True)
         return None
     if name == "bind" and isinstance(target, Ident) and target.name == "cel" and len(args) == 3:
-        name = _var(args[0], "cel.bind() variable names must be simple identifiers")
+        name = _var(args[0], "cel.bind() variable names must be simple identifiers", iterates=False)
         return Comprehension(start, end, "bind", args[1], name, args[2])
     if (name, len(args)) in _TWO_VAR:
         return _two_var(name, target, args, start, end)
@@ -508,13 +520,17 @@ def _macro(name: str, target: Node | None, args: list[Node], start: int, end: in
         if isinstance(target, (Lit, MapLit)):
             raise ParseError("sortBy can only be applied to a list, identifier, comprehension, call or select "
                              "expression", target.start)
-        return Comprehension(start, end, "sortBy", target, _var(args[0]), args[1])
-    kinds = {("all", 2), ("exists", 2), ("exists_one", 2), ("existsOne", 2), ("map", 2), ("filter", 2),
+        return Comprehension(start, end, "sortBy", target, _var(args[0], "argument is not an identifier"), args[1])
+    # cel-go's StandardMacros, which Kubernetes uses: not ExistsOneMacroNew (a two-argument existsOne)
+    kinds = {("all", 2), ("exists", 2), ("exists_one", 2), ("map", 2), ("filter", 2),
              ("map", 3), ("optMap", 2), ("optFlatMap", 2)}
     if (name, len(args)) not in kinds:
         return None
-    name = "exists_one" if name == "existsOne" else name
-    var = _var(args[0])
+    if name in ("optMap", "optFlatMap"):  # cel-go cel/library.go
+        var = _var(args[0], f"{name}() variable name must be a simple identifier", iterates=False)
+    else:
+        var = _var(args[0], "argument is not an identifier" if name in ("map", "filter") else
+                   "argument must be a simple name")
     if name == "map" and len(args) == 3:
         return Comprehension(start, end, "map", target, var, args[2], extra=args[1])
     return Comprehension(start, end, name, target, var, args[1])
@@ -527,9 +543,11 @@ _TWO_VAR = {("all", 3), ("exists", 3), ("exists_one", 3), ("existsOne", 3), ("tr
 
 def _two_var(name: str, target: Node, args: list[Node], start: int, end: int) -> Comprehension:
     """ext.TwoVarComprehensions: (index, value) over a list, (key, value) over a map."""
-    first, second = (_var(a) for a in args[:2])
+    first, second = (_var(a, iterates=False) for a in args[:2])
     if first == second:
-        raise ParseError(f"duplicate variable name: {first}")
+        raise ParseError(f"duplicate variable name: {first}", args[1].start)
+    for arg in args[:2]:  # after the duplicate check, as ext/comprehensions.go extractIterVars
+        _var(arg)
     kind = "exists_one" if name == "existsOne" else name
     extra = args[2] if len(args) == 4 else None
     return Comprehension(start, end, kind, target, first, args[-1], extra=extra, var2=second)

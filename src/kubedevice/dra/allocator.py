@@ -1,13 +1,18 @@
 """A structured-parameters allocator for one node, like the scheduler's.
 
-Follows ``k8s.io/dynamic-resource-allocation/structured`` (the stable channel): pools are
-gathered from the slices that target the node (newest generation only; a pool missing
-slices is incomplete), every claim and request is handled in order, each needed device is
-picked by depth-first search over the pools' devices in slice order with backtracking, and
-the first full solution wins. ``ExactCount``/``All``, ``firstAvailable``, ``matchAttribute``,
-device taints and the 32-devices-per-claim limit behave as upstream; CEL errors abort with
-the scheduler's messages. When there is no solution the error names the first request or
-constraint that cannot be met, which the scheduler does not.
+Follows ``k8s.io/dynamic-resource-allocation/structured`` (``internal/incubating``, the variant
+the scheduler runs with the 1.36 default features): pools are gathered as ``GatherPools`` does
+(only the newest generation of a pool counts; completeness is judged against every slice of
+that generation, on any node; pools are sorted by driver and name, slices by name), every claim
+and request is handled in order, and each needed device is picked by depth-first search over the
+pools' devices in that order. Within one request the search tries sets, not orderings
+(``allocateOne``'s start location), and the first full solution wins. ``ExactCount``/``All``,
+``firstAvailable``, ``matchAttribute``, ``distinctAttribute``, device taints, per-device node
+selection and the 32-devices-per-claim limit behave as upstream; CEL errors abort with the
+scheduler's messages. A branch is cut as soon as fewer candidates are left than devices still
+needed, which does not change which solution is found (see :meth:`_Search.cannot_fill`). When
+there is no solution the error names the first request or constraint that cannot be met, which
+the scheduler does not.
 
 Not modelled: partitionable devices (``consumesCounters``; such devices are skipped),
 consumable capacity and binding conditions.
@@ -139,12 +144,25 @@ def _targets(node: Node, name: str | None, all_nodes: bool | None, selector: Nod
     return selector is not None and node_selector_matches(selector, node)
 
 
-def _slice_targets(slice_: ResourceSlice, node: Node) -> bool:
+def device_targets(device: Device, node: Node) -> bool:
+    """A ``perDeviceNodeSelection`` device's own node fields (``NodeMatches`` on the device)."""
+    return _targets(node, device.node_name, device.all_nodes, device.node_selector)
+
+
+def _slice_relevant(slice_: ResourceSlice, node: Node) -> bool:
+    """Whether ``GatherPools`` adds the slice for ``node`` (``pools_incubating.go``).
+
+    Counter-set slices always count (a pool's counters are needed wherever its devices are);
+    a ``perDeviceNodeSelection`` slice counts when any one device targets the node, and each
+    device is then checked again on its own when it is a candidate (``isSelectable``).
+    """
     spec = slice_.spec
+    if spec.shared_counters:
+        return True
     if spec.node_name or spec.all_nodes or spec.node_selector is not None:
         return _targets(node, spec.node_name, spec.all_nodes, spec.node_selector)
     if spec.per_device_node_selection:
-        return any(_targets(node, d.node_name, d.all_nodes, d.node_selector) for d in spec.devices)
+        return any(device_targets(d, node) for d in spec.devices)
     return False
 
 
@@ -156,28 +174,100 @@ class Pool:
     incomplete: bool = False
     invalid: str = ""
 
+    @property
+    def device_slices(self) -> list[ResourceSlice]:
+        """Slices with devices; counter-set slices carry none (``buildPool``)."""
+        return [s for s in self.slices if not s.spec.shared_counters]
 
-def gather_pools(slices: Iterable[ResourceSlice], node: Node) -> list[Pool]:
-    """Pools with the slices that target ``node``; older generations are dropped (``GatherPools``)."""
-    pools: dict[tuple[str, str], Pool] = {}
+    @property
+    def has_binding_conditions(self) -> bool:
+        """``poolHasBindingConditions``: such pools are tried after all others."""
+        return any(d.binding_conditions is not None for s in self.device_slices for d in s.spec.devices)
+
+
+def _add_slice(pools: dict[tuple[str, str], list[ResourceSlice]], slice_: ResourceSlice) -> None:
+    """``addSlice``: a newer generation replaces the pool's slices, an older one is dropped."""
+    key = (slice_.spec.driver, slice_.spec.pool.name)
+    known = pools.get(key)
+    generation = slice_.spec.pool.generation
+    if known is None or generation > known[0].spec.pool.generation:
+        pools[key] = [slice_]
+    elif generation == known[0].spec.pool.generation:
+        known.append(slice_)
+
+
+def _slices_in_pool(slices: Sequence[ResourceSlice], key: tuple[str, str], generation: int) -> int | None:
+    """``checkSlicesInPool``: the pool's slices of ``generation`` on every node, or None when obsolete.
+
+    A newer generation anywhere means the driver is replacing the one this node sees, so the
+    scheduler ignores the pool rather than calling it incomplete.
+    """
+    count = 0
     for slice_ in slices:
-        if not _slice_targets(slice_, node):
+        if (slice_.spec.driver, slice_.spec.pool.name) != key:
             continue
-        key = (slice_.spec.driver, slice_.spec.pool.name)
-        pool = pools.get(key)
-        generation = slice_.spec.pool.generation
-        if pool is None:
-            pools[key] = Pool(key[0], key[1], [slice_])
-        elif generation > pool.slices[0].spec.pool.generation:
-            pool.slices = [slice_]
-        elif generation == pool.slices[0].spec.pool.generation:
-            pool.slices.append(slice_)
-    for pool in pools.values():
-        pool.incomplete = len(pool.slices) != pool.slices[0].spec.pool.resource_slice_count
-        names = [d.name for s in pool.slices for d in s.spec.devices]
-        dupes = sorted({n for n in names if names.count(n) > 1})
-        pool.invalid = f"duplicate device name {dupes[0]}" if dupes else ""
-    return list(pools.values())
+        if slice_.spec.pool.generation > generation:
+            return None
+        count += slice_.spec.pool.generation == generation
+    return count
+
+
+def _build_pool(key: tuple[str, str], slices: list[ResourceSlice]) -> Pool:
+    """``buildPool``: slices sorted by name (the search order); a repeated device name makes it invalid."""
+    ordered = sorted(slices, key=lambda s: s.metadata.name)
+    pool = Pool(key[0], key[1], ordered)
+    seen: set[str] = set()
+    for device in (d for s in pool.device_slices for d in s.spec.devices):
+        if device.name in seen:
+            pool.invalid = f"duplicate device name {device.name}"
+            break
+        seen.add(device.name)
+    return pool
+
+
+def gather_pools(slices: Sequence[ResourceSlice], node: Node) -> list[Pool]:
+    """The pools that serve ``node``, in the scheduler's search order (``GatherPools``).
+
+    Only slices relevant to the node are kept, and of each pool only its newest generation
+    among them. A pool is complete when that generation has ``resourceSliceCount`` slices,
+    counted on the node first and then, if short, over all slices of every node; a newer
+    generation elsewhere makes the pool obsolete and it is ignored. Pools are sorted by driver
+    and pool name, those with binding conditions last.
+    """
+    by_pool: dict[tuple[str, str], list[ResourceSlice]] = {}
+    for slice_ in slices:
+        if _slice_relevant(slice_, node):
+            _add_slice(by_pool, slice_)
+    ready: list[Pool] = []
+    binding: list[Pool] = []
+    for key, pool_slices in by_pool.items():
+        pool_meta = pool_slices[0].spec.pool
+        if len(pool_slices) != pool_meta.resource_slice_count:
+            everywhere = _slices_in_pool(slices, key, pool_meta.generation)
+            if everywhere is None:
+                continue
+            if everywhere != pool_meta.resource_slice_count:
+                ready.append(Pool(key[0], key[1], [], incomplete=True))
+                continue
+        pool = _build_pool(key, pool_slices)
+        (binding if pool.has_binding_conditions else ready).append(pool)
+    return sorted(ready, key=lambda p: (p.driver, p.name)) + sorted(binding, key=lambda p: (p.driver, p.name))
+
+
+def allocated_devices(claims: Iterable[ResourceClaim]) -> list[DeviceID]:
+    """The devices that allocated claims hold, for ``allocate``'s ``in_use``.
+
+    Admin-access results are skipped: they do not make a device unavailable to others
+    (``foreachAllocatedDevice`` in the scheduler's ``dynamicresources/allocateddevices.go``).
+    """
+    found = []
+    for claim in claims:
+        allocation = (claim.status or {}).get("allocation") or {}
+        for result in (allocation.get("devices") or {}).get("results") or []:
+            if result.get("adminAccess") is True:
+                continue
+            found.append(DeviceID(result.get("driver", ""), result.get("pool", ""), result.get("device", "")))
+    return found
 
 
 # --- constraints --------------------------------------------------------------------------
@@ -193,17 +283,27 @@ def lookup_attribute(device: Device, driver: str, name: str) -> DeviceAttribute 
     return device.attributes.get(ident)
 
 
-class MatchAttribute:
-    """All devices of the constrained requests share one value of the attribute."""
+_SCALAR_KINDS = ("string", "int", "bool", "version")
+
+
+class _AttributeConstraint:
+    """What ``matchAttribute`` and ``distinctAttribute`` share: which requests they govern."""
 
     def __init__(self, attribute: str, requests: Sequence[str]) -> None:
         self.attribute = attribute
         self.requests = set(requests)
-        self.value: dict[str, Any] | None = None
-        self.count = 0
 
     def applies(self, base: str, full: str) -> bool:
         return not self.requests or base in self.requests or full in self.requests
+
+
+class MatchAttribute(_AttributeConstraint):
+    """All devices of the constrained requests share one value of the attribute."""
+
+    def __init__(self, attribute: str, requests: Sequence[str]) -> None:
+        super().__init__(attribute, requests)
+        self.value: dict[str, Any] | None = None
+        self.count = 0
 
     def add(self, base: str, full: str, device: Device, driver: str) -> bool:
         if not self.applies(base, full):
@@ -218,9 +318,60 @@ class MatchAttribute:
         self.count += 1
         return True
 
+    def admits(self, base: str, full: str, device: Device, driver: str) -> bool:
+        """Whether ``add`` could accept the device now; it stays false deeper in the search."""
+        if not self.applies(base, full):
+            return True
+        attribute = lookup_attribute(device, driver, self.attribute)
+        return attribute is not None and (not self.count or attribute.as_value() == self.value)
+
     def remove(self, base: str, full: str) -> None:
         if self.applies(base, full):
             self.count -= 1
+
+
+class DistinctAttribute(_AttributeConstraint):
+    """Every device of the constrained requests has its own value of the attribute.
+
+    As ``distinctAttributeConstraint`` in ``internal/incubating/constraint.go`` of
+    ``k8s.io/dynamic-resource-allocation`` v0.37: the values are a stack (the search adds and
+    removes devices in LIFO order). Only a value of the same scalar type can be a duplicate; a
+    list-typed value is refused once any value is held. (v0.36.3 kept one value per request
+    name, so a request's own devices were barely compared; v0.37 compares them all.)
+    """
+
+    def __init__(self, attribute: str, requests: Sequence[str]) -> None:
+        super().__init__(attribute, requests)
+        self.values: list[dict[str, Any]] = []
+
+    def add(self, base: str, full: str, device: Device, driver: str) -> bool:
+        if not self.applies(base, full):
+            return True
+        attribute = lookup_attribute(device, driver, self.attribute)
+        if attribute is None or not self._distinct(attribute.as_value()):
+            return False
+        self.values.append(attribute.as_value())
+        return True
+
+    def _distinct(self, value: dict[str, Any]) -> bool:
+        kind = next(iter(value), "")
+        if kind not in _SCALAR_KINDS:
+            return not self.values
+        return value not in self.values
+
+    def admits(self, base: str, full: str, device: Device, driver: str) -> bool:
+        """Whether ``add`` could accept the device now; once a value is held it stays held deeper."""
+        if not self.applies(base, full):
+            return True
+        attribute = lookup_attribute(device, driver, self.attribute)
+        return attribute is not None and self._distinct(attribute.as_value())
+
+    def remove(self, base: str, full: str) -> None:
+        if self.applies(base, full):
+            self.values.pop()
+
+
+Constraint = MatchAttribute | DistinctAttribute
 
 
 # --- taints -------------------------------------------------------------------------------
@@ -250,10 +401,11 @@ def taint_blocks(device: Device, request: ExactDeviceRequest) -> bool:
 # --- the search ---------------------------------------------------------------------------
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class _Candidate:
     id: DeviceID
     device: Device
+    per_device_node: bool = False
 
 
 @dataclass
@@ -283,19 +435,40 @@ class _Search:
         classes: Mapping[str, DeviceClass],
         pools: Sequence[Pool],
         in_use: set[DeviceID],
+        node: Node,
     ) -> None:
         self.claims = claims
         self.classes = classes
         self.pools = pools
+        self.node = node
         self.in_use = set(in_use)
         self.allocating: dict[DeviceID, set[int]] = {}
         self.matches: dict[tuple[DeviceID, int, str], bool] = {}
-        self.plan = [self._plan_claim(i, c) for i, c in enumerate(claims)]
-        self.constraints = [self._constraints(c) for c in claims]
+        # Every device of the usable pools in the order the scheduler tries them.
+        self.order = [c for pool in self.usable_pools() for c in self._pool_devices(pool)]
+        self.plan: list[list[list[_Request]]] = []
+        self.constraints: list[list[Constraint]] = []
+        for index, claim in enumerate(claims):  # per claim, as upstream reports the first error
+            self.plan.append(self._plan_claim(index, claim))
+            self.constraints.append(self._constraints(claim))
+        self.need_after = self._need_after()
         self.results: list[list[DeviceResult]] = [[] for _ in claims]
         self.chosen: dict[tuple[int, int], int] = {}
 
     # planning (validateDeviceRequest)
+
+    def _need_after(self) -> dict[tuple[int, int], int]:
+        """Per (claim, request): the fewest exclusive devices all later requests need together.
+
+        Admin access shares devices, so such alternatives count as needing none.
+        """
+        need_after: dict[tuple[int, int], int] = {}
+        total = 0
+        for ci in reversed(range(len(self.plan))):
+            for ri in reversed(range(len(self.plan[ci]))):
+                need_after[(ci, ri)] = total
+                total += min(0 if alt.spec.admin_access else alt.count for alt in self.plan[ci][ri])
+        return need_after
 
     def _plan_claim(self, index: int, claim: ResourceClaim) -> list[list[_Request]]:
         plan = [self._plan_request(index, claim, r) for r in claim.spec.devices.requests]
@@ -357,21 +530,29 @@ class _Search:
             found += [c for c in self._pool_devices(pool) if self.selectable(index, request, c)]
         return found
 
-    def _constraints(self, claim: ResourceClaim) -> list[MatchAttribute]:
-        constraints = []
+    @staticmethod
+    def _constraints(claim: ResourceClaim) -> list[Constraint]:
+        constraints: list[Constraint] = []
         for i, constraint in enumerate(claim.spec.devices.constraints):
-            if constraint.match_attribute is None:
+            if constraint.match_attribute is not None:
+                constraints.append(MatchAttribute(constraint.match_attribute, constraint.requests))
+            elif constraint.distinct_attribute is not None:
+                constraints.append(DistinctAttribute(constraint.distinct_attribute, constraint.requests))
+            else:
                 raise AllocationError(
                     f"claim {claim_ref(claim)}, constraint #{i}: empty constraint (unsupported constraint type?)"
                 )
-            constraints.append(MatchAttribute(constraint.match_attribute, constraint.requests))
         return constraints
 
     # device checks
 
     @staticmethod
     def _pool_devices(pool: Pool) -> list[_Candidate]:
-        return [_Candidate(DeviceID(pool.driver, pool.name, d.name), d) for s in pool.slices for d in s.spec.devices]
+        return [
+            _Candidate(DeviceID(pool.driver, pool.name, d.name), d, bool(s.spec.per_device_node_selection))
+            for s in pool.device_slices
+            for d in s.spec.devices
+        ]
 
     def usable_pools(self) -> list[Pool]:
         return [p for p in self.pools if not p.incomplete and not p.invalid]
@@ -392,7 +573,19 @@ class _Search:
             for i, selector in enumerate(selectors):
                 if not self._one_selector(owner, i, selector.cel.expression if selector.cel else "", view, candidate):
                     return False
-        return True
+        # After the selectors, as in isSelectable: a CEL error on another node's device still counts.
+        return not candidate.per_device_node or device_targets(candidate.device, self.node)
+
+    def selectable_or_error(self, claim_index: int, request: _Request, candidate: _Candidate) -> bool | None:
+        """``selectable``, with None for a device whose selectors fail instead of raising.
+
+        For pruning and explaining: the error is the search's to raise, when and if upstream's
+        order reaches that device.
+        """
+        try:
+            return self.selectable(claim_index, request, candidate)
+        except AllocationError:
+            return None
 
     @staticmethod
     def _one_selector(owner: str, i: int, expression: str, view: cel.DeviceInput, candidate: _Candidate) -> bool:
@@ -448,7 +641,12 @@ class _Search:
         except _TooMany:
             return False
 
-    def step(self, ci: int, ri: int, di: int, alt: int | None) -> bool:
+    def step(self, ci: int, ri: int, di: int, alt: int | None, start: int = 0) -> bool:
+        """Device ``di`` of request ``ri`` of claim ``ci``; ``start`` is where in ``order`` to look.
+
+        Devices of one request are picked in ``order`` (each after the one before), so a set
+        is tried once, never in each of its orderings (``allocateOne``'s ``startLocation``).
+        """
         if ci >= len(self.claims):
             return True
         if ri >= len(self.plan[ci]):
@@ -466,14 +664,77 @@ class _Search:
         if len(self.results[ci]) + request.count - di > MAX_RESULTS:
             raise _TooMany
         if request.all_devices is not None:
-            return self._take((ci, ri, di, alt), request, request.all_devices[di], must=True)
-        for pool in self.usable_pools():
-            for candidate in self._pool_devices(pool):
-                if self._busy(candidate, ci, request) or not self.selectable(ci, request, candidate):
-                    continue
-                if self._take((ci, ri, di, alt), request, candidate, must=False):
-                    return True
+            return self._take((ci, ri, di, alt), request, request.all_devices[di], must=True, start=0)
+        if self.cannot_fill(ci, request, request.count - di, start) or self._contended(ci, ri, alt, di):
+            return False
+        for position in range(start, len(self.order)):
+            candidate = self.order[position]
+            if self._busy(candidate, ci, request) or not self.selectable(ci, request, candidate):
+                continue
+            if self._take((ci, ri, di, alt), request, candidate, must=False, start=position + 1):
+                return True
         return False
+
+    def cannot_fill(self, ci: int, request: _Request, needed: int, start: int) -> bool:
+        """Fewer devices from ``start`` on could still be taken than the request needs.
+
+        Cuts a branch the scheduler would walk to the end in vain, so the first solution found
+        is the same. Every test here only gets stricter deeper in the branch (devices get busy,
+        a ``matchAttribute`` value is fixed). Upstream's walk would evaluate the selectors of
+        every device left that is not in use, so when one of them fails there is no cut: the
+        walk goes on and raises that error where the scheduler does.
+        """
+        found = 0
+        for position in range(start, len(self.order)):
+            candidate = self.order[position]
+            if self._busy(candidate, ci, request):
+                continue
+            selectable = self.selectable_or_error(ci, request, candidate)
+            if selectable is None:
+                return False
+            if not selectable or self._refused(ci, request, candidate):
+                continue
+            found += 1
+            if found >= needed:
+                return False
+        return True
+
+    def _contended(self, ci: int, ri: int, alt: int, di: int) -> bool:
+        """All requests still to serve need more exclusive devices than are free: none can succeed.
+
+        This cut skips CEL on devices upstream's walk would still try, so it is only taken when
+        no selector of a request still to serve fails on a device it could reach; otherwise the
+        walk goes on and raises that error where the scheduler does.
+        """
+        request = self.plan[ci][ri][alt]
+        need = self.need_after[(ci, ri)] + (0 if request.spec.admin_access else request.count - di)
+        free = [c for c in self.order if c.id not in self.in_use and not self.allocating.get(c.id)]
+        if need <= len(free):
+            return False
+        pending = [(ci, request)] + [
+            (cj, later)
+            for cj in range(ci, len(self.plan))
+            for rj, alternatives in enumerate(self.plan[cj])
+            if cj > ci or rj > ri
+            for later in alternatives
+            if later.all_devices is None
+        ]
+        return all(
+            self.selectable_or_error(cj, later, c) is not None
+            for cj, later in pending
+            for c in (self.order if later.spec.admin_access else free)
+        )
+
+    def _refused(self, ci: int, request: _Request, candidate: _Candidate) -> bool:
+        """What ``try_add`` refuses a selectable device for: counters, a taint, a ``matchAttribute`` value."""
+        return (
+            bool(candidate.device.consumes_counters)
+            or taint_blocks(candidate.device, request.spec)
+            or not all(
+                c.admits(request.base, request.name, candidate.device, candidate.id.driver)
+                for c in self.constraints[ci]
+            )
+        )
 
     def _alternatives(self, ci: int, ri: int) -> bool:
         all_too_many = True
@@ -490,13 +751,15 @@ class _Search:
             raise _TooMany
         return False
 
-    def _take(self, at: tuple[int, int, int, int], request: _Request, candidate: _Candidate, must: bool) -> bool:
+    def _take(
+        self, at: tuple[int, int, int, int], request: _Request, candidate: _Candidate, must: bool, start: int
+    ) -> bool:
         """Allocate ``candidate`` for device ``at`` (claim, request, device, alternative) and go on."""
         ci, ri, di, alt = at
         if not self.try_add(ci, request, candidate, must):
             return False
         try:
-            done = self.step(ci, ri, di + 1, alt)
+            done = self.step(ci, ri, di + 1, alt, start)
         except BaseException:
             self.undo(ci, request, candidate)
             raise
@@ -516,39 +779,75 @@ class _Search:
                 if problem:
                     return problem
             if claim.spec.devices.constraints:
-                names = ", ".join(c.match_attribute or "" for c in claim.spec.devices.constraints)
+                names = ", ".join(
+                    f"matchAttribute {c.match_attribute}"
+                    if c.match_attribute is not None
+                    else f"distinctAttribute {c.distinct_attribute}"
+                    for c in claim.spec.devices.constraints
+                )
                 return (
                     f"claim {claim_ref(claim)}: enough devices match each request, but no combination of them "
-                    f"satisfies the constraints (matchAttribute {names})"
+                    f"satisfies the constraints ({names})"
                 )
         return "enough devices match each request on its own, but not all requests together: devices are contended"
 
     def _request_problem(self, ci: int, claim: ResourceClaim, alternatives: list[_Request], node: Node) -> str:
         problems = []
         for request in alternatives:
-            free = [
-                c
-                for pool in self.usable_pools()
-                for c in self._pool_devices(pool)
-                if self.selectable(ci, request, c)
-                and c.id not in self.in_use
-                and not taint_blocks(c.device, request.spec)
-                and not c.device.consumes_counters
-            ]
+            free, ruled_out = self._tally(ci, request)
+            note = f" (ruled out: {'; '.join(ruled_out)})" if ruled_out else ""
             where = f"claim {claim_ref(claim)}, request {request.name}"
             class_name = request.device_class.metadata.name
             if request.all_devices is not None and not request.all_devices:
                 problems.append(
                     f"{where}: asks for all devices of class {class_name}, but none on node {node.name} match"
                 )
-            elif len(free) < request.count:
+            elif free < request.count:
                 problems.append(
-                    f"{where}: needs {request.count} device(s) of class {class_name}, but only {len(free)} "
-                    f"on node {node.name} match its selectors and are free"
+                    f"{where}: needs {request.count} device(s) of class {class_name}, but only {free} "
+                    f"on node {node.name} match its selectors and are free{note}"
                 )
             else:
                 return ""
         return "; ".join(problems)
+
+    def _tally(self, ci: int, request: _Request) -> tuple[int, list[str]]:
+        """Devices free for the request on their own, and which check rules out how many (the first that does).
+
+        Unusable pools are named too: their devices are never candidates.
+        """
+        counts = dict.fromkeys(
+            ("in use", "by selectors", "by a selector error", "on other nodes", "by taints", "consume counters"), 0
+        )
+        free = 0
+        for candidate in self.order:
+            check = self._first_refusal(ci, request, candidate)
+            if check:
+                counts[check] += 1
+            else:
+                free += 1
+        ruled_out = [f"{n} {check}" for check, n in counts.items() if n]
+        ruled_out += [
+            f"pool {p.driver}/{p.name} {'is being updated' if p.incomplete else 'is invalid'}"
+            for p in self.pools
+            if p.incomplete or p.invalid
+        ]
+        return free, ruled_out
+
+    def _first_refusal(self, ci: int, request: _Request, candidate: _Candidate) -> str:
+        if candidate.id in self.in_use:
+            return "in use"
+        if self.selectable_or_error(ci, request, candidate) is None:
+            return "by a selector error"
+        if not self.selectable(ci, request, candidate):
+            if candidate.per_device_node and not device_targets(candidate.device, self.node):
+                return "on other nodes"
+            return "by selectors"
+        if taint_blocks(candidate.device, request.spec):
+            return "by taints"
+        if candidate.device.consumes_counters:
+            return "consume counters"
+        return ""
 
     def allocations(self) -> list[ClaimAllocation]:
         node_local = self._node_local_devices()
@@ -563,13 +862,14 @@ class _Search:
         ]
 
     def _node_local_devices(self) -> set[DeviceID]:
+        """Devices local to one node: by their slice's ``nodeName``, or their own one with per-device selection."""
         return {
-            c.id for pool in self.pools for s in pool.slices if s.spec.node_name for c in self._pool_devices_of(pool, s)
+            DeviceID(pool.driver, pool.name, d.name)
+            for pool in self.pools
+            for s in pool.device_slices
+            for d in s.spec.devices
+            if (d.node_name if s.spec.per_device_node_selection else s.spec.node_name)
         }
-
-    @staticmethod
-    def _pool_devices_of(pool: Pool, slice_: ResourceSlice) -> list[_Candidate]:
-        return [_Candidate(DeviceID(pool.driver, pool.name, d.name), d) for d in slice_.spec.devices]
 
     def _config(self, ci: int, claim: ResourceClaim) -> list[dict[str, Any]]:
         """Class configs once per class, then the claim's configs (as ``Allocate`` builds them)."""
@@ -618,10 +918,11 @@ def allocate(
     """Allocate all ``claims`` together on ``node`` or raise :class:`Unallocatable` with a reason.
 
     ``in_use`` lists devices already allocated to other claims. Claims that already carry
-    ``status.allocation`` are the caller's business: pass their devices as ``in_use``.
+    ``status.allocation`` are the caller's business: pass :func:`allocated_devices` of them
+    as ``in_use``.
     """
-    pools = gather_pools(slices, node)
-    search = _Search(claims, {c.metadata.name: c for c in classes}, pools, set(in_use))
+    pools = gather_pools(list(slices), node)
+    search = _Search(claims, {c.metadata.name: c for c in classes}, pools, set(in_use), node)
     if search.run():
         return search.allocations()
     invalid = [p for p in pools if p.invalid]

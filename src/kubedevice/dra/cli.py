@@ -17,7 +17,7 @@ import typer
 from ..boundedyaml import read_text
 from ..errors import cannot_read, fail
 from . import models
-from .allocator import AllocationError, DeviceID, Node, Unallocatable, allocate
+from .allocator import AllocationError, Node, Unallocatable, allocate, allocated_devices
 from .explain import DeviceVerdict, SelectorVerdict, compile_errors, explain, render, requests_using
 from .models import DecodeError, DeviceClass, DRAObject, ResourceClaim, ResourceSlice, of_kind
 from .slices import DEFAULT_TAINT_EFFECT, SliceError, slices_for
@@ -211,7 +211,7 @@ def allocate_command(
     if not claims:
         fail("no ResourceClaim given")
     pending = [c for c in claims if not (c.status or {}).get("allocation")]
-    in_use = _allocated_devices([c for c in claims if c not in pending])
+    in_use = allocated_devices([c for c in claims if c not in pending])
     target = Node(node, _parse_labels(labels or []))
     try:
         results = allocate(pending, of_kind(objects, DeviceClass), of_kind(objects, ResourceSlice), target, in_use)
@@ -225,12 +225,43 @@ def allocate_command(
     typer.echo(models.dump(list(allocated), fmt), nl=False)
 
 
-def _allocated_devices(claims: Sequence[ResourceClaim]) -> list[DeviceID]:
-    found = []
-    for claim in claims:
-        for result in claim.status["allocation"].get("devices", {}).get("results", []) if claim.status else []:
-            found.append(DeviceID(result.get("driver", ""), result.get("pool", ""), result.get("device", "")))
-    return found
+@app.command("available")
+def available_command(
+    files: Annotated[
+        list[Path],
+        typer.Argument(metavar="FILE", hidden=True, show_default=False),  # described in the docstring
+    ],
+    node: Annotated[
+        str | None, typer.Option("--node", metavar="NODE", help="Only the devices this node can use.")
+    ] = None,
+    labels: Annotated[
+        list[str] | None,
+        typer.Option("--label", metavar="KEY=VALUE", help="A label of --node, for nodeSelector slices (repeatable)."),
+    ] = None,
+    as_json: Annotated[bool, typer.Option("--json", metavar="", help="Machine-readable output.")] = False,
+) -> None:
+    """What is free, per pool and the nodes it serves: devices, shared counters and capacity left.
+
+    The FILEs hold ResourceSlices and ResourceClaims (YAML or JSON, kinds mixed; other kinds are
+    ignored). Devices in a claim's status.allocation are in use, except adminAccess results, as
+    the scheduler counts them. A device is free, shared (a share of a device that allows
+    multiple allocations), allocated, or blocked (free but its shared counters are used up).
+    """
+    from .available import InputError, as_json_report, available, render  # noqa: PLC0415 - this command only
+
+    loaded = [(str(path), obj) for path in files for obj in _load(path)]
+    slices = [(source, obj) for source, obj in loaded if isinstance(obj, ResourceSlice)]
+    claims = [(source, obj) for source, obj in loaded if isinstance(obj, ResourceClaim)]
+    if node is not None:
+        _check_names(node, None)
+    elif labels:
+        fail("--label needs --node")
+    target = Node(node, _parse_labels(labels or [])) if node is not None else None
+    try:
+        pools = available(slices, claims, target)
+    except InputError as error:
+        fail(str(error))
+    typer.echo(json.dumps(as_json_report(pools), indent=2) if as_json else render(pools), nl=as_json)
 
 
 def _output(value: str) -> Output:

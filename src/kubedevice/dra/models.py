@@ -21,6 +21,7 @@ from pydantic.alias_generators import to_camel
 
 from ..boundedyaml import BoundedLoader, read_text
 from ..errors import at, cannot_read
+from . import godecode
 
 GROUP = "resource.k8s.io"
 VERSIONS = ("v1alpha3", "v1beta1", "v1beta2", "v1")
@@ -355,11 +356,13 @@ def _render_loc(loc: tuple[int | str, ...]) -> str:
     return text
 
 
+_TYPE_ERRORS = frozenset({"int_type", "bool_type", "string_type", "model_type", "list_type", "dict_type"})
+
+
 def _pydantic_messages(error: ValidationError) -> list[str]:
     messages = []
     for item in error.errors():
-        loc = tuple(p for p in item["loc"] if not (isinstance(p, str) and p.startswith("function-")))
-        path = _render_loc(loc)
+        path = _render_loc(_loc(item))
         if item["type"] == "extra_forbidden":
             messages.append(f'unknown field "{path}"')
         else:
@@ -368,8 +371,89 @@ def _pydantic_messages(error: ValidationError) -> list[str]:
     return messages
 
 
+def _loc(item: Any) -> tuple[int | str, ...]:
+    return tuple(p for p in item["loc"] if not (isinstance(p, str) and p.startswith("function-")))
+
+
+def _document_order(document: Any, loc: tuple[int | str, ...]) -> tuple[int, ...]:
+    """Where ``loc`` is in the document, as key and item positions: Go reports the first problem it meets."""
+    order: list[int] = []
+    for part in loc:
+        if isinstance(document, dict) and part in document:
+            order.append(list(document).index(part))
+            document = document[part]
+        elif isinstance(document, list) and isinstance(part, int) and part < len(document):
+            order.append(part)
+            document = document[part]
+        else:
+            order.append(1 << 30)
+            break
+    return tuple(order)
+
+
+def _time_errors(kind: str, doc: dict[str, Any]) -> list[str]:
+    """``metav1.Time`` fields the decoder parses: a device taint's ``timeAdded`` (k8s.io/api/resource/v1)."""
+    spec = doc.get("spec")
+    if kind != "ResourceSlice" or not isinstance(spec, dict):
+        return []
+    errors = []
+    for device in _each(spec.get("devices")):
+        for taint in _each(device.get("taints")):
+            value = taint.get("timeAdded")
+            if value is None:
+                continue
+            if not isinstance(value, str):
+                kind_of = godecode.json_kind(value, "string")
+                errors.append(f"json: cannot unmarshal {kind_of} into Go value of type string")
+                continue
+            try:
+                godecode.parse_rfc3339(value)
+            except godecode.TimeParseError as error:
+                errors.append(str(error))
+    return errors
+
+
+def _decode_error(kind: str, version: str, doc: dict[str, Any], error: ValidationError | None) -> str | None:
+    """The API server's one decoding error, or None when Go would decode the document.
+
+    A ``metav1.Time`` that does not parse aborts decoding at once; wrong JSON types are saved and
+    the first one in document order is reported (sigs.k8s.io/json, decode.go).
+    """
+    problems = _time_errors(kind, doc)
+    if not problems and error is not None:
+        typed = sorted(
+            (_document_order(doc, _loc(item)), _loc(item), item.get("input"))
+            for item in error.errors()
+            if item["type"] in _TYPE_ERRORS
+        )
+        for _, loc, value in typed:
+            message = godecode.type_error(_MODELS[kind], loc, value, version)
+            if message:
+                problems.append(message)
+                break
+    if not problems:
+        return None
+    return f'{kind} in version "{version}" cannot be handled as a {kind}: {problems[0]}'
+
+
+def _unknown_in_subrequests(kind: str, doc: dict[str, Any]) -> list[str]:
+    """Fields our model shares between requests and subrequests but Go's DeviceSubRequest lacks."""
+    if kind != "ResourceClaim" or not isinstance(doc.get("spec"), dict):
+        return []
+    return [
+        f'unknown field "spec.devices.requests[{i}].firstAvailable[{j}].adminAccess"'
+        for i, request in enumerate(_requests(doc["spec"]))
+        for j, sub in enumerate(_each(request.get("firstAvailable")))
+        if "adminAccess" in sub
+    ]
+
+
 def from_document(document: Any, source: str = "") -> DRAObject:
-    """Decode one parsed YAML/JSON document into its canonical model."""
+    """Decode one parsed YAML/JSON document into its canonical model.
+
+    Decoding is strict, as the API server's: no string for an int or a bool, no ``2.0`` for an
+    int (pydantic's strict mode refuses what Go's decoder refuses).
+    """
     if not isinstance(document, dict):
         raise DecodeError([f"expected an object with apiVersion and kind, got {type(document).__name__}"], source)
     api_version, kind = document.get("apiVersion"), document.get("kind")
@@ -385,12 +469,17 @@ def from_document(document: Any, source: str = "") -> DRAObject:
         raise DecodeError([f'no matches for kind "{kind}" in version "{api_version}" (want {want})'], source)
     spec = document.get("spec")
     problems = _check_version_fields(kind, version, spec) if isinstance(spec, dict) else []
+    canonical = _to_canonical(kind, version, document)
+    godecode.drop_nulls(_MODELS[kind], canonical)
+    problems += _unknown_in_subrequests(kind, canonical)
     try:
-        obj = _MODELS[kind].model_validate(_to_canonical(kind, version, document))
+        obj = _MODELS[kind].model_validate(canonical, strict=True)
     except ValidationError as error:
-        raise DecodeError(problems + _pydantic_messages(error), source) from None
-    if problems:
-        raise DecodeError(problems, source)
+        decode = _decode_error(kind, version, canonical, error)
+        raise DecodeError([decode] if decode else problems + _pydantic_messages(error), source) from None
+    decode = _decode_error(kind, version, canonical, None)
+    if decode or problems:
+        raise DecodeError([decode] if decode else problems, source)
     _apply_defaults(obj)
     return obj
 

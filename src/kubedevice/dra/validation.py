@@ -82,6 +82,7 @@ _QUALIFIED_NAME_MSG = (
     "with an alphanumeric character (e.g. 'MyName',  or 'my.name',  or '123-abc', regex used for "
     "validation is '([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]')"
 )
+_CONSTRAINT_MSG = 'exactly one of "matchAttribute" or "distinctAttribute" is required, but multiple fields are set'
 _REQUEST_REF_MSG = (
     "must be the name of a request in the claim or the name of a request and a subrequest separated by '/'"
 )
@@ -194,19 +195,25 @@ def not_supported(path: Path, value: Any, supported: Sequence[str]) -> FieldErro
 # --- name formats (apimachinery/pkg/util/validation) ---------------------------------------
 
 
+def _bytes(value: str) -> int:
+    """Go's ``len``: a string's length in UTF-8 bytes, which every Kubernetes limit counts."""
+    return len(value.encode("utf-8", "surrogateescape"))
+
+
 def dns1123_label_messages(value: str) -> list[str]:
     messages = []
-    if len(value) > 63:
+    if _bytes(value) > 63:
         messages.append("must be no more than 63 characters")
     if not _DNS1123_LABEL.match(value):
         messages.append(_DNS1123_LABEL_MSG)
     return messages
 
 
-def dns1123_subdomain_messages(value: str) -> list[str]:
+def dns1123_subdomain_messages(value: str, unit: str = "characters") -> list[str]:
+    """``validation.IsDNS1123Subdomain``; ``content.IsDNS1123Subdomain`` says ``bytes`` instead."""
     messages = []
-    if len(value) > 253:
-        messages.append("must be no more than 253 characters")
+    if _bytes(value) > 253:
+        messages.append(f"must be no more than 253 {unit}")
     if not DNS1123_SUBDOMAIN.match(value):
         messages.append(_DNS1123_SUBDOMAIN_MSG)
     return messages
@@ -229,7 +236,7 @@ def validate_driver_name(driver: str, path: Path) -> Errors:
     errors: Errors = []
     if not driver:
         errors.append(required(path))
-    if len(driver) > MAX_DRIVER_LENGTH:
+    if _bytes(driver) > MAX_DRIVER_LENGTH:
         errors.append(too_long(path, MAX_DRIVER_LENGTH))
     errors += _each_message(path, driver, dns1123_subdomain_messages(driver.lower()))
     return errors
@@ -237,7 +244,7 @@ def validate_driver_name(driver: str, path: Path) -> Errors:
 
 def _validate_c_identifier(value: str, path: Path) -> Errors:
     errors: Errors = []
-    if len(value) > MAX_ID_LENGTH:
+    if _bytes(value) > MAX_ID_LENGTH:
         errors.append(too_long(path, MAX_ID_LENGTH))
     if not C_IDENTIFIER.match(value):
         errors.append(invalid(path, value, _C_IDENTIFIER_MSG))
@@ -245,12 +252,16 @@ def _validate_c_identifier(value: str, path: Path) -> Errors:
 
 
 def validate_qualified_name(name: str, path: Path) -> Errors:
-    """An attribute or capacity name: ``identifier`` or ``domain/identifier``."""
+    """An attribute or capacity name: ``identifier`` or ``domain/identifier``.
+
+    A name with two slashes or more is accepted: ``validateQualifiedName`` has no case for it
+    (a TODO upstream, kept for compatibility with stored objects).
+    """
     parts = name.split("/")
     if len(parts) == 1:
         return _validate_c_identifier(name, path)
     if len(parts) > 2:
-        return [invalid(path, name, "must not contain more than one slash")]
+        return []
     domain, ident = parts
     errors = validate_driver_name(domain, path) if domain else [invalid(path, "", "the domain must not be empty")]
     errors += _validate_c_identifier(ident, path) if ident else [invalid(path, "", "the name must not be empty")]
@@ -267,7 +278,7 @@ def validate_fully_qualified_name(name: str, path: Path) -> Errors:
 def _validate_pool_name(name: str, path: Path) -> Errors:
     if not name:
         return [required(path)]
-    errors = [too_long(path, MAX_POOL_NAME_LENGTH)] if len(name) > MAX_POOL_NAME_LENGTH else []
+    errors = [too_long(path, MAX_POOL_NAME_LENGTH)] if _bytes(name) > MAX_POOL_NAME_LENGTH else []
     for part in name.split("/"):
         errors += validate_dns_subdomain(part, path)
     return errors
@@ -304,20 +315,42 @@ def _validate_list(
 # --- metadata -----------------------------------------------------------------------------
 
 
-def validate_object_meta(meta: ObjectMeta, path: Path, namespaced: bool) -> Errors:
-    """``ValidateObjectMeta`` with the DNS-subdomain name rule all three kinds use."""
+_GENERATED_SUFFIX = "xxxxx"  # 5 random characters upstream, all valid in a DNS subdomain
+_MAX_GENERATED_BASE = 63 - len(_GENERATED_SUFFIX)
+
+
+def generated_name(meta: ObjectMeta) -> str:
+    """The name validation sees: generated from ``generateName`` when no name is given.
+
+    The API server fills the name before validating (``names.SimpleNameGenerator``: at most
+    58 bytes of the prefix and 5 random characters), so ``generateName`` alone is valid.
+    """
+    if meta.name or not meta.generate_name:
+        return meta.name
+    base = meta.generate_name.encode("utf-8", "surrogateescape")[:_MAX_GENERATED_BASE]
+    return base.decode("utf-8", "surrogateescape") + _GENERATED_SUFFIX
+
+
+def validate_object_meta(meta: ObjectMeta, path: Path, namespaced: bool, check_generate_name: bool = True) -> Errors:
+    """``ValidateObjectMeta`` with the DNS-subdomain name rule, as the API server runs it on create.
+
+    A ``namespace`` on a cluster-scoped object is not an error: the API server clears it
+    (``EnsureObjectNamespaceMatchesRequestNamespace``, apiserver/pkg/registry/rest/meta.go).
+    DeviceClass uses ``ValidateObjectMetaWithOpts``, which does not look at ``generateName`` and
+    whose name check (``validate.LongName``) counts in "bytes".
+    """
     errors: Errors = []
-    if meta.generate_name:
+    if meta.generate_name and check_generate_name:
         masked = meta.generate_name[:-1] + "a" if meta.generate_name.endswith("-") else meta.generate_name
         errors += _each_message(path.child("generateName"), meta.generate_name, dns1123_subdomain_messages(masked))
-    if not meta.name:
+    name = generated_name(meta)
+    if not name:
         errors.append(required(path.child("name"), "name or generateName is required"))
     else:
-        errors += validate_dns_subdomain(meta.name, path.child("name"))
+        unit = "characters" if check_generate_name else "bytes"
+        errors += _each_message(path.child("name"), name, dns1123_subdomain_messages(name, unit))
     if namespaced and meta.namespace:
         errors += validate_dns_label(meta.namespace, path.child("namespace"))
-    elif not namespaced and meta.namespace:
-        errors.append(forbidden(path.child("namespace"), "not allowed on this type"))
     return errors
 
 
@@ -385,8 +418,6 @@ def _validate_configuration(config: DeviceConfiguration | Any, path: Path) -> Er
 
 # --- node selectors (ValidateNodeSelector, for v1alpha3 suitableNodes and slices) -----------
 
-_NODE_OPERATORS = ("DoesNotExist", "Exists", "Gt", "In", "Lt", "NotIn")
-
 
 def _validate_label_key(key: str, path: Path) -> Errors:
     parts = key.split("/")
@@ -407,27 +438,66 @@ def _validate_label_key(key: str, path: Path) -> Errors:
                 messages += ["prefix part " + m for m in dns1123_subdomain_messages(parts[0])]
         if not name:
             messages.append("name part must be non-empty")
-        elif len(name) > 63:
+        elif _bytes(name) > 63:
             messages.append("name part must be no more than 63 characters")
         if name and not QUALIFIED_NAME_PART.match(name):
             messages.append(_QUALIFIED_NAME_MSG)
     return _each_message(path, key, messages)
 
 
+_LABEL_VALUE = re.compile(r"^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$")
+_LABEL_VALUE_MSG = (
+    "a valid label must be an empty string or consist of alphanumeric characters, '-', '_' or '.', and must "
+    "start and end with an alphanumeric character (e.g. 'MyValue',  or 'my_value',  or '12345', regex used for "
+    "validation is '(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?')"
+)
+_BAD_OPERATOR = "not a valid selector operator"
+
+
+def _label_value_messages(value: str) -> list[str]:
+    """``validation.IsValidLabelValue``."""
+    messages = ["must be no more than 63 characters"] if _bytes(value) > 63 else []
+    return messages + ([] if _LABEL_VALUE.match(value) else [_LABEL_VALUE_MSG])
+
+
 def _validate_requirement(requirement: Any, path: Path) -> Errors:
+    """``ValidateNodeSelectorRequirement`` (pkg/apis/core/validation), label values checked."""
     errors: Errors = []
     values, operator = requirement.values, requirement.operator
-    if operator in ("In", "NotIn") and not values:
-        errors.append(required(path.child("values"), "must be specified when `operator` is 'In' or 'NotIn'"))
-    elif operator in ("Exists", "DoesNotExist") and values:
-        errors.append(
-            forbidden(path.child("values"), "may not be specified when `operator` is 'Exists' or 'DoesNotExist'")
-        )
-    elif operator in ("Gt", "Lt") and len(values) != 1:
-        errors.append(required(path.child("values"), "must be specified single value when `operator` is 'Lt' or 'Gt'"))
-    elif operator not in _NODE_OPERATORS:
-        errors.append(not_supported(path.child("operator"), operator, _NODE_OPERATORS))
-    return errors + _validate_label_key(requirement.key, path.child("key"))
+    if operator in ("In", "NotIn"):
+        if not values:
+            errors.append(required(path.child("values"), "must be specified when `operator` is 'In' or 'NotIn'"))
+    elif operator in ("Exists", "DoesNotExist"):
+        if values:
+            errors.append(
+                forbidden(path.child("values"), "may not be specified when `operator` is 'Exists' or 'DoesNotExist'")
+            )
+    elif operator in ("Gt", "Lt"):
+        if len(values) != 1:
+            errors.append(
+                required(path.child("values"), "must be specified single value when `operator` is 'Lt' or 'Gt'")
+            )
+    else:
+        errors.append(invalid(path.child("operator"), operator, _BAD_OPERATOR))
+    errors += _validate_label_key(requirement.key, path.child("key"))
+    for i, value in enumerate(values):
+        errors += _each_message(path.child("values").index(i), value, _label_value_messages(value))
+    return errors
+
+
+def _validate_field_requirement(requirement: Any, path: Path) -> Errors:
+    """``ValidateNodeFieldSelectorRequirement``: operator, then key, then each value; all reported."""
+    errors: Errors = []
+    if requirement.operator not in ("In", "NotIn"):
+        errors.append(invalid(path.child("operator"), requirement.operator, _BAD_OPERATOR))
+    elif len(requirement.values) != 1:
+        detail = "must be only one value when `operator` is 'In' or 'NotIn' for node field selector"
+        errors.append(required(path.child("values"), detail))
+    if requirement.key != "metadata.name":
+        return [*errors, invalid(path.child("key"), requirement.key, "not a valid field selector key")]
+    for i, value in enumerate(requirement.values):
+        errors += validate_dns_subdomain(value, path.child("values").index(i))
+    return errors
 
 
 def validate_node_selector(selector: NodeSelector, path: Path) -> Errors:
@@ -440,18 +510,7 @@ def validate_node_selector(selector: NodeSelector, path: Path) -> Errors:
         for j, requirement in enumerate(term.match_expressions):
             errors += _validate_requirement(requirement, term_path.child("matchExpressions").index(j))
         for j, requirement in enumerate(term.match_fields):
-            field_path = term_path.child("matchFields").index(j)
-            if requirement.key != "metadata.name":
-                errors.append(invalid(field_path.child("key"), requirement.key, "not a valid field selector key"))
-            elif requirement.operator in ("In", "NotIn") and len(requirement.values) != 1:
-                errors.append(
-                    required(
-                        field_path.child("values"),
-                        "must be only one value when `operator` is 'In' or 'NotIn' for node field selector",
-                    )
-                )
-            elif requirement.operator not in ("In", "NotIn"):
-                errors.append(not_supported(field_path.child("operator"), requirement.operator, ("In", "NotIn")))
+            errors += _validate_field_requirement(requirement, term_path.child("matchFields").index(j))
     return errors
 
 
@@ -459,20 +518,24 @@ def validate_node_selector(selector: NodeSelector, path: Path) -> Errors:
 
 
 def _extended_resource_name_ok(name: str) -> bool:
+    """``v1helper.IsExtendedResourceName``: the quota name ``requests.<name>`` must be a qualified name.
+
+    So the domain counts the 9 bytes of ``requests.`` against its 253 (pkg/apis/core/v1/helper).
+    """
     if "/" not in name or "kubernetes.io/" in name or name.startswith("requests."):
         return False
-    prefix, _, ident = name.partition("/")
+    prefix, _, ident = ("requests." + name).partition("/")
     return (
         not dns1123_subdomain_messages(prefix)
         and "/" not in ident
-        and 0 < len(ident) <= 63
+        and 0 < _bytes(ident) <= 63
         and bool(QUALIFIED_NAME_PART.match(ident))
     )
 
 
 def validate_device_class(obj: DeviceClass) -> Errors:
     spec, path = obj.spec, Path("spec")
-    errors = validate_object_meta(obj.metadata, Path("metadata"), namespaced=False)
+    errors = validate_object_meta(obj.metadata, Path("metadata"), namespaced=False, check_generate_name=False)
     errors += validate_selectors(spec.selectors, path.child("selectors"))
     errors += _validate_list(spec.config, MAX_CONFIG, _validate_configuration, path.child("config"))
     if spec.suitable_nodes is not None:
@@ -559,8 +622,8 @@ def _validate_constraint(constraint: DeviceConstraint, path: Path, names: Mappin
         errors += validate_fully_qualified_name(constraint.match_attribute, path.child("matchAttribute"))
     elif constraint.distinct_attribute is not None:
         errors += validate_fully_qualified_name(constraint.distinct_attribute, path.child("distinctAttribute"))
-    else:
-        errors.append(required(path.child("matchAttribute")))
+    else:  # DRAConsumableCapacity is on by default since 1.36: the path is the constraint's
+        errors.append(required(path, _CONSTRAINT_MSG))
     return errors
 
 
@@ -589,7 +652,7 @@ def validate_resource_claim(obj: ResourceClaim) -> Errors:
 def _validate_attribute(attribute: DeviceAttribute, path: Path) -> Errors:
     errors: Errors = []
     set_fields = [name for name, value in attribute.as_value().items() if value is not None]
-    if attribute.string is not None and len(attribute.string) > MAX_ATTRIBUTE_VALUE_LENGTH:
+    if attribute.string is not None and _bytes(attribute.string) > MAX_ATTRIBUTE_VALUE_LENGTH:
         errors.append(too_long(path.child("string"), MAX_ATTRIBUTE_VALUE_LENGTH))
     if attribute.version is not None:
         errors += _validate_version(attribute.version, path.child("version"))
@@ -598,7 +661,7 @@ def _validate_attribute(attribute: DeviceAttribute, path: Path) -> Errors:
         if values is not None and not values:
             errors.append(invalid(path.child(name), values, "must not be empty if specified"))
     for i, item in enumerate(attribute.strings or ()):
-        if len(item) > MAX_ATTRIBUTE_VALUE_LENGTH:
+        if _bytes(item) > MAX_ATTRIBUTE_VALUE_LENGTH:
             errors.append(too_long(path.child("strings").index(i), MAX_ATTRIBUTE_VALUE_LENGTH))
     for i, item in enumerate(attribute.versions or ()):
         errors += _validate_version(item, path.child("versions").index(i))
@@ -612,7 +675,7 @@ def _validate_version(version: str, path: Path) -> Errors:
     errors: Errors = []
     if not _SEMVER.match(version):
         errors.append(invalid(path, version, "must be a string compatible with semver.org spec 2.0.0"))
-    if len(version) > MAX_ATTRIBUTE_VALUE_LENGTH:
+    if _bytes(version) > MAX_ATTRIBUTE_VALUE_LENGTH:
         errors.append(too_long(path, MAX_ATTRIBUTE_VALUE_LENGTH))
     return errors
 
@@ -701,7 +764,7 @@ def validate_resource_slice(obj: ResourceSlice) -> Errors:
             invalid(pool_path.child("generation"), spec.pool.generation, "must be greater than or equal to zero")
         )
     errors += _node_selection_errors(spec, path)
-    if spec.shared_counters is not None and spec.devices:
+    if spec.shared_counters is not None and "devices" in spec.model_fields_set:  # `devices: []` is set too
         errors.append(invalid(path, "", "only one of `sharedCounters` or `devices` is allowed"))
     advanced = any(map(uses_advanced_features, spec.devices))
     per_device = bool(spec.per_device_node_selection)

@@ -324,10 +324,37 @@ LIBRARY_ATOMS = [
     'cel.bind(x, device.attributes["{d}"].{n}, x == {s})',
 ]
 
+# Issue 21 item 8: corners where Kubernetes' cel-go differs from a plain reading of the spec.
+DOUBLE_TEXTS = ['"1_000"', '"1_0.5"', '"_1"', '"1_"', '"0x1p4"', '"0x1_0p0"', '"0x10"', '"1e400"', '"+nan"', '"inf"',
+                '"1e1_0"', '"1__0"']
+LONG_STRINGS = ['"' + "a" * 300 + '"', '"' + "ab" * 700 + '"']
+# Parse errors: drawn as whole expressions, since cel-go's parser would report every one of a
+# longer expression and we stop at the first (docs/cel.md, "Not covered").
+PARSE_ERROR_CORNERS = ['rb"a" == b"a"', "0X1F == {i}", "{list}.map(__result__, true).size() == 1",
+                       "{list}.exists(__result__, true)", "{list}.all(i, __result__, true)"]
+CORNER_ATOMS = [
+    'br"a\\" == b"a\\\\"', 'r"{n}\\" == "{n}\\\\"', "0x1F == {i}",
+    "type({i}) in [int, uint]", 'type(device.attributes["{d}"].{n}) in [int, string]', "[int, type({i})].size() == 2",
+    "cel.bind(__result__, {i}, __result__ == {i})",
+    "double({dtext}) {cmp} 1000.0", "{list}.first() == optional.of({i})", "{list}.last().orValue({i}) {cmp} {i}",
+    "optional.unwrap([optional.of({i}), optional.none()]) == [{i}]", "dyn({list}).first().hasValue()",
+    'device.attributes["{d}"].?{n}.orValue({i} / 0) == {s}', "optional.of({i}).orValue({i} / 0) == {i}",
+    'device.attributes["{d}"].?{n}.or(optional.of({i} / 0)).hasValue()',
+    'has(device.attributes["{d}"].{n}.foo)', 'device.attributes["{d}"].{n}.?foo.hasValue()',
+    'device.attributes["{d}"].{n}.foo == {s}', 'optional.of(device.attributes["{d}"]).{n}.hasValue()',
+    "device == device", "device != dyn(device)", "type(device) == map",
+    'device.attributes["{d}"].{n} < semver({v})', "semver({v}) <= semver({v2})",
+    'dyn(semver({v})) > device.attributes["{d}"].{n}',
+    "{text}.matches(dyn({re}))", '{text}.find(string({re})) == ""', "int(dyn({s})) == {i}",
+    "timestamp(dyn({time})) < timestamp({time2})", "cel.bind(x, {long}, x.contains({s}))",
+    "cel.bind(x, {long}, cel.bind(y, x + x, y.size() {cmp} 600))",
+]
+
 
 def _fill(rng: random.Random, atom: str) -> str:
     pick = rng.choice
-    if any(f"{{{key}}}" in atom for key in ("text", "list", "ip", "cidr", "url", "time", "dur", "fname", "finput")):
+    if any(f"{{{key}}}" in atom for key in ("text", "list", "ip", "cidr", "url", "time", "dur", "fname", "finput",
+                                            "dtext", "long")):
         regex = pick(REGEXES).replace("{", "{{").replace("}", "}}")
         atom = atom.format(text=pick(TEXTS), re=regex, list=pick(LISTS), list2=pick(LISTS), ip=pick(IPS),
                            ip2=pick(IPS), cidr=pick(CIDRS), cidr2=pick(CIDRS),
@@ -335,6 +362,7 @@ def _fill(rng: random.Random, atom: str) -> str:
                            dur=pick(DURATIONS), dur2=pick(DURATIONS),
                            tz=pick(ZONES), small="{small}", small2="{small2}",
                            fname=pick(FORMAT_NAMES), finput=pick(FORMAT_INPUTS),
+                           dtext=pick(DOUBLE_TEXTS), long=pick(LONG_STRINGS),
                            cmp="{cmp}", i="{i}", d="{d}", n="{n}", s="{s}")
     return atom.format(
         driver=pick([DRIVER, "other.example.com"]), d=pick(DOMAINS), n=pick(NAMES), dn=pick(["gpu", "x"]),
@@ -345,7 +373,10 @@ def _fill(rng: random.Random, atom: str) -> str:
 
 
 def expression(rng: random.Random) -> str:
-    atoms = ATOMS if rng.random() < 0.5 else LIBRARY_ATOMS
+    draw = rng.random()
+    if draw > 0.99:
+        return _fill(rng, rng.choice(PARSE_ERROR_CORNERS))
+    atoms = ATOMS if draw < 0.45 else LIBRARY_ATOMS if draw < 0.9 else CORNER_ATOMS
     parts = [_fill(rng, rng.choice(atoms)) for _ in range(rng.choice([1, 1, 1, 2, 3]))]
     out = parts[0]
     for part in parts[1:]:

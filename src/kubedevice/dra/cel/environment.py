@@ -16,7 +16,7 @@ from ...cel import engine
 from ...cel.engine import CheckError, Closure, Compiled, Compiler, Declarations, View
 from ...cel.library import INCLUDES, QTY
 from ...cel.parser import Call, Ident, Lit, Node, Select
-from ...cel.values import Optional
+from ...cel.values import CelMap, Optional
 from .device import attribute_domains, capacity_domains, domain_getter, memoised, value_getter
 
 DEVICE = "kubernetes.DRADevice"
@@ -87,6 +87,22 @@ class DeviceEnvironment(Declarations):
             return Compiled(fields[name], lambda a: a["device"].driver, 1)
         getter = _DEVICE_GETTERS[name]
         return Compiled(fields[name], lambda a: getter(a["device"]), 1)
+
+    def value(self, name: str) -> Closure:
+        """The device as a whole (``dyn(device)``, ``device == device``): the map DeviceMatches
+        hands cel-go (k8s.io/dynamic-resource-allocation/cel compile.go), whose four keys are
+        there whatever the feature gates declare."""
+
+        def whole(a: dict[str, Any]) -> CelMap:
+            device = a[name]
+            out = CelMap()
+            out.put("driver", device.driver)
+            out.put("allowMultipleAllocations", bool(device.allow_multiple_allocations))
+            for field in ("attributes", "capacity"):
+                out.put(field, _DEVICE_GETTERS[field](device))
+            return out
+
+        return whole
 
     def view(self, compiler: Compiler, node: Node) -> View | None:
         """(field, domain) when ``node`` is ``device.attributes["d"]`` or ``device.capacity.d``."""
