@@ -519,3 +519,26 @@ def test_serve_a_glob_with_the_default_host_root(tmp_path: Path) -> None:
         assert proc.returncode == 0, stderr
 
     asyncio.run(main())
+
+
+def test_ready_for_systemd_once_the_plugins_are_served(tmp_path: Path) -> None:
+    """``Type=notify``: READY=1 reaches $NOTIFY_SOCKET only when our plugin's socket is served, so a
+    kubelet ordered after us never starts before it; nothing is sent without the variable."""
+    notify = tmp_path / "notify"
+    with socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM) as listener:
+        listener.bind(str(notify))
+        listener.settimeout(TIMEOUT)
+        plugin_dir = tmp_path / "plugins"
+        plugin_dir.mkdir()
+        config = tmp_path / "config.yaml"
+        config.write_text(config_text(NULL))
+        proc = subprocess.Popen(serve_args(config, plugin_dir), stderr=subprocess.PIPE, text=True,
+                                env={**os.environ, "NOTIFY_SOCKET": str(notify)})
+        try:
+            assert listener.recv(64) == b"READY=1"
+            assert (plugin_dir / endpoint_for(NULL)).is_socket()  # served before READY, not after
+        finally:
+            proc.send_signal(signal.SIGTERM)
+            _, stderr = proc.communicate(timeout=TIMEOUT)
+        assert proc.returncode == 0, stderr
+        assert "told systemd we are ready" in stderr

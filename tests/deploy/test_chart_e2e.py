@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import re
+import socket
 import subprocess
 import sys
 import time
@@ -312,8 +313,16 @@ def test_node_reboot_with_the_host_service_loses_no_pod(chart: Chart, tmp_path: 
             "--plugin-dir", "/var/lib/kubelet/device-plugins", "--cdi-dir", "/run/cdi"]
     src = str(Path(__file__).resolve().parents[2] / "src")
 
+    notify = tmp_path / "notify"
+
     def start_service() -> None:
-        cluster.spawn("kubedevice-host", argv, env={"PYTHONPATH": src})
+        """As systemd starts the unit (Type=notify): the kubelet's start waits for READY=1."""
+        with socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM) as listener:
+            notify.unlink(missing_ok=True)
+            listener.bind(str(notify))
+            listener.settimeout(60)
+            cluster.spawn("kubedevice-host", argv, env={"PYTHONPATH": src, "NOTIFY_SOCKET": str(notify)})
+            assert listener.recv(64) == b"READY=1"
 
     start_service()
     try:

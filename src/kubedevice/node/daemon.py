@@ -23,6 +23,7 @@ from .labels import Labels, NodeLabels, connect, describe_change, selection, sel
 from .memory import trimming
 from .owner import OwnerRef, OwnerWatch, clean_up_if_uninstalled, uninstalled
 from .reload import Reloader
+from .systemd import notify_ready
 
 log = logging.getLogger(__name__)
 
@@ -112,6 +113,11 @@ async def _follow(labels: NodeLabels, manager: Manager, reloader: Reloader) -> N
     await labels.run(_relabel(reloader))
 
 
+async def _ready_for_systemd(manager: Manager) -> None:
+    await manager.started.wait()
+    notify_ready()
+
+
 def run_daemon(
     config: Config, options: DaemonOptions, early_signal: Callable[[], int | None] = lambda: None
 ) -> int:
@@ -169,6 +175,7 @@ async def _serve(
     watcher = OwnerWatch(options.owner, options.kubeconfig) if options.owner else None
     watching = asyncio.create_task(watcher.run()) if watcher else None
     following = asyncio.create_task(_follow(labels, manager, reloader)) if labels else None
+    ready = asyncio.create_task(_ready_for_systemd(manager))
     try:
         async with trimming():
             code = await run(manager, early_signal)
@@ -178,7 +185,7 @@ async def _serve(
                 features.remove()  # kept on a restart or update: labels must not flap
         return code
     finally:
-        for task in (watching, following):
+        for task in (watching, following, ready):
             if task is not None:
                 task.cancel()
                 with contextlib.suppress(asyncio.CancelledError):
