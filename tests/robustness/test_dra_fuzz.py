@@ -29,6 +29,7 @@ from kubedevice.api import dra_v1beta1_pb2 as v1beta1
 from kubedevice.api import dra_v1beta1_pb2_grpc as v1beta1_grpc
 from kubedevice.api import pluginregistration_v1_pb2 as regpb
 from kubedevice.api import pluginregistration_v1_pb2_grpc as regpb_grpc
+from kubedevice.kubelet.dra import CALL_TIMEOUT
 from kubedevice.testing.dradriver import DRIVER, DriverThread, Node, claim_object, null_plugin
 
 OK, INVALID = grpc.StatusCode.OK, grpc.StatusCode.INVALID_ARGUMENT
@@ -56,7 +57,8 @@ class Driver(DriverThread):
         kind = "NodePrepareResourcesRequest" if method == "NodePrepareResources" else "NodeUnprepareResourcesRequest"
         request = getattr(api, kind)(claims=[api.Claim(namespace=n, name=m, uid=u) for n, m, u in refs])
         try:
-            return OK, "", getattr(self.stubs[version], method)(request, timeout=30)
+            # The kubelet's own deadline per DRA call: an answer later than that is a failure.
+            return OK, "", getattr(self.stubs[version], method)(request, timeout=CALL_TIMEOUT)
         except grpc.RpcError as err:
             return err.code(), err.details() or "", None
 
