@@ -12,8 +12,10 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import stat
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -122,18 +124,36 @@ def test_a_label_change_on_the_real_node_adds_and_removes_a_resource(cluster: Cl
         assert daemon.stop() == 0, daemon.tail
 
 
-def test_a_usb_tty_found_by_vendor_and_product_reaches_the_container(cluster: Cluster, short_tmp: Path) -> None:
+@pytest.fixture
+def stack() -> Iterator[contextlib.ExitStack]:
+    with contextlib.ExitStack() as exits:
+        yield exits
+
+
+@contextlib.contextmanager
+def node_on_this_machine(path: Path) -> Iterator[Path]:
+    """The node a fake host's device names, made on the machine (containerd opens the real path)
+    for the test's length; only the inode made here is removed, and an existing one is not ours."""
+    if path.exists():
+        pytest.fail(f"{path} exists on this machine: not ours to use")
+    made = char_node(path).stat().st_ino
+    try:
+        yield path
+    finally:
+        if path.exists() and path.stat().st_ino == made:
+            path.unlink()
+
+
+def test_a_usb_tty_found_by_vendor_and_product_reaches_the_container(
+    cluster: Cluster, short_tmp: Path, stack: contextlib.ExitStack
+) -> None:
     """``usb: {vendor, product, nodes: [tty]}`` over a fake sysfs (a CP2102 whose usb-serial tty is
     ttyUSB57); the node the kubelet hands to containerd must exist on the machine, so the test
     makes /dev/ttyUSB57 (the null device's numbers) for the test's length and removes only it."""
     host = FakeHost(short_tmp / "host")
     name = host.usb_device(1, 5, "10c4", "ea60", serial="KD57")
     tty = host.usb_class_node(name, "ttyUSB57")
-    real = Path(tty)
-    if real.exists():
-        pytest.fail(f"{real} exists on this machine: not ours to use")
-    os.mknod(real, 0o666 | stat.S_IFCHR, os.makedev(1, 3))
-    made = real.stat().st_ino
+    stack.enter_context(node_on_this_machine(Path(tty)))
     config = short_tmp / "config.yaml"
     config.write_text('resources:\n  - name: example.com/e2e-cp2102\n'
                       '    usb: {vendor: "10c4", product: "ea60", nodes: [tty]}\n'
@@ -150,11 +170,11 @@ def test_a_usb_tty_found_by_vendor_and_product_reaches_the_container(cluster: Cl
     finally:
         delete_pods(cluster.api(), [pod_name])
         assert daemon.stop() == 0, daemon.tail
-        if real.exists() and real.stat().st_ino == made:
-            real.unlink()
 
 
-def test_a_udev_matched_tty_appears_at_its_by_id_name(cluster: Cluster, short_tmp: Path) -> None:
+def test_a_udev_matched_tty_appears_at_its_by_id_name(
+    cluster: Cluster, short_tmp: Path, stack: contextlib.ExitStack
+) -> None:
     """``udev: {subsystem: tty, match: …}`` over a fake udev database; ``container_path:
     "{devlink}"`` puts the node at its by-id name in the container (by-id chosen over by-path)."""
     host = FakeHost(short_tmp / "host")
@@ -163,11 +183,7 @@ def test_a_udev_matched_tty_appears_at_its_by_id_name(cluster: Cluster, short_tm
     by_id = "/dev/serial/by-id/usb-FTDI_KD_e2e_A10K1XYZ-if00-port0"
     host.udev_entry(tty, links=["/dev/serial/by-path/pci-0000:00:14.0-usb-0:6:1.0-port0", by_id],
                     properties={"ID_VENDOR_ID": "0403", "ID_SERIAL_SHORT": "A10K1XYZ"})
-    real = Path(tty)
-    if real.exists():
-        pytest.fail(f"{real} exists on this machine: not ours to use")
-    os.mknod(real, 0o666 | stat.S_IFCHR, os.makedev(1, 3))
-    made = real.stat().st_ino
+    stack.enter_context(node_on_this_machine(Path(tty)))
     config = short_tmp / "config.yaml"
     config.write_text('resources:\n  - name: example.com/e2e-ftdi\n'
                       '    udev: {subsystem: tty, match: {ID_VENDOR_ID: "0403", ID_SERIAL_SHORT: "A10K1*"}}\n'
@@ -184,5 +200,3 @@ def test_a_udev_matched_tty_appears_at_its_by_id_name(cluster: Cluster, short_tm
     finally:
         delete_pods(cluster.api(), [pod_name])
         assert daemon.stop() == 0, daemon.tail
-        if real.exists() and real.stat().st_ino == made:
-            real.unlink()
