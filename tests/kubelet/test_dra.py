@@ -207,6 +207,43 @@ def test_a_bad_plugin_is_refused_with_the_kubelets_message(node: Node, info: reg
     run(scenario())
 
 
+class _SlowFirstAnswer(_BadRegistration):
+    """A plugin whose first ``GetInfo`` misses the kubelet's 1 s deadline (a loaded node)."""
+
+    def __init__(self, info: regpb.PluginInfo) -> None:
+        super().__init__(info)
+        self.calls = 0
+
+    async def GetInfo(self, request: regpb.InfoRequest, context: Any) -> regpb.PluginInfo:
+        self.calls += 1
+        if self.calls == 1:
+            await asyncio.sleep(1.5)
+        return self.info
+
+
+def test_a_failed_get_info_is_retried_with_back_off_as_the_plugin_manager_does(node: Node) -> None:
+    async def scenario() -> None:
+        kubelet = DraKubelet(node.kubelet_dir, node.claims_dir)
+        await kubelet.start()
+        # refused after GetInfo (no DRA service), which is enough to see the second try arrive
+        servicer = _SlowFirstAnswer(regpb.PluginInfo(type="CSIPlugin", name="slow.example.com"))
+        server = aio.server()
+        regpb_grpc.add_RegistrationServicer_to_server(servicer, server)
+        socket = kubelet.registry / "slow.sock"
+        server.add_insecure_port(f"unix://{socket}")
+        await server.start()
+        try:
+            await _event(kubelet, f"failed to get plugin info using RPC GetInfo at socket {socket}")
+            status = await asyncio.wait_for(servicer.status.get(), 10)
+            assert servicer.calls == 2
+            assert status.error.endswith(f"no handler registered for plugin type: CSIPlugin at socket {socket}")
+        finally:
+            await server.stop(0)
+            await kubelet.stop()
+
+    run(scenario())
+
+
 def test_a_live_kubelet_directory_is_refused(node: Node) -> None:
     async def scenario() -> None:
         sim = KubeletSimulator(node.kubelet_dir / "device-plugins")

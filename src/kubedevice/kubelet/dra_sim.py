@@ -29,6 +29,9 @@ from .endpoint import go_error
 from .simulator import CannotServe, KubeletSocketInUse, _socket_is_live
 
 REGISTRY = "plugins_registry"
+# The plugin manager's back-off on a failed registration (pkg/util/goroutinemap/exponentialbackoff).
+RETRY_FIRST = 0.5
+RETRY_MAX = 122.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -146,14 +149,27 @@ class DraKubelet:
             self._spawn(self._unregister(driver.registered.driver, path))
 
     async def _register(self, socket: Path) -> None:
-        try:
-            info = await get_info(socket)
-        except grpc.RpcError as err:
-            self._event(
-                f"RegisterPlugin error -- failed to get plugin info using RPC GetInfo at socket {socket}, "
-                f"err: {_rpc_message(err)}"
-            )
-            return
+        """Register the socket, retrying a failed ``GetInfo`` while the socket is still there.
+
+        The kubelet's plugin manager reconciles every second and runs each registration through
+        ``goroutinemap`` with exponential back-off on error (0.5 s doubling to 2 min 2 s,
+        ``pkg/util/goroutinemap/exponentialbackoff``), so a driver slow to answer its first
+        ``GetInfo`` (a loaded node, imports still running) is registered on a later try.
+        """
+        delay = RETRY_FIRST
+        while True:
+            try:
+                info = await get_info(socket)
+                break
+            except grpc.RpcError as err:
+                self._event(
+                    f"RegisterPlugin error -- failed to get plugin info using RPC GetInfo at socket {socket}, "
+                    f"err: {_rpc_message(err)}"
+                )
+            await asyncio.sleep(delay)
+            delay = min(delay * 2, RETRY_MAX)
+            if socket not in self._sockets:
+                return
         problem = kubelet_refusal(info, socket)
         try:
             await notify(socket, not problem, problem)
