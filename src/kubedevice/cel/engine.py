@@ -20,6 +20,7 @@ from .library import (
     OVERLOADS,
     QTY,
     REFUSALS,
+    RESOLVED_ASSERTS,
     RUNTIME_COSTS,
     SEMVER,
     SPECIALIZERS,
@@ -267,7 +268,7 @@ class Compiler:
 
     def c_Ident(self, node: Ident) -> Compiled:
         name = node.name
-        scope = next((scope for scope in reversed(self.scopes) if name in scope), None)
+        scope = self._scope_of(node)
         if scope is not None:
             bound = scope.get(VIEW + name)
             if bound is not None:  # cel.bind(x, device.attributes["d"], ...): read the view itself
@@ -280,7 +281,19 @@ class Compiler:
         if name in TYPE_DENOTATIONS:
             value = TYPE_DENOTATIONS[name]
             return Compiled(denoted(name), lambda _a: value, 1)
-        raise CheckError(f"undeclared reference to '{name}' (in container '')")
+        raise CheckError(f"undeclared reference to '{'.' if node.absolute else ''}{name}' (in container '')")
+
+    def _scope_of(self, node: Ident) -> dict[str, Any] | None:
+        """The innermost scope binding ``node``. cel-go resolves ``.name`` from the root, past the
+        macro variables (checker.go, resolveSimpleIdent): a name only they bind is undeclared. A
+        global hidden by a macro variable of its name is the case we do not follow: macro
+        variables share the activation with the globals, so there ``.name`` reads the variable
+        (docs/cel.md, "Not covered")."""
+        name = node.name
+        scope = next((scope for scope in reversed(self.scopes) if name in scope), None)
+        if node.absolute and name not in self.env.variables and name not in TYPE_DENOTATIONS:
+            return None
+        return scope
 
     def c_ListLit(self, node: ListLit) -> Compiled:
         parts = [self.compile(e) for e in node.elements]
@@ -388,7 +401,7 @@ class Compiler:
         """The environment's view (Declarations.view) that ``node`` names, or that the cel.bind
         variable ``node`` is bound to."""
         if isinstance(node, Ident):
-            scope = next((scope for scope in reversed(self.scopes) if node.name in scope), None)
+            scope = self._scope_of(node)
             where: View | None = scope.get(VIEW + node.name) if scope is not None else None
             return where
         return self.env.view(self, node)
@@ -474,6 +487,10 @@ class Compiler:
                 return Compiled(result_type, _constant(folded), sum(p.cost for p in parts) + 1)
         fns = [p.fn for p in parts]
         cost = sum(p.cost for p in parts) + 1
+        asserts = RESOLVED_ASSERTS.get(name) if len(matched) == 1 else None
+        tracked = RUNTIME_COSTS.get(name)
+        if asserts is not None:
+            return Compiled(result_type, _asserting(impl, fns, tracked, asserts), cost)
         specialize = SPECIALIZERS.get(name)
         if specialize is not None and name not in UNCHECKED:
             nodes = ([target] if target is not None else []) + args
@@ -482,7 +499,6 @@ class Compiler:
                 return Compiled(result_type, special, cost)
         if name in ("or", "orValue") and target is not None:
             return Compiled(result_type, _optional_or(fns[0], fns[1], unwrap=name == "orValue"), cost)
-        tracked = RUNTIME_COSTS.get(name)
         if name in UNCHECKED:
             return Compiled(result_type, _panicking(impl, fns, tracked, name), cost)
         if tracked is not None:
@@ -592,6 +608,30 @@ def _panicking(impl: Callable[..., Any], fns: list[Closure], tracked: Callable[[
             raise
         except Err as exc:
             raise v.not_a_list(exc) from None
+        result = impl(*args)
+        if tracked is not None:
+            v.charge(a, tracked(args, result))
+        return result
+
+    return call
+
+
+def _asserting(impl: Callable[..., Any], fns: list[Closure], tracked: Callable[[list[Any], Any], int] | None,
+               asserts: Callable[[list[Any]], Err | None]) -> Closure:
+    """A call whose cost tracker asserts its arguments' kinds (library.RESOLVED_ASSERTS): every
+    argument is evaluated, a failed one kept as its error, and the assertion decides first."""
+    def call(a: dict[str, Any]) -> Any:
+        args: list[Any] = []
+        for f in fns:
+            try:
+                args.append(f(a))
+            except v.Panic:
+                raise
+            except Err as exc:
+                args.append(exc)
+        failed = asserts(args) or next((x for x in args if isinstance(x, Err)), None)
+        if failed is not None:
+            raise failed
         result = impl(*args)
         if tracked is not None:
             v.charge(a, tracked(args, result))

@@ -56,6 +56,11 @@ RUNTIME_COSTS: dict[str, Callable[[list[Any], Any], int]] = {}
 # Functions that panic in Go when called with the wrong kind through dyn (see values.Panic)
 # instead of failing normally: their cost trackers assert a list (values.not_a_list).
 UNCHECKED: set[str] = set()
+# Functions whose cost tracker asserts the kinds of its arguments only when the checker resolved
+# the call to one overload (cel-go's planner names the overload, and so finds its tracker, only
+# then; interpreter/runtimecost.go passes it the evaluated arguments, failed ones included): the
+# assertion, given the arguments (an Err for one that failed), returns the panic or None.
+RESOLVED_ASSERTS: dict[str, Callable[[list[Any]], Err | None]] = {}
 # How a function refuses arguments of the wrong kind, where it is not the type guard's
 # "no such overload: f(types)": the standard string functions skip the guards (their
 # implementation refuses) and size() is an operator, named only for an operand without a size.
@@ -666,6 +671,6 @@ _register_quantity()
 _register_semver()
 _register_optional()
 
-__all__ = ["CALL_COSTS", "DYN", "INCLUDES", "NAMESPACES", "NOT_CONSTANT", "OVERLOADS", "QTY", "RUNTIME_COSTS", "SEMVER",
-           "SPECIALIZERS", "UNCHECKED", "VALUE_TYPES", "Overload", "format_double", "register", "traversal_cost",
-           "type_name"]
+__all__ = ["CALL_COSTS", "DYN", "INCLUDES", "NAMESPACES", "NOT_CONSTANT", "OVERLOADS", "QTY", "RESOLVED_ASSERTS",
+           "RUNTIME_COSTS", "SEMVER", "SPECIALIZERS", "UNCHECKED", "VALUE_TYPES", "Overload", "format_double",
+           "register", "traversal_cost", "type_name"]

@@ -7,7 +7,7 @@ from typing import Any
 
 from . import values as v
 from .cost import MAX, Coster, Range, plus, scaled, sort_cost, times
-from .library import CALL_COSTS, DYN, REFUSALS, RUNTIME_COSTS, UNCHECKED, register
+from .library import CALL_COSTS, DYN, REFUSALS, RESOLVED_ASSERTS, RUNTIME_COSTS, UNCHECKED, register
 from .parser import Call, Lit, Node
 from .values import Err, UInt
 
@@ -75,7 +75,7 @@ _ORDERED = (int, UInt, float, bool, str, bytes)
 def sort_by_keys(items: Any, keys: list[Any]) -> list[Any]:
     """@sortByAssociatedKeys: the keys must be comparable values of one type."""
     if not isinstance(items, (list, tuple)):
-        raise v.no_overload("@sortByAssociatedKeys", items)
+        raise v.operator_error("@sortByAssociatedKeys", items)
     if len(items) != len(keys):
         raise Err("@sortByAssociatedKeys() expected a list of the same size as the associated keys list, "
                   f"but got {len(items)} and {len(keys)} elements respectively")
@@ -188,6 +188,22 @@ RUNTIME_COSTS.update({"slice": lambda _args, result: _allocated(1, len(result)),
                       "sort": lambda args, _result: _self_compare(args[0])})
 # distinct() of a non-list panics in cel-go (its cost tracker asserts args[0].(traits.Lister)).
 UNCHECKED.add("distinct")
+REFUSALS["sort"] = lambda *args: v.operator_error("sort", *args)
+
+
+def _assert_sorted_list(args: list[Any]) -> Err | None:
+    """cel-go ext/lists.go, trackListSort: args[0].(traits.Lister)."""
+    return None if isinstance(args[0], (list, tuple)) else v.not_a_list(args[0])
+
+
+def _assert_depth(args: list[Any]) -> Err | None:
+    """cel-go ext/lists.go, trackListFlatten: args[1].(types.Int), a Go interface conversion."""
+    if len(args) < 2 or type(args[1]) is int:
+        return None
+    return v.Panic(f"internal error: interface conversion: ref.Val is {v.go_type(args[1])}, not types.Int")
+
+
+RESOLVED_ASSERTS.update({"sort": _assert_sorted_list, "flatten": _assert_depth})
 CALL_COSTS.update({"slice": _slice_cost, "flatten": _flatten_cost, "lists.range": _range_cost,
                    "reverse": _reverse_cost, "distinct": _distinct_cost, "sort": _sort_cost})
 _register()

@@ -345,17 +345,30 @@ def _sort_by(c: Compiler, node: Comprehension, target: Compiled) -> Compiled:
                          f"'{fmt(target.type)}.(list({fmt(key.type)}))'")
     loop = _Loop("map", node.var, key.fn, None, key.cost + 3)
     tf = target.fn
+    # A key of one comparable type resolves @sortByAssociatedKeys to one overload, whose cost
+    # tracker asserts the keys list even when computing it failed (ext/lists.go, trackListSortBy).
+    resolved = not is_dyn(key.type)
 
-    def run(a: dict[str, Any]) -> Any:
-        items = tf(a)
+    def keys_of(a: dict[str, Any], items: Any) -> Any:
         saved = a.get(loop.var, _UNSET)
         try:
-            keys = _run(loop, a, _items(items))
+            return _run(loop, a, _items(items))
         finally:
             if saved is _UNSET:
                 a.pop(loop.var, None)
             else:
                 a[loop.var] = saved
+
+    def run(a: dict[str, Any]) -> Any:
+        try:
+            items = tf(a)
+            keys = keys_of(a, items)
+        except v.Panic:
+            raise
+        except Err as exc:
+            if resolved:
+                raise v.not_a_list(exc) from None
+            raise
         return sort_by_keys(items, keys)
 
     result = EMPTY_SORTED if isinstance(node.target, ListLit) and not node.target.elements else target.type

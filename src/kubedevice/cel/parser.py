@@ -51,6 +51,7 @@ class Lit(Node):
 @dataclass(eq=False)
 class Ident(Node):
     name: str
+    absolute: bool = False  # written with a leading dot: a global name, never a macro's variable
 
 
 @dataclass(eq=False)
@@ -99,15 +100,15 @@ _TOKEN = re.compile(
   | (?P<num>0x[0-9a-fA-F]+[uU]?
       |[0-9]+\.[0-9]+(?:[eE][+-]?[0-9]+)?|[0-9]+[eE][+-]?[0-9]+|\.[0-9]+(?:[eE][+-]?[0-9]+)?
       |[0-9]+[uU]?)
-  | (?P<str>[bB]?
-      (?:[rR](?:\"\"\".*?\"\"\"|'''.*?'''|"[^"\n\r]*"|'[^'\n\r]*')
-      |\"\"\"(?:\\.|[^\\])*?\"\"\"|'''(?:\\.|[^\\])*?'''|"(?:\\.|[^\\"\n\r])*"|'(?:\\.|[^\\'\n\r])*'))
   | (?P<id>[_a-zA-Z][_a-zA-Z0-9]*)
   | (?P<quoted>`[a-zA-Z0-9_./\- ]+`)
   | (?P<op>==|!=|<=|>=|&&|\|\||\.\?|\[\?|[-+*/%!<>?:.,\[\](){}])
     """,
-    re.VERBOSE | re.DOTALL,
+    re.VERBOSE,
 )
+# A string or bytes literal's opening: the grammar's prefixes (r, b, br in either case) and quote.
+_STRING_START = re.compile(r"""[bB]?[rR]?(?:\"\"\"|'''|"|')""")
+_QUOTED_NAME = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_./- ")
 
 
 @dataclass(slots=True)
@@ -118,27 +119,13 @@ class Token:
     end: int
 
 
-def tokenize(text: str) -> list[Token]:
-    tokens: list[Token] = []
-    pos = 0
-    while pos < len(text):
-        m = _TOKEN.match(text, pos)
-        if m is None:
-            raise ParseError(f"Syntax error: token recognition error at: '{text[pos]}'", pos)
-        kind = m.lastgroup or ""
-        if kind != "ws":
-            tokens.append(Token(kind, m.group(), m.start(), m.end()))
-        pos = m.end()
-    tokens.append(Token("eof", "", len(text), len(text)))
-    return tokens
-
-
 _ESCAPES = {"a": "\a", "b": "\b", "f": "\f", "n": "\n", "r": "\r", "t": "\t", "v": "\v",
             "\\": "\\", "'": "'", '"': '"', "`": "`", "?": "?"}
+_HEX = "0123456789abcdefABCDEF"
 
 
 class _BadEscape(Exception):
-    """The lexer stops at body[index]: ANTLR's token recognition error."""
+    """The lexer stops at text[index]: ANTLR's token recognition error."""
 
     def __init__(self, index: int) -> None:
         super().__init__(index)
@@ -153,10 +140,110 @@ def _first_bad(body: str, start: int, allowed: list[str]) -> int | None:
     return None
 
 
-_HEX = "0123456789abcdefABCDEF"
+def _escape_end(text: str, i: int) -> int:
+    """Index after the escape sequence whose backslash is text[i] (the grammar's ESC_SEQ);
+    _BadEscape at the first character the lexer cannot take."""
+    nxt = text[i + 1:i + 2]
+    if nxt and nxt in _ESCAPES:
+        return i + 2
+    if nxt and nxt in "xXuU":
+        width = {"x": 2, "X": 2, "u": 4, "U": 8}[nxt]
+        bad = _first_bad(text, i + 2, [_HEX] * width)
+    else:
+        width = 2
+        bad = _first_bad(text, i + 1, ["0123", "01234567", "01234567"])
+    if bad is not None:
+        raise _BadEscape(bad)
+    return i + 2 + width
+
+
+def _scan_string(text: str, body: int, quote: str, raw: bool) -> tuple[int, bool]:
+    """(end, True) for a literal whose body starts at text[body]; else (index of the character
+    where the lexer gives up: a bad escape, a line break in a one-quote literal, or the end)."""
+    i = body
+    while i < len(text):
+        if text.startswith(quote, i):
+            return i + len(quote), True
+        if len(quote) == 1 and text[i] in "\r\n":
+            return i, False
+        if text[i] == "\\" and not raw:
+            try:
+                i = _escape_end(text, i)
+            except _BadEscape as exc:
+                return exc.index, False
+            continue
+        i += 1
+    return len(text), False
+
+
+def _failure(text: str, pos: int) -> int:
+    """Where ANTLR's lexer gives up on text[pos], which starts no token: '=', '&' and '|' only
+    start two-character operators, a backtick a quoted name; anything else fails at once."""
+    if text[pos] in "=&|":
+        return pos + 1
+    if text[pos] == "`":
+        i = pos + 1
+        while i < len(text) and text[i] in _QUOTED_NAME:
+            i += 1
+        return i
+    return pos
+
+
+@dataclass(slots=True)
+class _Lexed:
+    """The token stream ANTLR's parser sees and the first error its lexer reports: after an
+    error the lexer drops the characters it read and goes on (Lexer.recover)."""
+
+    tokens: list[Token] = field(default_factory=list)
+    error: ParseError | None = None
+
+    def fail(self, text: str, pos: int, stop: int) -> int:
+        """Record the recognition error over text[pos:stop + 1]; lexing resumes after it."""
+        if self.error is None:
+            self.error = ParseError(f"Syntax error: token recognition error at: '{text[pos:stop + 1]}'", pos)
+        return min(stop + 1, len(text))
+
+
+def _lex_string(text: str, pos: int, opening: str, out: _Lexed) -> int:
+    """A string or bytes literal at text[pos]. When it fails, ANTLR falls back to the longest
+    token it had: for three quotes an empty literal of the same prefix (the third quote then
+    starts a plain string), else the prefix as an identifier; a bare quote is the error."""
+    quote = opening.lstrip("bBrR")
+    prefix = len(opening) - len(quote)
+    end, ok = _scan_string(text, pos + len(opening), quote, "r" in opening[:prefix].lower())
+    if ok:
+        out.tokens.append(Token("str", text[pos:end], pos, end))
+        return end
+    if len(quote) == 3:
+        out.tokens.append(Token("str", text[pos:pos + prefix + 2], pos, pos + prefix + 2))
+        return pos + prefix + 2
+    if prefix:
+        out.tokens.append(Token("id", text[pos:pos + prefix], pos, pos + prefix))
+        return pos + prefix
+    return out.fail(text, pos, end)
+
+
+def tokenize(text: str) -> _Lexed:
+    out = _Lexed()
+    pos = 0
+    while pos < len(text):
+        if opening := _STRING_START.match(text, pos):
+            pos = _lex_string(text, pos, opening.group(), out)
+            continue
+        m = _TOKEN.match(text, pos)
+        if m is None:
+            pos = out.fail(text, pos, _failure(text, pos))
+            continue
+        kind = m.lastgroup or ""
+        if kind != "ws":
+            out.tokens.append(Token(kind, m.group(), m.start(), m.end()))
+        pos = m.end()
+    out.tokens.append(Token("eof", "", len(text), len(text)))
+    return out
 
 
 def _unescape(body: str, is_bytes: bool) -> str | bytes:
+    """The value of a literal the lexer accepted (so every escape is well formed)."""
     out: list[int | str] = []
     i = 0
     while i < len(body):
@@ -165,38 +252,26 @@ def _unescape(body: str, is_bytes: bool) -> str | bytes:
             out.append(c)
             i += 1
             continue
-        nxt = body[i + 1] if i + 1 < len(body) else ""
+        nxt, end = body[i + 1], _escape_end(body, i)
         if nxt in _ESCAPES:
             out.append(_ESCAPES[nxt])
-            i += 2
-        elif nxt in "xX" or nxt in "uU":
-            width = {"x": 2, "X": 2, "u": 4, "U": 8}[nxt]
-            bad = _first_bad(body, i + 2, [_HEX] * width)
-            if bad is not None:
-                raise _BadEscape(bad)
-            code = int(body[i + 2:i + 2 + width], 16)
+        elif nxt in "xXuU":
+            code = int(body[i + 2:end], 16)
             if nxt in "uU" and is_bytes:
                 raise ParseError("unable to unescape string")
             if nxt in "uU" and (0xD800 <= code <= 0xDFFF or code > 0x10FFFF):
                 raise ParseError("invalid unicode code point")
             out.append(code if is_bytes else chr(code))
-            i += 2 + width
         else:
-            bad = _first_bad(body, i + 1, ["0123", "01234567", "01234567"])
-            if bad is not None or nxt == "":
-                raise _BadEscape(i + 1 if bad is None else bad)
-            digits = body[i + 1:i + 4]
-            out.append(int(digits, 8) if is_bytes else chr(int(digits, 8)))
-            i += 4
+            out.append(int(body[i + 1:end], 8) if is_bytes else chr(int(body[i + 1:end], 8)))
+        i = end
     if is_bytes:
         return b"".join(bytes([p]) if isinstance(p, int) else p.encode() for p in out)
     return "".join(p if isinstance(p, str) else chr(p) for p in out)
 
 
 def _string_literal(text: str) -> tuple[str | bytes, str]:
-    """The literal's value; a bad escape is ANTLR's token recognition error, whose text runs from
-    the token's start (for a triple-quoted literal: its third quote, after an empty string)
-    through the offending character, and whose offset ParseError carries relative to the token."""
+    """The value of a literal token (lexed whole, so only its value can be wrong)."""
     prefix = ""
     while text[0] in "rRbB":
         prefix += text[0].lower()
@@ -206,14 +281,13 @@ def _string_literal(text: str) -> tuple[str | bytes, str]:
     kind = "bytes" if "b" in prefix else "string"
     if "r" in prefix:
         return (body.encode() if "b" in prefix else body), kind
-    try:
-        return _unescape(body, "b" in prefix), kind
-    except _BadEscape as exc:
-        lead = len(prefix) + quote  # where the body starts in the token
-        begin = len(prefix) + 2 if quote == 3 else 0
-        full = prefix + text
-        raise ParseError(f"Syntax error: token recognition error at: '{full[begin:lead + exc.index + 1]}'",
-                         begin) from None
+    return _unescape(body, "b" in prefix), kind
+
+
+def _display(text: str) -> str:
+    """Input quoted as ANTLR's parser quotes it in messages (DefaultErrorStrategy.escapeWSAndQuote);
+    its lexer quotes the bad characters as they are."""
+    return "'" + text.replace("\t", "\\t").replace("\n", "\\n").replace("\r", "\\r") + "'"
 
 
 # What ANTLR lists when an expression was expected.
@@ -226,7 +300,8 @@ class Parser:
 
     def __init__(self, text: str) -> None:
         self.text = text
-        self.tokens = tokenize(text)
+        self.lexed = tokenize(text)
+        self.tokens = self.lexed.tokens
         self.pos = 0
         self.depth = 0
 
@@ -249,10 +324,24 @@ class Parser:
         tok = self.accept(text)
         if tok is None:
             found = self.peek()
-            raise ParseError(f"Syntax error: mismatched input '{found.text or '<EOF>'}' expecting '{text}'")
+            raise ParseError(f"Syntax error: mismatched input {_display(found.text or '<EOF>')} expecting '{text}'")
         return tok
 
     def parse(self) -> Node:
+        """The tree, or the first error by position: cel-go shows its errors sorted by location
+        (common/errors.go, ToDisplayString), so a syntax error before a bad character wins."""
+        lexer_error = self.lexed.error
+        try:
+            node = self._parse()
+        except ParseError as exc:
+            if lexer_error is None or (exc.offset if exc.offset is not None else 0) < (lexer_error.offset or 0):
+                raise
+            raise lexer_error from None
+        if lexer_error is not None:
+            raise lexer_error
+        return node
+
+    def _parse(self) -> Node:
         try:
             node = self.expr()
         except ParseError as exc:
@@ -264,7 +353,8 @@ class Parser:
             # anything longer is reported as a mismatch (DefaultErrorStrategy.recoverInline).
             after = self.tokens[self.pos + 1].kind
             how = "extraneous" if after == "eof" else "mismatched"
-            raise ParseError(f"Syntax error: {how} input '{self.peek().text}' expecting <EOF>", self.peek().start)
+            found = self.peek()
+            raise ParseError(f"Syntax error: {how} input {_display(found.text)} expecting <EOF>", found.start)
         return node
 
     def _enter(self) -> None:
@@ -357,7 +447,7 @@ class Parser:
                     node = Select(node.start, name.end, node, name.text[1:-1], optional=tok.text == ".?").at(tok.start)
                     continue
                 if name.kind != "id" or name.text in _KEYWORDS:
-                    raise ParseError(f"Syntax error: no viable alternative at input '.{name.text}'", name.start)
+                    raise self._not_a_field(tok, name)
                 if tok.text == "." and (open_ := self.accept("(")):
                     args = self.arguments(")")
                     node = self.macro_or_call(name.text, node, args, node.start).at(open_.start)
@@ -371,6 +461,19 @@ class Parser:
                 node = Call(node.start, end.end, fn, None, [node, index]).at(tok.start)
             else:
                 return node
+
+    def _not_a_field(self, dot: Token, name: Token) -> ParseError:
+        """ANTLR's error for what follows a dot: after '.?' only a field name can come; after '.'
+        it quotes the input from the dot through the offending token, skipped blanks included, but
+        for a literal keyword right against the dot (`a.true`, not `a. true`; cel-go v0.29, checked
+        against the Go program in tests/dra/test_cel_kubernetes_corners.py) it expects a name."""
+        if dot.text == ".?":
+            return ParseError(f"Syntax error: mismatched input {_display(name.text or '<EOF>')} expecting "
+                              "{IDENTIFIER, ESC_IDENTIFIER}", name.start)
+        if name.text in ("true", "false", "null") and name.start == dot.end:
+            return ParseError(f"Syntax error: mismatched input '{name.text}' expecting IDENTIFIER", name.start)
+        return ParseError(f"Syntax error: no viable alternative at input {_display(self.text[dot.start:name.end])}",
+                          name.start)
 
     def arguments(self, close: str) -> list[Node]:
         args: list[Node] = []
@@ -390,15 +493,15 @@ class Parser:
             try:
                 value, kind = _string_literal(tok.text)
             except ParseError as exc:
-                exc.offset = tok.start + (exc.offset or 0)
+                exc.offset = tok.start
                 raise
             return Lit(tok.start, tok.end, value, kind)
         if tok.kind == "id":
             return self.identifier(tok)
         if tok.kind == "op":
             return self.bracketed(tok)
-        raise ParseError(f"Syntax error: mismatched input '{tok.text or '<EOF>'}' expecting {_EXPRESSION_START}",
-                         tok.start)
+        found = _display(tok.text or "<EOF>")
+        raise ParseError(f"Syntax error: mismatched input {found} expecting {_EXPRESSION_START}", tok.start)
 
     def identifier(self, tok: Token) -> Node:
         constants = {"true": (True, "bool"), "false": (False, "bool"), "null": (None, "null")}
@@ -421,11 +524,13 @@ class Parser:
             return self.list_literal(tok, first_optional=tok.text == "[?")
         if tok.text == "{":
             return self.map_literal(tok)
+        if tok.text == "." and (self.peek().kind == "quoted" or self.peek().text in _KEYWORDS):
+            raise self._not_a_field(tok, self.peek())  # a leading dot takes a plain name only
         if tok.text == "." and self.peek().kind == "id":
             name = self.next()
             if open_ := self.accept("("):
                 return self.macro_or_call(name.text, None, self.arguments(")"), tok.start).at(open_.start)
-            return Ident(tok.start, name.end, name.text)
+            return Ident(tok.start, name.end, name.text, absolute=True).at(name.start)
         raise ParseError(f"Syntax error: mismatched input '{tok.text}' expecting {_EXPRESSION_START}", tok.start)
 
     def list_literal(self, tok: Token, first_optional: bool) -> Node:

@@ -115,17 +115,20 @@ _TRAITS: dict[str, frozenset[str]] = {name: frozenset(traits.split()) for name, 
     "bool": "compare negate", "bytes": "add compare size",
     "double": "add compare divide multiply negate subtract",
     "google.protobuf.Duration": "add compare negate receive subtract",
-    "int": "add compare divide modulo multiply negate subtract", "list": "add contain index iterate size",
+    "int": "add compare divide modulo multiply negate subtract", "list": "add contain index iterate lister size",
     "map": "contain index iterate size", "string": "add compare match receive size",
     "google.protobuf.Timestamp": "add compare receive subtract", "uint": "add compare divide modulo multiply subtract",
 }.items()}
 # The standard operators, whose one binding needs a trait of the first operand (common/stdlib).
 _NEEDS = {"_+_": "add", "_-_": "subtract", "_*_": "multiply", "_/_": "divide", "_%_": "modulo", "-_": "negate",
-          "_<_": "compare", "_<=_": "compare", "_>_": "compare", "_>=_": "compare", "size": "size"}
+          "_<_": "compare", "_<=_": "compare", "_>_": "compare", "_>=_": "compare", "size": "size",
+          # ext.Lists' functions with one binding guarded by traits.ListerType
+          "sort": "lister", "@sortByAssociatedKeys": "lister"}
 
 
 def operator_error(name: str, *args: Any) -> Err:
-    """A standard operator refusing its operands, in cel-go's words: the interpreter names the
+    """A function with one trait-guarded binding (the standard operators, ext.Lists' sort)
+    refusing its operands, in cel-go's words: the interpreter names the
     function when the first operand lacks the trait the binding needs and takes no receiver
     calls; otherwise the implementation (or the receiver) refuses, without a name."""
     have = _TRAITS.get(type_name(args[0]), frozenset())

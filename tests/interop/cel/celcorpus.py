@@ -331,7 +331,15 @@ LONG_STRINGS = ['"' + "a" * 300 + '"', '"' + "ab" * 700 + '"']
 # Parse errors: drawn as whole expressions, since cel-go's parser would report every one of a
 # longer expression and we stop at the first (docs/cel.md, "Not covered").
 PARSE_ERROR_CORNERS = ['rb"a" == b"a"', "0X1F == {i}", "{list}.map(__result__, true).size() == 1",
-                       "{list}.exists(__result__, true)", "{list}.all(i, __result__, true)"]
+                       "{list}.exists(__result__, true)", "{list}.all(i, __result__, true)",
+                       # cel-go sorts its errors by position; its lexer skips what it cannot read
+                       'r"{n}\\"" == "\\\\"', "{i} {i2} #", '{i} {i2} "\\z"', '{i} {i2} b"""\\z"""',
+                       '{s} == "{n}', 'r"{n}\\z == {s}', 'r"""{n} == {s}', "{i} & {i2}", "{i} | {i2}",
+                       "device.`{n} {n} == {s}", "{i}. == 1.0", "device.  == {i}", "device.\n// c\n{i}",
+                       ".`{n}` == {i}", "device.? {i}", "device.?", "device.\t{i}",
+                       # a keyword after a dot; a leading dot: a global past the macro variables
+                       "device.true", "device . null", "device.in", "(device).false == {s}",
+                       ".{n} == {i}", "{list}.all(x, .x == 1)", ".device.driver == {s}", "type({i}) == .int"]
 CORNER_ATOMS = [
     'br"a\\" == b"a\\\\"', 'r"{n}\\" == "{n}\\\\"', "0x1F == {i}",
     "type({i}) in [int, uint]", 'type(device.attributes["{d}"].{n}) in [int, string]', "[int, type({i})].size() == 2",
@@ -348,6 +356,27 @@ CORNER_ATOMS = [
     "{text}.matches(dyn({re}))", '{text}.find(string({re})) == ""', "int(dyn({s})) == {i}",
     "timestamp(dyn({time})) < timestamp({time2})", "cel.bind(x, {long}, x.contains({s}))",
     "cel.bind(x, {long}, cel.bind(y, x + x, y.size() {cmp} 600))",
+    # literals of every form: prefixes, raw strings ending in a backslash, triple quotes, escapes, hex
+    "0x1FU == {i}", "0XFFu == 255u", "0x1f == {i}", "Rb'{n}' == b'{n}'", "BR'{n}\\' == b'{n}\\\\'",
+    "r'''{n}\\''' == '{n}\\\\'", '"""{n}""" == {s}', "'\\101\\x41\\u0041\\U00000041' == 'AAAA'",
+    "b'\\377' == b'\\xff'", '"\\U00110000" == ""', "'\\`\\?' == {s}", ".5e1 == 5.0", "1e-1 < 0.2",
+    # the rest of ext.Lists v3 and the optional list functions
+    "lists.range({small}).last() == optional.of({i})", "{list}.sort().first().hasValue()",
+    "{list}.distinct().last().orValue({i}) {cmp} {i}", "{list}.slice(0, {small2}).first() == {list2}.first()",
+    "dyn({list}).flatten().last().hasValue()", "{list}.reverse().sortBy(x, x).first().hasValue()",
+    # semver ordering (a compile error unless both sides are dyn), map equality, orValue's argument
+    "semver({v}) > semver({v2})", "dyn(semver({v})) >= dyn(semver({v2}))",
+    'device.attributes["{d}"].{n} >= semver({v})', "device.attributes == device.attributes",
+    'device.attributes["{d}"] == {{"{n}": {s}}}', "{{1: {s}}} == {{1.0: {s}}}", "{{{s}: {i}}} == {{{s}: dyn({i2})}}",
+    "device.capacity != dyn(device.capacity)",
+    'device.attributes["{d}"].?{n}.orValue(device.attributes["{d}"].{n}) == {s}',
+    'has(device.attributes["{d}"].{n}.{n})', 'device.attributes["{d}"].{n}.?{n}.orValue({s}) == {s}',
+    "type({i}) in [int, int]", "type({s}) == string || type({i}) == uint",
+    # ext.Lists' cost trackers assert their (possibly failed) arguments; sort's guarded binding
+    "{list}.map(x, x / {small2}).sort().size() > 0", "{list}.sortBy(x, x / {small2}).size() > 0",
+    'device.attributes["{d}"].{n}.sort().size() > 0', 'device.attributes["{d}"].{n}.sortBy(x, x).size() > 0',
+    "dyn({list}).flatten(dyn({i})).size() > 0", "[[1]].flatten({i} / {small2}).size() > 0",
+    "dyn({list}).sort().size() > 0",
 ]
 
 
@@ -374,7 +403,7 @@ def _fill(rng: random.Random, atom: str) -> str:
 
 def expression(rng: random.Random) -> str:
     draw = rng.random()
-    if draw > 0.99:
+    if draw > 0.97:
         return _fill(rng, rng.choice(PARSE_ERROR_CORNERS))
     atoms = ATOMS if draw < 0.45 else LIBRARY_ATOMS if draw < 0.9 else CORNER_ATOMS
     parts = [_fill(rng, rng.choice(atoms)) for _ in range(rng.choice([1, 1, 1, 2, 3]))]
