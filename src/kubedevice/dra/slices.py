@@ -7,6 +7,15 @@ names (the original ID is kept in the ``id`` attribute); attributes the discover
 (vendor/device IDs, serial, ...) are added, and NUMA placement becomes ``numaNode``.
 An unhealthy device is published with the taint ``<driver>/unhealthy`` (the effect the
 ``dra:`` section chooses, ``NoSchedule`` by default), or left out when taints are off.
+
+A resource with ``replicas: N`` is published as its N replicas (``sharing: replicas``, each an
+ordinary device), or (``sharing: capacity``) as one device per physical device that allows
+multiple allocations and has a consumable capacity ``replicas`` of N: each claim takes one unit
+unless its request asks for more (``capacity.requests``), as consumable capacity (KEP-5075)
+lets the scheduler share one device, and a claim never gets two "copies" of the same device.
+With ``sharing: counters`` (partitionable devices, KEP-4815) each physical device is published
+whole and as its N replicas, all drawing on one counter set of N ``replicas`` (the whole device
+takes N, a replica 1), so a claim gets the whole device or a share of it, never both at once.
 """
 
 from __future__ import annotations
@@ -14,9 +23,10 @@ from __future__ import annotations
 import hashlib
 import re
 from collections.abc import Mapping, Sequence
-from typing import Any
+from dataclasses import dataclass, replace
+from typing import Any, Literal
 
-from ..device import Device
+from ..device import Device, Health
 from .models import (
     GROUP,
     DeviceAttribute,
@@ -30,6 +40,7 @@ from .models import Device as SliceDevice
 from .validation import (
     MAX_ATTRIBUTE_VALUE_LENGTH,
     MAX_ATTRIBUTES_AND_CAPACITIES,
+    MAX_COUNTER_SETS,
     MAX_SLICE_DEVICES,
     MAX_SLICE_DEVICES_ADVANCED,
     dns1123_label_messages,
@@ -44,6 +55,12 @@ _NOT_IDENTIFIER = re.compile(r"[^A-Za-z0-9_]+")
 _LABEL_MAX = 63
 _SUBDOMAIN_MAX = 253
 DEFAULT_TAINT_EFFECT = "NoSchedule"
+Sharing = Literal["replicas", "capacity", "counters"]
+REPLICAS_CAPACITY = "replicas"
+"""The consumable capacity of a device shared as capacity: how many replicas it stands for."""
+REPLICAS_COUNTER = "replicas"
+"""The counter of a physical device's counter set (``sharing: counters``)."""
+_REPLICA_ATTRIBUTE = "replica"
 
 
 class SliceError(ValueError):
@@ -120,6 +137,86 @@ def _slice_device(resource: str, prefix: str, device: Device, extra: Mapping[str
     return SliceDevice(name=device_name(device.id, prefix), attributes=attributes, capacity=capacity)
 
 
+@dataclass(frozen=True, slots=True)
+class Published:
+    """One device as the slices list it: ``device`` is what they describe, ``granted`` the
+    plugin's device whose grant a claim on it gets (for a device shared as capacity, its first
+    replica: every replica grants the same physical device), ``replicas`` the capacity (0: none)."""
+
+    device: Device
+    granted: Device
+    replicas: int = 0
+    counter_set: str | None = None
+    """``sharing: counters``: the physical device whose counter set this device draws on ``consumes`` of."""
+    consumes: int = 0
+
+
+def published(devices: Sequence[Device], sharing: Sharing = "replicas") -> list[Published]:
+    """The devices of one resource as published with ``sharing`` (replicas have ``group`` set)."""
+    if sharing == "replicas":
+        return [Published(d, d) for d in devices]
+    groups: dict[str, list[Device]] = {}
+    order: list[Device | str] = []  # a device, or the group standing for its replicas
+    for device in devices:
+        if device.group is None:
+            order.append(device)
+            continue
+        if device.group not in groups:
+            groups[device.group] = []
+            order.append(device.group)
+        groups[device.group].append(device)
+    result: list[Published] = []
+    for item in order:
+        if isinstance(item, Device):
+            result.append(Published(item, item))
+        elif sharing == "capacity":
+            result.append(Published(_whole(item, groups[item]), groups[item][0], replicas=len(groups[item])))
+        else:
+            members = groups[item]
+            result.append(Published(_whole(item, members), members[0], counter_set=item, consumes=len(members)))
+            result.extend(Published(m, m, counter_set=item, consumes=1) for m in members)
+    return result
+
+
+def _whole(group: str, replicas: list[Device]) -> Device:
+    """A physical device as one device: unhealthy if any replica is (they share one health)."""
+    health = next((r.health for r in replicas if not r.healthy), Health.HEALTHY)
+    return replace(replicas[0], id=group, health=health, group=None)
+
+
+def _replica_capacity(count: int) -> DeviceCapacity:
+    """Whole units, one by default (a request without ``capacity.requests`` takes one replica)."""
+    return DeviceCapacity(
+        value=str(count), request_policy={"default": "1", "validRange": {"min": "1", "max": str(count), "step": "1"}}
+    )
+
+
+def _shared_entry(entry: SliceDevice, shown: Published, prefix: str) -> SliceDevice:
+    """The slice device of a device standing for replicas: its capacity, or what it consumes."""
+    if shown.granted is not shown.device:  # the whole physical device: no single replica's index
+        entry.attributes.pop(_REPLICA_ATTRIBUTE, None)
+    if shown.replicas:
+        entry.capacity[REPLICAS_CAPACITY] = _replica_capacity(shown.replicas)
+        entry.allow_multiple_allocations = True
+    if shown.counter_set is not None:
+        entry.consumes_counters = [
+            {
+                "counterSet": device_name(shown.counter_set, prefix),
+                "counters": {REPLICAS_COUNTER: {"value": str(shown.consumes)}},
+            }
+        ]
+    return entry
+
+
+def _counter_sets(shown: Sequence[Published], prefix: str) -> list[dict[str, Any]]:
+    """One counter set per physical device, named as its whole device, holding its replica count."""
+    return [
+        {"name": device_name(p.counter_set, prefix), "counters": {REPLICAS_COUNTER: {"value": str(p.consumes)}}}
+        for p in shown
+        if p.counter_set is not None and p.granted is not p.device
+    ]
+
+
 def slice_name(node: str, driver: str, index: int) -> str:
     """``<node>-<driver>-<index>``, a DNS subdomain of at most 253 characters."""
     suffix = f"-{_NOT_LABEL.sub('-', driver.lower()).strip('-')}-{index}"
@@ -133,7 +230,11 @@ def unhealthy_taint(driver: str, effect: str) -> dict[str, str]:
 
 
 def slices_for(
-    driver: str, node: str, resources: Sequence[ResourceInput], taint_effect: str | None = DEFAULT_TAINT_EFFECT
+    driver: str,
+    node: str,
+    resources: Sequence[ResourceInput],
+    taint_effect: str | None = DEFAULT_TAINT_EFFECT,
+    sharing: Sharing = "replicas",
 ) -> list[ResourceSlice]:
     """The ResourceSlices (one pool named after the node) describing the devices.
 
@@ -142,17 +243,23 @@ def slices_for(
     (``{"string": "10de"}``) or ``{"quantity": "16Gi"}`` for a capacity. An unhealthy device
     carries :func:`unhealthy_taint` with ``taint_effect``, or is left out if that is None.
     Devices are split over as many slices as the API's limit requires: 128 per slice, or 64
-    when any device of the pool has a taint or a list attribute.
+    when any device of the pool has a taint or a list attribute. ``sharing``: how replicas are
+    published (:func:`published`).
     """
     devices: list[SliceDevice] = []
+    counter_sets: list[dict[str, Any]] = []
     seen: dict[str, str] = {}
     for resource, resource_devices, extra in resources:
         # Several resources often number their devices alike ("0", "1"): keep names apart.
         prefix = resource.rpartition("/")[2] if len(resources) > 1 else ""
-        for device in resource_devices:
+        shown_devices = published(resource_devices, sharing)
+        counter_sets += _counter_sets(shown_devices, prefix)
+        for shown in shown_devices:
+            device = shown.device
             if not device.healthy and taint_effect is None:
                 continue
-            entry = _slice_device(resource, prefix, device, extra.get(device.id, {}))
+            entry = _slice_device(resource, prefix, device, extra.get(shown.granted.id, {}))
+            entry = _shared_entry(entry, shown, prefix)
             if not device.healthy:
                 entry.taints = [unhealthy_taint(driver, str(taint_effect))]
             if entry.name in seen:
@@ -163,16 +270,14 @@ def slices_for(
             devices.append(entry)
     size = MAX_SLICE_DEVICES_ADVANCED if any(map(uses_advanced_features, devices)) else MAX_SLICE_DEVICES
     chunks = [devices[i : i + size] for i in range(0, len(devices), size)] or [[]]
+    # A slice holds devices or counter sets, never both, and at most 8 sets (KEP-4815 as of 1.35).
+    counters = [counter_sets[i : i + MAX_COUNTER_SETS] for i in range(0, len(counter_sets), MAX_COUNTER_SETS)]
+    specs = [ResourceSliceSpec(devices=chunk) for chunk in chunks]
+    specs += [ResourceSliceSpec(shared_counters=sets) for sets in counters]
+    for spec in specs:
+        spec.driver, spec.node_name = driver, node
+        spec.pool = ResourcePool(name=node, generation=0, resource_slice_count=len(specs))
     return [
-        ResourceSlice(
-            api_version=f"{GROUP}/v1",
-            metadata=ObjectMeta(name=slice_name(node, driver, i)),
-            spec=ResourceSliceSpec(
-                driver=driver,
-                pool=ResourcePool(name=node, generation=0, resource_slice_count=len(chunks)),
-                node_name=node,
-                devices=chunk,
-            ),
-        )
-        for i, chunk in enumerate(chunks)
+        ResourceSlice(api_version=f"{GROUP}/v1", metadata=ObjectMeta(name=slice_name(node, driver, i)), spec=spec)
+        for i, spec in enumerate(specs)
     ]

@@ -1,12 +1,19 @@
-"""Run this directory's ``async def`` tests, each in a fresh event loop (as ``asyncio.run``)."""
+"""Run this directory's ``async def`` tests, each in a fresh event loop (as ``asyncio.run``), and
+the ``node`` fixture: a temp node under /tmp (unix socket paths end at 107 bytes)."""
 
 from __future__ import annotations
 
 import asyncio
 import inspect
+import shutil
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
+
+from kubedevice.testing.dradriver import Node
 
 
 @pytest.hookimpl(tryfirst=True)
@@ -17,3 +24,10 @@ def pytest_pyfunc_call(pyfuncitem: pytest.Function) -> bool | None:
     kwargs: dict[str, Any] = {name: pyfuncitem.funcargs[name] for name in names}
     asyncio.run(asyncio.wait_for(pyfuncitem.obj(**kwargs), 60))
     return True
+
+
+@pytest.fixture
+def node() -> Iterator[Node]:
+    root = Path(tempfile.mkdtemp(prefix="kd-", dir="/tmp"))
+    yield Node(root)
+    shutil.rmtree(root)

@@ -22,7 +22,7 @@ from kubedevice.api import dra_v1_pb2_grpc as v1_grpc
 from kubedevice.device import ContainerAllocation, Device, Health
 from kubedevice.dra.driver import DraDriver, DriverService
 from kubedevice.dra.driver.cdi import ClaimSpecs
-from kubedevice.dra.driver.checkpoint import CheckpointError
+from kubedevice.dra.driver.checkpoint import CheckpointError, load
 from kubedevice.dra.driver.claims import FileClaims
 from kubedevice.dra.driver.metrics import DraMetrics
 from kubedevice.kubelet.dra import DraClient, Registered, RegistrationRefused, register
@@ -377,13 +377,13 @@ async def test_two_instances_of_a_rolling_update_share_claims(node: Node) -> Non
             await asyncio.gather(old_client.prepare(refs[:3]), new_client.prepare(refs[3:]))
             assert len(node.cdi_specs()) == 6
             checkpoint = node.kubelet_dir / "plugins" / DRIVER / "checkpoint.json"
-            assert len(json.loads(checkpoint.read_text())["claims"]) == 6  # neither instance lost the other's
+            assert len(load(checkpoint, "boot-1")[0].claims) == 6  # neither instance lost the other's
             # the old pod goes away; the new one unprepares what the old one prepared
             await old.stop()
             answers = (await new_client.unprepare(refs)).claims
             assert all(answers[uid].error == "" for _, _, uid in refs)
             assert node.cdi_specs() == {}
-            assert json.loads(checkpoint.read_text())["claims"] == {}
+            assert load(checkpoint, "boot-1")[0].claims == {}
     finally:
         await old.stop()
         await new.stop()

@@ -2,7 +2,8 @@
 
 Modules, one concern each (as in kubernetes-sigs/dra-example-driver): ``registration`` (plugin
 watcher), ``server`` (the DRA gRPC services), ``state`` (prepare/unprepare), ``claims`` (where
-ResourceClaims come from), ``cdi`` (per-claim CDI specs), ``checkpoint``, ``publisher``
+ResourceClaims come from), ``opaque`` (class and claim configuration), ``cdi`` (per-claim CDI
+specs), ``checkpoint``, ``devicestatus`` (the claims' ``status.devices``), ``publisher``
 (ResourceSlices), ``health``, ``driver`` (the library class), ``service`` (running it),
 ``config`` (the ``dra:`` config section) and ``daemon`` (``kubedevice serve`` with ``dra:``).
 """
@@ -14,10 +15,11 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from .driver import AttributeProvider, DraDriver
+    from .opaque import ConfigHandler
     from .service import DriverService, ServiceOptions, serve
 
-__all__ = ["AttributeProvider", "DraDriver", "DriverService", "ServiceOptions", "serve"]
-_HOME = {"AttributeProvider": "driver", "DraDriver": "driver", "DriverService": "service"}
+__all__ = ["AttributeProvider", "ConfigHandler", "DraDriver", "DriverService", "ServiceOptions", "serve"]
+_HOME = {"AttributeProvider": "driver", "ConfigHandler": "opaque", "DraDriver": "driver", "DriverService": "service"}
 
 
 def __getattr__(name: str) -> Any:

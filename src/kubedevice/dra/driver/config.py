@@ -22,6 +22,23 @@ class DraConfig(BaseModel):
     rolling_update: bool = Field(
         False, description="name sockets after $POD_UID and lock changes, so two driver pods can overlap in an update"
     )
+    device_status: bool = Field(
+        False,
+        description=(
+            "after prepare, write the claim's status.devices (a Ready condition, the CDI device IDs as data; "
+            "needs patch on resourceclaims/status and the DRAResourceClaimDeviceStatus feature, on by default)"
+        ),
+    )
+
+    sharing: Literal["replicas", "capacity", "counters"] = Field(
+        "replicas",
+        description=(
+            "how a resource with replicas: N is published: replicas = N devices; capacity = one device per "
+            "physical device with allowMultipleAllocations and a consumable capacity 'replicas' of N "
+            "(Kubernetes 1.36+, DRAConsumableCapacity); counters = the whole device and its N replicas "
+            "drawing on one shared counter set of N (Kubernetes 1.36+, DRAPartitionableDevices)"
+        ),
+    )
 
     unhealthy_taint: Literal["NoSchedule", "NoExecute", "None", "off"] = Field(
         "NoSchedule",

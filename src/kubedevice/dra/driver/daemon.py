@@ -48,7 +48,8 @@ class DraOptions:
     log_level: str = "info"
     log_format: str = "text"
     claims_dir: Path | None = None
-    """Testing without a cluster: claims read from files here, no API server, no ResourceSlices."""
+    """Testing without a cluster: claims read from files here, no API server, no ResourceSlices;
+    ``status.devices`` patches written to its ``status/`` directory."""
 
 
 def build_driver(config: Config, host_root: Path | None = None) -> DraDriver:
@@ -56,7 +57,8 @@ def build_driver(config: Config, host_root: Path | None = None) -> DraDriver:
     if config.dra is None:
         raise ValueError("the config has no 'dra' section")
     # The plugins write no device-plugin CDI specs: the driver writes one per prepared claim.
-    return DraDriver(config.dra.driver, build_plugins(config, host_root, None), config.dra.taint_effect)
+    plugins = build_plugins(config, host_root, None)
+    return DraDriver(config.dra.driver, plugins, config.dra.taint_effect, config.dra.sharing)
 
 
 def run_dra_daemon(
@@ -96,6 +98,7 @@ async def _serve(
         observe=dra_metrics.observe_rpc if dra_metrics else None,
         on_publish=dra_metrics.observe_publish if dra_metrics else None,
         on_ready=lambda ready: readiness.set_registered(driver.name, ready),
+        device_status=config.dra.device_status,
     )
     task = asyncio.create_task(_serve_driver(driver, service_options, options, config.dra.publish))
     loop = asyncio.get_running_loop()
@@ -124,14 +127,17 @@ def _serve_driver(
     if options.claims_dir is None:
         return serve(driver, service_options, kubeconfig=options.kubeconfig, publish=publish)
     from .claims import FileClaims  # noqa: PLC0415
+    from .devicestatus import FileStatus  # noqa: PLC0415
 
     log.warning(
-        "TESTING ONLY: claims of DRA driver %s are read from files in %s; no API server is used and no "
-        "ResourceSlices are published",
+        "TESTING ONLY: claims of DRA driver %s are read from files in %s; no API server is used, no "
+        "ResourceSlices are published, and status.devices (dra.device_status) goes to %s/status/",
         driver.name,
         options.claims_dir,
+        options.claims_dir,
     )
-    return serve(driver, service_options, FileClaims(options.claims_dir), publish=False)
+    status = FileStatus(options.claims_dir / "status")
+    return serve(driver, service_options, FileClaims(options.claims_dir), publish=False, status=status)
 
 
 def serve_command(

@@ -16,8 +16,9 @@ from ...names import is_dns1123_subdomain
 from ...plugin.base import Plugin
 from ...sources.configured import ConfiguredPlugin
 from ...sources.discovery import dra_attributes
+from ..deviceattribute import with_standard_attributes
 from ..models import ResourceSlice
-from ..slices import DEFAULT_TAINT_EFFECT, ResourceInput, device_name, slices_for
+from ..slices import DEFAULT_TAINT_EFFECT, ResourceInput, Sharing, device_name, published, slices_for
 from .health import DeviceHealth
 from .state import Offered
 
@@ -39,9 +40,14 @@ class DraDriver:
     """The devices of some plugins, offered on one node as the pool of one DRA driver."""
 
     def __init__(
-        self, name: str, plugins: Sequence[Plugin], taint_effect: str | None = DEFAULT_TAINT_EFFECT
+        self,
+        name: str,
+        plugins: Sequence[Plugin],
+        taint_effect: str | None = DEFAULT_TAINT_EFFECT,
+        sharing: Sharing = "replicas",
     ) -> None:
-        """``taint_effect``: of the taint an unhealthy device carries in the slices; None leaves it out."""
+        """``taint_effect``: of the taint an unhealthy device carries in the slices; None leaves it out.
+        ``sharing``: how replicas are published (:func:`kubedevice.dra.slices.published`)."""
         if not is_dns1123_subdomain(name) or len(name) > 63:
             raise ValueError(f"DRA driver name {name!r} must be a DNS subdomain of at most 63 characters")
         if not plugins:
@@ -49,6 +55,7 @@ class DraDriver:
         self.name = name
         self.plugins = list(plugins)
         self.taint_effect = taint_effect
+        self.sharing: Sharing = sharing
 
     def subscribe(self, listener: Callable[[], None]) -> None:
         """Call ``listener`` after any device or health change of any plugin."""
@@ -60,16 +67,17 @@ class DraDriver:
 
     def slices(self, node: str) -> list[ResourceSlice]:
         """The ResourceSlices of this node's pool (generation and owner are the publisher's)."""
-        return slices_for(self.name, node, self.resources(), self.taint_effect)
+        return slices_for(self.name, node, self.resources(), self.taint_effect, self.sharing)
 
     def offered(self) -> dict[str, Offered]:
-        """Every device by its name in the slices (unhealthy ones too: they may still be prepared)."""
+        """Every device by its name in the slices (unhealthy ones too: they may still be prepared),
+        with the plugin's device that grants it."""
         prefixed = len(self.plugins) > 1
         index: dict[str, Offered] = {}
         for plugin in self.plugins:
             prefix = plugin.resource_name.rpartition("/")[2] if prefixed else ""
-            for device in plugin.devices():
-                index[device_name(device.id, prefix)] = Offered(plugin, device)
+            for shown in published(plugin.devices(), self.sharing):
+                index[device_name(shown.device.id, prefix)] = Offered(plugin, shown.granted)
         return index
 
     def health(self, node: str) -> list[DeviceHealth]:
@@ -80,8 +88,9 @@ class DraDriver:
 
 
 def _attributes(plugin: Plugin) -> Attributes:
+    """A configured resource's discovered attributes, plus Kubernetes' standard ones for PCI devices."""
     if isinstance(plugin, ConfiguredPlugin):
-        return dra_attributes(plugin.config, plugin.found)
+        return with_standard_attributes(plugin.host, dra_attributes(plugin.config, plugin.found))
     if isinstance(plugin, AttributeProvider):
         return plugin.dra_attributes()
     return {}

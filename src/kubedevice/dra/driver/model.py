@@ -31,11 +31,36 @@ class AllocatedDevice:
     pool: str
     device: str
     share_id: str | None = None
+    admin_access: bool = False
+    """``adminAccess: true``: the device is shared with its other users, never reserved (KEP-5018)."""
 
     @property
     def base_request(self) -> str:
         """The request without a subrequest (``gpu/large`` → ``gpu``), as the kubelet wants it."""
         return self.request.partition("/")[0]
+
+
+@dataclass(frozen=True, slots=True)
+class DeviceConfig:
+    """One entry of ``status.allocation.devices.config``: a class's or the claim's configuration.
+
+    ``driver`` is None for a configuration that is not ``opaque`` (an API extension this driver
+    does not know); ``parameters`` is the decoded JSON of ``opaque.parameters``.
+    """
+
+    source: str
+    requests: tuple[str, ...]
+    driver: str | None
+    parameters: Any = None
+
+    @classmethod
+    def from_object(cls, obj: dict[str, Any]) -> DeviceConfig:
+        opaque = obj.get("opaque")
+        driver = str(opaque.get("driver", "")) if isinstance(opaque, dict) else None
+        parameters = opaque.get("parameters") if isinstance(opaque, dict) else None
+        requests = obj.get("requests")
+        names = tuple(str(r) for r in requests) if isinstance(requests, list) else ()
+        return cls(str(obj.get("source", "")), names, driver, parameters)
 
 
 @dataclass(frozen=True, slots=True)
@@ -47,18 +72,23 @@ class Claim:
     uid: str
     allocated: bool
     results: tuple[AllocatedDevice, ...] = ()
+    config: tuple[DeviceConfig, ...] = ()
 
     @classmethod
     def from_object(cls, obj: dict[str, Any]) -> Claim:
         """From a ResourceClaim as the API server returns it (``resource.k8s.io/v1`` JSON)."""
         meta = obj.get("metadata") or {}
         allocation = (obj.get("status") or {}).get("allocation")
-        raw = ((allocation or {}).get("devices") or {}).get("results") or []
+        devices = (allocation or {}).get("devices") or {}
         results = tuple(
-            AllocatedDevice(r["request"], r["driver"], r["pool"], r["device"], r.get("shareID")) for r in raw
+            AllocatedDevice(
+                r["request"], r["driver"], r["pool"], r["device"], r.get("shareID"), r.get("adminAccess") is True
+            )
+            for r in devices.get("results") or []
         )
+        config = tuple(DeviceConfig.from_object(c) for c in devices.get("config") or [] if isinstance(c, dict))
         namespace, name, uid = meta.get("namespace", ""), meta.get("name", ""), meta.get("uid", "")
-        return cls(namespace, name, uid, allocation is not None, results)
+        return cls(namespace, name, uid, allocation is not None, results, config)
 
 
 @dataclass(frozen=True, slots=True)

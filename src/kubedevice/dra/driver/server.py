@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from typing import Any, Protocol
 
 import grpc
@@ -33,6 +33,9 @@ log = logging.getLogger("kubedevice.dra.server")
 Ctx = aio.ServicerContext[Any, Any]
 RpcObserver = Callable[[str, float, int, int], None]
 """Called after every prepare/unprepare with (method, seconds, claims, failed claims)."""
+Reporter = Callable[[Sequence[ClaimRef], dict[str, PrepareResult]], Awaitable[None]]
+"""Called after every prepare with the claims not prepared before it and the answers
+(``status.devices``); never raises."""
 
 
 class _Claims(Protocol):
@@ -63,15 +66,21 @@ def _refs(request: _Claims) -> list[ClaimRef]:
 class _Core:
     """What both API versions share: validation, the state calls, observation."""
 
-    def __init__(self, state: ClaimState, claims: ClaimSource, observe: RpcObserver | None) -> None:
+    def __init__(
+        self, state: ClaimState, claims: ClaimSource, observe: RpcObserver | None, report: Reporter | None
+    ) -> None:
         self.state = state
         self.claims = claims
         self.observe = observe
+        self.report = report
 
     async def prepare(self, request: _Claims, context: Ctx) -> dict[str, PrepareResult]:
         refs = await self._checked(request, context)
         start = time.perf_counter()
+        fresh = [r for r in refs if not self.state.is_prepared(r.uid)] if self.report is not None else []
         results = await self.state.prepare(refs, self.claims)
+        if self.report is not None:  # outside the state's lock: API calls must not hold up other requests
+            await self.report(fresh, results)  # a repeated prepare changes nothing, not even the time
         self._observed("NodePrepareResources", start, len(refs), sum(bool(r.error) for r in results.values()))
         return results
 
@@ -187,9 +196,15 @@ class ResourceHealthV1alpha1(h1alpha1_grpc.DRAResourceHealthServicer):  # type: 
 
 
 def add_services(
-    server: aio.Server, state: ClaimState, claims: ClaimSource, feed: HealthFeed, observe: RpcObserver | None = None
+    server: aio.Server,
+    state: ClaimState,
+    claims: ClaimSource,
+    feed: HealthFeed,
+    observe: RpcObserver | None = None,
+    *,
+    report: Reporter | None = None,
 ) -> None:
-    core = _Core(state, claims, observe)
+    core = _Core(state, claims, observe, report)
     v1_grpc.add_DRAPluginServicer_to_server(DRAPluginV1(core), server)
     v1beta1_grpc.add_DRAPluginServicer_to_server(DRAPluginV1beta1(core), server)
     h1_grpc.add_DRAResourceHealthServicer_to_server(ResourceHealthV1(feed), server)

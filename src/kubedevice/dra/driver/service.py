@@ -28,6 +28,7 @@ from ...plugin.server import _clear_stale_socket, check_socket_path
 from ...plugin.watcher import wait_for_directory
 from .cdi import ClaimSpecs
 from .checkpoint import BOOT_ID_PATH, FILE_NAME, read_boot_id
+from .devicestatus import ApiStatus, DeviceStatusReporter, StatusSink
 from .driver import DraDriver
 from .health import HealthFeed
 from .publisher import SlicePublisher
@@ -54,15 +55,24 @@ class ServiceOptions:
     on_ready: Callable[[bool], None] | None = None
     """Called when readiness changes: registered with the kubelet and (if publishing) slices published."""
     ready: asyncio.Event = field(default_factory=asyncio.Event)
+    device_status: bool = False
+    """Write each prepared claim's ``status.devices`` (through the API server unless a sink is given)."""
 
 
 class DriverService:
     """One driver served on one node until :meth:`stop`."""
 
     def __init__(
-        self, driver: DraDriver, claims: ClaimSource, options: ServiceOptions, publisher: SlicePublisher | None
+        self,
+        driver: DraDriver,
+        claims: ClaimSource,
+        options: ServiceOptions,
+        publisher: SlicePublisher | None,
+        status: StatusSink | None = None,
     ) -> None:
+        """``status``: where ``status.devices`` goes after each prepare (None: not written)."""
         self.driver = driver
+        self._report = DeviceStatusReporter(driver.name, status) if status is not None else None
         self.options = options
         self.sockets = Sockets(options.kubelet_dir, driver.name, options.rolling_update_uid)
         self.registered = False
@@ -103,7 +113,8 @@ class DriverService:
         self.sockets.plugin_dir.mkdir(exist_ok=True)  # ours; its parent is the kubelet's
         self.state = self._claim_state()
         dra = await self._serve(
-            self.sockets.dra, lambda s: add_services(s, self.state, self._claims, self.feed, self.options.observe)
+            self.sockets.dra,
+            lambda s: add_services(s, self.state, self._claims, self.feed, self.options.observe, report=self._report),
         )
         self._servers.append(dra)
         registrar = RegistrationServicer(self.driver.name, self.sockets.dra, self._status)
@@ -230,18 +241,26 @@ async def serve(
     claims: ClaimSource | None = None,
     kubeconfig: Path | None = None,
     publish: bool = True,
+    *,
+    status: StatusSink | None = None,
 ) -> None:
-    """Serve ``driver`` until cancelled: claims from the API server unless ``claims`` is given."""
+    """Serve ``driver`` until cancelled: claims from the API server unless ``claims`` is given, and
+    with ``options.device_status`` the claims' ``status.devices`` there too unless ``status`` is given."""
     from .claims import ApiClaims  # noqa: PLC0415 - the API client only when it is used
     from .kube import client  # noqa: PLC0415
 
-    api = client(kubeconfig) if claims is None or publish else None
+    api_status = options.device_status and status is None
+    api = client(kubeconfig) if claims is None or publish or api_status else None
     publisher = None
     if publish:
         assert api is not None
         publisher = SlicePublisher(api, driver.name, options.node, lambda: driver.slices(options.node))
         publisher.on_publish = options.on_publish
-    service = DriverService(driver, claims or ApiClaims(api), options, publisher)  # type: ignore[arg-type]
+    if api_status:
+        assert api is not None
+        status = ApiStatus(api, driver.name)
+    sink = status if options.device_status else None
+    service = DriverService(driver, claims or ApiClaims(api), options, publisher, sink)  # type: ignore[arg-type]
     await service.start()
     try:
         await service.run()

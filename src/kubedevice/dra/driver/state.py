@@ -21,11 +21,12 @@ from pathlib import Path
 from typing import IO, Protocol
 
 from ...allocation.cdi import CdiError, Spec
-from ...device import ContainerAllocation, Device
+from ...device import EMPTY_ALLOCATION, ContainerAllocation, Device
 from ...plugin.base import Plugin
 from . import checkpoint as ckpt
 from .cdi import ClaimSpecs
 from .model import AllocatedDevice, Claim, ClaimRef, PreparedClaim, PreparedDevice, PrepareResult
+from .opaque import configs_for, edits_for
 
 log = logging.getLogger("kubedevice.dra.state")
 
@@ -100,6 +101,9 @@ class ClaimState:
     def prepared(self) -> dict[str, PreparedClaim]:
         return {uid: e.claim for uid, e in self._checkpoint.claims.items()}
 
+    def is_prepared(self, uid: str) -> bool:
+        return uid in self._checkpoint.claims
+
     def _recover(self, stale: Mapping[str, ckpt.Entry]) -> None:
         """After a restart: restore missing specs of prepared claims, remove every other spec of ours."""
         for uid, entry in self._checkpoint.claims.items():
@@ -162,9 +166,10 @@ class ClaimState:
         mine = [r for r in claim.results if r.driver == self.driver and r.pool == self.pool]
         offered = self._offered(ref, mine)
         grants = await self._grants(mine, offered)
+        self._configure(ref, claim, mine, offered, grants)
         spec: Spec | None = None
         if grants:
-            spec = self._specs.spec(ref.uid, grants)
+            spec = self._specs.spec(ref.uid, list(grants.items()))
             self._specs.write(ref.uid, spec)
         requests: dict[str, dict[str, None]] = {}
         for result in mine:
@@ -198,7 +203,7 @@ class ClaimState:
 
     async def _grants(
         self, results: Sequence[AllocatedDevice], offered: Mapping[str, Offered]
-    ) -> list[tuple[str, ContainerAllocation]]:
+    ) -> dict[str, ContainerAllocation]:
         """Per device, its own nodes and mounts; the first device of a request carries the envs
         that the plugin's ``allocate`` gives for all devices of that request (the merged grants
         plus the config's env templates), so a container sees what Allocate would give it."""
@@ -213,7 +218,30 @@ class ClaimState:
                 own = offered[member.device].device.grant
                 envs = merged.envs if index == 0 else {}  # as one container would get them from Allocate
                 grants.setdefault(member.device, ContainerAllocation(envs, own.mounts, own.devices))
-        return list(grants.items())
+        return grants
+
+    def _configure(
+        self,
+        ref: ClaimRef,
+        claim: Claim,
+        results: Sequence[AllocatedDevice],
+        offered: Mapping[str, Offered],
+        grants: dict[str, ContainerAllocation],
+    ) -> None:
+        """Add what the class's and the claim's opaque config (and ``adminAccess``) ask for to each
+        device's edits. An admin-access result is prepared like any other: the kubelet plugin
+        helper reserves nothing, so a device already prepared for another claim is no obstacle."""
+        for result in _unique(results):
+            plugin, device = offered[result.device].plugin, offered[result.device].device
+            try:
+                configs = configs_for(claim.config, result, self.driver)
+                edits = edits_for(plugin, device, configs, result.admin_access)
+            except Exception as err:
+                if not isinstance(err, ValueError):
+                    log.exception("apply_config hook of %s failed", plugin.resource_name)
+                raise PrepareFailed(f"claim {ref}: device {result.device} (request {result.request}): {err}") from err
+            if edits != EMPTY_ALLOCATION:
+                grants[result.device] = ContainerAllocation.merge([edits, grants[result.device]])
 
     def _persist_or_undo(self, added: Iterable[str], results: dict[str, PrepareResult]) -> None:
         try:
