@@ -52,6 +52,9 @@ LAZY = {
     "check": LazyCommand(
         "kubedevice.conformance.cli", "check", "Check a device plugin against the kubelet's contract."
     ),
+    "host-service": LazyCommand(
+        "kubedevice.node.hostservice_cli", "app", "The chart's hostService: install, supervise, remove the unit."
+    ),
     "dra": LazyCommand(
         "kubedevice.dra.cli", "app", "Dynamic Resource Allocation: validate, explain and allocate like the API server."
     ),

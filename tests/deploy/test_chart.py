@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import re
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -19,11 +21,13 @@ ALL_OPTIONS = ("resourceSlices.enabled=true", "metrics.podMonitor.enabled=true",
                "podAnnotations.team=devices", "extraArgs={--log-level,debug}",
                "imagePullSecrets[0].name=regcred", "nfd.enabled=true")
 DRA = ("dra.enabled=true", "dra.driverName=null.example.com")
+CLASSES = ("dra.deviceClasses[0].name=null.example.com", "dra.deviceClasses[0].extendedResourceName=example.com/null")
 SELECTOR = ("config.resources[0].name=example.com/gpu", "config.resources[0].static.count=1",
             "config.resources[0].node_selector.example\\.com/accelerator=gpu")
 VALUE_SETS = {"defaults": (), "all-options": ALL_OPTIONS, "no-monitoring-ns": ("fullnameOverride=kd",),
               "node-selector": (*SELECTOR, "cdi.removeOnUninstall=false"),
-              "dra": DRA, "dra-all-options": (*DRA, *ALL_OPTIONS, "dra.rollingUpdate=true", "dra.kubeletDir=/k")}
+              "dra": DRA, "dra-all-options": (*DRA, *ALL_OPTIONS, *CLASSES, "dra.rollingUpdate=true",
+                                  "dra.kubeletDir=/k")}
 
 
 NFD_DIR = "/etc/kubernetes/node-feature-discovery/features.d"
@@ -46,7 +50,8 @@ def mounts(docs: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
     return {m["mountPath"]: {**m, "volume": volumes[m["name"]]} for m in container(docs)["volumeMounts"]}
 
 
-@pytest.mark.parametrize("sets", [(), ALL_OPTIONS, DRA], ids=["defaults", "all-options", "dra"])
+@pytest.mark.parametrize("sets", [(), ALL_OPTIONS, DRA, (*DRA, *CLASSES)],
+                         ids=["defaults", "all-options", "dra", "dra-classes"])
 def test_helm_lint_strict_passes(helm: Helm, sets: tuple[str, ...]) -> None:
     args = [arg for item in sets for arg in ("--set", item)]
     result = helm.run("lint", "--strict", "--kube-version", "1.34.0", str(CHART), *args)
@@ -268,6 +273,64 @@ def test_dra_mode_needs_a_driver_name(helm: Helm) -> None:
     result = helm.run("template", "x", str(CHART), *version, "--set", "dra.enabled=true",
                       "--set", "dra.driverName=Bad_Name")
     assert result.returncode != 0 and "/dra/driverName" in result.stderr
+
+
+CLASS_VALUES = """
+dra:
+  enabled: true
+  driverName: null.example.com
+  deviceClasses:
+    - name: null.example.com
+      extendedResourceName: example.com/null
+    - name: null-only
+      selectors:
+        - cel: {expression: 'device.attributes["null.example.com"].resource == "example.com/null"'}
+"""
+
+
+def test_dra_mode_ships_the_device_classes_asked_for_selecting_the_drivers_devices(
+        helm: Helm, tmp_path: Path) -> None:
+    """Each class selects ``device.driver == driverName`` first, then its own selectors; only the
+    one given an extendedResourceName carries it. The API server's validation (``dra validate``) and
+    the OpenAPI schema of 1.37 accept them."""
+    values = tmp_path / "values.yaml"
+    values.write_text(CLASS_VALUES)
+    docs = helm.template(values=[values])
+    extended, first = by_kind(docs, "DeviceClass")
+    driver = {"cel": {"expression": 'device.driver == "null.example.com"'}}
+    assert extended["metadata"]["name"] == "null.example.com"
+    assert extended["spec"] == {"extendedResourceName": "example.com/null", "selectors": [driver]}
+    assert first["metadata"]["name"] == "null-only"
+    only_null = 'device.attributes["null.example.com"].resource == "example.com/null"'
+    assert first["spec"] == {"selectors": [driver, {"cel": {"expression": only_null}}]}
+    assert extended["metadata"]["labels"]["app.kubernetes.io/instance"] == "kubedevice"
+    validate_all([extended, first], ("1.37.0",))
+    rendered = tmp_path / "classes.yaml"
+    rendered.write_text(yaml.safe_dump_all([extended, first]))
+    checked = subprocess.run([sys.executable, "-m", "kubedevice", "dra", "validate", str(rendered)],
+                             capture_output=True, text=True, check=False, timeout=60)
+    assert checked.returncode == 0, checked.stdout + checked.stderr
+
+
+def test_device_classes_only_in_dra_mode_and_none_by_default(helm: Helm) -> None:
+    assert not by_kind(helm.template(*DRA), "DeviceClass")
+    assert not by_kind(helm.template(*CLASSES), "DeviceClass")  # no driver to select
+
+
+@pytest.mark.parametrize(("bad", "complaint"), [
+    ("dra.deviceClasses[0].extendedResourceName=null", "/dra/deviceClasses/0/extendedResourceName"),
+    ("dra.deviceClasses[0].extendedResourceName=kubernetes.io/null", "/dra/deviceClasses/0/extendedResourceName"),
+    ("dra.deviceClasses[0].extendedResourceName=Example.com/null", "/dra/deviceClasses/0/extendedResourceName"),
+    ("dra.deviceClasses[0].name=Null_Class", "/dra/deviceClasses/0/name"),
+    ("dra.deviceClasses[0].extendedName=example.com/null", "extendedName"),
+])
+def test_device_class_values_are_checked_naming_the_key(helm: Helm, bad: str, complaint: str) -> None:
+    """The extended resource name as the API server's IsExtendedResourceName takes it: domain-qualified,
+    not in kubernetes.io (pkg/apis/resource/validation, validateDeviceClassSpec)."""
+    result = helm.run("template", "x", str(CHART), "--kube-version", "1.34.0", *(a for s in (*DRA, *CLASSES[:1], bad)
+                                                                                for a in ("--set", s)))
+    assert result.returncode != 0
+    assert complaint in result.stderr, result.stderr
 
 
 def test_resource_slices_get_a_least_privilege_service_account(helm: Helm) -> None:

@@ -15,7 +15,8 @@ from .helmkit import Helm, load_manifests, one, validate_all
 CHART_ONLY_LABELS = ("helm.sh/chart", "app.kubernetes.io/managed-by")
 
 
-DRA_SETS = ("dra.enabled=true", "dra.driverName=null.example.com")
+DRA_SETS = ("dra.enabled=true", "dra.driverName=null.example.com", "dra.deviceClasses[0].name=null.example.com",
+            "dra.deviceClasses[0].extendedResourceName=example.com/null")
 # The plain manifests let a hand-edited ConfigMap use node_selector without editing RBAC.
 PLAIN_SETS = ("nodeLabels.enabled=true",)
 
@@ -27,7 +28,8 @@ def test_plain_manifests_validate_against_kubernetes_openapi() -> None:
     validate_all(docs)
     dra = load_manifests("kubedevice-dra.yaml")
     assert [d["kind"] for d in dra] == ["ServiceAccount", "ConfigMap", "ClusterRole", "ClusterRoleBinding",
-                                        "DaemonSet", "ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding"]
+                                        "DaemonSet", "DeviceClass", "ValidatingAdmissionPolicy",
+                                        "ValidatingAdmissionPolicyBinding"]
     validate_all(dra, ("1.37.0",))
 
 

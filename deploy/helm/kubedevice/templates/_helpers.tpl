@@ -38,6 +38,9 @@ cdi_dir: {{ .Values.cdi.dir }}
 dra:
   driver: {{ required "dra.driverName is required when dra.enabled" .Values.dra.driverName | quote }}
   rolling_update: {{ .Values.dra.rollingUpdate }}
+  {{- if .Values.dra.deviceStatus }}
+  device_status: true
+  {{- end }}
 {{- end }}
 {{ toYaml (omit .Values.config "plugin_dir" "host_root" "cdi_dir" "dra") }}
 {{- end }}
@@ -67,4 +70,15 @@ system:serviceaccount:{{ .Release.Namespace }}:{{ include "kubedevice.fullname" 
 
 {{- define "kubedevice.image" -}}
 {{ .Values.image.repository }}:{{ .Values.image.tag | default .Chart.AppVersion }}
+{{- end }}
+
+{{/* hostService runs kubedevice as a systemd unit, which has no API credentials, and removes it
+on uninstall by the owner check. */}}
+{{- define "kubedevice.hostServiceChecks" -}}
+{{- if or .Values.dra.enabled .Values.resourceSlices.enabled (include "kubedevice.nodeLabels" .) }}
+{{- fail "hostService.enabled: the host service has no API access (no dra, resourceSlices or node_selector)" }}
+{{- end }}
+{{- if not (include "kubedevice.ownerCheck" .) }}
+{{- fail "hostService.enabled needs cdi.removeOnUninstall: it is how helm uninstall removes the unit" }}
+{{- end }}
 {{- end }}

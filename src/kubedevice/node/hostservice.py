@@ -1,0 +1,309 @@
+"""The chart's ``hostService``: kubedevice installed on the node as a systemd unit from its own pod.
+
+Why: a DaemonSet pod starts only after the kubelet has re-admitted the node's pods on a reboot,
+so every pod using our devices fails with ``UnexpectedAdmissionError`` (kubernetes #128043);
+a unit ordered ``Before=kubelet.service`` is serving by then (docs/deploy.md, "Host service").
+
+What runs on the host needs nothing installed there but systemd: the image's whole root
+filesystem (Debian, its python3 and the /opt/kubedevice virtualenv) is copied to
+``/opt/kubedevice/<version>/rootfs`` and the unit runs in it with ``RootDirectory=``. A copied
+virtualenv alone would not run: its interpreter is a link to the image's /usr/bin/python3 and
+the C libraries it was built against.
+
+Every file written carries our mark (a first comment line, a link to our unit, or the marker
+file of /opt/kubedevice), and :func:`uninstall` removes only files that carry it, so a unit or
+config installed by hand is refused at install and never deleted.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import shlex
+import shutil
+import subprocess
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from ..names import endpoint_for
+
+log = logging.getLogger(__name__)
+
+UNIT_NAME = "kubedevice.service"
+MARK = "# kubedevice-host-service: written by 'kubedevice host-service install'; its uninstall removes it"
+MARKER_FILE = ".kubedevice-host-service"  # in /opt/kubedevice: the directory is ours
+COMPLETE = ".complete"  # in a version's directory: its copy finished
+WANTED_BY = ("multi-user.target", "kubelet.service")
+EXEC_START = ("/opt/kubedevice/bin/kubedevice serve --config /etc/kubedevice/config.yaml "
+              "--metrics-address 127.0.0.1:9500 --log-format json")
+DEFAULT_SYSTEMCTL = "nsenter -t 1 -m -u -i -n -p -- systemctl"
+
+
+class HostServiceError(Exception):
+    """Install or uninstall cannot go on: ``str()`` is the one line to print."""
+
+
+@dataclass(frozen=True)
+class Layout:
+    """Where things go on the host. ``root`` is where the host's / is visible (``/host`` in the pod,
+    a temp dir in tests); every other path is the host's own, as the unit names it."""
+
+    root: Path
+    version: str
+
+    def on_host(self, path: str | Path) -> Path:
+        return self.root / str(path).lstrip("/")
+
+    @property
+    def opt(self) -> Path:
+        return self.on_host("/opt/kubedevice")
+
+    @property
+    def rootfs(self) -> str:
+        return f"/opt/kubedevice/{self.version}/rootfs"
+
+    @property
+    def config(self) -> Path:
+        return self.on_host("/etc/kubedevice/config.yaml")
+
+    @property
+    def unit(self) -> Path:
+        return self.on_host(f"/etc/systemd/system/{UNIT_NAME}")
+
+    def wants(self) -> list[Path]:
+        return [self.on_host(f"/etc/systemd/system/{target}.wants/{UNIT_NAME}") for target in WANTED_BY]
+
+
+@dataclass(frozen=True)
+class Paths:
+    """The config's paths, as the image's daemon sees them inside ``RootDirectory=``: the unit
+    binds the host's directories there exactly where the pod mounts them, so one config serves both."""
+
+    plugin_dir: str
+    cdi_dir: str
+    host_root: str
+
+
+def unit_text(layout: Layout, paths: Paths) -> str:
+    """The unit (its mark is added by :func:`write_marked`): deploy/systemd/kubedevice.service's
+    ordering, readiness and confinement, run inside the copied image. ``+`` ExecStartPre lines
+    run on the host itself (no RootDirectory)."""
+    host = paths.host_root.rstrip("/")
+    binds = f"/dev:{host}/dev /sys:{host}/sys -/run/udev:{host}/run/udev /etc/kubedevice:/etc/kubedevice"
+    return f"""# The Helm chart's hostService (docs/deploy.md, "Host service from the chart").
+[Unit]
+Description=kubedevice device plugin daemon (installed by the kubedevice chart)
+Before=kubelet.service
+After=local-fs.target
+
+[Service]
+Type=notify
+NotifyAccess=main
+TimeoutStartSec=60s
+ExecStartPre=+/bin/mkdir -p -m 0750 {paths.plugin_dir}
+ExecStartPre=+/bin/mkdir -p -m 0755 {paths.cdi_dir}
+RootDirectory={layout.rootfs}
+MountAPIVFS=yes
+BindReadOnlyPaths={binds}
+BindPaths={paths.plugin_dir} {paths.cdi_dir}
+ExecStart={EXEC_START}
+ExecReload=/bin/kill -HUP $MAINPID
+Restart=always
+RestartSec=1s
+Environment=PATH=/opt/kubedevice/bin:/usr/sbin:/usr/bin:/sbin:/bin PYTHONUNBUFFERED=1 PYTHONDONTWRITEBYTECODE=1
+CapabilityBoundingSet=
+AmbientCapabilities=
+NoNewPrivileges=yes
+ProtectSystem=strict
+ReadWritePaths={paths.plugin_dir} {paths.cdi_dir}
+PrivateTmp=yes
+MemoryMax=128M
+
+[Install]
+WantedBy={" ".join(WANTED_BY)}
+"""
+
+
+def marked(path: Path) -> bool:
+    """Ours: a file whose first line is our mark (no symlink followed)."""
+    if path.is_symlink() or not path.is_file():
+        return False
+    with path.open("rb") as file:
+        return file.readline().rstrip(b"\n") == MARK.encode()
+
+
+def config_body(path: Path) -> bytes | None:
+    """The config we wrote without its mark line; None when the file is not ours or missing."""
+    if not marked(path):
+        return None
+    return path.read_bytes().split(b"\n", 1)[1]
+
+
+def _ours_or_absent(path: Path) -> None:
+    if path.is_symlink():
+        if os.readlink(path) != f"/etc/systemd/system/{UNIT_NAME}":
+            raise HostServiceError(f"{path} links elsewhere: not ours, left alone")
+    elif path.exists() and not marked(path):
+        raise HostServiceError(f"{path} exists and was not written by kubedevice host-service "
+                               "(a host service installed by hand?): remove it or keep hostService off")
+
+
+def check_host(layout: Layout) -> None:
+    """systemd running (sd_booted(3): /run/systemd/system) and no foreign file where ours go."""
+    if not layout.on_host("/run/systemd/system").is_dir():
+        raise HostServiceError(f"no systemd on this host ({layout.on_host('/run/systemd/system')} missing): "
+                               "hostService needs a systemd host")
+    for path in (layout.unit, layout.config, *layout.wants()):
+        _ours_or_absent(path)
+    if layout.opt.exists() and not (layout.opt / MARKER_FILE).is_file():
+        raise HostServiceError(f"{layout.opt} exists and is not ours (no {MARKER_FILE}): left alone")
+
+
+def copy_runtime(image_root: Path, layout: Layout, paths: Paths) -> bool:
+    """The image's root filesystem to /opt/kubedevice/<version>/rootfs; False if already there.
+
+    Only the image's own filesystem is copied (as ``cp -x``): /proc, /sys, /dev, the host's
+    mount, the ConfigMap and the kubelet's /etc/hosts files are other mounts. The directories the
+    unit binds are created empty. Copied beside and renamed, so a half copy is never used.
+    """
+    version_dir = layout.opt / layout.version
+    if (version_dir / COMPLETE).is_file():
+        return False
+    layout.opt.mkdir(parents=True, exist_ok=True)
+    (layout.opt / MARKER_FILE).write_text(MARK + "\n")
+    partial = layout.opt / f".{layout.version}.partial"
+    shutil.rmtree(partial, ignore_errors=True)
+    device = image_root.stat().st_dev
+    layout_root = layout.root.resolve()
+
+    def other_mounts(directory: str, names: list[str]) -> list[str]:
+        here = Path(directory)
+        return [n for n in names if _skip(here / n, device, layout_root)]
+
+    shutil.copytree(image_root, partial / "rootfs", symlinks=True, ignore=other_mounts)
+    mount_points = ["proc", "sys", "dev", "run", "tmp", "etc/kubedevice", paths.plugin_dir, paths.cdi_dir,
+                    *(f"{paths.host_root}/{d}" for d in ("dev", "sys", "run/udev"))]
+    for point in mount_points:
+        (partial / "rootfs" / point.lstrip("/")).mkdir(parents=True, exist_ok=True)
+    (partial / COMPLETE).write_text(MARK + "\n")
+    shutil.rmtree(version_dir, ignore_errors=True)
+    partial.rename(version_dir)
+    return True
+
+
+def _skip(path: Path, device: int, host: Path) -> bool:
+    """Another filesystem (a mount) or the host's own root seen from the image."""
+    try:
+        stat = path.lstat()
+    except OSError:
+        return True
+    if path.is_symlink():
+        return False
+    return stat.st_dev != device or path.resolve() == host
+
+
+def write_marked(path: Path, body: bytes) -> bool:
+    """Write atomically with our mark first; False when the content was already that."""
+    content = MARK.encode() + b"\n" + body
+    if marked(path) and path.read_bytes() == content:
+        return False
+    path.parent.mkdir(parents=True, exist_ok=True)
+    temporary = path.with_name(f".{path.name}.kubedevice-tmp")
+    temporary.write_bytes(content)
+    temporary.chmod(0o644)
+    temporary.replace(path)
+    return True
+
+
+def enable(layout: Layout) -> None:
+    """The links ``systemctl enable`` makes for our ``WantedBy=`` (no systemctl needed)."""
+    for link in layout.wants():
+        if not link.is_symlink():
+            link.parent.mkdir(parents=True, exist_ok=True)
+            link.symlink_to(f"/etc/systemd/system/{UNIT_NAME}")
+
+
+class Systemctl:
+    """The host's systemctl, reached through PID 1's namespaces (the pod runs with hostPID)."""
+
+    def __init__(self, command: str = DEFAULT_SYSTEMCTL) -> None:
+        self.argv = shlex.split(command)
+        if not self.argv:
+            raise HostServiceError("--systemctl must name a command")
+
+    def __call__(self, *args: str, check: bool = True) -> None:
+        log.info("systemctl %s", " ".join(args))
+        try:
+            done = subprocess.run([*self.argv, *args], capture_output=True, text=True, timeout=120, check=False)
+        except (OSError, subprocess.TimeoutExpired) as err:
+            raise HostServiceError(f"systemctl {' '.join(args)}: {err}") from err
+        if check and done.returncode != 0:
+            raise HostServiceError(f"systemctl {' '.join(args)} failed ({done.returncode}): "
+                                   f"{' '.join(done.stderr.split())[-300:]}")
+
+
+def install(image_root: Path, layout: Layout, paths: Paths, config: bytes, systemctl: Systemctl) -> list[Path]:
+    """Install, enable and start (or restart, if the unit changed) the host service; the files written."""
+    check_host(layout)
+    copied = copy_runtime(image_root, layout, paths)
+    changed_unit = write_marked(layout.unit, unit_text(layout, paths).encode())
+    write_marked(layout.config, config)
+    enable(layout)
+    systemctl("daemon-reload")
+    systemctl("restart" if changed_unit or copied else "start", UNIT_NAME)
+    _remove_other_versions(layout)
+    return owned_files(layout)
+
+
+def _remove_other_versions(layout: Layout) -> None:
+    """An upgrade's old copies, once the new unit runs (only version directories we completed)."""
+    for entry in layout.opt.iterdir():
+        if entry.name != layout.version and (entry / COMPLETE).is_file():
+            shutil.rmtree(entry)
+
+
+def owned_files(layout: Layout) -> list[Path]:
+    """Every file of ours on the host, top paths only (/opt/kubedevice stands for its tree)."""
+    found = [p for p in (layout.unit, layout.config) if marked(p)]
+    found += [p for p in layout.wants() if p.is_symlink() and os.readlink(p).endswith(f"/{UNIT_NAME}")]
+    if (layout.opt / MARKER_FILE).is_file():
+        found.append(layout.opt)
+    return sorted(found)
+
+
+def uninstall(layout: Layout, systemctl: Systemctl) -> list[Path]:
+    """Stop, disable and remove what :func:`install` wrote, and nothing else; the paths removed."""
+    if layout.on_host("/run/systemd/system").is_dir() and marked(layout.unit):
+        systemctl("stop", UNIT_NAME, check=False)  # already stopped or unknown: go on removing
+    removed = owned_files(layout)
+    for path in removed:
+        if path == layout.opt:
+            shutil.rmtree(path)
+        else:
+            path.unlink()
+    for directory in (layout.config.parent, *(link.parent for link in layout.wants())):
+        _remove_if_empty(directory)
+    if removed and layout.on_host("/run/systemd/system").is_dir():
+        systemctl("daemon-reload", check=False)
+    return removed
+
+
+def _remove_if_empty(directory: Path) -> None:
+    with contextlib.suppress(OSError):  # not empty (someone else's files) or already gone: leave it
+        directory.rmdir()
+
+
+def sockets_served(plugin_dir: Path, resources: Sequence[str]) -> bool:
+    """Readiness of the unit as the kubelet sees it: every resource's socket accepts a connection."""
+    import socket  # noqa: PLC0415 - only for the probe loop
+
+    for name in resources:
+        with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as sock:
+            sock.settimeout(1)
+            try:
+                sock.connect(str(plugin_dir / endpoint_for(name)))
+            except OSError:
+                return False
+    return True
