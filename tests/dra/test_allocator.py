@@ -219,7 +219,9 @@ def test_node_selector_slices_match_labels() -> None:
     selected = from_document(doc)
     assert isinstance(selected, ResourceSlice)
     [result] = allocate([claim([exact("g", 1)])], [gpu_class()], [selected], NODE)
-    assert "nodeSelector" not in result.as_status("node-1")
+    # createNodeSelector: the slice's one term becomes the allocation's node selector.
+    term = {"matchExpressions": [{"key": "zone", "operator": "In", "values": ["a"]}]}
+    assert result.as_status("node-1")["nodeSelector"] == {"nodeSelectorTerms": [term]}
     with pytest.raises(Unallocatable):
         allocate([claim([exact("g", 1)])], [gpu_class()], [selected], Node("node-1", {"zone": "b"}))
 

@@ -1,31 +1,42 @@
 """A structured-parameters allocator for one node, like the scheduler's.
 
-Follows ``k8s.io/dynamic-resource-allocation/structured`` (``internal/incubating``, the variant
-the scheduler runs with the 1.36 default features): pools are gathered as ``GatherPools`` does
-(only the newest generation of a pool counts; completeness is judged against every slice of
-that generation, on any node; pools are sorted by driver and name, slices by name), every claim
-and request is handled in order, and each needed device is picked by depth-first search over the
-pools' devices in that order. Within one request the search tries sets, not orderings
-(``allocateOne``'s start location), and the first full solution wins. ``ExactCount``/``All``,
-``firstAvailable``, ``matchAttribute``, ``distinctAttribute``, device taints, per-device node
-selection and the 32-devices-per-claim limit behave as upstream; CEL errors abort with the
-scheduler's messages. A branch is cut as soon as fewer candidates are left than devices still
+Follows ``k8s.io/dynamic-resource-allocation/structured`` in the variant the scheduler runs for
+the feature gates (``internal/incubating`` with the 1.36 and 1.37 defaults,
+``internal/experimental`` where ``DRAListTypeAttributes`` is on, ``internal/stable`` with 1.34's
+and 1.35's) and the release (v0.36 for 1.36, v0.37 for 1.37, where they differ): pools are
+gathered as ``GatherPools`` does (only the newest generation of a pool counts; completeness is
+judged against every slice of that generation, on any node; pools are sorted by driver and name,
+slices by name), every claim and request is handled in order, and each needed device is picked by
+depth-first search over the pools' devices in that order. Within one request the search tries
+sets, not orderings (``allocateOne``'s start location), and the first full solution wins.
+``ExactCount``/``All``, ``firstAvailable``, ``matchAttribute``, ``distinctAttribute``, device
+taints (results carry the request's tolerations), partitionable devices (``sharedCounters`` of the
+pool's counter slices, ``consumesCounters``, per-device node selection), consumable capacity
+(``allowMultipleAllocations``, ``requestPolicy``, ``capacity.requests``; results carry ``shareID``
+and ``consumedCapacity``), binding conditions (copied into results; ``bindsToNode``) and the
+32-devices-per-claim limit behave as upstream, each behind its feature gate; CEL errors abort with
+the scheduler's messages. A branch is cut as soon as fewer candidates are left than devices still
 needed, which does not change which solution is found (see :meth:`_Search.cannot_fill`). When
-there is no solution the error names the first request or constraint that cannot be met, which
-the scheduler does not.
+there is no solution the error names the first request or constraint that cannot be met, and what
+rules devices out (selectors, taints, counters, capacity), which the scheduler does not.
 
-Not modelled: partitionable devices (``consumesCounters``; such devices are skipped),
-consumable capacity and binding conditions.
+``shareID``: upstream draws a random UUID per share; ours is a version-5 UUID of the claim, the
+request and the device, so the same input gives the same output.
 """
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from fractions import Fraction
+from functools import cached_property
 from typing import Any
 
+from . import capacity as cap
 from . import cel
 from .explain import device_input
+from .gates import Features
 from .models import (
     Device,
     DeviceAttribute,
@@ -36,8 +47,10 @@ from .models import (
     ResourceClaim,
     ResourceSlice,
 )
+from .taints import stored_tolerations, taint_blocks
 
 MAX_RESULTS = 32  # resource.AllocationResultsMaxSize
+_SHARE_NAMESPACE = uuid.UUID("6ba7b811-9dad-11d1-80b4-00c04fd430c8")  # RFC 4122's URL namespace
 
 
 class AllocationError(Exception):
@@ -59,36 +72,67 @@ class DeviceID:
 
 
 @dataclass(frozen=True)
+class SharedDevice:
+    """One share of an ``allowMultipleAllocations`` device held by an allocated claim."""
+
+    id: DeviceID
+    share_id: str
+    consumed: Mapping[str, str] = field(default_factory=dict)  # quantities as in ``consumedCapacity``
+
+
+@dataclass(frozen=True)
 class DeviceResult:
     request: str
     id: DeviceID
     admin_access: bool | None = None
+    tolerations: tuple[dict[str, Any], ...] = ()
+    binding_conditions: tuple[str, ...] = ()
+    binding_failure_conditions: tuple[str, ...] = ()
+    share_id: str | None = None
+    consumed_capacity: tuple[tuple[str, str], ...] = ()
+
+    def as_status(self) -> dict[str, Any]:
+        """``DeviceRequestAllocationResult`` in field order, empty fields omitted as ``omitempty`` does."""
+        entry: dict[str, Any] = {"request": self.request, "driver": self.id.driver, "pool": self.id.pool}
+        entry["device"] = self.id.device
+        if self.admin_access is not None:
+            entry["adminAccess"] = self.admin_access
+        optional = {
+            "tolerations": list(self.tolerations),
+            "bindingConditions": list(self.binding_conditions),
+            "bindingFailureConditions": list(self.binding_failure_conditions),
+            "shareID": self.share_id,
+            "consumedCapacity": dict(self.consumed_capacity),
+        }
+        entry.update({k: v for k, v in optional.items() if v})
+        return entry
 
 
 @dataclass(frozen=True)
 class ClaimAllocation:
-    """``status.allocation`` of one claim."""
+    """``status.allocation`` of one claim.
+
+    ``node_local``: a device is local to the node (``nodeName``) or binds to it, so the
+    allocation is for this node only; otherwise ``node_requirements`` are the node selector
+    requirements gathered from the devices' ``nodeSelector`` (None: available everywhere).
+    """
 
     claim: ResourceClaim
     results: tuple[DeviceResult, ...]
     config: tuple[dict[str, Any], ...]
     node_local: bool
+    node_requirements: dict[str, Any] | None = None
 
     def as_status(self, node: str) -> dict[str, Any]:
-        results = []
-        for r in self.results:
-            entry: dict[str, Any] = {"request": r.request, "driver": r.id.driver, "pool": r.id.pool}
-            entry["device"] = r.id.device
-            if r.admin_access is not None:
-                entry["adminAccess"] = r.admin_access
-            results.append(entry)
-        devices: dict[str, Any] = {"results": results}
+        devices: dict[str, Any] = {"results": [r.as_status() for r in self.results]}
         if self.config:
             devices["config"] = list(self.config)
         allocation: dict[str, Any] = {"devices": devices}
         if self.node_local:
-            term = {"matchFields": [{"key": "metadata.name", "operator": "In", "values": [node]}]}
+            term: dict[str, Any] = {"matchFields": [{"key": "metadata.name", "operator": "In", "values": [node]}]}
             allocation["nodeSelector"] = {"nodeSelectorTerms": [term]}
+        elif self.node_requirements:
+            allocation["nodeSelector"] = {"nodeSelectorTerms": [self.node_requirements]}
         return allocation
 
 
@@ -149,15 +193,21 @@ def device_targets(device: Device, node: Node) -> bool:
     return _targets(node, device.node_name, device.all_nodes, device.node_selector)
 
 
-def _slice_relevant(slice_: ResourceSlice, node: Node) -> bool:
+def _slice_relevant(slice_: ResourceSlice, node: Node, features: Features) -> bool:
     """Whether ``GatherPools`` adds the slice for ``node`` (``pools_incubating.go``).
 
-    Counter-set slices always count (a pool's counters are needed wherever its devices are);
-    a ``perDeviceNodeSelection`` slice counts when any one device targets the node, and each
+    Counter-set slices are nodes' slices like any other: one that does not target the node
+    leaves the pool short, and the completeness check then fetches it from all slices. A
+    ``perDeviceNodeSelection`` slice counts when any one device targets the node, and each
     device is then checked again on its own when it is a candidate (``isSelectable``).
+    Without ``DRAPartitionableDevices`` both kinds are ignored. The stable variant
+    (``pools_stable.go``) and 1.36's incubating one (v0.36.3) add every counter-set slice,
+    whatever node it targets.
     """
     spec = slice_.spec
-    if spec.shared_counters:
+    if not features.partitionable_devices and (spec.per_device_node_selection is not None or spec.shared_counters):
+        return False
+    if (features.stable or features.before_137) and spec.shared_counters:
         return True
     if spec.node_name or spec.all_nodes or spec.node_selector is not None:
         return _targets(node, spec.node_name, spec.all_nodes, spec.node_selector)
@@ -166,23 +216,29 @@ def _slice_relevant(slice_: ResourceSlice, node: Node) -> bool:
     return False
 
 
+CounterTotals = dict[tuple[str, str], Fraction]  # (counter set, counter) -> value
+
+
 @dataclass
 class Pool:
+    """A pool as ``buildPool`` makes it: its device slices targeting the node in search order.
+
+    ``elsewhere`` are its device slices for other nodes (their allocated devices consume the
+    pool's counters too); ``counters`` the values of its counter sets.
+    """
+
     driver: str
     name: str
     slices: list[ResourceSlice]
     incomplete: bool = False
     invalid: str = ""
-
-    @property
-    def device_slices(self) -> list[ResourceSlice]:
-        """Slices with devices; counter-set slices carry none (``buildPool``)."""
-        return [s for s in self.slices if not s.spec.shared_counters]
+    elsewhere: list[ResourceSlice] = field(default_factory=list)
+    counters: CounterTotals = field(default_factory=dict)
 
     @property
     def has_binding_conditions(self) -> bool:
         """``poolHasBindingConditions``: such pools are tried after all others."""
-        return any(d.binding_conditions is not None for s in self.device_slices for d in s.spec.devices)
+        return any(d.binding_conditions is not None for s in self.slices for d in s.spec.devices)
 
 
 def _add_slice(pools: dict[tuple[str, str], list[ResourceSlice]], slice_: ResourceSlice) -> None:
@@ -196,77 +252,156 @@ def _add_slice(pools: dict[tuple[str, str], list[ResourceSlice]], slice_: Resour
         known.append(slice_)
 
 
-def _slices_in_pool(slices: Sequence[ResourceSlice], key: tuple[str, str], generation: int) -> int | None:
+def _slices_in_pool(
+    slices: Sequence[ResourceSlice], key: tuple[str, str], generation: int
+) -> list[ResourceSlice] | None:
     """``checkSlicesInPool``: the pool's slices of ``generation`` on every node, or None when obsolete.
 
     A newer generation anywhere means the driver is replacing the one this node sees, so the
     scheduler ignores the pool rather than calling it incomplete.
     """
-    count = 0
+    found = []
     for slice_ in slices:
         if (slice_.spec.driver, slice_.spec.pool.name) != key:
             continue
         if slice_.spec.pool.generation > generation:
             return None
-        count += slice_.spec.pool.generation == generation
-    return count
+        if slice_.spec.pool.generation == generation:
+            found.append(slice_)
+    return found
 
 
-def _build_pool(key: tuple[str, str], slices: list[ResourceSlice]) -> Pool:
-    """``buildPool``: slices sorted by name (the search order); a repeated device name makes it invalid."""
+def _counter_value(counter: Any, where: str) -> Fraction:
+    value = counter.get("value") if isinstance(counter, Mapping) else None
+    try:
+        return cap.amount(value, where).value
+    except cap.CapacityError as error:
+        raise AllocationError(str(error)) from None
+
+
+def _counter_sets(slices: Sequence[ResourceSlice]) -> tuple[CounterTotals, set[str], str]:
+    """``getAndValidateCounterSets``: every counter's value, the set names, the first error."""
+    totals: CounterTotals = {}
+    names: set[str] = set()
+    for slice_ in slices:
+        for counter_set in slice_.spec.shared_counters or []:
+            name = str(counter_set.get("name", ""))
+            if name in names:
+                return {}, names, f"duplicate counter set name {name}"
+            names.add(name)
+            for counter, spec in (counter_set.get("counters") or {}).items():
+                where = f"ResourceSlice {slice_.metadata.name}: sharedCounters {name}: counter {counter}"
+                totals[(name, counter)] = _counter_value(spec, where)
+    return totals, names, ""
+
+
+def consumption(device: Device, where: str = "") -> list[tuple[str, str, Fraction]]:
+    """(counter set, counter, amount) for each counter a device consumes."""
+    return [
+        (str(entry.get("counterSet", "")), counter, _counter_value(spec, f"{where}device {device.name}: {counter}"))
+        for entry in device.consumes_counters or []
+        for counter, spec in (entry.get("counters") or {}).items()
+    ]
+
+
+def _missing_counter(totals: CounterTotals, sets: set[str], slices: Iterable[ResourceSlice]) -> str:
+    """``validateDeviceCounterConsumption``'s first error, word for word."""
+    for slice_ in slices:
+        for device in slice_.spec.devices:
+            for entry in device.consumes_counters or []:
+                counter_set = str(entry.get("counterSet", ""))
+                if counter_set not in sets:
+                    return f"counter set {counter_set} not found"
+                for counter in entry.get("counters") or {}:
+                    if (counter_set, counter) not in totals:
+                        return f"counter {counter} not found in counter set {counter_set}"
+    return ""
+
+
+def _build_pool(
+    key: tuple[str, str], slices: list[ResourceSlice], everywhere: Sequence[ResourceSlice], features: Features
+) -> Pool:
+    """``buildPool``: slices sorted by name (the search order), counter sets gathered and checked.
+
+    A repeated device name among the node's slices, a repeated counter set, or a device that
+    consumes a counter the pool does not have makes the pool invalid.
+    """
     ordered = sorted(slices, key=lambda s: s.metadata.name)
-    pool = Pool(key[0], key[1], ordered)
+    here = {s.metadata.name for s in ordered}
+    rest = [s for s in everywhere if s.metadata.name not in here]
+    if features.partitionable_devices:
+        counter_slices = [s for s in ordered + rest if s.spec.shared_counters]
+        device_slices = [s for s in ordered if not s.spec.shared_counters]
+        elsewhere = [s for s in rest if not s.spec.shared_counters]
+    else:
+        counter_slices, device_slices, elsewhere = [], ordered, rest
     seen: set[str] = set()
-    for device in (d for s in pool.device_slices for d in s.spec.devices):
+    for device in (d for s in device_slices for d in s.spec.devices):
         if device.name in seen:
-            pool.invalid = f"duplicate device name {device.name}"
-            break
+            return Pool(key[0], key[1], [], invalid=f"duplicate device name {device.name}")
         seen.add(device.name)
-    return pool
+    if not features.partitionable_devices:
+        return Pool(key[0], key[1], device_slices)
+    totals, sets, invalid = _counter_sets(counter_slices)
+    invalid = invalid or _missing_counter(totals, sets, device_slices) or _missing_counter(totals, sets, elsewhere)
+    if invalid:
+        return Pool(key[0], key[1], [], invalid=invalid)
+    return Pool(key[0], key[1], device_slices, elsewhere=elsewhere, counters=totals)
 
 
-def gather_pools(slices: Sequence[ResourceSlice], node: Node) -> list[Pool]:
+def gather_pools(slices: Sequence[ResourceSlice], node: Node, features: Features | None = None) -> list[Pool]:
     """The pools that serve ``node``, in the scheduler's search order (``GatherPools``).
 
     Only slices relevant to the node are kept, and of each pool only its newest generation
     among them. A pool is complete when that generation has ``resourceSliceCount`` slices,
     counted on the node first and then, if short, over all slices of every node; a newer
     generation elsewhere makes the pool obsolete and it is ignored. Pools are sorted by driver
-    and pool name, those with binding conditions last.
+    and pool name, those with binding conditions last (not in the stable variant).
     """
+    features = features or Features()
     by_pool: dict[tuple[str, str], list[ResourceSlice]] = {}
     for slice_ in slices:
-        if _slice_relevant(slice_, node):
+        if _slice_relevant(slice_, node, features):
             _add_slice(by_pool, slice_)
     ready: list[Pool] = []
     binding: list[Pool] = []
     for key, pool_slices in by_pool.items():
         pool_meta = pool_slices[0].spec.pool
+        everywhere: Sequence[ResourceSlice] = ()
         if len(pool_slices) != pool_meta.resource_slice_count:
-            everywhere = _slices_in_pool(slices, key, pool_meta.generation)
-            if everywhere is None:
+            found = _slices_in_pool(slices, key, pool_meta.generation)
+            if found is None:
                 continue
-            if everywhere != pool_meta.resource_slice_count:
+            if len(found) != pool_meta.resource_slice_count:
                 ready.append(Pool(key[0], key[1], [], incomplete=True))
                 continue
-        pool = _build_pool(key, pool_slices)
-        (binding if pool.has_binding_conditions else ready).append(pool)
+            everywhere = found
+        pool = _build_pool(key, pool_slices, everywhere, features)
+        (binding if pool.has_binding_conditions and not features.stable else ready).append(pool)
     return sorted(ready, key=lambda p: (p.driver, p.name)) + sorted(binding, key=lambda p: (p.driver, p.name))
 
 
-def allocated_devices(claims: Iterable[ResourceClaim]) -> list[DeviceID]:
+def allocated_devices(claims: Iterable[ResourceClaim]) -> list[DeviceID | SharedDevice]:
     """The devices that allocated claims hold, for ``allocate``'s ``in_use``.
 
-    Admin-access results are skipped: they do not make a device unavailable to others
-    (``foreachAllocatedDevice`` in the scheduler's ``dynamicresources/allocateddevices.go``).
+    Admin-access results are skipped: they do not make a device unavailable to others. A
+    result with a ``shareID`` is one share of a device that allows multiple allocations, with
+    the capacity it consumes (``foreachAllocatedDevice`` in the scheduler's
+    ``dynamicresources/allocateddevices.go``).
     """
-    found = []
+    found: list[DeviceID | SharedDevice] = []
     for claim in claims:
         allocation = (claim.status or {}).get("allocation") or {}
         for result in (allocation.get("devices") or {}).get("results") or []:
             if result.get("adminAccess") is True:
                 continue
-            found.append(DeviceID(result.get("driver", ""), result.get("pool", ""), result.get("device", "")))
+            device = DeviceID(result.get("driver", ""), result.get("pool", ""), result.get("device", ""))
+            share = result.get("shareID")
+            if share is None:
+                found.append(device)
+                continue
+            consumed = {str(name): str(value) for name, value in (result.get("consumedCapacity") or {}).items()}
+            found.append(SharedDevice(device, str(share), consumed))
     return found
 
 
@@ -284,26 +419,64 @@ def lookup_attribute(device: Device, driver: str, name: str) -> DeviceAttribute 
 
 
 _SCALAR_KINDS = ("string", "int", "bool", "version")
+_LIST_KINDS = {"strings": "string", "ints": "int", "bools": "bool", "versions": "version"}
+
+
+def attribute_set(value: Mapping[str, Any]) -> tuple[str, frozenset[Any]] | None:
+    """``attributeAsSet`` (``internal/experimental``): a scalar or non-empty list as (kind, set).
+
+    None for an empty list, which matches nothing.
+    """
+    kind, item = next(iter(value.items()), ("", None))
+    if kind in _SCALAR_KINDS:
+        return kind, frozenset([item])
+    if kind in _LIST_KINDS and item:
+        return _LIST_KINDS[kind], frozenset(item)
+    return None
+
+
+def _intersection(a: tuple[str, frozenset[Any]], b: tuple[str, frozenset[Any]]) -> tuple[str, frozenset[Any]] | None:
+    """Common values of one kind; None when the kinds differ or nothing is common."""
+    common = a[1] & b[1] if a[0] == b[0] else frozenset()
+    return (a[0], common) if common else None
 
 
 class _AttributeConstraint:
     """What ``matchAttribute`` and ``distinctAttribute`` share: which requests they govern."""
 
-    def __init__(self, attribute: str, requests: Sequence[str]) -> None:
+    def __init__(self, attribute: str, requests: Sequence[str], list_types: bool) -> None:
         self.attribute = attribute
         self.requests = set(requests)
+        self.list_types = list_types
 
     def applies(self, base: str, full: str) -> bool:
         return not self.requests or base in self.requests or full in self.requests
 
 
 class MatchAttribute(_AttributeConstraint):
-    """All devices of the constrained requests share one value of the attribute."""
+    """All devices of the constrained requests share one value of the attribute.
 
-    def __init__(self, attribute: str, requests: Sequence[str]) -> None:
-        super().__init__(attribute, requests)
+    Scalars compare by equality and a list value matches nothing after the first device
+    (``internal/incubating``). With ``DRAListTypeAttributes`` (``internal/experimental``) every
+    value is a set and the devices must have a value in common: a stack of intersections,
+    narrowed by each device added and popped when it is removed.
+    """
+
+    def __init__(self, attribute: str, requests: Sequence[str], list_types: bool = False) -> None:
+        super().__init__(attribute, requests, list_types)
         self.value: dict[str, Any] | None = None
+        self.stack: list[tuple[str, frozenset[Any]]] = []
         self.count = 0
+
+    def _next(self, value: dict[str, Any]) -> tuple[str, frozenset[Any]] | bool:
+        """What adding ``value`` pushes (list types), or whether it is accepted (False: refused)."""
+        if self.list_types:
+            as_set = attribute_set(value)
+            narrowed = as_set if as_set is None or not self.count else _intersection(self.stack[-1], as_set)
+            return False if narrowed is None else narrowed
+        if not self.count:
+            return True
+        return next(iter(value), "") in _SCALAR_KINDS and value == self.value
 
     def add(self, base: str, full: str, device: Device, driver: str) -> bool:
         if not self.applies(base, full):
@@ -312,9 +485,13 @@ class MatchAttribute(_AttributeConstraint):
         if attribute is None:
             return False
         value = attribute.as_value()
-        if self.count and value != self.value:
+        pushed = self._next(value)
+        if pushed is False:
             return False
-        self.value = value
+        if isinstance(pushed, tuple):
+            self.stack.append(pushed)
+        elif not self.count:
+            self.value = value
         self.count += 1
         return True
 
@@ -323,11 +500,15 @@ class MatchAttribute(_AttributeConstraint):
         if not self.applies(base, full):
             return True
         attribute = lookup_attribute(device, driver, self.attribute)
-        return attribute is not None and (not self.count or attribute.as_value() == self.value)
+        if attribute is None:
+            return False
+        return self._next(attribute.as_value()) is not False
 
     def remove(self, base: str, full: str) -> None:
         if self.applies(base, full):
             self.count -= 1
+            if self.list_types:
+                self.stack.pop()
 
 
 class DistinctAttribute(_AttributeConstraint):
@@ -337,11 +518,13 @@ class DistinctAttribute(_AttributeConstraint):
     ``k8s.io/dynamic-resource-allocation`` v0.37: the values are a stack (the search adds and
     removes devices in LIFO order). Only a value of the same scalar type can be a duplicate; a
     list-typed value is refused once any value is held. (v0.36.3 kept one value per request
-    name, so a request's own devices were barely compared; v0.37 compares them all.)
+    name, so a request's own devices were barely compared; v0.37 compares them all.) With
+    ``DRAListTypeAttributes`` (``internal/experimental``) values are sets that must be pairwise
+    disjoint.
     """
 
-    def __init__(self, attribute: str, requests: Sequence[str]) -> None:
-        super().__init__(attribute, requests)
+    def __init__(self, attribute: str, requests: Sequence[str], list_types: bool = False) -> None:
+        super().__init__(attribute, requests, list_types)
         self.values: list[dict[str, Any]] = []
 
     def add(self, base: str, full: str, device: Device, driver: str) -> bool:
@@ -354,6 +537,10 @@ class DistinctAttribute(_AttributeConstraint):
         return True
 
     def _distinct(self, value: dict[str, Any]) -> bool:
+        if self.list_types:
+            as_set = attribute_set(value)
+            held = (attribute_set(v) for v in self.values)
+            return as_set is not None and all(h is None or _intersection(as_set, h) is None for h in held)
         kind = next(iter(value), "")
         if kind not in _SCALAR_KINDS:
             return not self.values
@@ -374,38 +561,33 @@ class DistinctAttribute(_AttributeConstraint):
 Constraint = MatchAttribute | DistinctAttribute
 
 
-# --- taints -------------------------------------------------------------------------------
-
-
-def _tolerates(toleration: Mapping[str, Any], taint: Mapping[str, Any]) -> bool:
-    if toleration.get("effect") and toleration["effect"] != taint.get("effect"):
-        return False
-    operator = toleration.get("operator", "Equal")
-    key = toleration.get("key", "")
-    if key and key != taint.get("key"):
-        return False
-    if operator == "Exists":
-        return True
-    return bool(key) and toleration.get("value", "") == taint.get("value", "")
-
-
-def taint_blocks(device: Device, request: ExactDeviceRequest) -> bool:
-    """A ``NoSchedule``/``NoExecute`` taint that no toleration of the request tolerates."""
-    tolerations = request.tolerations or []
-    return any(
-        taint.get("effect") in ("NoSchedule", "NoExecute") and not any(_tolerates(t, taint) for t in tolerations)
-        for taint in device.taints or []
-    )
-
-
 # --- the search ---------------------------------------------------------------------------
 
 
 @dataclass(frozen=True, eq=False)
 class _Candidate:
+    """One device of a usable pool, with what the search needs of its slice and pool."""
+
     id: DeviceID
     device: Device
-    per_device_node: bool = False
+    slice_: ResourceSlice
+    pool: Pool
+
+    @property
+    def per_device_node(self) -> bool:
+        return bool(self.slice_.spec.per_device_node_selection)
+
+    @cached_property
+    def counters(self) -> list[tuple[str, str, Fraction]]:
+        return consumption(self.device, f"ResourceSlice {self.slice_.metadata.name}: ")
+
+    @cached_property
+    def capacities(self) -> dict[str, cap.Capacity]:
+        where = f"ResourceSlice {self.slice_.metadata.name}: device {self.device.name}: capacity"
+        try:
+            return cap.capacities_of(self.device.capacity, where)
+        except cap.CapacityError as error:
+            raise AllocationError(str(error)) from None
 
 
 @dataclass
@@ -418,6 +600,7 @@ class _Request:
     device_class: DeviceClass
     count: int = 0
     all_devices: list[_Candidate] | None = None
+    capacity: dict[str, cap.Amount] = field(default_factory=dict)
 
     @property
     def name(self) -> str:
@@ -428,24 +611,165 @@ class _TooMany(Exception):
     """The claim would exceed the result limit: backtrack further (``errAllocationResultMaxSizeExceeded``)."""
 
 
+@dataclass
+class _Undo:
+    """What one ``try_add`` changed, for ``rollbackDevice``."""
+
+    claim_index: int
+    request: _Request
+    candidate: _Candidate
+    counters: bool = False
+    constraints: int = 0
+    marked: bool = False
+    share: bool = False
+    result: bool = False
+
+
+class _Ledger:
+    """What is held of each device: by allocated claims, and by the claims being allocated.
+
+    Exclusive devices, shares of ``allowMultipleAllocations`` devices with the capacity they
+    consume, and the counters of each pool (``AllocatedState`` plus the allocator's
+    ``allocatingDevices``, ``allocatingCapacity`` and ``consumedCounters``).
+    """
+
+    def __init__(
+        self, in_use: Iterable[DeviceID | SharedDevice], *, shares: bool = True, by_pool_name: bool = False
+    ) -> None:
+        """``shares``: whether shares count (the stable variant gets only the exclusive devices);
+        ``by_pool_name``: counters keyed by pool name alone, as v0.36.3 keys them, so two drivers'
+        pools of one name share them (fixed in v0.37: keyed by driver and pool)."""
+        self.by_pool_name = by_pool_name
+        self.exclusive: set[DeviceID] = set()
+        self.shared: set[DeviceID] = set()
+        self.held_capacity: dict[DeviceID, dict[str, Fraction]] = {}
+        for item in in_use:
+            if isinstance(item, SharedDevice):
+                if not shares:
+                    continue
+                self.shared.add(item.id)
+                if item.consumed:
+                    totals = self.held_capacity.setdefault(item.id, {})
+                    for name, value in item.consumed.items():
+                        amount = _counter_value({"value": value}, f"consumedCapacity of {item.id}: {name}")
+                        totals[name] = totals.get(name, Fraction(0)) + amount
+            else:
+                self.exclusive.add(item)
+        self.allocating: dict[DeviceID, set[int]] = {}
+        self.busy: set[DeviceID] = set()  # allocating to some claim
+        self.allocating_capacity: dict[DeviceID, list[dict[str, Fraction]]] = {}
+        self.available: dict[tuple[str, str], CounterTotals] = {}
+        self.consumed: dict[tuple[str, str], CounterTotals] = {}
+
+    def allocated(self, device: DeviceID) -> bool:
+        """``IsDeviceAllocated``: held by an allocated claim, exclusively or as a share."""
+        return device in self.exclusive or device in self.shared or device in self.held_capacity
+
+    def in_use(self, device: DeviceID) -> bool:
+        """``deviceInUse``: exclusively held, or being allocated to a claim."""
+        return device in self.exclusive or bool(self.allocating.get(device))
+
+    def mark(self, device: DeviceID, claim_index: int, on: bool) -> None:
+        """Allocating the device to the claim, or no longer; ``busy`` follows."""
+        owners = self.allocating.setdefault(device, set())
+        if on:
+            owners.add(claim_index)
+            self.busy.add(device)
+        else:
+            owners.discard(claim_index)
+            if not owners:
+                self.busy.discard(device)
+
+    def busy_count(self, held: set[DeviceID]) -> int:
+        """How many devices are in use: ``held`` (the candidates allocated claims hold) and those being allocated."""
+        return len(held) + len(self.busy - held)
+
+    def capacity_in_use(self, device: DeviceID) -> bool:
+        """``deviceCapacityInUse``: some share of the device is held or being allocated."""
+        return device in self.held_capacity or device in self.shared or bool(self.allocating_capacity.get(device))
+
+    def capacity_held(self, device: DeviceID) -> dict[str, Fraction]:
+        """Capacity taken by allocated claims' shares and by those being allocated."""
+        held = dict(self.held_capacity.get(device, {}))
+        for share in self.allocating_capacity.get(device, []):
+            for name, value in share.items():
+                held[name] = held.get(name, Fraction(0)) + value
+        return held
+
+    def _key(self, pool: Pool) -> tuple[str, str]:
+        return ("", pool.name) if self.by_pool_name else (pool.driver, pool.name)
+
+    def _available(self, pool: Pool) -> CounterTotals:
+        """The pool's counters less what allocated devices, on any node, consume (``checkAvailableCounters``)."""
+        key = self._key(pool)
+        if key not in self.available:
+            left = dict(pool.counters)
+            for slice_ in pool.slices + pool.elsewhere:
+                for device in slice_.spec.devices:
+                    if not self.allocated(DeviceID(pool.driver, pool.name, device.name)):
+                        continue
+                    for counter_set, counter, value in consumption(device):
+                        if (counter_set, counter) in left:
+                            left[(counter_set, counter)] -= value
+            self.available[key] = left
+        return self.available[key]
+
+    def counters_fit(self, candidate: _Candidate) -> bool:
+        """Whether the pool's counters, every one of them, stay covered with the device added.
+
+        Upstream compares every counter of the pool, not only those the device consumes, so a
+        counter already overdrawn by allocated devices blocks every device of the pool.
+        """
+        pool = candidate.pool
+        consumed = dict(self.consumed.get(self._key(pool), {}))
+        for counter_set, counter, value in candidate.counters:
+            consumed[(counter_set, counter)] = consumed.get((counter_set, counter), Fraction(0)) + value
+        return all(left >= consumed.get(key, Fraction(0)) for key, left in self._available(pool).items())
+
+    def reserve_counters(self, candidate: _Candidate, sign: int) -> None:
+        consumed = self.consumed.setdefault(self._key(candidate.pool), {})
+        for counter_set, counter, value in candidate.counters:
+            consumed[(counter_set, counter)] = consumed.get((counter_set, counter), Fraction(0)) + sign * value
+
+
+_REFUSALS = (
+    "in use",
+    "by selectors",
+    "by a selector error",
+    "on other nodes",
+    "have binding conditions (DRADeviceBindingConditions is off)",
+    "consume counters (DRAPartitionableDevices is off)",
+    "by capacity",
+    "by a capacity error",
+    "by counters",
+    "by taints",
+)  # what rules a device out for a request on its own, in the order explanations list them
+
+
 class _Search:
     def __init__(
         self,
         claims: Sequence[ResourceClaim],
         classes: Mapping[str, DeviceClass],
         pools: Sequence[Pool],
-        in_use: set[DeviceID],
+        ledger: _Ledger,
+        *,
         node: Node,
+        features: Features,
     ) -> None:
         self.claims = claims
         self.classes = classes
         self.pools = pools
         self.node = node
-        self.in_use = set(in_use)
-        self.allocating: dict[DeviceID, set[int]] = {}
+        self.features = features
+        self.ledger = ledger
         self.matches: dict[tuple[DeviceID, int, str], bool] = {}
         # Every device of the usable pools in the order the scheduler tries them.
         self.order = [c for pool in self.usable_pools() for c in self._pool_devices(pool)]
+        self.any_shared = any(self.shared(c) for c in self.order)
+        self.by_id = {c.id: c for c in self.order}
+        self.least_takes: dict[tuple[int, str, str], Fraction | None] = {}
+        self.held_here = ledger.exclusive & self.by_id.keys()  # in use among the candidates, for counting
         self.plan: list[list[list[_Request]]] = []
         self.constraints: list[list[Constraint]] = []
         for index, claim in enumerate(claims):  # per claim, as upstream reports the first error
@@ -471,7 +795,10 @@ class _Search:
         return need_after
 
     def _plan_claim(self, index: int, claim: ResourceClaim) -> list[list[_Request]]:
-        plan = [self._plan_request(index, claim, r) for r in claim.spec.devices.requests]
+        plan = []
+        for request in claim.spec.devices.requests:
+            self._check_gates(claim, request)
+            plan.append(self._plan_request(index, claim, request))
         minimum = sum(min(alt.count for alt in alts) for alts in plan)
         if minimum > MAX_RESULTS:
             raise AllocationError(
@@ -479,6 +806,22 @@ class _Search:
                 f"exceeds the claim limit of {MAX_RESULTS}"
             )
         return plan
+
+    def _check_gates(self, claim: ResourceClaim, request: DeviceRequest) -> None:
+        """Requests that need a feature that is off abort, as ``Allocate`` refuses them."""
+        where = f"claim {claim_ref(claim)}, request {request.name}"
+        if request.first_available and not self.features.prioritized_list:
+            raise AllocationError(f"{where}: has subrequests, but the DRAPrioritizedList feature is disabled")
+        if self.features.consumable_capacity or self.features.stable:
+            return  # the stable variant knows no capacity requests: it ignores them
+        if request.exactly is not None and request.exactly.capacity is not None:
+            raise AllocationError(f"{where}: has capacity requests, but the DRAConsumableCapacity feature is disabled")
+        for sub in request.first_available:
+            if sub.capacity is not None:
+                raise AllocationError(
+                    f"claim {claim_ref(claim)}, subrequest {sub.name}: has capacity requests, "
+                    "but the DRAConsumableCapacity feature is disabled"
+                )
 
     def _plan_request(self, index: int, claim: ResourceClaim, request: DeviceRequest) -> list[_Request]:
         if request.exactly is not None:
@@ -497,6 +840,8 @@ class _Search:
         where = f"claim {claim_ref(claim)}, request {name}"
         if any(s.cel is None for s in spec.selectors):
             raise AllocationError(f"{where}, selector: CEL expression empty (unsupported selector type?)")
+        if spec.admin_access is not None and not self.features.admin_access:
+            raise AllocationError(f"{where}: admin access is requested, but the feature is disabled")
         if not spec.device_class_name:
             raise AllocationError(f"{where}: missing device class name (unsupported request type?)")
         device_class = self.classes.get(spec.device_class_name)
@@ -505,7 +850,8 @@ class _Search:
                 f"{where}: could not retrieve device class {spec.device_class_name}: "
                 f'deviceclass.resource.k8s.io "{spec.device_class_name}" not found'
             )
-        request = _Request(base, sub, spec, device_class)
+        capacity = self._capacity_requests(where, spec) if self.features.consumable_capacity else {}
+        request = _Request(base, sub, spec, device_class, capacity=capacity)
         if spec.allocation_mode == "ExactCount":
             request.count = spec.count
         elif spec.allocation_mode == "All":
@@ -515,7 +861,15 @@ class _Search:
             raise AllocationError(f"{where}: unsupported count mode {spec.allocation_mode}")
         return request
 
+    @staticmethod
+    def _capacity_requests(where: str, spec: ExactDeviceRequest) -> dict[str, cap.Amount]:
+        try:
+            return cap.requested(spec.capacity.requests if spec.capacity is not None else {}, where)
+        except cap.CapacityError as error:
+            raise AllocationError(str(error)) from None
+
     def _all_devices(self, index: int, request: _Request, where: str) -> list[_Candidate]:
+        """Every selectable device whose static capacity could serve the request (``allDevices``)."""
         found = []
         for pool in self.pools:
             if pool.incomplete:
@@ -527,17 +881,24 @@ class _Search:
                 raise AllocationError(
                     f"{where}: asks for all devices, but resource pool {pool.driver}/{pool.name} is currently invalid"
                 )
-            found += [c for c in self._pool_devices(pool) if self.selectable(index, request, c)]
+            for candidate in self._pool_devices(pool):
+                if not self.selectable(index, request, candidate):
+                    continue
+                if self.features.consumable_capacity and not self._capacity_fits(
+                    where, request, candidate, {}, candidate.device.name
+                ):
+                    continue
+                found.append(candidate)
         return found
 
-    @staticmethod
-    def _constraints(claim: ResourceClaim) -> list[Constraint]:
+    def _constraints(self, claim: ResourceClaim) -> list[Constraint]:
         constraints: list[Constraint] = []
+        list_types = self.features.list_type_attributes
         for i, constraint in enumerate(claim.spec.devices.constraints):
             if constraint.match_attribute is not None:
-                constraints.append(MatchAttribute(constraint.match_attribute, constraint.requests))
-            elif constraint.distinct_attribute is not None:
-                constraints.append(DistinctAttribute(constraint.distinct_attribute, constraint.requests))
+                constraints.append(MatchAttribute(constraint.match_attribute, constraint.requests, list_types))
+            elif constraint.distinct_attribute is not None and not self.features.stable:
+                constraints.append(DistinctAttribute(constraint.distinct_attribute, constraint.requests, list_types))
             else:
                 raise AllocationError(
                     f"claim {claim_ref(claim)}, constraint #{i}: empty constraint (unsupported constraint type?)"
@@ -549,13 +910,17 @@ class _Search:
     @staticmethod
     def _pool_devices(pool: Pool) -> list[_Candidate]:
         return [
-            _Candidate(DeviceID(pool.driver, pool.name, d.name), d, bool(s.spec.per_device_node_selection))
-            for s in pool.device_slices
+            _Candidate(DeviceID(pool.driver, pool.name, d.name), d, s, pool)
+            for s in pool.slices
             for d in s.spec.devices
         ]
 
     def usable_pools(self) -> list[Pool]:
         return [p for p in self.pools if not p.incomplete and not p.invalid]
+
+    def shared(self, candidate: _Candidate) -> bool:
+        """The device takes several allocations (``allowMultipleAllocations`` with the gate on)."""
+        return self.features.consumable_capacity and bool(candidate.device.allow_multiple_allocations)
 
     def selectable(self, claim_index: int, request: _Request, candidate: _Candidate) -> bool:
         key = (candidate.id, claim_index, request.name)
@@ -564,7 +929,7 @@ class _Search:
         return self.matches[key]
 
     def _selectors_match(self, claim_index: int, request: _Request, candidate: _Candidate) -> bool:
-        if candidate.device.binding_conditions:
+        if candidate.device.binding_conditions and not self.features.binding_conditions:
             return False
         view = device_input(candidate.id.driver, candidate.device)
         class_name = request.device_class.metadata.name
@@ -600,38 +965,109 @@ class _Search:
                 f"{owner}: selector #{i} on device {candidate.id}: CEL runtime error: {error.message}"
             ) from None
 
+    def _capacity_fits(
+        self, where: str, request: _Request, candidate: _Candidate, held: Mapping[str, Fraction], name: str
+    ) -> bool:
+        """``CmpRequestOverCapacity``; a request that cannot be represented aborts as upstream."""
+        try:
+            return cap.fits(request.capacity, candidate.capacities, held)
+        except cap.CapacityError as error:
+            raise AllocationError(f"{where}: checking capacity for device {name}: {error}") from None
+
+    def _capacity_left(self, ci: int, request: _Request, candidate: _Candidate) -> bool:
+        where = f"claim {claim_ref(self.claims[ci])}, request {request.name}"
+        held = self.ledger.capacity_held(candidate.id)
+        return self._capacity_fits(where, request, candidate, held, str(candidate.id))
+
     def _busy(self, candidate: _Candidate, claim_index: int, request: _Request) -> bool:
         if request.spec.admin_access:
-            return claim_index in self.allocating.get(candidate.id, set())
-        return candidate.id in self.in_use or bool(self.allocating.get(candidate.id))
+            return claim_index in self.ledger.allocating.get(candidate.id, set())
+        return self.ledger.in_use(candidate.id)
 
-    def try_add(self, claim_index: int, request: _Request, candidate: _Candidate, must: bool) -> bool:
-        """Tentatively allocate; on success the caller must ``undo`` when backtracking."""
-        if self._busy(candidate, claim_index, request) or candidate.device.consumes_counters:
-            return False
-        if taint_blocks(candidate.device, request.spec):
-            return False
-        constraints = self.constraints[claim_index]
-        for i, constraint in enumerate(constraints):
-            if not constraint.add(request.base, request.name, candidate.device, candidate.id.driver):
+    def try_add(self, claim_index: int, request: _Request, candidate: _Candidate, must: bool) -> _Undo | None:
+        """``allocateDevice``: tentatively allocate; the caller must ``undo`` the record when backtracking."""
+        ledger, device = self.ledger, candidate.device
+        shared = self.shared(candidate)
+        admin = bool(request.spec.admin_access)
+        if not shared and admin and claim_index in ledger.allocating.get(candidate.id, set()):
+            return None
+        if (not admin and ledger.in_use(candidate.id)) or (
+            not self.features.partitionable_devices and device.consumes_counters
+        ):
+            return None
+        undo = _Undo(claim_index, request, candidate)
+        if device.consumes_counters and not (shared and ledger.capacity_in_use(candidate.id)):
+            if not ledger.counters_fit(candidate):
+                return None
+            ledger.reserve_counters(candidate, 1)
+            undo.counters = True
+        if self.features.device_taints and taint_blocks(device, request.spec):
+            self.undo(undo)
+            return None
+        for constraint in self.constraints[claim_index]:
+            if not constraint.add(request.base, request.name, device, candidate.id.driver):
+                self.undo(undo)
                 if must:
                     raise AllocationError(
                         f"claim {claim_ref(self.claims[claim_index])}, request {request.name}: cannot add device "
                         f"{candidate.id} because a claim constraint would not be satisfied"
                     )
-                for done in constraints[:i]:
-                    done.remove(request.base, request.name)
-                return False
-        self.allocating.setdefault(candidate.id, set()).add(claim_index)
-        admin = request.spec.admin_access
-        self.results[claim_index].append(DeviceResult(request.name, candidate.id, admin))
-        return True
+                return None
+            undo.constraints += 1
+        if not shared:
+            ledger.mark(candidate.id, claim_index, True)
+            undo.marked = True
+        result = self._result(claim_index, request, candidate, undo)
+        if result is None:
+            self.undo(undo)
+            return None
+        self.results[claim_index].append(result)
+        undo.result = True
+        return undo
 
-    def undo(self, claim_index: int, request: _Request, candidate: _Candidate) -> None:
-        for constraint in self.constraints[claim_index]:
-            constraint.remove(request.base, request.name)
-        self.allocating[candidate.id].discard(claim_index)
-        self.results[claim_index].pop()
+    def _result(self, ci: int, request: _Request, candidate: _Candidate, undo: _Undo) -> DeviceResult | None:
+        """The device's result, taking a share of its capacity; None when the capacity is not there."""
+        share_id: str | None = None
+        consumed: dict[str, cap.Amount] = {}
+        if self.features.consumable_capacity:
+            where = f"claim {claim_ref(self.claims[ci])}, request {request.name}"
+            held = self.ledger.capacity_held(candidate.id)
+            if not self._capacity_fits(where, request, candidate, held, f"{candidate.id} (recheck)"):
+                return None
+            if self.shared(candidate):
+                consumed = cap.consumed_by(request.capacity, candidate.capacities) or {}
+                claim = self.claims[ci]
+                key = (claim.metadata.model_extra or {}).get("uid") or claim_ref(claim)
+                share_id = str(uuid.uuid5(_SHARE_NAMESPACE, f"{key}/{request.name}/{candidate.id}"))
+                self.ledger.allocating_capacity.setdefault(candidate.id, []).append(
+                    {name: a.value for name, a in consumed.items()}
+                )
+                undo.share = True
+        binding = self.features.binding_conditions
+        return DeviceResult(
+            request.name,
+            candidate.id,
+            True if request.spec.admin_access else None,
+            stored_tolerations(request.spec),
+            tuple(candidate.device.binding_conditions or []) if binding else (),
+            tuple(candidate.device.binding_failure_conditions or []) if binding else (),
+            share_id,
+            tuple((name, a.text) for name, a in consumed.items()),
+        )
+
+    def undo(self, undo: _Undo) -> None:
+        """``rollbackDevice``: reverse what ``try_add`` recorded, last change first."""
+        ledger, candidate = self.ledger, undo.candidate
+        if undo.result:
+            self.results[undo.claim_index].pop()
+        if undo.share:
+            ledger.allocating_capacity[candidate.id].pop()
+        if undo.marked:
+            ledger.mark(candidate.id, undo.claim_index, False)
+        for constraint in reversed(self.constraints[undo.claim_index][: undo.constraints]):
+            constraint.remove(undo.request.base, undo.request.name)
+        if undo.counters:
+            ledger.reserve_counters(candidate, -1)
 
     # depth-first search (allocateOne)
 
@@ -665,11 +1101,17 @@ class _Search:
             raise _TooMany
         if request.all_devices is not None:
             return self._take((ci, ri, di, alt), request, request.all_devices[di], must=True, start=0)
-        if self.cannot_fill(ci, request, request.count - di, start) or self._contended(ci, ri, alt, di):
+        if (
+            self.cannot_fill(ci, request, request.count - di, start)
+            or self._contended(ci, ri, alt, di)
+            or self._capacity_short(ci, ri, alt, di)
+        ):
             return False
         for position in range(start, len(self.order)):
             candidate = self.order[position]
             if self._busy(candidate, ci, request) or not self.selectable(ci, request, candidate):
+                continue
+            if self.features.consumable_capacity and not self._capacity_left(ci, request, candidate):
                 continue
             if self._take((ci, ri, di, alt), request, candidate, must=False, start=position + 1):
                 return True
@@ -680,9 +1122,10 @@ class _Search:
 
         Cuts a branch the scheduler would walk to the end in vain, so the first solution found
         is the same. Every test here only gets stricter deeper in the branch (devices get busy,
-        a ``matchAttribute`` value is fixed). Upstream's walk would evaluate the selectors of
-        every device left that is not in use, so when one of them fails there is no cut: the
-        walk goes on and raises that error where the scheduler does.
+        counters and capacity get used, a ``matchAttribute`` value is fixed). Upstream's walk
+        would evaluate the selectors and capacity of every device left that is not in use, so
+        when one of them fails there is no cut: the walk goes on and raises that error where
+        the scheduler does.
         """
         found = 0
         for position in range(start, len(self.order)):
@@ -692,7 +1135,12 @@ class _Search:
             selectable = self.selectable_or_error(ci, request, candidate)
             if selectable is None:
                 return False
-            if not selectable or self._refused(ci, request, candidate):
+            if not selectable:
+                continue
+            refused = self._refused_or_error(ci, request, candidate)
+            if refused is None:
+                return False
+            if refused:
                 continue
             found += 1
             if found >= needed:
@@ -704,13 +1152,16 @@ class _Search:
 
         This cut skips CEL on devices upstream's walk would still try, so it is only taken when
         no selector of a request still to serve fails on a device it could reach; otherwise the
-        walk goes on and raises that error where the scheduler does.
+        walk goes on and raises that error where the scheduler does. A device that takes several
+        allocations can serve any number of requests, so with one in the pools there is no cut.
         """
+        if self.any_shared:
+            return False
         request = self.plan[ci][ri][alt]
         need = self.need_after[(ci, ri)] + (0 if request.spec.admin_access else request.count - di)
-        free = [c for c in self.order if c.id not in self.in_use and not self.allocating.get(c.id)]
-        if need <= len(free):
+        if need <= len(self.order) - self.ledger.busy_count(self.held_here):
             return False
+        free = [c for c in self.order if not self.ledger.in_use(c.id)]
         pending = [(ci, request)] + [
             (cj, later)
             for cj in range(ci, len(self.plan))
@@ -725,16 +1176,92 @@ class _Search:
             for c in (self.order if later.spec.admin_access else free)
         )
 
-    def _refused(self, ci: int, request: _Request, candidate: _Candidate) -> bool:
-        """What ``try_add`` refuses a selectable device for: counters, a taint, a ``matchAttribute`` value."""
-        return (
-            bool(candidate.device.consumes_counters)
-            or taint_blocks(candidate.device, request.spec)
-            or not all(
-                c.admits(request.base, request.name, candidate.device, candidate.id.driver)
-                for c in self.constraints[ci]
+    def _capacity_short(self, ci: int, ri: int, alt: int, di: int) -> bool:
+        """The requests still to serve need more of some capacity than all devices have left.
+
+        The cut for devices shared by many allocations, where counting devices cannot see that
+        "21 units on 10 devices of 2" fails. Each allocation of a request takes at least the
+        least any selectable device would give it (its request rounded by that device's policy,
+        or the default, or the whole capacity), every device has at most its value less what is
+        held of it, so when the sum of the least takes passes the sum of what is left, no branch
+        succeeds. Only taken when every device has the capacity, no request still to serve has
+        admin access (it reuses exclusive devices), and neither a selector nor the capacity
+        arithmetic fails on a device upstream's walk would try, so the scheduler's errors stay.
+        """
+        if not self.any_shared:
+            return False
+        request = self.plan[ci][ri][alt]
+        groups = [[(ci, request, request.count - di)]] + [
+            [(cj, later, later.count) for later in alternatives]
+            for cj in range(ci, len(self.plan))
+            for rj, alternatives in enumerate(self.plan[cj])
+            if cj > ci or rj > ri
+        ]
+        if any(r.spec.admin_access for group in groups for _, r, _ in group):
+            return False
+        names = set.intersection(*(set(c.capacities) for c in self.order)) if self.order else set()
+        for name in sorted(names):
+            left = sum(
+                c.capacities[name].value.value - self.ledger.capacity_held(c.id).get(name, 0) for c in self.order
             )
-        )
+            need = Fraction(0)
+            for group in groups:
+                takes = [self._least_take(cj, r, name) for cj, r, _ in group]
+                if any(t is None for t in takes):
+                    return False
+                need += min(count * (t or 0) for (_, _, count), t in zip(group, takes, strict=True))
+            if need > left:
+                return True
+        return False
+
+    def _least_take(self, ci: int, request: _Request, name: str) -> Fraction | None:
+        """The least of capacity ``name`` one allocation of the request takes; None when a selector
+        or the capacity arithmetic fails on some device (then the walk must go on and meet it).
+
+        Depends on nothing the search changes, so it is worked out once."""
+        key = (ci, request.name, name)
+        if key not in self.least_takes:
+            self.least_takes[key] = self._least_take_of(ci, request, name)
+        return self.least_takes[key]
+
+    def _least_take_of(self, ci: int, request: _Request, name: str) -> Fraction | None:
+        least: Fraction | None = None
+        for candidate in self.order:
+            selectable = self.selectable_or_error(ci, request, candidate)
+            if selectable is None:
+                return None
+            if not selectable:
+                continue
+            try:
+                consumed = cap.consumed_by(request.capacity, candidate.capacities)
+            except (cap.CapacityError, AllocationError):
+                return None
+            if consumed is not None and (least is None or consumed[name].value < least):
+                least = consumed[name].value
+        return least if least is not None else Fraction(0)
+
+    def _refused_or_error(self, ci: int, request: _Request, candidate: _Candidate) -> bool | None:
+        """``_first_refusal`` for a selectable device as a verdict, None for a capacity error."""
+        try:
+            return bool(self._refusal(ci, request, candidate))
+        except AllocationError:
+            return None
+
+    def _refusal(self, ci: int, request: _Request, candidate: _Candidate) -> str:
+        """What ``allocateDevice`` refuses a selectable device for, now; "" when it would take it."""
+        device = candidate.device
+        if not self.features.partitionable_devices and device.consumes_counters:
+            return "consume counters (DRAPartitionableDevices is off)"
+        if self.features.consumable_capacity and not self._capacity_left(ci, request, candidate):
+            return "by capacity"
+        skip_counters = self.shared(candidate) and self.ledger.capacity_in_use(candidate.id)
+        if device.consumes_counters and not skip_counters and not self.ledger.counters_fit(candidate):
+            return "by counters"
+        if self.features.device_taints and taint_blocks(device, request.spec):
+            return "by taints"
+        if not all(c.admits(request.base, request.name, device, candidate.id.driver) for c in self.constraints[ci]):
+            return "by constraints"
+        return ""
 
     def _alternatives(self, ci: int, ri: int) -> bool:
         all_too_many = True
@@ -756,15 +1283,16 @@ class _Search:
     ) -> bool:
         """Allocate ``candidate`` for device ``at`` (claim, request, device, alternative) and go on."""
         ci, ri, di, alt = at
-        if not self.try_add(ci, request, candidate, must):
+        undo = self.try_add(ci, request, candidate, must)
+        if undo is None:
             return False
         try:
             done = self.step(ci, ri, di + 1, alt, start)
         except BaseException:
-            self.undo(ci, request, candidate)
+            self.undo(undo)
             raise
         if not done:
-            self.undo(ci, request, candidate)
+            self.undo(undo)
         return done
 
     # explaining a failure
@@ -789,7 +1317,10 @@ class _Search:
                     f"claim {claim_ref(claim)}: enough devices match each request, but no combination of them "
                     f"satisfies the constraints ({names})"
                 )
-        return "enough devices match each request on its own, but not all requests together: devices are contended"
+        return (
+            "enough devices match each request on its own, but not all requests together: devices, "
+            "their shared counters or their capacity are contended"
+        )
 
     def _request_problem(self, ci: int, claim: ResourceClaim, alternatives: list[_Request], node: Node) -> str:
         problems = []
@@ -800,7 +1331,7 @@ class _Search:
             class_name = request.device_class.metadata.name
             if request.all_devices is not None and not request.all_devices:
                 problems.append(
-                    f"{where}: asks for all devices of class {class_name}, but none on node {node.name} match"
+                    f"{where}: asks for all devices of class {class_name}, but none on node {node.name} match{note}"
                 )
             elif free < request.count:
                 problems.append(
@@ -816,9 +1347,7 @@ class _Search:
 
         Unusable pools are named too: their devices are never candidates.
         """
-        counts = dict.fromkeys(
-            ("in use", "by selectors", "by a selector error", "on other nodes", "by taints", "consume counters"), 0
-        )
+        counts = dict.fromkeys(_REFUSALS, 0)
         free = 0
         for candidate in self.order:
             check = self._first_refusal(ci, request, candidate)
@@ -828,48 +1357,72 @@ class _Search:
                 free += 1
         ruled_out = [f"{n} {check}" for check, n in counts.items() if n]
         ruled_out += [
-            f"pool {p.driver}/{p.name} {'is being updated' if p.incomplete else 'is invalid'}"
+            f"pool {p.driver}/{p.name} {'is being updated' if p.incomplete else 'is invalid: ' + p.invalid}"
             for p in self.pools
             if p.incomplete or p.invalid
         ]
         return free, ruled_out
 
     def _first_refusal(self, ci: int, request: _Request, candidate: _Candidate) -> str:
-        if candidate.id in self.in_use:
+        """The first check, in the scheduler's order, that keeps the device from the request on its own."""
+        if self.ledger.in_use(candidate.id) and not request.spec.admin_access:
             return "in use"
         if self.selectable_or_error(ci, request, candidate) is None:
             return "by a selector error"
         if not self.selectable(ci, request, candidate):
+            if candidate.device.binding_conditions and not self.features.binding_conditions:
+                return "have binding conditions (DRADeviceBindingConditions is off)"
             if candidate.per_device_node and not device_targets(candidate.device, self.node):
                 return "on other nodes"
             return "by selectors"
-        if taint_blocks(candidate.device, request.spec):
-            return "by taints"
-        if candidate.device.consumes_counters:
-            return "consume counters"
-        return ""
+        try:
+            refusal = self._refusal(ci, request, candidate)
+        except AllocationError:
+            return "by a capacity error"
+        return "" if refusal == "by constraints" else refusal
 
     def allocations(self) -> list[ClaimAllocation]:
-        node_local = self._node_local_devices()
-        return [
-            ClaimAllocation(
-                claim,
-                tuple(self.results[ci]),
-                tuple(self._config(ci, claim)),
-                any(r.id in node_local for r in self.results[ci]),
+        found = []
+        for ci, claim in enumerate(self.claims):
+            local, requirements = self._node_selection(claim, self.results[ci])
+            found.append(
+                ClaimAllocation(claim, tuple(self.results[ci]), tuple(self._config(ci, claim)), local, requirements)
             )
-            for ci, claim in enumerate(self.claims)
-        ]
+        return found
 
-    def _node_local_devices(self) -> set[DeviceID]:
-        """Devices local to one node: by their slice's ``nodeName``, or their own one with per-device selection."""
-        return {
-            DeviceID(pool.driver, pool.name, d.name)
-            for pool in self.pools
-            for s in pool.device_slices
-            for d in s.spec.devices
-            if (d.node_name if s.spec.per_device_node_selection else s.spec.node_name)
-        }
+    def _node_selection(
+        self, claim: ResourceClaim, results: Sequence[DeviceResult]
+    ) -> tuple[bool, dict[str, Any] | None]:
+        """``createNodeSelector``: this node only, or the devices' node selector requirements, or none.
+
+        A device local to one node (``nodeName``) or one that ``bindsToNode`` (not in the stable
+        variant) pins the claim to the node; the one term of each device's ``nodeSelector`` adds
+        its requirements that are not already there; ``allNodes`` adds nothing.
+        """
+        where = self.by_id
+        term: dict[str, list[dict[str, Any]]] = {"matchExpressions": [], "matchFields": []}
+        for result in results:
+            candidate = where[result.id]
+            spec, device = candidate.slice_.spec, candidate.device
+            node_name, selector = (
+                (device.node_name, device.node_selector)
+                if candidate.per_device_node
+                else (spec.node_name, spec.node_selector)
+            )
+            if node_name is not None or (device.binds_to_node and not self.features.stable):
+                return True, None
+            if selector is None or not selector.node_selector_terms:
+                continue
+            if len(selector.node_selector_terms) > 1:
+                raise AllocationError(
+                    f"create NodeSelector for claim {claim.metadata.name}: unsupported ResourceSlice.NodeSelector "
+                    f"with {len(selector.node_selector_terms)} terms"
+                )
+            first = selector.node_selector_terms[0]
+            _add_requirements(first.match_fields, term["matchFields"])
+            _add_requirements(first.match_expressions, term["matchExpressions"])
+        kept = {k: v for k, v in term.items() if v}
+        return False, kept or None
 
     def _config(self, ci: int, claim: ResourceClaim) -> list[dict[str, Any]]:
         """Class configs once per class, then the claim's configs (as ``Allocate`` builds them)."""
@@ -908,21 +1461,52 @@ class _Search:
         return [{k: v for k, v in e.items() if v != []} for e in config]
 
 
+def _add_requirements(source: Sequence[Any], into: list[dict[str, Any]]) -> None:
+    """``addNewNodeSelectorRequirements``: a requirement is new unless key, operator and value set match."""
+    for requirement in source:
+        known = any(
+            r["key"] == requirement.key
+            and r["operator"] == requirement.operator
+            and set(r.get("values", [])) == set(requirement.values)
+            for r in into
+        )
+        if not known:
+            entry: dict[str, Any] = {"key": requirement.key, "operator": requirement.operator}
+            if requirement.values:
+                entry["values"] = list(requirement.values)
+            into.append(entry)
+
+
 def allocate(
     claims: Sequence[ResourceClaim],
     classes: Iterable[DeviceClass],
     slices: Iterable[ResourceSlice],
     node: Node,
-    in_use: Iterable[DeviceID] = (),
+    in_use: Iterable[DeviceID | SharedDevice] = (),
+    *,
+    features: Mapping[str, bool] | None = None,
+    release: str | None = None,
 ) -> list[ClaimAllocation]:
     """Allocate all ``claims`` together on ``node`` or raise :class:`Unallocatable` with a reason.
 
-    ``in_use`` lists devices already allocated to other claims. Claims that already carry
-    ``status.allocation`` are the caller's business: pass :func:`allocated_devices` of them
-    as ``in_use``.
+    ``in_use`` lists devices, and shares of devices, already allocated to other claims. Claims
+    that already carry ``status.allocation`` are the caller's business: pass
+    :func:`allocated_devices` of them as ``in_use``. ``features`` are Kubernetes feature gates
+    by name (``DRAPartitionableDevices``, ``DRAConsumableCapacity``, ...) over
+    :data:`~kubedevice.dra.gates.FEATURE_DEFAULTS`, the 1.37 defaults; ``release`` ("1.34".."1.37")
+    where the allocator itself changed between releases (else guessed from the gates:
+    :func:`~kubedevice.dra.gates.release_of`).
     """
-    pools = gather_pools(list(slices), node)
-    search = _Search(claims, {c.metadata.name: c for c in classes}, pools, set(in_use), node)
+    enabled = Features.of(features, release)
+    pools = gather_pools(list(slices), node, enabled)
+    search = _Search(
+        claims,
+        {c.metadata.name: c for c in classes},
+        pools,
+        _Ledger(in_use, shares=not enabled.stable, by_pool_name=enabled.before_137),
+        node=node,
+        features=enabled,
+    )
     if search.run():
         return search.allocations()
     invalid = [p for p in pools if p.invalid]

@@ -2,16 +2,23 @@
 
 The scheduler only says "cannot allocate"; this evaluates every selector on every device
 with the same CEL semantics and, for a miss, names the first clause of a top-level ``&&``
-that is false or fails, which is usually the one attribute that differs.
+that is false or fails, which is usually the one attribute that differs. With a claim, it also
+names what else keeps a device from each request of the class on its own, as the allocator
+checks it: a taint the request does not tolerate, capacity the device does not have or its
+``requestPolicy`` does not allow, and binding conditions or shared counters whose feature gate
+is off. (Counters used up by other claims depend on what is allocated: ``allocate`` names those.)
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 
+from . import capacity as cap
 from . import cel
-from .models import Device, DeviceClass, DeviceSelector, ResourceClaim, ResourceSlice
+from .gates import Features
+from .models import Device, DeviceClass, DeviceSelector, ExactDeviceRequest, ResourceClaim, ResourceSlice
+from .taints import describe, untolerated
 
 
 @dataclass(frozen=True)
@@ -36,6 +43,7 @@ class DeviceVerdict:
     pool: str
     device: str
     selectors: tuple[SelectorVerdict, ...]
+    ruled_out: tuple[str, ...] = ()  # "request R: why", beyond the selectors
 
     @property
     def matched(self) -> bool:
@@ -112,16 +120,64 @@ def _devices(slices: Sequence[ResourceSlice]) -> Iterator[tuple[ResourceSlice, D
             yield slice_, device
 
 
+def _requests_of(device_class: DeviceClass, claim: ResourceClaim) -> list[tuple[str, ExactDeviceRequest]]:
+    """(name, request) for each request and subrequest of the claim that asks for this class."""
+    name = device_class.metadata.name
+    found: list[tuple[str, ExactDeviceRequest]] = []
+    for request in claim.spec.devices.requests:
+        if request.exactly is not None and request.exactly.device_class_name == name:
+            found.append((request.name, request.exactly))
+        found += [(f"{request.name}/{s.name}", s) for s in request.first_available if s.device_class_name == name]
+    return found
+
+
+def _capacity_problem(device: Device, request: ExactDeviceRequest) -> str:
+    """Why the device cannot take the request even with no other share held (``CmpRequestOverCapacity``)."""
+    wanted = request.capacity.requests if request.capacity is not None else {}
+    missing = [name for name in wanted if name not in device.capacity]
+    if missing:
+        return f"asks for capacity {missing[0]}, which the device does not have"
+    try:
+        if cap.fits(cap.requested(wanted, "request"), cap.capacities_of(device.capacity, "capacity"), {}):
+            return ""
+    except cap.CapacityError as error:
+        return f"capacity: {error}"
+    return "asks for more capacity than the device has or its requestPolicy allows"
+
+
+def obstacles(device: Device, request: ExactDeviceRequest, features: Features) -> list[str]:
+    """What keeps a device that matches the selectors from the request on its own, in the allocator's order."""
+    found = []
+    if device.binding_conditions and not features.binding_conditions:
+        found.append("has binding conditions, but DRADeviceBindingConditions is off")
+    if device.consumes_counters and not features.partitionable_devices:
+        found.append("consumes shared counters, but DRAPartitionableDevices is off")
+    if features.consumable_capacity and (problem := _capacity_problem(device, request)):
+        found.append(problem)
+    if features.device_taints:
+        found += [f"taint {describe(t)} is not tolerated" for t in untolerated(device, request)]
+    return found
+
+
 def explain(
-    device_class: DeviceClass, slices: Sequence[ResourceSlice], claim: ResourceClaim | None = None
+    device_class: DeviceClass,
+    slices: Sequence[ResourceSlice],
+    claim: ResourceClaim | None = None,
+    features: Mapping[str, bool] | None = None,
 ) -> list[DeviceVerdict]:
-    """A verdict per device of every slice, in slice order."""
+    """A verdict per device of every slice, in slice order.
+
+    ``features`` are Kubernetes feature gates by name, as for ``allocate``.
+    """
     selectors = selectors_of(device_class, claim)
+    requests = _requests_of(device_class, claim) if claim is not None else []
+    enabled = Features.of(features)
     verdicts = []
     for slice_, device in _devices(slices):
         view = device_input(slice_.spec.driver, device)
         results = tuple(evaluate(origin, s.cel.expression if s.cel else "", view) for origin, s in selectors)
-        verdicts.append(DeviceVerdict(slice_.spec.driver, slice_.spec.pool.name, device.name, results))
+        ruled_out = tuple(f"request {name}: {why}" for name, r in requests for why in obstacles(device, r, enabled))
+        verdicts.append(DeviceVerdict(slice_.spec.driver, slice_.spec.pool.name, device.name, results, ruled_out))
     return verdicts
 
 
@@ -145,6 +201,7 @@ def render(verdicts: Sequence[DeviceVerdict]) -> str:
                 lines.append(f"    first failing clause: {s.clause}")
             if s.error is not None and s.compiles:
                 lines.append(f"    error: {s.error}")
+        lines += [f"  ruled out for {reason}" for reason in verdict.ruled_out]
     matched = sum(v.matched for v in verdicts)
     lines.append(f"{matched} of {len(verdicts)} devices match")
     return "\n".join(lines) + "\n"

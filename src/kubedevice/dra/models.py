@@ -25,7 +25,7 @@ from . import godecode
 
 GROUP = "resource.k8s.io"
 VERSIONS = ("v1alpha3", "v1beta1", "v1beta2", "v1")
-KINDS = ("DeviceClass", "ResourceSlice", "ResourceClaim")
+KINDS = ("DeviceClass", "ResourceSlice", "ResourceClaim", "ResourceClaimTemplate", "DeviceTaintRule")
 # resource.Quantity's parser regex (apimachinery/pkg/api/resource/quantity.go).
 _QUANTITY = re.compile(r"^([+-]?[0-9.]+)([eEinumkKMGTP]*[-+]?[0-9]*)$")
 _QUANTITY_MESSAGE = "quantities must match the regular expression '^([+-]?[0-9.]+)([eEinumkKMGTP]*[-+]?[0-9]*)$'"
@@ -186,6 +186,20 @@ class ResourceSlice(_Model):
 # --- ResourceClaim ------------------------------------------------------------------------
 
 
+class CapacityRequirements(_Model):
+    """``capacity`` of a request: how much of each capacity of a shareable device it consumes."""
+
+    requests: dict[str, str] = Field(default_factory=dict)
+
+    @field_validator("requests", mode="before")
+    @classmethod
+    def _quantities(cls, value: Any) -> Any:
+        """Quantities decode from JSON strings and numbers alike (``Quantity.UnmarshalJSON``)."""
+        if not isinstance(value, dict):
+            return value
+        return {name: DeviceCapacity._quantity(quantity) for name, quantity in value.items()}
+
+
 class ExactDeviceRequest(_Model):
     device_class_name: str = ""
     selectors: list[DeviceSelector] = Field(default_factory=list)
@@ -193,6 +207,7 @@ class ExactDeviceRequest(_Model):
     count: int = 0
     admin_access: bool | None = None
     tolerations: list[dict[str, Any]] | None = None
+    capacity: CapacityRequirements | None = None  # v1beta2 and v1 since 1.34 (DRAConsumableCapacity)
 
 
 class DeviceSubRequest(ExactDeviceRequest):
@@ -234,11 +249,127 @@ class ResourceClaim(_Model):
     status: dict[str, Any] | None = None
 
 
-DRAObject = DeviceClass | ResourceSlice | ResourceClaim
-_MODELS: dict[str, type[DeviceClass] | type[ResourceSlice] | type[ResourceClaim]] = {
+class ClaimTemplateMeta(_Model):
+    """``ResourceClaimTemplateSpec.metadata``: only labels and annotations reach the claim (controller.go)."""
+
+    model_config = ConfigDict(extra="allow", alias_generator=to_camel, populate_by_name=True)
+
+    labels: dict[str, str] = Field(default_factory=dict)
+    annotations: dict[str, str] = Field(default_factory=dict)
+
+
+class ResourceClaimTemplateSpec(_Model):
+    metadata: ClaimTemplateMeta = Field(default_factory=ClaimTemplateMeta)
+    spec: ResourceClaimSpec = Field(default_factory=ResourceClaimSpec)
+
+
+class ResourceClaimTemplate(_Model):
+    api_version: str = f"{GROUP}/v1"
+    kind: Literal["ResourceClaimTemplate"] = "ResourceClaimTemplate"
+    metadata: ObjectMeta = Field(default_factory=ObjectMeta)
+    spec: ResourceClaimTemplateSpec = Field(default_factory=ResourceClaimTemplateSpec)
+
+
+# --- DeviceTaintRule (v1alpha3, v1beta2 from 1.36, v1 from 1.37) --------------------------
+
+
+class DeviceTaintSelector(_Model):
+    driver: str | None = None
+    pool: str | None = None
+    device: str | None = None
+
+
+class DeviceTaintRuleSpec(_Model):
+    device_selector: DeviceTaintSelector | None = None
+    taint: dict[str, Any] = Field(default_factory=dict)
+
+
+class DeviceTaintRule(_Model):
+    api_version: str = f"{GROUP}/v1"
+    kind: Literal["DeviceTaintRule"] = "DeviceTaintRule"
+    metadata: ObjectMeta = Field(default_factory=ObjectMeta)
+    spec: DeviceTaintRuleSpec = Field(default_factory=DeviceTaintRuleSpec)
+    status: dict[str, Any] | None = None
+
+
+# --- core/v1: the Pod and Node fields scheduling with DRA reads -----------------------------
+
+
+class _CoreModel(BaseModel):
+    """A core/v1 object is read, never validated: fields we do not model are ignored, not refused."""
+
+    model_config = ConfigDict(extra="ignore", alias_generator=to_camel, populate_by_name=True)
+
+
+class ResourceRequirements(_CoreModel):
+    requests: dict[str, str | int] = Field(default_factory=dict)
+    limits: dict[str, str | int] = Field(default_factory=dict)
+
+
+class Container(_CoreModel):
+    name: str = ""
+    restart_policy: str | None = None
+    resources: ResourceRequirements = Field(default_factory=ResourceRequirements)
+
+
+class PodResourceClaim(_CoreModel):
+    name: str = ""
+    resource_claim_name: str | None = None
+    resource_claim_template_name: str | None = None
+
+
+class PodResourceClaimStatus(_CoreModel):
+    name: str = ""
+    resource_claim_name: str | None = None
+
+
+class PodSpec(_CoreModel):
+    containers: list[Container] = Field(default_factory=list)
+    init_containers: list[Container] = Field(default_factory=list)
+    resource_claims: list[PodResourceClaim] = Field(default_factory=list)
+    node_name: str = ""
+
+
+class PodStatus(_CoreModel):
+    resource_claim_statuses: list[PodResourceClaimStatus] = Field(default_factory=list)
+
+
+class Pod(_CoreModel):
+    api_version: str = "v1"
+    kind: Literal["Pod"] = "Pod"
+    metadata: ObjectMeta = Field(default_factory=ObjectMeta)
+    spec: PodSpec = Field(default_factory=PodSpec)
+    status: PodStatus = Field(default_factory=PodStatus)
+
+
+class NodeMeta(_CoreModel):
+    name: str = ""
+    labels: dict[str, str] = Field(default_factory=dict)
+
+
+class NodeStatus(_CoreModel):
+    allocatable: dict[str, str | int] = Field(default_factory=dict)
+
+
+class NodeObject(_CoreModel):
+    """A Node: its labels (for node selectors) and ``status.allocatable`` (device-plugin resources)."""
+
+    api_version: str = "v1"
+    kind: Literal["Node"] = "Node"
+    metadata: NodeMeta = Field(default_factory=NodeMeta)
+    status: NodeStatus = Field(default_factory=NodeStatus)
+
+
+DRAObject = DeviceClass | ResourceSlice | ResourceClaim | ResourceClaimTemplate | DeviceTaintRule
+_MODELS: dict[
+    str,
+    type[DeviceClass] | type[ResourceSlice] | type[ResourceClaim] | type[ResourceClaimTemplate] | type[DeviceTaintRule],
+] = {
     "DeviceClass": DeviceClass,
     "ResourceSlice": ResourceSlice,
     "ResourceClaim": ResourceClaim,
+    "ResourceClaimTemplate": ResourceClaimTemplate,
+    "DeviceTaintRule": DeviceTaintRule,
 }
 
 
@@ -248,7 +379,15 @@ def version_of(obj: DRAObject) -> str:
 
 # --- version conversion (on plain dicts) --------------------------------------------------
 
-_FLAT_REQUEST_FIELDS = ("deviceClassName", "selectors", "allocationMode", "count", "adminAccess", "tolerations")
+_FLAT_REQUEST_FIELDS = (
+    "deviceClassName",
+    "selectors",
+    "allocationMode",
+    "count",
+    "adminAccess",
+    "tolerations",
+    "capacity",
+)
 _OLD_STYLE = ("v1alpha3", "v1beta1")  # flat requests and devices under "basic"
 _VERSION_ONLY_FIELDS = {  # spec field -> versions that have it
     "suitableNodes": ("v1alpha3",),
@@ -311,6 +450,8 @@ def _to_canonical(kind: str, version: str, document: dict[str, Any]) -> dict[str
     if isinstance(spec, dict) and version in _OLD_STYLE:
         if kind == "ResourceClaim":
             _claim_up(spec)
+        elif kind == "ResourceClaimTemplate" and isinstance(spec.get("spec"), dict):
+            _claim_up(spec["spec"])
         elif kind == "ResourceSlice":
             _slice_up(spec, version)
     return doc
@@ -325,6 +466,8 @@ def to_document(obj: DRAObject) -> dict[str, Any]:
     if version in _OLD_STYLE:
         if isinstance(obj, ResourceClaim):
             _claim_down(doc["spec"])
+        elif isinstance(obj, ResourceClaimTemplate):
+            _claim_down(doc["spec"].get("spec", {}))
         elif isinstance(obj, ResourceSlice):
             _slice_down(doc["spec"], version)
     return doc
@@ -391,25 +534,32 @@ def _document_order(document: Any, loc: tuple[int | str, ...]) -> tuple[int, ...
     return tuple(order)
 
 
+def _taints(kind: str, spec: dict[str, Any]) -> list[dict[str, Any]]:
+    if kind == "DeviceTaintRule":
+        return list(_each([spec.get("taint")]))
+    if kind != "ResourceSlice":
+        return []
+    return [taint for device in _each(spec.get("devices")) for taint in _each(device.get("taints"))]
+
+
 def _time_errors(kind: str, doc: dict[str, Any]) -> list[str]:
     """``metav1.Time`` fields the decoder parses: a device taint's ``timeAdded`` (k8s.io/api/resource/v1)."""
     spec = doc.get("spec")
-    if kind != "ResourceSlice" or not isinstance(spec, dict):
+    if not isinstance(spec, dict):
         return []
     errors = []
-    for device in _each(spec.get("devices")):
-        for taint in _each(device.get("taints")):
-            value = taint.get("timeAdded")
-            if value is None:
-                continue
-            if not isinstance(value, str):
-                kind_of = godecode.json_kind(value, "string")
-                errors.append(f"json: cannot unmarshal {kind_of} into Go value of type string")
-                continue
-            try:
-                godecode.parse_rfc3339(value)
-            except godecode.TimeParseError as error:
-                errors.append(str(error))
+    for taint in _taints(kind, spec):
+        value = taint.get("timeAdded")
+        if value is None:
+            continue
+        if not isinstance(value, str):
+            kind_of = godecode.json_kind(value, "string")
+            errors.append(f"json: cannot unmarshal {kind_of} into Go value of type string")
+            continue
+        try:
+            godecode.parse_rfc3339(value)
+        except godecode.TimeParseError as error:
+            errors.append(str(error))
     return errors
 
 
@@ -493,8 +643,9 @@ def _default_request(request: ExactDeviceRequest) -> None:
 
 
 def _apply_defaults(obj: DRAObject) -> None:
-    if isinstance(obj, ResourceClaim):
-        for request in obj.spec.devices.requests:
+    if isinstance(obj, ResourceClaim | ResourceClaimTemplate):
+        devices = obj.spec.devices if isinstance(obj, ResourceClaim) else obj.spec.spec.devices
+        for request in devices.requests:
             for sub in ([request.exactly] if request.exactly else []) + list(request.first_available):
                 _default_request(sub)
 
@@ -573,7 +724,7 @@ def dump(objects: list[DRAObject], fmt: Literal["yaml", "json"] = "yaml") -> str
     return yaml.safe_dump_all(documents, sort_keys=False)
 
 
-_T = TypeVar("_T", DeviceClass, ResourceSlice, ResourceClaim)
+_T = TypeVar("_T", DeviceClass, ResourceSlice, ResourceClaim, ResourceClaimTemplate)
 
 
 def of_kind(objects: list[DRAObject], kind: type[_T]) -> list[_T]:
