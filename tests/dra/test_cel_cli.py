@@ -49,8 +49,47 @@ def test_environment_and_features(cel_process: subprocess.Popen[str]) -> None:
     case = {"expression": "device.allowMultipleAllocations", "driver": "d", "allowMultipleAllocations": True}
     assert ask(cel_process, json.dumps(case)) == {"result": True}  # StoredExpressions by default, like Options{}
     new = {**case, "env": "NewExpressions"}
-    assert ask(cel_process, json.dumps(new))["error"] == "compile"
+    assert ask(cel_process, json.dumps(new)) == {"result": True}  # the 1.37 defaults: consumable capacity on
+    assert ask(cel_process, json.dumps({**new, "features": {}}))["error"] == "compile"  # the line's own gates
     assert ask(cel_process, json.dumps({**new, "features": {"DRAConsumableCapacity": True}})) == {"result": True}
+
+
+def test_release_gates_for_lines_without_features() -> None:
+    """--kubernetes-version 1.35: DRAConsumableCapacity is alpha and off, so the field is undeclared."""
+    command = [sys.executable, "-m", "kubedevice", "dra", "cel", "--kubernetes-version", "1.35"]
+    process = subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    try:
+        line = {"expression": "device.allowMultipleAllocations", "driver": "d", "env": "NewExpressions"}
+        answer = ask(process, json.dumps(line))
+        assert answer["error"] == "compile" and "undefined field 'allowMultipleAllocations'" in answer["message"]
+    finally:
+        assert process.stdin is not None
+        process.stdin.close()
+        process.wait(timeout=30)
+
+
+def test_unknown_feature_gate_is_a_usage_error() -> None:
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "kubedevice",
+            "dra",
+            "cel",
+            "--kubernetes-version",
+            "1.35",
+            "--feature-gates",
+            "DRAListTypeAttributes=true",
+        ],
+        capture_output=True,
+        text=True,
+        input="",
+        check=False,
+    )
+    assert done.returncode == 2
+    assert done.stderr.strip().splitlines() == [
+        "kubedevice: --feature-gates: unrecognized feature gate: DRAListTypeAttributes"
+    ]
 
 
 def test_help_documents_the_line_formats() -> None:

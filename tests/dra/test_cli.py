@@ -209,3 +209,100 @@ def test_generated_slices_explain_against_a_class(tmp_path: Path, pci_host: Path
     )
     assert result.exit_code == 0, result.output
     assert "1 of 2 devices match" in result.output
+
+
+TAINTED = f"""\
+apiVersion: resource.k8s.io/v1
+kind: ResourceSlice
+metadata: {{name: node-1-tainted}}
+spec:
+  driver: {DRIVER}
+  nodeName: node-1
+  pool: {{name: node-1, resourceSliceCount: 1}}
+  devices:
+  - name: gpu-0
+    taints: [{{key: example.com/broken, effect: Drain}}]
+"""
+
+
+def test_validate_follows_the_chosen_release(tmp_path: Path) -> None:
+    """Taints are checked where DRADeviceTaints is on (1.36 on) and dropped where it is off."""
+    path = write(tmp_path, "tainted.yaml", TAINTED)
+    newest = runner.invoke(app, ["validate", path])
+    assert newest.exit_code == 1
+    assert 'spec.devices[0].taints[0].effect: Unsupported value: "Drain"' in newest.output
+    old = runner.invoke(app, ["validate", path, "--kubernetes-version", "1.35"])
+    assert old.exit_code == 0 and "1 object valid" in old.output
+    gated = runner.invoke(
+        app, ["validate", path, "--kubernetes-version", "1.35", "--feature-gates", "DRADeviceTaints=true"]
+    )
+    assert gated.exit_code == 1
+
+
+@pytest.mark.parametrize("command", ["validate", "allocate", "explain"])
+def test_bad_release_or_gate_is_one_line_exit_2(tmp_path: Path, command: str) -> None:
+    files = {
+        "validate": [write(tmp_path, "c.yaml", CLASS)],
+        "allocate": [write(tmp_path, "c.yaml", CLASS + "---\n" + CLAIM), "--node", "node-1"],
+        "explain": ["--class", write(tmp_path, "c.yaml", CLASS), "--slices", write(tmp_path, "s.yaml", SLICES)],
+    }[command]
+    gate = runner.invoke(app, [command, *files, "--feature-gates", "DRAListTypeAttributes=true,Nope=false"])
+    assert gate.exit_code == 2
+    assert gate.output.strip().splitlines() == ["kubedevice: --feature-gates: unrecognized feature gate: Nope"]
+    release = runner.invoke(app, [command, *files, "--kubernetes-version", "1.30"])
+    assert release.exit_code == 2
+    assert release.output.strip().splitlines() == [
+        "kubedevice: --kubernetes-version: unsupported Kubernetes version '1.30': "
+        "expected one of 1.34, 1.35, 1.36, 1.37"
+    ]
+
+
+def test_allocate_follows_the_chosen_release(tmp_path: Path) -> None:
+    """A NoSchedule taint rules the device out from 1.36 on; in 1.35 the API server drops it."""
+    tainted = SLICES.replace("  - {name: gpu-1, basic: {attributes: {model: {string: a100}}}}\n", "").replace(
+        "{name: gpu-2, basic: {attributes: {model: {string: a100}}}}",
+        "{name: gpu-2, basic: {attributes: {model: {string: a100}}, taints: [{key: k, effect: NoSchedule}]}}",
+    )
+    one = CLAIM.replace("count: 2", "count: 1")
+    path = write(tmp_path, "all.yaml", "---\n".join([CLASS, tainted, one]))
+    newest = runner.invoke(app, ["allocate", path, "--node", "node-1"])
+    assert newest.exit_code == 1, newest.output
+    old = runner.invoke(app, ["allocate", path, "--node", "node-1", "--kubernetes-version", "1.35"])
+    assert old.exit_code == 0, old.output
+    assert "device: gpu-2" in old.output
+
+
+RULE = """\
+apiVersion: resource.k8s.io/v1beta2
+kind: DeviceTaintRule
+metadata: {name: maintenance}
+spec:
+  deviceSelector: {driver: gpu.example.com, pool: node-1}
+  taint: {key: example.com/maintenance, effect: NoExecute}
+"""
+
+
+def test_device_taint_rules_need_their_gate(tmp_path: Path) -> None:
+    """DRADeviceTaintRules is off in 1.36 (its beta API is off by default) and on in 1.37."""
+    path = write(tmp_path, "rule.yaml", RULE)
+    assert runner.invoke(app, ["validate", path]).exit_code == 0
+    off = runner.invoke(app, ["validate", path, "--kubernetes-version", "1.36"])
+    assert off.exit_code == 1
+    assert f'{path}:1: no matches for kind "DeviceTaintRule" in version "resource.k8s.io/v1beta2"' in off.output
+    gate = ["--feature-gates", "DRADeviceTaintRules=true"]
+    on = runner.invoke(app, ["validate", path, "--kubernetes-version", "1.36", *gate])
+    assert on.exit_code == 0, on.output
+
+
+def test_explain_follows_the_chosen_release(tmp_path: Path) -> None:
+    """The taint rules gpu-2 out for the claim in 1.37; the 1.35 API server would have dropped it."""
+    tainted = SLICES.replace(
+        "{name: gpu-2, basic: {attributes: {model: {string: a100}}}}",
+        "{name: gpu-2, basic: {attributes: {model: {string: a100}}, taints: [{key: k, effect: NoSchedule}]}}",
+    )
+    files = ["--class", write(tmp_path, "c.yaml", CLASS), "--slices", write(tmp_path, "s.yaml", tainted)]
+    files += ["--claim", write(tmp_path, "claim.yaml", CLAIM)]
+    ruled_out = "ruled out for request gpus: taint k:NoSchedule is not tolerated"
+    assert ruled_out in runner.invoke(app, ["explain", *files]).output
+    old = runner.invoke(app, ["explain", *files, "--kubernetes-version", "1.35"])
+    assert old.exit_code == 0 and "gpu-2: matches" in old.output and ruled_out not in old.output

@@ -16,11 +16,12 @@ import typer
 
 from ..boundedyaml import read_text
 from ..errors import cannot_read, fail
-from . import models
+from . import features, models
 from .allocator import AllocationError, Node, Unallocatable, allocate, allocated_devices
 from .explain import DeviceVerdict, SelectorVerdict, compile_errors, explain, render, requests_using
-from .models import DecodeError, DeviceClass, DRAObject, ResourceClaim, ResourceSlice, of_kind
-from .slices import DEFAULT_TAINT_EFFECT, SliceError, slices_for
+from .models import DecodeError, DeviceClass, DeviceTaintRule, DRAObject, ResourceClaim, ResourceSlice, of_kind
+from .slices import DEFAULT_TAINT_EFFECT, Sharing, SliceError, slices_for
+from .strategy import drop_disabled_fields
 from .validation import Path as FieldPath
 from .validation import validate, validate_dns_subdomain, validate_driver_name
 
@@ -32,6 +33,33 @@ app = typer.Typer(
 )
 
 Output = Literal["yaml", "json"]
+
+KubernetesVersion = Annotated[
+    str,
+    typer.Option(
+        "--kubernetes-version",
+        metavar="|".join(features.RELEASES),
+        help="The release whose feature-gate defaults apply.",
+    ),
+]
+FeatureGates = Annotated[
+    str | None,
+    typer.Option("--feature-gates", metavar="NAME=BOOL,...", help="Feature gates on top of the release's defaults."),
+]
+
+
+def gates_from_flags(release: str, feature_gates: str | None) -> dict[str, bool]:
+    """The effective gates, or exit 2 with Kubernetes' own message naming the bad gate."""
+    try:
+        return features.from_flags(release, feature_gates)
+    except features.FeatureGateError as error:
+        option = "--kubernetes-version" if release not in features.RELEASES else "--feature-gates"
+        fail(f"{option}: {error}")
+
+
+def _as_stored(objects: Sequence[DRAObject], gates: dict[str, bool]) -> list[DRAObject]:
+    """The objects as that release's API server stores them: fields of disabled features dropped."""
+    return [drop_disabled_fields(obj, gates) for obj in objects]
 
 
 def _documents(path: Path) -> list[tuple[int, Any]]:
@@ -68,12 +96,17 @@ def validate_command(
         # described in the docstring: typer >= 0.2x would list it with its Python type (<list[Path]>)
         typer.Argument(metavar="FILE", hidden=True, show_default=False),
     ],
+    kubernetes_version: KubernetesVersion = features.NEWEST,
+    feature_gates: FeatureGates = None,
 ) -> None:
-    """Validate DeviceClasses, ResourceSlices and ResourceClaims as the API server would.
+    """Validate DeviceClasses, ResourceSlices, ResourceClaims, ResourceClaimTemplates and
+    DeviceTaintRules as the API server of --kubernetes-version would (fields of disabled
+    features are dropped, not refused).
 
     Each FILE is YAML or JSON; kinds may be mixed. Prints one line per problem and a summary,
     all on stdout. Exits 1 if any object is invalid.
     """
+    gates = gates_from_flags(kubernetes_version, feature_gates)
     problems = checked = 0
     documents = [(path, _documents(path)) for path in files]  # an unreadable file: exit 2 before any report
     for path, docs in documents:
@@ -87,7 +120,11 @@ def validate_command(
                 for message in error.messages:
                     typer.echo(f"{where}: {message}")
                 continue
-            errors = validate(obj)
+            if isinstance(obj, DeviceTaintRule) and not gates.get("DRADeviceTaintRules"):
+                problems += 1
+                typer.echo(f"{where}: {_not_served(obj, kubernetes_version)}")
+                continue
+            errors = validate(obj, gates)
             problems += bool(errors)
             for field_error in errors:
                 typer.echo(f"{where}: {_describe(obj)} is invalid: {field_error}")
@@ -96,6 +133,14 @@ def validate_command(
         typer.echo(f"{problems} of {checked} {noun} invalid")
         raise typer.Exit(1)
     typer.echo(f"{checked} {noun} valid")
+
+
+def _not_served(obj: DeviceTaintRule, release: str) -> str:
+    """The API server registers DeviceTaintRules only with their gate on: to kubectl the kind is unknown."""
+    return (
+        f'no matches for kind "DeviceTaintRule" in version "{obj.api_version}" '
+        f"(DRADeviceTaintRules is off in Kubernetes {release}; --feature-gates DRADeviceTaintRules=true)"
+    )
 
 
 def _one_claim(path: Path | None) -> ResourceClaim | None:
@@ -126,19 +171,42 @@ def explain_command(
         Path | None, typer.Option("--claim", metavar="FILE", help="A ResourceClaim whose request selectors count too.")
     ] = None,
     as_json: Annotated[bool, typer.Option("--json", metavar="", help="Machine-readable output.")] = False,
+    *,
+    kubernetes_version: KubernetesVersion = features.NEWEST,
+    feature_gates: FeatureGates = None,
+    pod_files: Annotated[
+        list[Path] | None,
+        typer.Option(
+            "--pod",
+            metavar="FILE",
+            help="Pods, their claims, templates, Node: why each is scheduled or not (repeatable).",
+        ),
+    ] = None,
+    node: Annotated[str | None, typer.Option("--node", metavar="NODE", help="With --pod: the node.")] = None,
+    labels: Annotated[
+        list[str] | None, typer.Option("--label", metavar="KEY=VALUE", help="With --pod: a node label (repeatable).")
+    ] = None,
 ) -> None:
     """For each device, whether each selector matches; for a miss, the failing clause or the error.
 
     A selector that does not compile is reported once per class. Exits 1 when some class
-    matches no device at all.
+    matches no device at all. With --pod and --node: per pod, its claims' classes, then whether
+    it can be scheduled on the node and, if not, the first request or constraint that fails and
+    what rules devices out; exits 1 when some pod cannot be scheduled.
     """
+    gates = gates_from_flags(kubernetes_version, feature_gates)
+    if pod_files:
+        _explain_pods(pod_files, (class_file, slices_file), node, labels or [], gates, as_json=as_json)
+        return
     claim = _one_claim(claim_file)
+    if claim is not None:
+        claim = of_kind(_as_stored([claim], gates), ResourceClaim)[0]
     classes = _classes_to_explain(class_file, claim)
-    slices = of_kind(_load(slices_file), ResourceSlice)
+    slices = of_kind(_as_stored(_load(slices_file), gates), ResourceSlice)
     report: list[dict[str, Any]] = []
     unmatched = 0
     for device_class in classes:
-        verdicts = explain(device_class, slices, claim)
+        verdicts = explain(device_class, slices, claim, gates)
         unmatched += not any(v.matched for v in verdicts)
         if as_json:
             report.append(_verdicts_json(device_class, verdicts))
@@ -148,6 +216,28 @@ def explain_command(
     if as_json:
         typer.echo(json.dumps(report, indent=2))
     if unmatched:
+        raise typer.Exit(1)
+
+
+def _explain_pods(
+    pod_files: list[Path],
+    files: tuple[Path, Path],
+    node: str | None,
+    labels: list[str],
+    gates: dict[str, bool],
+    *,
+    as_json: bool,
+) -> None:
+    from .pod_cli import explain_pods, load_inputs  # noqa: PLC0415 - only with --pod
+
+    if node is None:
+        fail("--pod needs --node")
+    inputs = load_inputs(pod_files, lambda objects: _as_stored(objects, gates))
+    if not inputs.pods:
+        fail("--pod: no Pod found")
+    classes = of_kind(_load(files[0]), DeviceClass)
+    slices = of_kind(_as_stored(_load(files[1]), gates), ResourceSlice)
+    if not explain_pods(inputs, classes, slices, (node, _parse_labels(labels)), gates, as_json=as_json):
         raise typer.Exit(1)
 
 
@@ -198,15 +288,29 @@ def allocate_command(
         list[str] | None, typer.Option("--label", metavar="KEY=VALUE", help="A node label (repeatable).")
     ] = None,
     output: Annotated[str, typer.Option("--output", "-o", metavar="yaml|json", help="Output format.")] = "yaml",
+    *,
+    kubernetes_version: KubernetesVersion = features.NEWEST,
+    feature_gates: FeatureGates = None,
 ) -> None:
     """Allocate all claims together on one node like the scheduler; print them with status.allocation.
 
     The FILEs hold the DeviceClasses, ResourceSlices and ResourceClaims (YAML or JSON). Claims
-    that already have a status.allocation keep it, and their devices count as in use. Exits 1
-    with the reason when the claims cannot be allocated.
+    that already have a status.allocation keep it, and their devices count as in use. Objects
+    are read as the API server of --kubernetes-version stores them. Exits 1 with the reason
+    when the claims cannot be allocated. With Pods in the FILEs (and their ResourceClaimTemplates,
+    and the Node for its labels and allocatable), each pod is scheduled in turn with the claims
+    it names, makes from templates or needs for extended resources; the output is those
+    claims, reserved for their pods.
     """
+    from .pod_cli import allocate_pods, load_inputs  # noqa: PLC0415 - reads Pods as well
+
     fmt = _output(output)
-    objects = [obj for path in files for obj in _load(path)]
+    gates = gates_from_flags(kubernetes_version, feature_gates)
+    inputs = load_inputs(files, lambda objects: _as_stored(objects, gates))
+    if inputs.pods:
+        allocate_pods(inputs, node, _parse_labels(labels or []), fmt, gates)
+        return
+    objects = inputs.objects
     claims = of_kind(objects, ResourceClaim)
     if not claims:
         fail("no ResourceClaim given")
@@ -214,7 +318,10 @@ def allocate_command(
     in_use = allocated_devices([c for c in claims if c not in pending])
     target = Node(node, _parse_labels(labels or []))
     try:
-        results = allocate(pending, of_kind(objects, DeviceClass), of_kind(objects, ResourceSlice), target, in_use)
+        results = allocate(
+            pending, of_kind(objects, DeviceClass), of_kind(objects, ResourceSlice), target, in_use,
+            features=gates, release=kubernetes_version,
+        )
     except (AllocationError, Unallocatable) as error:
         fail(f"cannot allocate on node {node}: {error}", 1)
     allocated = []
@@ -299,7 +406,8 @@ def slices_command(
     try:
         resources, dra = discover(config, host_root)
         configured_driver, effect = (dra.driver, dra.taint_effect) if dra is not None else (None, DEFAULT_TAINT_EFFECT)
-        slices = slices_for(driver or configured_driver or "kubedevice.io", node, resources, effect)
+        sharing: Sharing = dra.sharing if dra is not None else "replicas"
+        slices = slices_for(driver or configured_driver or "kubedevice.io", node, resources, effect, sharing)
     except SliceError as error:
         fail(str(error))
     except (OSError, ValueError) as error:
@@ -322,12 +430,19 @@ def _check_names(node: str, driver: str | None) -> None:
 def _discovery() -> Callable[[Path, Path | None], Any]:
     """Config loading and discovery are imported only for this command: the rest needs neither."""
     from kubedevice.config import ConfigError, load_config  # noqa: PLC0415 - lazy on purpose
-    from kubedevice.sources import HostRootError, discover_resources  # noqa: PLC0415 - lazy on purpose
+    from kubedevice.sources import HostRoot, HostRootError, discover_resources  # noqa: PLC0415 - lazy on purpose
+
+    from .deviceattribute import with_standard_attributes  # noqa: PLC0415 - lazy on purpose
 
     def run(config: Path, host_root: Path | None) -> Any:
         try:
             loaded = load_config(config)
-            return discover_resources(loaded, host_root or loaded.host_root), loaded.dra
+            root = host_root or loaded.host_root
+            resources = [
+                (name, devices, with_standard_attributes(HostRoot(root), attrs))  # as the driver publishes them
+                for name, devices, attrs in discover_resources(loaded, root)
+            ]
+            return resources, loaded.dra
         except (ConfigError, HostRootError) as error:
             fail(str(error))
 

@@ -1,10 +1,11 @@
 """DRA object validation with the API server's rules, messages and field paths.
 
-A port of ``pkg/apis/resource/validation/validation.go`` (kubernetes/kubernetes, newest
-release) for the objects kubedevice handles, so ``kubedevice dra validate`` refuses exactly
-what ``kubectl apply`` would, with the same ``spec.selectors[0].cel.expression: Invalid
-value: …`` lines, before anything reaches a cluster. Feature-gated fields follow the
-default gates of that release.
+A port of ``pkg/apis/resource/validation/validation.go`` (kubernetes v1.36.3) for the objects
+kubedevice handles, so ``kubedevice dra validate`` refuses exactly what ``kubectl apply`` would,
+with the same ``spec.selectors[0].cel.expression: Invalid value: …`` lines, before anything
+reaches a cluster. Feature-gated fields follow the gates passed in (:mod:`.features`; default:
+the newest release's defaults), dropped first as the API server's strategy drops them
+(:mod:`.strategy`).
 """
 
 from __future__ import annotations
@@ -14,30 +15,39 @@ import json
 import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
+from ..cel.quantity import QuantityError
 from ..gostrings import quote as go_quote
 from ..names import C_IDENTIFIER, DNS1123_SUBDOMAIN, QUALIFIED_NAME_PART
-from . import cel
+from . import cel, features
 from .models import (
     Device as SliceDevice,
 )
 from .models import (
     DeviceAttribute,
+    DeviceCapacity,
     DeviceClaim,
     DeviceClass,
     DeviceConfiguration,
     DeviceConstraint,
     DeviceSelector,
+    DeviceTaintRule,
     DRAObject,
     ExactDeviceRequest,
     NodeSelector,
     ObjectMeta,
     OpaqueDeviceConfiguration,
     ResourceClaim,
+    ResourceClaimSpec,
+    ResourceClaimTemplate,
     ResourceSlice,
     ResourceSliceSpec,
 )
+from .strategy import drop_disabled_fields
+
+if TYPE_CHECKING:
+    from .available import Amount
 
 # Limits from pkg/apis/resource/types.go.
 MAX_SELECTORS = 32
@@ -54,6 +64,18 @@ MAX_DOMAIN_LENGTH = 63
 MAX_DRIVER_LENGTH = 63
 MAX_POOL_NAME_LENGTH = 253
 MAX_PARAMETERS_BYTES = 10 * 1024
+MAX_ATTRIBUTE_VALUES = 48
+MAX_TAINTS = 16
+MAX_TOLERATIONS = 16
+MAX_BINDING_CONDITIONS = 4
+MAX_COUNTER_SETS = 8
+MAX_COUNTERS_PER_SET = 32
+MAX_COUNTER_CONSUMPTIONS = 2
+MAX_COUNTERS_PER_CONSUMPTION = 32
+MAX_VALID_VALUES = 10
+TAINT_EFFECTS = ("NoExecute", "NoSchedule", "None")  # sets.List: sorted
+TOLERATION_OPERATORS = ("Equal", "Exists")
+Gates = Mapping[str, bool]
 ALLOCATION_MODES = ("All", "ExactCount")
 
 _DNS1123_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
@@ -357,12 +379,12 @@ def validate_object_meta(meta: ObjectMeta, path: Path, namespaced: bool, check_g
 # --- selectors and config -----------------------------------------------------------------
 
 
-def validate_cel_expression(expression: str, path: Path) -> Errors:
-    """Length, then compilation, then the static cost estimate, as for a new expression."""
+def validate_cel_expression(expression: str, path: Path, gates: Gates | None = None) -> Errors:
+    """Length, then compilation (declarations per the release's gates), then the static cost."""
     if len(expression.encode()) > cel.MAX_EXPRESSION_BYTES:
         return [too_long(path, cel.MAX_EXPRESSION_BYTES)]
     try:
-        selector = cel.compile_selector(expression, env="NewExpressions")
+        selector = cel.compile_selector(expression, env="NewExpressions", features=_gates(gates))
     except cel.CompileError as error:
         return [invalid(path, expression, error.message)]
     if selector.cost_estimate > cel.MAX_COST:
@@ -370,14 +392,19 @@ def validate_cel_expression(expression: str, path: Path) -> Errors:
     return []
 
 
-def _validate_selector(selector: DeviceSelector, path: Path) -> Errors:
+def _gates(gates: Gates | None) -> Gates:
+    """No gates given: the newest release's defaults."""
+    return features.defaults() if gates is None else gates
+
+
+def _validate_selector(selector: DeviceSelector, path: Path, gates: Gates | None) -> Errors:
     if selector.cel is None:
         return [required(path.child("cel"))]
-    return validate_cel_expression(selector.cel.expression, path.child("cel", "expression"))
+    return validate_cel_expression(selector.cel.expression, path.child("cel", "expression"), gates)
 
 
-def validate_selectors(selectors: Sequence[DeviceSelector], path: Path) -> Errors:
-    return _validate_list(selectors, MAX_SELECTORS, _validate_selector, path)
+def validate_selectors(selectors: Sequence[DeviceSelector], path: Path, gates: Gates | None = None) -> Errors:
+    return _validate_list(selectors, MAX_SELECTORS, lambda s, p: _validate_selector(s, p, gates), path)
 
 
 def raw_json(value: Any) -> bytes:
@@ -419,30 +446,42 @@ def _validate_configuration(config: DeviceConfiguration | Any, path: Path) -> Er
 # --- node selectors (ValidateNodeSelector, for v1alpha3 suitableNodes and slices) -----------
 
 
-def _validate_label_key(key: str, path: Path) -> Errors:
+_LABEL_KEY_REGEX_MSG = (
+    "must consist of alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric "
+    "character (e.g. 'MyName',  or 'my.name',  or '123-abc', regex used for validation is "
+    "'([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]')"
+)
+
+
+def label_key_messages(key: str) -> list[str]:
+    """``content.IsLabelKey`` (apimachinery v0.36, the ``IsQualifiedName`` of labels and taints).
+
+    The name part is matched even when empty, so an empty key gets two messages.
+    """
     parts = key.split("/")
-    name = parts[-1]
-    messages = []
     if len(parts) > 2:
-        messages.append(
-            "a qualified name must consist of alphanumeric characters, '-', '_' or '.', and must start and end "
-            "with an alphanumeric character (e.g. 'MyName',  or 'my.name',  or '123-abc', regex used for "
-            "validation is '([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]') with an optional DNS subdomain prefix "
-            "and '/' (e.g. 'example.com/MyName')"
-        )
-    else:
-        if len(parts) == 2:
-            if not parts[0]:
-                messages.append("prefix part must be non-empty")
-            else:
-                messages += ["prefix part " + m for m in dns1123_subdomain_messages(parts[0])]
-        if not name:
-            messages.append("name part must be non-empty")
-        elif _bytes(name) > 63:
-            messages.append("name part must be no more than 63 characters")
-        if name and not QUALIFIED_NAME_PART.match(name):
-            messages.append(_QUALIFIED_NAME_MSG)
-    return _each_message(path, key, messages)
+        return [
+            f"a valid label key {_LABEL_KEY_REGEX_MSG} with an optional DNS subdomain prefix and '/' "
+            "(e.g. 'example.com/MyName')"
+        ]
+    messages = []
+    if len(parts) == 2:
+        if not parts[0]:
+            messages.append("prefix part must be non-empty")
+        else:
+            messages += ["prefix part " + m for m in dns1123_subdomain_messages(parts[0], "bytes")]
+    name = parts[-1]
+    if not name:
+        messages.append("name part must be non-empty")
+    elif _bytes(name) > 63:
+        messages.append("name part must be no more than 63 bytes")
+    if not QUALIFIED_NAME_PART.match(name):
+        messages.append("name part " + _LABEL_KEY_REGEX_MSG)
+    return messages
+
+
+def _validate_label_key(key: str, path: Path) -> Errors:
+    return _each_message(path, key, label_key_messages(key))
 
 
 _LABEL_VALUE = re.compile(r"^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$")
@@ -455,8 +494,8 @@ _BAD_OPERATOR = "not a valid selector operator"
 
 
 def _label_value_messages(value: str) -> list[str]:
-    """``validation.IsValidLabelValue``."""
-    messages = ["must be no more than 63 characters"] if _bytes(value) > 63 else []
+    """``content.IsLabelValue`` (apimachinery v0.36: its length message counts bytes)."""
+    messages = ["must be no more than 63 bytes"] if _bytes(value) > 63 else []
     return messages + ([] if _LABEL_VALUE.match(value) else [_LABEL_VALUE_MSG])
 
 
@@ -533,10 +572,10 @@ def _extended_resource_name_ok(name: str) -> bool:
     )
 
 
-def validate_device_class(obj: DeviceClass) -> Errors:
+def validate_device_class(obj: DeviceClass, gates: Gates | None = None) -> Errors:
     spec, path = obj.spec, Path("spec")
     errors = validate_object_meta(obj.metadata, Path("metadata"), namespaced=False, check_generate_name=False)
-    errors += validate_selectors(spec.selectors, path.child("selectors"))
+    errors += validate_selectors(spec.selectors, path.child("selectors"), gates)
     errors += _validate_list(spec.config, MAX_CONFIG, _validate_configuration, path.child("config"))
     if spec.suitable_nodes is not None:
         errors += validate_node_selector(spec.suitable_nodes, path.child("suitableNodes"))
@@ -560,18 +599,22 @@ def _validate_allocation_mode(request: ExactDeviceRequest, path: Path) -> Errors
     return [not_supported(path.child("allocationMode"), mode, ALLOCATION_MODES)]
 
 
-def _validate_exact(request: ExactDeviceRequest, path: Path) -> Errors:
+def _validate_exact(request: ExactDeviceRequest, path: Path, gates: Gates) -> Errors:
+    """``validateExactDeviceRequest``; tolerations are checked without a size limit, as upstream."""
     name = request.device_class_name
     errors = (
         validate_dns_subdomain(name, path.child("deviceClassName"))
         if name
         else [required(path.child("deviceClassName"))]
     )
-    errors += validate_selectors(request.selectors, path.child("selectors"))
-    return errors + _validate_allocation_mode(request, path)
+    errors += validate_selectors(request.selectors, path.child("selectors"), gates)
+    errors += _validate_allocation_mode(request, path)
+    for i, toleration in enumerate(request.tolerations or ()):
+        errors += _validate_toleration(toleration, path.child("tolerations").index(i))
+    return errors
 
 
-def _validate_request(request: Any, path: Path) -> Errors:
+def _validate_request(request: Any, path: Path, gates: Gates) -> Errors:
     errors = validate_dns_label(request.name, path.child("name"))
     has_first, has_exact = bool(request.first_available), request.exactly is not None
     if not has_first and not has_exact:
@@ -581,12 +624,12 @@ def _validate_request(request: Any, path: Path) -> Errors:
             invalid(path, None, "exactly one of `exactly` or `firstAvailable` is required, but multiple fields are set")
         )
     elif has_exact:
-        errors += _validate_exact(request.exactly, path.child("exactly"))
+        errors += _validate_exact(request.exactly, path.child("exactly"), gates)
     else:
         errors += _validate_list(
             request.first_available,
             MAX_FIRST_AVAILABLE,
-            lambda sub, p: validate_dns_label(sub.name, p.child("name")) + _validate_exact(sub, p),
+            lambda sub, p: validate_dns_label(sub.name, p.child("name")) + _validate_exact(sub, p, gates),
             path.child("firstAvailable"),
             key=lambda sub: sub.name,
         )
@@ -616,26 +659,76 @@ def _validate_refs(refs: Sequence[str], path: Path, names: Mapping[str, set[str]
     )
 
 
-def _validate_constraint(constraint: DeviceConstraint, path: Path, names: Mapping[str, set[str]]) -> Errors:
+def _validate_constraint(
+    constraint: DeviceConstraint, path: Path, names: Mapping[str, set[str]], gates: Gates
+) -> Errors:
+    """``validateDeviceConstraint``: with neither attribute the path depends on DRAConsumableCapacity."""
     errors = _validate_refs(constraint.requests, path.child("requests"), names)
     if constraint.match_attribute is not None:
         errors += validate_fully_qualified_name(constraint.match_attribute, path.child("matchAttribute"))
     elif constraint.distinct_attribute is not None:
         errors += validate_fully_qualified_name(constraint.distinct_attribute, path.child("distinctAttribute"))
-    else:  # DRAConsumableCapacity is on by default since 1.36: the path is the constraint's
+    elif gates.get("DRAConsumableCapacity"):
         errors.append(required(path, _CONSTRAINT_MSG))
+    else:
+        errors.append(required(path.child("matchAttribute")))
     return errors
 
 
-def validate_resource_claim(obj: ResourceClaim) -> Errors:
-    devices, path = obj.spec.devices, Path("spec").child("devices")
-    names = _request_names(devices)
+def validate_resource_claim(obj: ResourceClaim, gates: Gates | None = None) -> Errors:
     errors = validate_object_meta(obj.metadata, Path("metadata"), namespaced=True)
+    return errors + _validate_claim_spec(obj.spec, Path("spec"), _gates(gates))
+
+
+def validate_resource_claim_template(obj: ResourceClaimTemplate, gates: Gates | None = None) -> Errors:
+    """``ValidateResourceClaimTemplate``: its own metadata, the claim's (labels and annotations
+    only, ``ValidateTemplateObjectMeta``) and the claim spec under ``spec.spec``."""
+    errors = validate_object_meta(obj.metadata, Path("metadata"), namespaced=True)
+    meta, meta_path = obj.spec.metadata, Path("spec").child("metadata")
+    errors += _validate_annotations(meta.annotations, meta_path.child("annotations"))
+    errors += _validate_labels(meta.labels, meta_path.child("labels"))
+    return errors + _validate_claim_spec(obj.spec.spec, Path("spec").child("spec"), _gates(gates))
+
+
+_MAX_ANNOTATIONS_BYTES = 256 * 1024
+
+
+def _validate_annotations(annotations: Mapping[str, str], path: Path) -> Errors:
+    """``ValidateAnnotations``: keys are label keys once lower-cased; all of it at most 256 KiB."""
+    errors: Errors = []
+    for key in annotations:
+        errors += _each_message(path, key, label_key_messages(key.lower()))
+    if sum(_bytes(k) + _bytes(v) for k, v in annotations.items()) > _MAX_ANNOTATIONS_BYTES:
+        errors.append(too_long(path, _MAX_ANNOTATIONS_BYTES))
+    return errors
+
+
+def _validate_labels(labels: Mapping[str, str], path: Path) -> Errors:
+    """``ValidateLabels``: each key a label key, each value a label value (both at ``path``)."""
+    errors: Errors = []
+    for key, value in labels.items():
+        errors += _validate_label_key(key, path)
+        errors += _validate_label_value(value, path)
+    return errors
+
+
+def _validate_claim_spec(spec: ResourceClaimSpec, path: Path, gated: Gates) -> Errors:
+    """``validateDeviceClaim``: requests, constraints, config, each list in its limits."""
+    devices, path = spec.devices, path.child("devices")
+    names = _request_names(devices)
+    errors: Errors = []
     errors += _validate_list(
-        devices.requests, MAX_REQUESTS, _validate_request, path.child("requests"), key=lambda r: r.name
+        devices.requests,
+        MAX_REQUESTS,
+        lambda r, p: _validate_request(r, p, gated),
+        path.child("requests"),
+        key=lambda r: r.name,
     )
     errors += _validate_list(
-        devices.constraints, MAX_CONSTRAINTS, lambda c, p: _validate_constraint(c, p, names), path.child("constraints")
+        devices.constraints,
+        MAX_CONSTRAINTS,
+        lambda c, p: _validate_constraint(c, p, names, gated),
+        path.child("constraints"),
     )
     errors += _validate_list(
         devices.config,
@@ -680,50 +773,322 @@ def _validate_version(version: str, path: Path) -> Errors:
     return errors
 
 
+def _attribute_values(device: SliceDevice) -> int:
+    """``numEntriesDeviceAttribute``: a list value counts each item, a scalar one."""
+    total = 0
+    for attribute in device.attributes.values():
+        items = sum(len(getattr(attribute, name) or ()) for name in ("bools", "ints", "strings", "versions"))
+        total += items or 1
+    return total
+
+
 def _validate_device(device: SliceDevice, path: Path, per_device: bool) -> Errors:
+    """``validateDevice`` (validation.go) in its order: limits, attributes, capacity, taints,
+    counters, node fields, binding conditions."""
     errors = validate_dns_label(device.name, path.child("name"))
     total = len(device.attributes) + len(device.capacity)
     if total > MAX_ATTRIBUTES_AND_CAPACITIES:
-        errors.append(
-            invalid(
-                path,
-                total,
-                f"the total number of attributes and capacities must not exceed {MAX_ATTRIBUTES_AND_CAPACITIES}",
-            )
-        )
+        detail = f"the total number of attributes and capacities must not exceed {MAX_ATTRIBUTES_AND_CAPACITIES}"
+        errors.append(invalid(path, total, detail))
+    values = _attribute_values(device)
+    if values > MAX_ATTRIBUTE_VALUES:
+        detail = f"the total number of attribute values must not exceed {MAX_ATTRIBUTE_VALUES}"
+        errors.append(invalid(path, values, detail))
     for key, attribute in device.attributes.items():
         errors += validate_qualified_name(key, path.child("attributes"))
         errors += _validate_attribute(attribute, path.child("attributes").key(key))
     for key, capacity in device.capacity.items():
         errors += validate_qualified_name(key, path.child("capacity"))
-        if capacity.request_policy is not None and not device.allow_multiple_allocations:
-            errors.append(
-                forbidden(
-                    path.child("capacity").key(key).child("requestPolicy"), "allowMultipleAllocations must be true"
-                )
+        errors += _validate_capacity(capacity, bool(device.allow_multiple_allocations), path.child("capacity").key(key))
+    errors += _validate_list(device.taints or [], MAX_TAINTS, _validate_taint, path.child("taints"))
+    errors += _validate_list(
+        device.consumes_counters or [],
+        MAX_COUNTER_CONSUMPTIONS,
+        _validate_counter_consumption,
+        path.child("consumesCounters"),
+        key=lambda c: c.get("counterSet", ""),
+    )
+    errors += _device_node_errors(device, path, per_device)
+    return errors + _validate_binding_parameters(device.binding_conditions, device.binding_failure_conditions, path)
+
+
+_DEVICE_NODE_CHOICES = (
+    "exactly one of `nodeName`, `nodeSelector`, or `allNodes` is required when `perDeviceNodeSelection` is set "
+    "to true in the ResourceSlice spec"
+)
+
+
+def _device_node_errors(device: SliceDevice, path: Path, per_device: bool) -> Errors:
+    if not per_device:
+        if any(f is not None for f in (device.node_name, device.node_selector, device.all_nodes)):
+            detail = (
+                "`nodeName`, `nodeSelector` and `allNodes` can only be set if `perDeviceNodeSelection` is set to "
+                "true in the ResourceSlice spec"
             )
-    node_fields = (device.node_name, device.node_selector, device.all_nodes)
-    if not per_device and any(f is not None for f in node_fields):
-        errors.append(
-            invalid(
-                path,
-                None,
-                "`nodeName`, `nodeSelector` and `allNodes` can only be set if `perDeviceNodeSelection` is set to true "
-                "in the ResourceSlice spec",
-            )
-        )
+            return [invalid(path, None, detail)]
+        return []
+    set_fields: list[str] = []
+    errors = _node_name_field(device.node_name, path, set_fields, "must not be empty")
+    if device.node_selector is not None:
+        set_fields.append("`nodeSelector`")
+        errors += validate_node_selector(device.node_selector, path.child("nodeSelector"))
+    errors += _true_or_unset("allNodes", device.all_nodes, path, set_fields)
+    return errors + _exactly_one(path, set_fields, _DEVICE_NODE_CHOICES, _DEVICE_NODE_CHOICES)
+
+
+def _node_name_field(name: str | None, path: Path, set_fields: list[str], empty: str) -> Errors:
+    """A ``nodeName`` of a slice or device: set when non-empty, then a DNS subdomain."""
+    if name is None:
+        return []
+    if not name:
+        return [invalid(path.child("nodeName"), "", empty)]
+    set_fields.append("`nodeName`")
+    return validate_dns_subdomain(name, path.child("nodeName"))
+
+
+def _true_or_unset(name: str, value: bool | None, path: Path, set_fields: list[str]) -> Errors:
+    if value is None:
+        return []
+    if not value:
+        return [invalid(path.child(name), False, "must be either unset or set to true")]
+    set_fields.append(f"`{name}`")
+    return []
+
+
+def _exactly_one(path: Path, set_fields: list[str], none: str, several: str) -> Errors:
+    if not set_fields:
+        return [required(path, none)]
+    if len(set_fields) > 1:
+        return [invalid(path, "{" + ", ".join(set_fields) + "}", several)]
+    return []
+
+
+# --- taints, tolerations, binding conditions -----------------------------------------------
+
+
+def _validate_label_value(value: str, path: Path) -> Errors:
+    return _each_message(path, value, _label_value_messages(value))
+
+
+def _validate_taint(taint: Mapping[str, Any], path: Path) -> Errors:
+    """``validateDeviceTaint``: key a label name (so required), value a label value, effect known."""
+    errors = _validate_label_key(str(taint.get("key", "")), path.child("key"))
+    if value := taint.get("value", ""):
+        errors += _validate_label_value(str(value), path.child("value"))
+    effect = taint.get("effect", "")
+    if not effect:
+        errors.append(required(path.child("effect")))
+    elif effect not in TAINT_EFFECTS:
+        errors.append(not_supported(path.child("effect"), effect, TAINT_EFFECTS))
+    return errors
+
+
+def _validate_toleration(toleration: Mapping[str, Any], path: Path) -> Errors:
+    """``validateDeviceToleration``: an empty key tolerates every taint; the operator is required."""
+    errors: Errors = []
+    if key := toleration.get("key", ""):
+        errors += _validate_label_key(str(key), path.child("key"))
+    operator, value = toleration.get("operator", ""), str(toleration.get("value", ""))
+    if operator == "Exists":
+        if value:
+            errors.append(invalid(path.child("value"), value, "must be empty for operator `Exists`"))
+    elif operator == "Equal":
+        errors += _validate_label_value(value, path.child("value"))
+    elif not operator:
+        errors.append(required(path.child("operator")))
+    else:
+        errors.append(not_supported(path.child("operator"), operator, TOLERATION_OPERATORS))
+    effect = toleration.get("effect", "")
+    if effect and effect not in TAINT_EFFECTS:
+        errors.append(not_supported(path.child("effect"), effect, TAINT_EFFECTS))
+    return errors
+
+
+def _validate_binding_parameters(given: list[str] | None, given_failures: list[str] | None, path: Path) -> Errors:
+    """``validateDeviceBindingParameters``: at most 4 each, label names, no duplicates or overlap,
+    and one kind only together with the other. A missing list is Go's nil slice, shown as
+    ``null``; ``[]`` stays ``[]`` (json.Marshal of the bad value)."""
+    conditions, failures = given or [], given_failures or []
+    errors = _validate_list(conditions, MAX_BINDING_CONDITIONS, _validate_label_key, path.child("bindingConditions"))
+    errors += _validate_list(
+        failures, MAX_BINDING_CONDITIONS, _validate_label_key, path.child("bindingFailureConditions")
+    )
+    seen: set[str] = set()
+    for i, condition in enumerate(conditions):
+        if condition in seen:
+            errors.append(duplicate(path.child("bindingConditions").index(i), condition))
+        seen.add(condition)
+    seen_failures: set[str] = set()
+    for i, condition in enumerate(failures):
+        if condition in seen_failures:
+            errors.append(duplicate(path.child("bindingFailureConditions").index(i), condition))
+        seen_failures.add(condition)
+        if condition in seen:
+            detail = "bindingFailureConditions must not overlap with bindingConditions"
+            errors.append(invalid(path.child("bindingFailureConditions").index(i), condition, detail))
+    if not conditions and failures:
+        detail = "bindingConditions are required to use bindingFailureConditions"
+        errors.append(invalid(path.child("bindingConditions"), given, detail))
+    if not failures and conditions:
+        detail = "bindingFailureConditions are required to use bindingConditions"
+        errors.append(invalid(path.child("bindingFailureConditions"), given_failures, detail))
+    return errors
+
+
+# --- counters -----------------------------------------------------------------------------
+
+
+def _validate_counters(counters: Any, limit: int, path: Path) -> Errors:
+    """A counter map: required, at most ``limit`` entries (short-circuits), names DNS labels."""
+    if not counters:
+        return [required(path)]
+    if len(counters) > limit:
+        return [too_many(path, len(counters), limit)]
+    errors: Errors = []
+    for name in counters:
+        errors += validate_dns_label(str(name), path)
+    return errors
+
+
+def _validate_named_counters(name: Any, counters: Any, limit: int, path: Path, name_field: str) -> Errors:
+    errors = validate_dns_label(str(name), path.child(name_field)) if name else [required(path.child(name_field))]
+    return errors + _validate_counters(counters, limit, path.child("counters"))
+
+
+def _validate_counter_set(counter_set: Mapping[str, Any], path: Path) -> Errors:
+    """``validateCounterSet``."""
+    return _validate_named_counters(
+        counter_set.get("name"), counter_set.get("counters"), MAX_COUNTERS_PER_SET, path, "name"
+    )
+
+
+def _validate_counter_consumption(consumption: Mapping[str, Any], path: Path) -> Errors:
+    """``validateDeviceCounterConsumption``."""
+    return _validate_named_counters(
+        consumption.get("counterSet"), consumption.get("counters"), MAX_COUNTERS_PER_CONSUMPTION, path, "counterSet"
+    )
+
+
+# --- capacity request policy ----------------------------------------------------------------
+
+
+def _amount(value: Any) -> Amount | None:
+    """A quantity with the format its canonical string keeps (``Quantity.String()`` in messages).
+
+    Imported here: available.py brings the allocator, which the driver's publisher, validating
+    its own slices, has no use for.
+    """
+    from .available import InputError, parse_amount  # noqa: PLC0415 - lazy on purpose
+
+    try:
+        return parse_amount(value, "")
+    except (InputError, QuantityError):
+        return None
+
+
+def _validate_capacity(capacity: DeviceCapacity, multiple: bool, path: Path) -> Errors:
+    """``validate{Multi,Single}AllocatableDeviceCapacity``: a request policy needs
+    allowMultipleAllocations; with it, the policy must be consistent with the capacity."""
+    policy = capacity.request_policy
+    if policy is None:
+        return []
+    policy_path = path.child("requestPolicy")
+    if not multiple:
+        return [forbidden(policy_path, "allowMultipleAllocations must be true")]
+    maximum = _amount(capacity.value)
+    if maximum is None:  # the decoder refuses a bad quantity before validation
+        return []
+    valid_values, valid_range = policy.get("validValues") or [], policy.get("validRange")
+    if valid_range is not None and not isinstance(valid_range, Mapping):
+        return []
+    if valid_values and valid_range is not None:
+        detail = 'exactly one policy can be specified, cannot specify "validValues" and "validRange" at the same time'
+        return [forbidden(policy_path, detail)]
+    if not valid_values and valid_range is None:
+        return []
+    default = _amount(policy["default"]) if policy.get("default") is not None else None
+    if default is None:
+        which = "validValues" if valid_values else "validRange"
+        return [required(policy_path.child("default"), f"required when {which} is defined")]
+    if valid_values:
+        return _validate_valid_values(default, maximum, valid_values, policy_path.child("validValues"))
+    return _validate_range(default, maximum, valid_range or {}, policy_path.child("validRange"))
+
+
+def _ceil(amount: Amount) -> int:
+    """``Quantity.Value()``: rounded up to an integer."""
+    value = amount.quantity.value
+    return -((-value.numerator) // value.denominator)
+
+
+def _validate_valid_values(default: Amount, maximum: Amount, raw: list[Any], path: Path) -> Errors:
+    """``validateRequestPolicyValidValues``: ascending, within the capacity, unique, default among them."""
+    options = [a for a in map(_amount, raw) if a is not None]
+    errors: Errors = []
+    for i in range(len(options) - 1):
+        if options[i].quantity.cmp(options[i + 1].quantity) > 0:
+            errors.append(invalid(path.index(i + 1), str(options[i + 1]), "values must be sorted in ascending order"))
+    if len(options) > MAX_VALID_VALUES:
+        return [*errors, too_many(path, len(options), MAX_VALID_VALUES)]
+    found = False
+    for i, option in enumerate(options):
+        if option.quantity.cmp(maximum.quantity) > 0:
+            errors.append(invalid(path.index(i), str(option), f"option is larger than capacity value: {maximum}"))
+        found = found or option.quantity.cmp(default.quantity) == 0
+    seen: set[int] = set()
+    for i, option in enumerate(options):
+        if _ceil(option) in seen:
+            errors.append(duplicate(path.index(i), str(_ceil(option))))
+        seen.add(_ceil(option))
+    if not found:
+        errors.append(invalid(path, str(default), "default value is not valid according to the requestPolicy"))
+    return errors
+
+
+def _plus(a: Amount, b: Amount) -> Amount:
+    """``Quantity.Add``: the sum keeps the receiver's format."""
+    from .available import Amount  # noqa: PLC0415 - lazy, as in _amount
+
+    return Amount(a.quantity.add(b.quantity), a.fmt)
+
+
+def _validate_range(default: Amount, maximum: Amount, raw: Mapping[str, Any], path: Path) -> Errors:
+    """``validateRequestPolicyRange``: min required; min, max and default within each other and the
+    capacity; default and max on a step from min."""
+    low = _amount(raw["min"]) if raw.get("min") is not None else None
+    if low is None:
+        return [required(path.child("min"), "required when validRange is defined")]
+    errors: Errors = []
+    if low.quantity.cmp(maximum.quantity) > 0:
+        errors.append(invalid(path.child("min"), str(low), f"min is larger than capacity value: {maximum}"))
+    if default.quantity.cmp(low.quantity) < 0:
+        errors.append(invalid(path.child("min"), str(default), f"default is less than min: {low}"))
+    high = _amount(raw["max"]) if raw.get("max") is not None else None
+    if high is not None:
+        if low.quantity.cmp(high.quantity) > 0:
+            errors.append(invalid(path.child("max"), str(low), f"min is larger than max: {high}"))
+        if high.quantity.cmp(maximum.quantity) > 0:
+            errors.append(invalid(path.child("max"), str(high), f"max is larger than capacity value: {maximum}"))
+        if default.quantity.cmp(high.quantity) > 0:
+            errors.append(invalid(path.child("max"), str(default), f"default is more than max: {high}"))
+    step = _amount(raw["step"]) if raw.get("step") is not None else None
+    if step is not None:
+        added = _plus(low, step)
+        if added.quantity.cmp(maximum.quantity) > 0:
+            detail = f"one step {added} is larger than capacity value: {maximum}"
+            errors.append(invalid(path.child("step"), str(step), detail))
+        for value in (default, high) if high is not None else (default,):
+            if _ceil(step) and (_ceil(value) - _ceil(low)) % _ceil(step):
+                detail = f"value is not a multiple of a given step ({step}) from ({low})"
+                errors.append(invalid(path.child("step"), str(value), detail))
     return errors
 
 
 def _node_selection_errors(spec: ResourceSliceSpec, path: Path) -> Errors:
-    errors: Errors = []
-    set_fields = []
-    if spec.node_name is not None:
-        if spec.node_name:
-            set_fields.append("`nodeName`")
-            errors += validate_dns_subdomain(spec.node_name, path.child("nodeName"))
-        else:
-            errors.append(invalid(path.child("nodeName"), "", "must be either unset or set to a non-empty string"))
+    set_fields: list[str] = []
+    errors = _node_name_field(
+        spec.node_name, path, set_fields, "must be either unset or set to a non-empty string"
+    )
     if spec.node_selector is not None:
         set_fields.append("`nodeSelector`")
         errors += validate_node_selector(spec.node_selector, path.child("nodeSelector"))
@@ -734,19 +1099,10 @@ def _node_selection_errors(spec: ResourceSliceSpec, path: Path) -> Errors:
                     path.child("nodeSelector", "nodeSelectorTerms"), terms, "must have exactly one node selector term"
                 )
             )
-    for name, value in (("allNodes", spec.all_nodes), ("perDeviceNodeSelection", spec.per_device_node_selection)):
-        if value is None:
-            continue
-        if value:
-            set_fields.append(f"`{name}`")
-        else:
-            errors.append(invalid(path.child(name), False, "must be either unset or set to true"))
+    errors += _true_or_unset("allNodes", spec.all_nodes, path, set_fields)
+    errors += _true_or_unset("perDeviceNodeSelection", spec.per_device_node_selection, path, set_fields)
     choices = "exactly one of `nodeName`, `nodeSelector`, `allNodes`, `perDeviceNodeSelection` is required"
-    if not set_fields:
-        errors.append(required(path, choices))
-    elif len(set_fields) > 1:
-        errors.append(invalid(path, "{" + ", ".join(set_fields) + "}", choices + ", but multiple fields are set"))
-    return errors
+    return errors + _exactly_one(path, set_fields, choices, choices + ", but multiple fields are set")
 
 
 def validate_resource_slice(obj: ResourceSlice) -> Errors:
@@ -775,6 +1131,13 @@ def validate_resource_slice(obj: ResourceSlice) -> Errors:
         path.child("devices"),
         key=lambda d: d.name,
     )
+    errors += _validate_list(
+        spec.shared_counters or [],
+        MAX_COUNTER_SETS,
+        _validate_counter_set,
+        path.child("sharedCounters"),
+        key=lambda c: c.get("name", ""),
+    )
     return errors
 
 
@@ -786,10 +1149,40 @@ def uses_advanced_features(device: SliceDevice) -> bool:
     )
 
 
-def validate(obj: DRAObject) -> Errors:
-    """All API-server validation errors of one object (empty when it would be accepted)."""
-    if isinstance(obj, DeviceClass):
-        return validate_device_class(obj)
-    if isinstance(obj, ResourceClaim):
-        return validate_resource_claim(obj)
-    return validate_resource_slice(obj)
+def validate(obj: DRAObject, gates: Gates | None = None) -> Errors:
+    """All API-server validation errors of one object (empty when it would be accepted).
+
+    ``gates`` are the API server's feature gates (default: the newest release's defaults,
+    :mod:`kubedevice.dra.features`); fields of a disabled feature are dropped first, as the
+    API server's strategy does, so they are neither refused nor checked.
+    """
+    gated = _gates(gates)
+    stored = drop_disabled_fields(obj, gated)
+    if isinstance(stored, DeviceClass):
+        return validate_device_class(stored, gated)
+    if isinstance(stored, ResourceClaim):
+        return validate_resource_claim(stored, gated)
+    if isinstance(stored, ResourceClaimTemplate):
+        return validate_resource_claim_template(stored, gated)
+    if isinstance(stored, DeviceTaintRule):
+        return validate_device_taint_rule(stored)
+    return validate_resource_slice(stored)
+
+
+def validate_device_taint_rule(obj: DeviceTaintRule) -> Errors:
+    """``ValidateDeviceTaintRule``: a cluster-scoped name, the selector's driver, pool and device
+    names when given, and the taint as on a device.
+
+    Whether the API server serves the kind at all is the caller's question: it needs
+    DRADeviceTaintRules (on from 1.37) and an API version the release enables.
+    """
+    errors = validate_object_meta(obj.metadata, Path("metadata"), namespaced=False)
+    selector, path = obj.spec.device_selector, Path("spec").child("deviceSelector")
+    if selector is not None:
+        if selector.driver is not None:
+            errors += validate_driver_name(selector.driver, path.child("driver"))
+        if selector.pool is not None:
+            errors += _validate_pool_name(selector.pool, path.child("pool"))
+        if selector.device is not None:
+            errors += validate_dns_label(selector.device, path.child("device"))
+    return errors + _validate_taint(obj.spec.taint, Path("spec").child("taint"))

@@ -4,8 +4,13 @@ from __future__ import annotations
 
 import json
 import sys
-from typing import Any
+from collections.abc import Mapping
+from typing import Annotated, Any
 
+import typer
+
+from ...errors import fail
+from .. import features as feature_gates
 from . import CELError, DeviceInput, compile_selector
 
 
@@ -41,8 +46,21 @@ def _check_attribute(name: str, value: dict[str, Any]) -> None:
             raise ValueError(f"attribute {name}: {kind} must be {words}")
 
 
-def answer(line: str) -> dict[str, Any]:
-    """One input line to one answer object; never raises."""
+def _features(case: dict[str, Any], default: Mapping[str, bool] | None) -> Mapping[str, bool]:
+    """The line's "features" when it has them (even ``{}``: every gate off), else the command's."""
+    given = case.get("features")
+    if given is None:
+        return default or {}
+    if not isinstance(given, dict):
+        raise ValueError("features must map gate names to booleans")
+    return given
+
+
+def answer(line: str, default_features: Mapping[str, bool] | None = None) -> dict[str, Any]:
+    """One input line to one answer object; never raises.
+
+    A line's own "features" replace ``default_features`` (the command's release and gates).
+    """
     try:
         case = json.loads(line)
         if not isinstance(case, dict) or not isinstance(case.get("expression"), str):
@@ -58,7 +76,7 @@ def answer(line: str) -> dict[str, Any]:
         if env not in ("NewExpressions", "StoredExpressions"):
             raise ValueError(f"unknown env {env!r}")
         selector = compile_selector(case["expression"], env="NewExpressions" if env == "NewExpressions"
-                                    else "StoredExpressions", features=case.get("features") or {})
+                                    else "StoredExpressions", features=_features(case, default_features))
         return {"result": selector.matches(device)}
     except CELError as exc:
         return {"error": exc.kind, "message": exc.message}
@@ -68,7 +86,20 @@ def answer(line: str) -> dict[str, Any]:
         return {"error": "input", "message": "input nested too deeply"}
 
 
-def cel_command() -> None:
+def cel_command(
+    kubernetes_version: Annotated[
+        str,
+        typer.Option(
+            "--kubernetes-version",
+            metavar="|".join(feature_gates.RELEASES),
+            help="The release whose feature-gate defaults NewExpressions lines without \"features\" use.",
+        ),
+    ] = feature_gates.NEWEST,
+    gates: Annotated[
+        str | None,
+        typer.Option("--feature-gates", metavar="NAME=BOOL,...", help="Feature gates on top of the release's."),
+    ] = None,
+) -> None:
     """Evaluate DRA CEL selectors: JSON lines on stdin, one flushed answer line each.
 
     Input (only "expression" is required):
@@ -84,14 +115,20 @@ def cel_command() -> None:
     "env" defaults to StoredExpressions, as Options{} of the Go library
     k8s.io/dynamic-resource-allocation/cel does (the scheduler's view);
     NewExpressions is how the API server validates new objects, and only
-    there do "features" change the environment.
+    there do "features" change the environment; a line without them gets
+    the gates of --kubernetes-version and --feature-gates.
 
     Output: {"result": true} or {"result": false},
     {"error": "compile" or "runtime", "message": "..."} for CEL errors,
     {"error": "input", "message": "..."} for a malformed line (reading goes on).
     """
+    try:
+        defaults = feature_gates.from_flags(kubernetes_version, gates)
+    except feature_gates.FeatureGateError as error:
+        option = "--kubernetes-version" if kubernetes_version not in feature_gates.RELEASES else "--feature-gates"
+        fail(f"{option}: {error}")
     for line in sys.stdin:
         if not line.strip():
             continue
-        sys.stdout.write(json.dumps(answer(line)) + "\n")
+        sys.stdout.write(json.dumps(answer(line, defaults)) + "\n")
         sys.stdout.flush()

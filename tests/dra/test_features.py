@@ -1,0 +1,99 @@
+"""Releases and feature gates as kube_features.go and component-base's featuregate define them."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+from kubedevice.dra import features
+
+_GO_MOD = Path.home() / "go" / "pkg" / "mod" / "k8s.io"
+
+
+@pytest.mark.parametrize(
+    ("release", "gate", "default"),
+    [
+        ("1.34", "DRAConsumableCapacity", False),
+        ("1.35", "DRAPartitionableDevices", False),
+        ("1.36", "DRAConsumableCapacity", True),
+        ("1.36", "DRADeviceTaintRules", False),
+        ("1.37", "DRADeviceTaintRules", True),
+        ("1.36", "DRAListTypeAttributes", False),
+        ("1.34", "DRAPrioritizedList", True),
+        ("1.35", "DRADeviceTaints", False),
+        ("1.36", "DRADeviceTaints", True),
+    ],
+)
+def test_release_defaults(release: str, gate: str, default: bool) -> None:
+    assert features.defaults(release)[gate] is default
+
+
+def test_a_release_knows_only_the_gates_it_has() -> None:
+    assert "DRADeviceTaintRules" not in features.defaults("1.34")  # alpha from 1.35
+    assert "DRAListTypeAttributes" not in features.defaults("1.35")  # alpha from 1.36
+    assert "DRAFractionalCapacityRange" in features.defaults("1.37")
+
+
+@pytest.mark.parametrize("version", ["v1.34.4", "v1.35.4", "v1.36.3", "v1.37.2"])
+def test_table_follows_kube_features_go(version: str) -> None:
+    """Each gate's specs up to that release, read from the Go source in the module cache."""
+    source = _GO_MOD / f"kubernetes@{version}" / "pkg" / "features" / "kube_features.go"
+    if not source.exists():
+        pytest.skip(f"{source} not in the Go module cache")
+    text = source.read_text()
+    release = version[1:].rsplit(".", 1)[0]
+    for gate, specs in features.SPECS.items():
+        block = re.search(rf"\n\t{gate}: {{\n(.*?)\n\t}},", text, re.S)
+        if block is None:
+            assert features.spec_at(gate, release) is None or gate == "GenericWorkload", gate
+            continue
+        # A spec with MinCompatibilityVersion applies only with --min-compatibility-version at least
+        # that release; the default is the release before (component-base/compatibility), so never.
+        lines = "\n".join(line for line in block[1].splitlines() if "MinCompatibilityVersion" not in line)
+        found = re.findall(r'MustParse\("([\d.]+)"\), Default: (true|false)[^\n]*?(LockToDefault: true)?}', lines)
+        expected = [(v, d == "true", bool(lock)) for v, d, lock in found]
+        ours = [(s.version, s.default, s.locked) for s in specs if float(s.version) <= float(release)]
+        assert ours == expected, gate
+
+
+def test_overrides_on_top_of_the_release() -> None:
+    gates = features.from_flags("1.35", "DRAConsumableCapacity=true, DRADeviceTaints=false,")
+    assert gates["DRAConsumableCapacity"] is True and gates["DRADeviceTaints"] is False
+    assert gates["DRAPrioritizedList"] is True
+
+
+@pytest.mark.parametrize(
+    ("release", "value", "message"),
+    [
+        ("1.35", "DRAListTypeAttributes=true", "unrecognized feature gate: DRAListTypeAttributes"),
+        ("1.37", "NoSuchGate=true", "unrecognized feature gate: NoSuchGate"),
+        ("1.37", "DRAConsumableCapacity", "missing bool value for DRAConsumableCapacity"),
+        (
+            "1.37",
+            "DRAConsumableCapacity=yes",
+            'invalid value of DRAConsumableCapacity=yes, err: strconv.ParseBool: parsing "yes": invalid syntax',
+        ),
+        ("1.36", "DRAAdminAccess=false", "cannot set feature gate DRAAdminAccess to false, feature is locked to true"),
+        (
+            "1.36",
+            "DRADeviceTaints=false,DRADeviceTaintRules=true",
+            "DRADeviceTaintRules is enabled, but depends on features that are disabled: [DRADeviceTaints]",
+        ),
+        (
+            "1.37",
+            "DRAWorkloadResourceClaims=true",
+            "DRAWorkloadResourceClaims is enabled, but depends on features that are disabled: [GenericWorkload]",
+        ),
+    ],
+)
+def test_refusals_say_what_kubernetes_says(release: str, value: str, message: str) -> None:
+    with pytest.raises(features.FeatureGateError) as caught:
+        features.from_flags(release, value)
+    assert str(caught.value) == message
+
+
+def test_unknown_release() -> None:
+    with pytest.raises(features.FeatureGateError, match=r"unsupported Kubernetes version '1\.33'"):
+        features.from_flags("1.33", None)
