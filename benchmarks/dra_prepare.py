@@ -4,7 +4,7 @@ Two parts, each printing medians and p99:
 
 1. **In process, claims in memory** (no API server): NodePrepareResources + NodeUnprepareResources
    for 1 and 32 claims from the kubelet-side client to the driver over a real unix socket, CDI
-   spec files and checkpoint writes (fsync) included: what the driver itself costs per call.
+   spec files and checkpoint writes included: what the driver itself costs per call.
 2. **Against Kubernetes' own DRA test driver**, same run, same client (kubedevice's ``DraClient``,
    as the kubelet calls): ``kubedevice serve`` with a ``dra:`` config and the Go test driver
    (``k8s.io/kubernetes/test/e2e/dra/test-driver`` on ``kubeletplugin``), each a process of its
@@ -16,9 +16,10 @@ Two parts, each printing medians and p99:
    kubedevice a hotplug (a device node appears / vanishes under its host root) until the
    ResourceSlice in the API server shows it, polled every 10 ms.
 
-Not alike, so read ratios with this in mind: kubedevice fsyncs a checkpoint of prepared claims
-on every call (one disk fsync, ~6 ms on this machine) and writes CDI specs atomically; the Go
-test driver keeps prepared claims in memory only and writes its CDI files with a plain write.
+Not alike, so read ratios with this in mind: kubedevice records every call in its checkpoint of
+prepared claims (one appended line, on disk, before it answers; no fsync, see
+``kubedevice.dra.driver.checkpoint`` for why) and writes CDI specs atomically; the Go test driver
+keeps prepared claims in memory only and writes its CDI files with a plain write.
 Its client-go rate limit (50 QPS, burst 100 by default) is raised so that it never waits on it.
 As on a node, CDI directories are on tmpfs and checkpoints on disk.
 
@@ -333,8 +334,10 @@ def main() -> int:
     parser.add_argument("--quick", action="store_true", help="a few rounds only (smoke run)")
     parser.add_argument("--cluster-dir", type=Path, help="a cluster started with scripts/cluster.sh up --dir DIR")
     parser.add_argument("--in-process-only", action="store_true", help="part 1 only (no cluster, no Go)")
+    parser.add_argument("--rounds", type=int, help="rounds per size (default 200, 5 with --quick)")
     args = parser.parse_args()
     rounds, hot_rounds = (5, 3) if args.quick else (200, 30)
+    rounds = args.rounds or rounds
     program = None if args.in_process_only else go.binary()
     if program is None and not args.in_process_only:
         print("dra_prepare: needs Go to build the DRA test driver (or --in-process-only)", file=sys.stderr)

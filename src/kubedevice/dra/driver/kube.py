@@ -3,7 +3,9 @@
 lightkube is asyncio-native (the driver is one event loop), ships typed models of
 ``resource.k8s.io/v1`` for the Kubernetes version it tracks, and pulls in only an HTTP client;
 the official ``kubernetes`` client is synchronous and large, ``kubernetes_asyncio`` is async
-but just as large. Nothing here speaks HTTP by hand.
+but just as large. Every call goes through lightkube except one: the claim GETs of
+NodePrepareResources, which ``apiget`` sends over kept connections with the credentials this
+client resolved (``AsyncClient.config``), falling back to lightkube for anything but a 200.
 """
 
 from __future__ import annotations
