@@ -1,0 +1,267 @@
+"""Differential test: ``kubedevice dra allocate``'s allocator against the scheduler's own.
+
+The Go peer (tests/interop/allocator, built once per version: v0.37.2 from that module, v0.36.3
+from v036/, the same main.go) runs ``k8s.io/dynamic-resource-allocation/structured``'s
+``NewAllocator``/``Allocate`` with the allocated state the scheduler gathers. Seeded cases from
+tests/dra/allocgen.py go through both; the verdict (allocated, unschedulable, aborted with an
+error) must be the same, and every allocation of ours must be one the scheduler accepts: the Go
+allocator, given only the devices we chose (the slices otherwise unchanged, shared counters
+included), must find an allocation too. Which devices are chosen when several answers exist is
+not compared (docs/dra.md). Cases are drawn per construct family (and all together) so that a
+disagreement names its family; ``KUBEDEVICE_ALLOCATOR_CASES`` raises the per-version count. Every
+disagreement found is kept under allocator/cases/ with Go's verdict and always runs.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import subprocess
+import sys
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any, TypeVar
+
+import pytest
+
+from kubedevice.dra import models
+from kubedevice.dra.allocator import AllocationError, ClaimAllocation, Node, Unallocatable, allocate, allocated_devices
+from kubedevice.dra.models import DeviceClass, ResourceClaim, ResourceSlice
+from kubedevice.testing import gobuild
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "dra"))
+import allocgen
+
+pytestmark = pytest.mark.interop
+
+MODULE = Path(__file__).resolve().parent / "allocator"
+CASES_DIR = MODULE / "cases"
+VERSIONS = {"v0.36.3": (MODULE / "v036", allocgen.GATES_136), "v0.37.2": (MODULE, allocgen.GATES_137)}
+CASES = int(os.environ.get("KUBEDEVICE_ALLOCATOR_CASES", "200"))
+"""Cases per version, spread over the family sets below."""
+FAMILY_SETS = {
+    "core": frozenset[str](),
+    **{f: frozenset({f}) for f in allocgen.FAMILIES},
+    "everything": frozenset(allocgen.FAMILIES),
+}
+BETA_FAMILIES = ("constraints", "counters", "per_device_nodes", "capacity", "binding", "taints", "everything")
+"""The family sets whose constructs the beta gates govern (distinctAttribute is consumable capacity's)."""
+T = TypeVar("T")
+KNOWN_GAPS: dict[tuple[str, str], str] = {}
+"""(version, family set) -> why our allocator still disagrees there (those generated cases run as strict xfail)."""
+KNOWN_GAPS_BETA_OFF: dict[tuple[str, str], str] = {}
+"""Like KNOWN_GAPS, for the cases run with the beta gates off."""
+
+
+def go_binary(version: str) -> Path:
+    binary = gobuild.build(VERSIONS[version][0], ".", f"allocdiff-{version}")
+    if binary is None:
+        pytest.skip("Go toolchain not installed: cannot build the scheduler's allocator")
+    return binary
+
+
+def run_go(version: str, cases: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    text = "".join(json.dumps(case) + "\n" for case in cases)
+    done = subprocess.run(
+        [str(go_binary(version))], input=text, capture_output=True, text=True, check=True, timeout=600
+    )
+    answers = [json.loads(line) for line in done.stdout.splitlines()]
+    assert len(answers) == len(cases), done.stderr
+    return answers
+
+
+def go_verdict(answer: dict[str, Any]) -> str:
+    if "results" in answer:
+        return "allocated"
+    return "unschedulable" if "unschedulable" in answer else "error"
+
+
+def _objects(documents: Iterable[dict[str, Any]]) -> list[Any]:
+    return [models.from_document(document) for document in documents]
+
+
+def ours(case: dict[str, Any]) -> tuple[str, list[ClaimAllocation], str]:
+    """Our verdict as ``kubedevice dra allocate`` reaches it (cli.py), the allocations and the message."""
+    try:
+        classes = _objects(case["classes"])
+        slices = _objects(case["slices"])
+        claims = _objects(case["claims"])
+        held = _objects(case["allocated"])
+    except models.DecodeError as error:
+        return "refused input", [], str(error)
+    node = Node(case["node"]["name"], case["node"]["labels"])
+    try:
+        found = allocate(
+            _only(claims, ResourceClaim),
+            _only(classes, DeviceClass),
+            _only(slices, ResourceSlice),
+            node,
+            allocated_devices(_only(held, ResourceClaim)),
+            features=case["features"],
+        )
+    except Unallocatable as error:
+        return "unschedulable", [], str(error)
+    except AllocationError as error:
+        return "error", [], str(error)
+    return "allocated", found, ""
+
+
+def _only(objects: list[Any], kind: type[T]) -> list[T]:
+    assert all(isinstance(o, kind) for o in objects)
+    return list(objects)
+
+
+def restricted(case: dict[str, Any], found: list[ClaimAllocation]) -> dict[str, Any]:
+    """The case with every slice keeping only the devices we chose (counter sets and slice counts kept)."""
+    chosen = {(r.id.driver, r.id.pool, r.id.device) for allocation in found for r in allocation.results}
+    slices = []
+    for slice_ in case["slices"]:
+        spec = slice_["spec"]
+        if "devices" in spec:
+            kept = [d for d in spec["devices"] if (spec["driver"], spec["pool"]["name"], d["name"]) in chosen]
+            spec = {**spec, "devices": kept}
+        slices.append({**slice_, "spec": spec})
+    return {**case, "slices": slices}
+
+
+def compare(version: str, cases: list[dict[str, Any]]) -> list[str]:
+    """Every disagreement between the scheduler and us on ``cases``, one line each."""
+    answers = run_go(version, cases)
+    problems: list[str] = []
+    checks: list[tuple[int, dict[str, Any]]] = []
+    for index, (case, answer) in enumerate(zip(cases, answers, strict=True)):
+        theirs = go_verdict(answer)
+        mine, found, message = ours(case)
+        if mine != theirs:
+            why = answer.get("error") or answer.get("unschedulable") or ""
+            problems.append(f"case {index}: scheduler {theirs} ({why}), ours {mine} ({message})")
+        elif mine == "allocated":
+            checks.append((index, restricted(case, found)))
+    for (index, _), answer in zip(checks, run_go(version, [c for _, c in checks]), strict=True):
+        if go_verdict(answer) != "allocated":
+            problems.append(f"case {index}: our allocation is not valid for the scheduler: {answer}")
+    return problems
+
+
+def generated(family_set: str) -> list[dict[str, Any]]:
+    per_set = max(1, CASES // len(FAMILY_SETS))
+    base = 1000 * (list(FAMILY_SETS).index(family_set) + 1)
+    return [allocgen.case(base + i, FAMILY_SETS[family_set], {}) for i in range(per_set)]
+
+
+def _params(family_sets: Iterable[str], gaps: dict[tuple[str, str], str]) -> list[Any]:
+    params = []
+    for version in VERSIONS:
+        for family_set in family_sets:
+            gap = gaps.get((version, family_set))
+            marks = [pytest.mark.xfail(strict=True, reason=gap)] if gap else []
+            params.append(pytest.param(version, family_set, marks=marks, id=f"{version}-{family_set}"))
+    return params
+
+
+@pytest.mark.parametrize(("version", "family_set"), _params(FAMILY_SETS, KNOWN_GAPS))
+def test_generated_cases_agree(version: str, family_set: str) -> None:
+    cases = [{**case, "features": dict(VERSIONS[version][1])} for case in generated(family_set)]
+    problems = compare(version, cases)
+    assert not problems, f"{len(problems)} of {len(cases)} disagree:\n" + "\n".join(problems)
+
+
+@pytest.mark.parametrize(("version", "family_set"), _params(BETA_FAMILIES, KNOWN_GAPS_BETA_OFF))
+def test_beta_gates_off_agree(version: str, family_set: str) -> None:
+    """With partitionable devices, consumable capacity, binding conditions and taints off, the
+    scheduler ignores or refuses their fields (the API server would have dropped most of them), and
+    so must we, on the objects as given."""
+    gates = {**VERSIONS[version][1], **allocgen.BETA_OFF}
+    cases = [{**case, "features": gates} for case in generated(family_set)]
+    problems = compare(version, cases)
+    assert not problems, f"{len(problems)} of {len(cases)} disagree:\n" + "\n".join(problems)
+
+
+def test_validity_check_refuses_a_short_allocation() -> None:
+    """The validity check can fail: an allocation one device short of what a claim asks for is
+    not one the scheduler finds among the devices it names."""
+    version = "v0.37.2"
+    for drawn in generated("core"):
+        case = {**drawn, "features": dict(VERSIONS[version][1])}
+        verdict, found, _ = ours(case)
+        if verdict == "allocated":
+            break
+    else:
+        pytest.fail("no generated core case is feasible")
+    assert go_verdict(run_go(version, [restricted(case, found)])[0]) == "allocated"
+    short = [dataclasses.replace(found[0], results=found[0].results[1:]), *found[1:]]
+    assert go_verdict(run_go(version, [restricted(case, short)])[0]) == "unschedulable"
+
+
+def test_generator_produces_every_construct() -> None:
+    """The generated cases must use every construct the issue lists, or the differential proves less."""
+    text = json.dumps([generated(family_set) for family_set in FAMILY_SETS])
+    for construct in (
+        "sharedCounters",
+        "consumesCounters",
+        "perDeviceNodeSelection",
+        '"nodeSelector"',
+        '"allNodes"',
+        "requestPolicy",
+        "validValues",
+        "validRange",
+        '"capacity": {"requests"',
+        "allowMultipleAllocations",
+        "bindingConditions",
+        "bindingFailureConditions",
+        "bindsToNode",
+        '"taints"',
+        '"tolerations"',
+        "firstAvailable",
+        '"adminAccess"',
+        "matchAttribute",
+        "distinctAttribute",
+        '"All"',
+        "ExactCount",
+        "device.capacity",
+        "device.attributes",
+        '"shareID"',
+        "resourceSliceCount",
+    ):
+        assert construct in text, construct
+
+
+KEPT = sorted(CASES_DIR.glob("*.json"))
+
+
+def _kept_params() -> list[Any]:
+    params = []
+    for path in KEPT:
+        kept = json.loads(path.read_text())
+        for version in kept["go"]:
+            gap = kept.get("gap", {}).get(version)
+            marks = [pytest.mark.xfail(strict=True, reason=gap)] if gap else []
+            params.append(pytest.param(path, version, marks=marks, id=f"{path.stem}-{version}"))
+    return params
+
+
+@pytest.mark.parametrize(("path", "version"), _kept_params())
+def test_kept_disagreements(path: Path, version: str) -> None:
+    """A disagreement once found: Go's verdict is as recorded, and ours must now be the same."""
+    kept = json.loads(path.read_text())
+    case = {**kept["case"], "features": {**VERSIONS[version][1], **kept.get("gates", {})}}
+    recorded = kept["go"][version]
+    if isinstance(recorded, list):  # Go's own answer varies from run to run (its map order)
+        _one_of_gos_answers(version, case, recorded, kept["note"])
+        return
+    assert go_verdict(run_go(version, [case])[0]) == recorded
+    problems = compare(version, [case])
+    assert not problems, f"{kept['note']}: {problems}"
+
+
+def _one_of_gos_answers(version: str, case: dict[str, Any], answers: list[str], note: str) -> None:
+    """Where the scheduler walks pools in Go's random map order, each run may answer differently:
+    every answer it gives must be a recorded one, ours must be one of them, and an allocation of
+    ours must be valid for the scheduler."""
+    assert go_verdict(run_go(version, [case])[0]) in answers
+    mine, found, message = ours(case)
+    assert mine in answers, f"{note}: ours {mine} ({message}), the scheduler's {answers}"
+    if mine == "allocated":
+        (answer,) = run_go(version, [restricted(case, found)])
+        assert go_verdict(answer) == "allocated", f"our allocation is not valid for the scheduler: {answer}"
