@@ -16,6 +16,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from pydantic import BaseModel
+from typing_extensions import is_typeddict
 
 # (Go struct, JSON field) -> the Go type's name where it is a named string type; "{pkg}" is the
 # apiVersion's package (v1, v1beta1, ...). k8s.io/api/resource/*/types.go, core/v1/types.go.
@@ -26,6 +27,9 @@ _NAMED_TYPES = {
     ("DeviceConstraint", "matchAttribute"): "{pkg}.FullyQualifiedName",
     ("DeviceConstraint", "distinctAttribute"): "{pkg}.FullyQualifiedName",
     ("NodeSelectorRequirement", "operator"): "v1.NodeSelectorOperator",
+    ("DeviceTaint", "effect"): "{pkg}.DeviceTaintEffect",
+    ("DeviceToleration", "effect"): "{pkg}.DeviceTaintEffect",
+    ("DeviceToleration", "operator"): "{pkg}.DeviceTolerationOperator",
 }
 # Python model -> Go struct where the names differ.
 _GO_STRUCTS = {"DeviceConfiguration": "DeviceClassConfiguration"}
@@ -44,7 +48,15 @@ def _unwrap(annotation: Any) -> Any:
     return annotation
 
 
-def _field(model: type[BaseModel], alias: str) -> Any:
+def _is_struct(annotation: Any) -> bool:
+    """A Go struct on our side: a model, or a TypedDict (the small structs kept as plain dicts)."""
+    return isinstance(annotation, type) and (issubclass(annotation, BaseModel) or is_typeddict(annotation))
+
+
+def _field(model: Any, alias: str) -> Any:
+    if is_typeddict(model):
+        hint = typing.get_type_hints(model, include_extras=False).get(alias)
+        return None if hint is None else _unwrap(hint)
     for name, info in model.model_fields.items():
         if alias in (info.alias, name):
             return _unwrap(info.annotation)
@@ -59,7 +71,7 @@ def go_type(annotation: Any, pkg: str) -> str:
         return "[]" + go_type(typing.get_args(annotation)[0], pkg)
     if origin is dict:
         return f"map[{pkg}.QualifiedName]" + go_type(typing.get_args(annotation)[1], pkg)
-    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+    if _is_struct(annotation):
         name = _GO_STRUCTS.get(annotation.__name__, annotation.__name__)
         return f"{'v1' if name in _CORE_TYPES else pkg}.{name}"
     return {int: "int64", bool: "bool", str: "string"}.get(annotation, "interface {}")
@@ -73,7 +85,7 @@ def _steps(model: type[BaseModel], loc: tuple[int | str, ...]) -> Iterator[tuple
         if skip_next or isinstance(part, int):
             skip_next = False
             continue
-        if not (isinstance(current, type) and issubclass(current, BaseModel)):
+        if not _is_struct(current):
             return
         annotation = _field(current, part)
         yield current.__name__, part, annotation
@@ -99,7 +111,7 @@ def drop_nulls(model: type[BaseModel], data: Any) -> None:
             continue
         origin = typing.get_origin(annotation)
         item = _unwrap(typing.get_args(annotation)[-1]) if origin in (list, dict) else annotation
-        if not (isinstance(item, type) and issubclass(item, BaseModel)):
+        if not _is_struct(item):
             continue
         if origin not in (list, dict):
             drop_nulls(item, data[key])

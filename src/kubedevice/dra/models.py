@@ -13,11 +13,15 @@ import copy
 import json
 import re
 from collections.abc import Iterator
-from typing import Any, Literal, TypeVar
+from typing import Annotated, Any, Literal, TypeVar
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import with_config as _with_config
 from pydantic.alias_generators import to_camel
+
+# pydantic takes only typing_extensions' TypedDict before Python 3.12; it depends on that package itself.
+from typing_extensions import TypedDict
 
 from ..boundedyaml import BoundedLoader, read_text
 from ..errors import at, cannot_read
@@ -52,6 +56,29 @@ class _Model(BaseModel):
 # --- shared -------------------------------------------------------------------------------
 
 
+# metav1.ObjectMeta's JSON fields (apimachinery/pkg/apis/meta/v1/types.go): any other is an unknown field.
+OBJECT_META_FIELDS = ("name", "generateName", "namespace", "selfLink", "uid", "resourceVersion", "generation",
+                      "creationTimestamp", "deletionTimestamp", "deletionGracePeriodSeconds", "labels",
+                      "annotations", "ownerReferences", "finalizers", "managedFields")
+
+
+def _strict_meta(value: Any) -> Any:
+    """Refuse, as the API server's strict decoder does, an unknown metadata field and labels or
+    annotations that are not string maps; the fields we do not model are otherwise kept as is."""
+    if not isinstance(value, dict):
+        return value
+    unknown = [key for key in value if key not in OBJECT_META_FIELDS]
+    if unknown:
+        raise ValueError(f'unknown field "{unknown[0]}"')
+    for key in ("labels", "annotations"):
+        mapping = value.get(key)
+        if mapping is not None and not (
+            isinstance(mapping, dict) and all(isinstance(v, str) for v in mapping.values())
+        ):
+            raise ValueError(f"json: cannot unmarshal into Go struct field ObjectMeta.{key} of type map[string]string")
+    return value
+
+
 class ObjectMeta(BaseModel):
     """The metadata fields validation looks at; the rest (labels, uid, ...) is kept as is."""
 
@@ -60,6 +87,8 @@ class ObjectMeta(BaseModel):
     name: str = ""
     generate_name: str = ""
     namespace: str = ""
+
+    _strict = model_validator(mode="before")(_strict_meta)
 
 
 class CELDeviceSelector(_Model):
@@ -131,9 +160,75 @@ class DeviceAttribute(_Model):
         return self.model_dump(by_alias=True, exclude_none=True)
 
 
+def _quantity_text(value: Any) -> Any:
+    """``resource.Quantity.UnmarshalJSON``: a JSON string or number that parses as a quantity."""
+    if isinstance(value, bool) or not isinstance(value, str | int | float):
+        return value  # the wrong JSON type: a type error after
+    text = str(value)
+    if not _QUANTITY.match(text):
+        raise ValueError(_QUANTITY_MESSAGE)
+    return text
+
+
+Quantity = Annotated[str, BeforeValidator(_quantity_text)]
+
+# The API's small structs, typed for strict decoding (unknown fields and wrong JSON types refused as
+# the API server's decoder refuses them) but kept plain dicts, the shape validation, the allocator
+# and the taint rules read; named after their Go types, which godecode's messages name
+# (k8s.io/api/resource/v1/types.go).
+
+
+@_with_config(ConfigDict(extra="forbid"))
+class Counter(TypedDict, total=False):
+    value: Quantity
+
+
+@_with_config(ConfigDict(extra="forbid"))
+class CounterSet(TypedDict, total=False):
+    name: str
+    counters: dict[str, Counter]
+
+
+@_with_config(ConfigDict(extra="forbid"))
+class DeviceCounterConsumption(TypedDict, total=False):
+    counterSet: str
+    counters: dict[str, Counter]
+
+
+@_with_config(ConfigDict(extra="forbid"))
+class CapacityRequestPolicyRange(TypedDict, total=False):
+    min: Quantity
+    max: Quantity | None
+    step: Quantity | None
+
+
+@_with_config(ConfigDict(extra="forbid"))
+class CapacityRequestPolicy(TypedDict, total=False):
+    default: Quantity | None
+    validValues: list[Quantity] | None
+    validRange: CapacityRequestPolicyRange | None
+
+
+@_with_config(ConfigDict(extra="forbid"))
+class DeviceTaint(TypedDict, total=False):
+    key: str
+    value: str
+    effect: str
+    timeAdded: str | None
+
+
+@_with_config(ConfigDict(extra="forbid"))
+class DeviceToleration(TypedDict, total=False):
+    key: str
+    operator: str
+    value: str
+    effect: str
+    tolerationSeconds: int | None
+
+
 class DeviceCapacity(_Model):
     value: str = "0"
-    request_policy: dict[str, Any] | None = None
+    request_policy: CapacityRequestPolicy | None = None
 
     @field_validator("value", mode="before")
     @classmethod
@@ -148,11 +243,11 @@ class Device(_Model):
     name: str = ""
     attributes: dict[str, DeviceAttribute] = Field(default_factory=dict)
     capacity: dict[str, DeviceCapacity] = Field(default_factory=dict)
-    consumes_counters: list[dict[str, Any]] | None = None
+    consumes_counters: list[DeviceCounterConsumption] | None = None
     node_name: str | None = None
     node_selector: NodeSelector | None = None
     all_nodes: bool | None = None
-    taints: list[dict[str, Any]] | None = None
+    taints: list[DeviceTaint] | None = None
     binding_conditions: list[str] | None = None
     binding_failure_conditions: list[str] | None = None
     binds_to_node: bool | None = None
@@ -173,7 +268,7 @@ class ResourceSliceSpec(_Model):
     all_nodes: bool | None = None
     per_device_node_selection: bool | None = None
     devices: list[Device] = Field(default_factory=list)
-    shared_counters: list[dict[str, Any]] | None = None
+    shared_counters: list[CounterSet] | None = None
 
 
 class ResourceSlice(_Model):
@@ -206,7 +301,7 @@ class ExactDeviceRequest(_Model):
     allocation_mode: str = ""
     count: int = 0
     admin_access: bool | None = None
-    tolerations: list[dict[str, Any]] | None = None
+    tolerations: list[DeviceToleration] | None = None
     capacity: CapacityRequirements | None = None  # v1beta2 and v1 since 1.34 (DRAConsumableCapacity)
 
 
@@ -257,6 +352,8 @@ class ClaimTemplateMeta(_Model):
     labels: dict[str, str] = Field(default_factory=dict)
     annotations: dict[str, str] = Field(default_factory=dict)
 
+    _strict = model_validator(mode="before")(_strict_meta)
+
 
 class ResourceClaimTemplateSpec(_Model):
     metadata: ClaimTemplateMeta = Field(default_factory=ClaimTemplateMeta)
@@ -281,7 +378,7 @@ class DeviceTaintSelector(_Model):
 
 class DeviceTaintRuleSpec(_Model):
     device_selector: DeviceTaintSelector | None = None
-    taint: dict[str, Any] = Field(default_factory=dict)
+    taint: DeviceTaint = Field(default_factory=DeviceTaint)
 
 
 class DeviceTaintRule(_Model):
@@ -588,11 +685,14 @@ def _decode_error(kind: str, version: str, doc: dict[str, Any], error: Validatio
 
 def _unknown_in_subrequests(kind: str, doc: dict[str, Any]) -> list[str]:
     """Fields our model shares between requests and subrequests but Go's DeviceSubRequest lacks."""
-    if kind != "ResourceClaim" or not isinstance(doc.get("spec"), dict):
+    spec, prefix = doc.get("spec"), "spec"
+    if kind == "ResourceClaimTemplate" and isinstance(spec, dict):
+        spec, prefix = spec.get("spec"), "spec.spec"
+    if kind not in ("ResourceClaim", "ResourceClaimTemplate") or not isinstance(spec, dict):
         return []
     return [
-        f'unknown field "spec.devices.requests[{i}].firstAvailable[{j}].adminAccess"'
-        for i, request in enumerate(_requests(doc["spec"]))
+        f'unknown field "{prefix}.devices.requests[{i}].firstAvailable[{j}].adminAccess"'
+        for i, request in enumerate(_requests(spec))
         for j, sub in enumerate(_each(request.get("firstAvailable")))
         if "adminAccess" in sub
     ]
@@ -620,8 +720,8 @@ def from_document(document: Any, source: str = "") -> DRAObject:
     spec = document.get("spec")
     problems = _check_version_fields(kind, version, spec) if isinstance(spec, dict) else []
     canonical = _to_canonical(kind, version, document)
+    problems += _unknown_in_subrequests(kind, canonical)  # before nulls go: ``adminAccess: null`` is unknown too
     godecode.drop_nulls(_MODELS[kind], canonical)
-    problems += _unknown_in_subrequests(kind, canonical)
     try:
         obj = _MODELS[kind].model_validate(canonical, strict=True)
     except ValidationError as error:
@@ -640,6 +740,9 @@ def _default_request(request: ExactDeviceRequest) -> None:
         request.allocation_mode = "ExactCount"
     if request.allocation_mode == "ExactCount" and request.count == 0:
         request.count = 1
+    for toleration in request.tolerations or []:
+        if not toleration.get("operator"):  # ``+default="Equal"`` on DeviceToleration.Operator
+            toleration["operator"] = "Equal"
 
 
 def _apply_defaults(obj: DRAObject) -> None:

@@ -29,8 +29,10 @@ from typing import Any, Literal
 from ..device import Device, Health
 from .models import (
     GROUP,
+    CounterSet,
     DeviceAttribute,
     DeviceCapacity,
+    DeviceTaint,
     ObjectMeta,
     ResourcePool,
     ResourceSlice,
@@ -208,7 +210,7 @@ def _shared_entry(entry: SliceDevice, shown: Published, prefix: str) -> SliceDev
     return entry
 
 
-def _counter_sets(shown: Sequence[Published], prefix: str) -> list[dict[str, Any]]:
+def _counter_sets(shown: Sequence[Published], prefix: str) -> list[CounterSet]:
     """One counter set per physical device, named as its whole device, holding its replica count."""
     return [
         {"name": device_name(p.counter_set, prefix), "counters": {REPLICAS_COUNTER: {"value": str(p.consumes)}}}
@@ -223,10 +225,10 @@ def slice_name(node: str, driver: str, index: int) -> str:
     return node[: _SUBDOMAIN_MAX - len(suffix)] + suffix
 
 
-def unhealthy_taint(driver: str, effect: str) -> dict[str, str]:
+def unhealthy_taint(driver: str, effect: str) -> DeviceTaint:
     """The taint of an unhealthy device: a key in the driver's own domain, so a toleration can
     name exactly this driver's health (``value`` stays empty; ``timeAdded`` is the server's)."""
-    return {"key": f"{driver}/unhealthy", "effect": effect}
+    return DeviceTaint(key=f"{driver}/unhealthy", effect=effect)
 
 
 def slices_for(
@@ -247,7 +249,7 @@ def slices_for(
     published (:func:`published`).
     """
     devices: list[SliceDevice] = []
-    counter_sets: list[dict[str, Any]] = []
+    counter_sets: list[CounterSet] = []
     seen: dict[str, str] = {}
     for resource, resource_devices, extra in resources:
         # Several resources often number their devices alike ("0", "1"): keep names apart.

@@ -22,9 +22,8 @@ from ..gostrings import quote as go_quote
 from ..names import C_IDENTIFIER, DNS1123_SUBDOMAIN, QUALIFIED_NAME_PART
 from . import cel, features
 from .models import (
-    Device as SliceDevice,
-)
-from .models import (
+    OBJECT_META_FIELDS,
+    ClaimTemplateMeta,
     DeviceAttribute,
     DeviceCapacity,
     DeviceClaim,
@@ -43,6 +42,9 @@ from .models import (
     ResourceClaimTemplate,
     ResourceSlice,
     ResourceSliceSpec,
+)
+from .models import (
+    Device as SliceDevice,
 )
 from .strategy import drop_disabled_fields
 
@@ -373,6 +375,21 @@ def validate_object_meta(meta: ObjectMeta, path: Path, namespaced: bool, check_g
         errors += _each_message(path.child("name"), name, dns1123_subdomain_messages(name, unit))
     if namespaced and meta.namespace:
         errors += validate_dns_label(meta.namespace, path.child("namespace"))
+    extra = meta.model_extra or {}  # decoded as string maps (models._strict_meta)
+    errors += _validate_labels(extra.get("labels") or {}, path.child("labels"))
+    return errors + _validate_annotations(extra.get("annotations") or {}, path.child("annotations"))
+
+
+def _validate_template_meta(meta: ClaimTemplateMeta, path: Path) -> Errors:
+    """``ValidateTemplateObjectMeta`` (pkg/apis/core/validation): labels and annotations, and every
+    other ObjectMeta field that is set is forbidden, named after its Go field with the first letter
+    lowered (``validateFieldAllowList``: ``uid`` is ``uID``), in the Go struct's field order."""
+    errors = _validate_annotations(meta.annotations, path.child("annotations"))
+    errors += _validate_labels(meta.labels, path.child("labels"))
+    extra = meta.model_extra or {}
+    for field in OBJECT_META_FIELDS:
+        if field not in ("labels", "annotations") and extra.get(field) not in (None, "", 0, [], {}):
+            errors.append(forbidden(path.child("uID" if field == "uid" else field), "cannot be set"))
     return errors
 
 
@@ -664,6 +681,15 @@ def _validate_constraint(
 ) -> Errors:
     """``validateDeviceConstraint``: with neither attribute the path depends on DRAConsumableCapacity."""
     errors = _validate_refs(constraint.requests, path.child("requests"), names)
+    # From 1.37 declarative ``ResourceFullyQualifiedName`` is Beta (authoritative) on both attributes
+    # (kubernetes v1.37.2 pkg/apis/resource/v1/zz_generated.validations.go); the handwritten check
+    # it covers, which looked at only one of them, is dropped.
+    if _code_of_137(gates) and (constraint.match_attribute, constraint.distinct_attribute) != (None, None):
+        for name, field in ((constraint.match_attribute, "matchAttribute"),
+                            (constraint.distinct_attribute, "distinctAttribute")):
+            if name is not None:
+                errors += _resource_fully_qualified_name(name, path.child(field))
+        return errors
     if constraint.match_attribute is not None:
         errors += validate_fully_qualified_name(constraint.match_attribute, path.child("matchAttribute"))
     elif constraint.distinct_attribute is not None:
@@ -672,6 +698,36 @@ def _validate_constraint(
         errors.append(required(path, _CONSTRAINT_MSG))
     else:
         errors.append(required(path.child("matchAttribute")))
+    return errors
+
+
+def _code_of_137(gates: Gates) -> bool:
+    """Whether the gates are a 1.37 API server's, for rules its code changed without a gate. The gate
+    map of a release holds the gates it registers (:func:`features.defaults`), and
+    DRAFractionalCapacityRange first appears in 1.37's."""
+    return "DRAFractionalCapacityRange" in gates
+
+
+def _resource_fully_qualified_name(name: str, path: Path) -> Errors:
+    """``validate.ResourceFullyQualifiedName`` (apimachinery v0.37.2 pkg/api/validate/strfmt.go):
+    the prefix a case-sensitive DNS subdomain (``LongName``, detail prefixed ``prefix: ``), its
+    own wording for empty parts, and a name with two slashes or more left unchecked."""
+    parts = name.split("/")
+    errors: Errors = []
+    if len(parts) == 1:
+        errors += _validate_c_identifier(name, path)
+    elif len(parts) == 2:
+        prefix, ident = parts
+        if not prefix:
+            errors.append(invalid(path, "", "prefix must not be empty"))
+        else:
+            if _bytes(prefix) > MAX_DOMAIN_LENGTH:
+                errors.append(too_long(path, MAX_DOMAIN_LENGTH))
+            messages = dns1123_subdomain_messages(prefix, "bytes")
+            errors += [invalid(path, prefix, f"prefix: {message}") for message in messages]
+        errors += _validate_c_identifier(ident, path) if ident else [invalid(path, "", "name must not be empty")]
+    if "/" not in name:
+        errors.append(invalid(path, name, "a fully qualified name must be a domain and a name separated by a slash"))
     return errors
 
 
@@ -684,9 +740,7 @@ def validate_resource_claim_template(obj: ResourceClaimTemplate, gates: Gates | 
     """``ValidateResourceClaimTemplate``: its own metadata, the claim's (labels and annotations
     only, ``ValidateTemplateObjectMeta``) and the claim spec under ``spec.spec``."""
     errors = validate_object_meta(obj.metadata, Path("metadata"), namespaced=True)
-    meta, meta_path = obj.spec.metadata, Path("spec").child("metadata")
-    errors += _validate_annotations(meta.annotations, meta_path.child("annotations"))
-    errors += _validate_labels(meta.labels, meta_path.child("labels"))
+    errors += _validate_template_meta(obj.spec.metadata, Path("spec").child("metadata"))
     return errors + _validate_claim_spec(obj.spec.spec, Path("spec").child("spec"), _gates(gates))
 
 
@@ -782,7 +836,7 @@ def _attribute_values(device: SliceDevice) -> int:
     return total
 
 
-def _validate_device(device: SliceDevice, path: Path, per_device: bool) -> Errors:
+def _validate_device(device: SliceDevice, path: Path, per_device: bool, gates: Gates) -> Errors:
     """``validateDevice`` (validation.go) in its order: limits, attributes, capacity, taints,
     counters, node fields, binding conditions."""
     errors = validate_dns_label(device.name, path.child("name"))
@@ -799,7 +853,9 @@ def _validate_device(device: SliceDevice, path: Path, per_device: bool) -> Error
         errors += _validate_attribute(attribute, path.child("attributes").key(key))
     for key, capacity in device.capacity.items():
         errors += validate_qualified_name(key, path.child("capacity"))
-        errors += _validate_capacity(capacity, bool(device.allow_multiple_allocations), path.child("capacity").key(key))
+        errors += _validate_capacity(
+            capacity, bool(device.allow_multiple_allocations), path.child("capacity").key(key), gates
+        )
     errors += _validate_list(device.taints or [], MAX_TAINTS, _validate_taint, path.child("taints"))
     errors += _validate_list(
         device.consumes_counters or [],
@@ -986,7 +1042,7 @@ def _amount(value: Any) -> Amount | None:
         return None
 
 
-def _validate_capacity(capacity: DeviceCapacity, multiple: bool, path: Path) -> Errors:
+def _validate_capacity(capacity: DeviceCapacity, multiple: bool, path: Path, gates: Gates) -> Errors:
     """``validate{Multi,Single}AllocatableDeviceCapacity``: a request policy needs
     allowMultipleAllocations; with it, the policy must be consistent with the capacity."""
     policy = capacity.request_policy
@@ -1012,7 +1068,8 @@ def _validate_capacity(capacity: DeviceCapacity, multiple: bool, path: Path) -> 
         return [required(policy_path.child("default"), f"required when {which} is defined")]
     if valid_values:
         return _validate_valid_values(default, maximum, valid_values, policy_path.child("validValues"))
-    return _validate_range(default, maximum, valid_range or {}, policy_path.child("validRange"))
+    bound_field = "default" if _code_of_137(gates) else None
+    return _validate_range(default, maximum, valid_range or {}, policy_path.child("validRange"), bound_field)
 
 
 def _ceil(amount: Amount) -> int:
@@ -1052,9 +1109,12 @@ def _plus(a: Amount, b: Amount) -> Amount:
     return Amount(a.quantity.add(b.quantity), a.fmt)
 
 
-def _validate_range(default: Amount, maximum: Amount, raw: Mapping[str, Any], path: Path) -> Errors:
+def _validate_range(
+    default: Amount, maximum: Amount, raw: Mapping[str, Any], path: Path, bound_field: str | None
+) -> Errors:
     """``validateRequestPolicyRange``: min required; min, max and default within each other and the
-    capacity; default and max on a step from min."""
+    capacity; default and max on a step from min. A default outside the range is reported at the
+    bound it crosses up to 1.36 and at ``default`` from 1.37 (``bound_field``; kubernetes v1.37.2)."""
     low = _amount(raw["min"]) if raw.get("min") is not None else None
     if low is None:
         return [required(path.child("min"), "required when validRange is defined")]
@@ -1062,7 +1122,7 @@ def _validate_range(default: Amount, maximum: Amount, raw: Mapping[str, Any], pa
     if low.quantity.cmp(maximum.quantity) > 0:
         errors.append(invalid(path.child("min"), str(low), f"min is larger than capacity value: {maximum}"))
     if default.quantity.cmp(low.quantity) < 0:
-        errors.append(invalid(path.child("min"), str(default), f"default is less than min: {low}"))
+        errors.append(invalid(path.child(bound_field or "min"), str(default), f"default is less than min: {low}"))
     high = _amount(raw["max"]) if raw.get("max") is not None else None
     if high is not None:
         if low.quantity.cmp(high.quantity) > 0:
@@ -1070,7 +1130,7 @@ def _validate_range(default: Amount, maximum: Amount, raw: Mapping[str, Any], pa
         if high.quantity.cmp(maximum.quantity) > 0:
             errors.append(invalid(path.child("max"), str(high), f"max is larger than capacity value: {maximum}"))
         if default.quantity.cmp(high.quantity) > 0:
-            errors.append(invalid(path.child("max"), str(default), f"default is more than max: {high}"))
+            errors.append(invalid(path.child(bound_field or "max"), str(default), f"default is more than max: {high}"))
     step = _amount(raw["step"]) if raw.get("step") is not None else None
     if step is not None:
         added = _plus(low, step)
@@ -1105,7 +1165,8 @@ def _node_selection_errors(spec: ResourceSliceSpec, path: Path) -> Errors:
     return errors + _exactly_one(path, set_fields, choices, choices + ", but multiple fields are set")
 
 
-def validate_resource_slice(obj: ResourceSlice) -> Errors:
+def validate_resource_slice(obj: ResourceSlice, gates: Gates | None = None) -> Errors:
+    gates = _gates(gates)
     spec, path = obj.spec, Path("spec")
     errors = validate_object_meta(obj.metadata, Path("metadata"), namespaced=False)
     errors += validate_driver_name(spec.driver, path.child("driver"))
@@ -1127,7 +1188,7 @@ def validate_resource_slice(obj: ResourceSlice) -> Errors:
     errors += _validate_list(
         spec.devices,
         MAX_SLICE_DEVICES_ADVANCED if advanced else MAX_SLICE_DEVICES,
-        lambda d, p: _validate_device(d, p, per_device),
+        lambda d, p: _validate_device(d, p, per_device, gates),
         path.child("devices"),
         key=lambda d: d.name,
     )
@@ -1166,7 +1227,7 @@ def validate(obj: DRAObject, gates: Gates | None = None) -> Errors:
         return validate_resource_claim_template(stored, gated)
     if isinstance(stored, DeviceTaintRule):
         return validate_device_taint_rule(stored)
-    return validate_resource_slice(stored)
+    return validate_resource_slice(stored, gated)
 
 
 def validate_device_taint_rule(obj: DeviceTaintRule) -> Errors:
