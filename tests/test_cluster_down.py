@@ -22,8 +22,15 @@ MADE = {
     "cni/bin/kubedevice-veth": 900,
     "kubeconfig": 700,
     "kubelet.kubeconfig": 700,
+    # a further node of `up --nodes 3`
+    "node2/ns/var-lib/kubelet/device-plugins/kubelet.checkpoint": 100,
+    "node2/ns/var-lib/containerd/io.containerd.content.v1.content/blobs/sha256/cd": 4096 * 8,
+    "node2/config/containerd.toml": 300,
+    "node2/kubelet.kubeconfig": 700,
+    "node3/cni/bin/kubedevice-veth": 900,
 }
-KEPT = {"logs/kubelet.log": 4096 * 2, "ns/var-log/pods/default_p_uid/main/0.log": 4096}
+KEPT = {"logs/kubelet.log": 4096 * 2, "ns/var-log/pods/default_p_uid/main/0.log": 4096,
+        "logs/kubedevice-node-2-kubelet.log": 4096, "node2/ns/var-log/pods/default_q_uid/main/0.log": 4096}
 FOREIGN = {"notes.txt": 10, "mine/data.bin": 4096}
 """Not made by ``up``: the user's own files in the same directory."""
 
@@ -91,7 +98,8 @@ def test_down_says_what_it_stopped_removed_and_kept(cluster_dir: Path, capsys: p
     assert main(["down", "--dir", str(cluster_dir)]) == 0
     _, removed = capsys.readouterr().out.splitlines()
     assert removed.startswith("removed: 0.") and "kept the logs for debugging" in removed
-    assert f"{cluster_dir / 'logs'} and {cluster_dir / 'ns' / 'var-log' / 'pods'}" in removed
+    assert f"{cluster_dir / 'logs'} and {cluster_dir / 'ns' / 'var-log' / 'pods'}, " \
+           f"{cluster_dir / 'node2' / 'ns' / 'var-log' / 'pods'}" in removed
     assert not (cluster_dir / "etcd").exists() and (cluster_dir / "logs" / "kubelet.log").is_file()
 
 
@@ -101,3 +109,11 @@ def test_down_in_a_directory_up_did_not_make(tmp_path: Path, capsys: pytest.Capt
     removed = capsys.readouterr().out.splitlines()[1]
     assert removed == f"removed: nothing ({tmp_path} has no {MARKER}: `up` did not make it)"
     assert (tmp_path / "kubeconfig").is_file() and (tmp_path / "etcd" / "x").is_file()
+
+
+@pytest.mark.parametrize("nodes", ["0", "6"])
+def test_up_refuses_a_node_count_out_of_range_in_one_line(tmp_path: Path, nodes: str,
+                                                          capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["up", "--dir", str(tmp_path), "--nodes", nodes]) == 2
+    assert capsys.readouterr().err == f"kubedevice: --nodes: {nodes} is not between 1 and 5\n"
+    assert list(tmp_path.iterdir()) == []  # refused before anything was made

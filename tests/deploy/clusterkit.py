@@ -59,12 +59,12 @@ def unavailable(reason: str) -> None:
     pytest.skip(reason)
 
 
-def start(directory: Path) -> Any:
+def start(directory: Path, nodes: int = 1) -> Any:
     reason = cluster_module.missing_prerequisite()
     if reason is not None:
         unavailable(reason)
     cluster = Cluster(directory)
-    cluster.up(components.ensure_all())
+    cluster.up(components.ensure_all(), nodes=nodes)
     api = cluster.api()
     api.request("POST", "/apis/rbac.authorization.k8s.io/v1/clusterrolebindings", {
         "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding",
@@ -72,7 +72,8 @@ def start(directory: Path) -> Any:
         "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "cluster-admin"},
         "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "User",
                       "name": "system:kube-controller-manager"}]})
-    in_namespace(cluster, "mount --make-shared /dev")
+    for node in cluster.nodes():
+        in_namespace(node, "mount --make-shared /dev")
     return cluster
 
 
@@ -87,8 +88,7 @@ def api_access(cluster: Any) -> dict[str, Any]:
 
 def stop(cluster: Any) -> None:
     """``down``, then remove the containers' cgroups, which the tool leaves (it removes only its own)."""
-    state = cluster.state()
-    pids = _descendants(state.namespace_pid) if state else []
+    pids = [pid for node in cluster.nodes() for pid in _descendants(node.namespace_pid)] if cluster.state() else []
     cgroups = {group for pid in pids for group in _container_cgroups(pid)}
     cluster.down()
     _remove(cgroups)
@@ -101,8 +101,9 @@ def _remove(cgroups: set[Path]) -> None:
 
 
 def in_namespace(cluster: Any, script: str) -> str:
-    """A shell script in the node's mount namespace (where /var/lib/kubelet and /run are the node's)."""
-    pid = cluster.state().namespace_pid
+    """A shell script in the node's mount namespace (where /var/lib/kubelet and /run are the node's);
+    ``cluster`` is the cluster (its first node) or one of its nodes (``cluster.node(K)``)."""
+    pid = cluster.namespace_pid
     done = subprocess.run(["nsenter", "-t", str(pid), "-m", "-p", "sh", "-ec", script], capture_output=True, text=True,
                           timeout=60, check=False)
     assert done.returncode == 0, done.stderr
@@ -196,7 +197,7 @@ def reboot(cluster: Any, before_kubelet: Callable[[], None] = lambda: None) -> f
         # The kubelet exits when containerd's socket is there but its CRI service is not yet
         # ("validate CRI v1 runtime API ... Unavailable", seen on a loaded machine); systemd's
         # kubelet.service restarts it, and so does this.
-        cluster._start_kubelet(cluster.state())  # the tool has no public start for one component
+        cluster.node(1).start_kubelet()
         try:
             cluster.wait_kubelet_healthy()
             break

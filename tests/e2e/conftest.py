@@ -29,13 +29,43 @@ def unavailable(reason: str) -> None:
     pytest.skip(reason)
 
 
+RELEASE_ENV = "KUBEDEVICE_K8S_RELEASE"
+"""The Kubernetes release of the session's cluster (``1.34`` … ``1.37``; unset: the default).
+``scripts/matrix.sh`` sets it to run the compact suite (marker ``release``) on each release."""
+
+
+def session_version() -> str:
+    """The patch version the session's cluster runs."""
+    return components.version_of(os.environ.get(RELEASE_ENV) or None)
+
+
+def session_minor() -> int:
+    return int(session_version().split(".")[1])
+
+
 @pytest.fixture(scope="session")
 def cluster() -> Iterator[Cluster]:
+    yield from _session_cluster(nodes=1)
+
+
+MULTINODE = 3
+
+
+@pytest.fixture(scope="session")
+def multinode() -> Iterator[Cluster]:
+    """A 3-node cluster of its own (``up --nodes 3``), started only by the tests that ask for it
+    (tests/e2e/test_multinode.py), so the one-node tests' cluster stays as it is."""
+    yield from _session_cluster(nodes=MULTINODE)
+
+
+def _session_cluster(nodes: int) -> Iterator[Cluster]:
+    """Start a cluster for the session; stop it after and fail if it left anything on the host."""
     reason = missing_prerequisite()
     if reason is not None:
         unavailable(reason)
+    version = session_version()
     try:
-        binaries = components.ensure_all()
+        binaries = components.ensure_all(version)
     except BuildError as err:
         if shutil.which("go") is None:
             unavailable(str(err))
@@ -44,14 +74,14 @@ def cluster() -> Iterator[Cluster]:
     directory = Path(tempfile.mkdtemp(prefix="kd-e2e-"))
     cluster = Cluster(directory)
     try:
-        cluster.up(binaries)
+        cluster.up(binaries, version=version, nodes=nodes)
     except ClusterError as err:
         pytest.fail(f"the cluster did not start: {err}", pytrace=False)
-    state = cluster.state()
-    assert state is not None
     try:
         yield cluster
     finally:
+        state = cluster.state()  # as it is now: processes spawned by the tests too
+        assert state is not None
         cluster.down()
         left = leftovers(cluster.dir, state)
         if not left:

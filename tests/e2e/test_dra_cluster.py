@@ -216,6 +216,7 @@ def pod_document(name: str, namespace: str, template: str) -> dict[str, Any]:
     }
 
 
+@pytest.mark.release
 def test_a_pod_gets_a_null_device_through_our_driver(
     target: Target, driver: Driver, device_classes: Callable[[str], None]
 ) -> None:
@@ -295,6 +296,7 @@ def plug(devices: Path, name: str) -> str:
     return str(devices / name)
 
 
+@pytest.mark.release
 def test_hotplug_and_health_reach_the_slices(target: Target, short_tmp: Path, no_slices_left: None) -> None:
     config = hot_config(short_tmp)  # the ``path`` attribute keeps 64 characters: keep the paths short
     devices = short_tmp / "dev"
@@ -318,6 +320,7 @@ def test_hotplug_and_health_reach_the_slices(target: Target, short_tmp: Path, no
         print(running.log.read_text()[-3000:])
 
 
+@pytest.mark.release
 def test_a_kubelet_restart_registers_the_driver_again(target: Target, short_tmp: Path, no_slices_left: None) -> None:
     """The kubelet wipes its node's slices when it starts and re-registers the drivers it finds."""
     config = hot_config(short_tmp)
@@ -425,6 +428,7 @@ def test_a_tainted_device_is_not_given_to_a_new_pod(
         print(running.log.read_text()[-3000:])
 
 
+@pytest.mark.release
 def test_a_health_change_reaches_the_pod_status(
     target: Target, short_tmp: Path, no_slices_left: None, device_classes: Callable[[str], None]
 ) -> None:

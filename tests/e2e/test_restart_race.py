@@ -40,6 +40,7 @@ def _keeper(cluster: Cluster, resource: str) -> str:
     return name
 
 
+@pytest.mark.release
 def test_kubedevice_loses_no_pod_over_repeated_kubelet_restarts(cluster: Cluster, short_tmp: Path) -> None:
     resource = "example.com/e2e-race"
     config = short_tmp / "config.yaml"

@@ -37,6 +37,7 @@ def resource_is(cluster: Cluster, name: str, capacity: int, allocatable: int) ->
     return cluster.api().resource(cluster.node_name, name) == (capacity, allocatable)
 
 
+@pytest.mark.release
 def test_capacity_within_two_seconds_then_pod_with_two_devices_sees_env(cluster: Cluster, short_tmp: Path) -> None:
     resource = "example.com/e2e-null"
     config = null_config(short_tmp / "config.yaml", {resource: 4}, short_tmp)
@@ -77,6 +78,7 @@ def test_unhealthy_device_lowers_allocatable_and_recovery_raises_it(cluster: Clu
         assert daemon.stop() == 0
 
 
+@pytest.mark.release
 def test_sigterm_drops_allocatable_removes_only_its_sockets(cluster: Cluster, short_tmp: Path) -> None:
     resource = "example.com/e2e-term"
     config = null_config(short_tmp / "config.yaml", {resource: 2}, short_tmp)

@@ -12,6 +12,12 @@ init kills every process in it (containers included), its mounts and network van
 the pods' cgroups live under ``kubedevice/<cluster id>`` in each hierarchy and are removed at
 ``down``.
 
+With ``nodes`` > 1 (``up --nodes N``) every further node is a namespace of the same kind of its
+own (:class:`Node`): its own containerd, ``/var/lib/kubelet``, ``/run``, ``/var/log``, CNI, cgroup
+root and network without routes; its kubelet reaches the API server through a relay in its own
+network (127.0.0.1:PORT there to the control plane's unix socket), and the host reaches its
+kubelet's healthz through a relay pair as for the first node.
+
 ``python -m kubedevice.testing.cluster up|down|status`` (or ``scripts/cluster.sh``) drives it;
 tests use :func:`up` and :meth:`Cluster.down`.
 """
@@ -59,10 +65,14 @@ a loopback node IP). Nothing outside that namespace has it: a host route to it l
 _RELAY = Path(__file__).with_name("relay.py")
 MARKER = ".kubedevice-cluster"
 """Written by ``up`` into the cluster directory: ``down`` removes files only where it finds it (its own)."""
+MAX_NODES = 5
+"""``up --nodes`` at most: each node costs a containerd and a kubelet (~150 MB idle, docs/real-cluster.md)."""
+_NODE_DIRS = tuple(f"node{number}" for number in range(2, MAX_NODES + 1))
+"""The further nodes' directories (the first node's is the cluster directory itself, as with one node)."""
 _MADE_BY_UP = ("etcd", "ns", "config", "pki", "cni", "relay", "ns.ready", "state.json", "state.tmp", "kubeconfig",
-               "kubelet.kubeconfig", "scheduler.kubeconfig", "controller-manager.kubeconfig")
+               "kubelet.kubeconfig", "scheduler.kubeconfig", "controller-manager.kubeconfig", *_NODE_DIRS)
 """What ``up`` creates in the directory besides ``logs/`` and the marker: all that ``down`` may remove."""
-_KEPT = ("logs", "ns/var-log")
+_KEPT = ("logs", "ns/var-log", *(f"{name}/ns/var-log" for name in _NODE_DIRS))
 """Kept by ``down`` for debugging: the components' logs and the pods' (small next to etcd's and containerd's data)."""
 _STOP_ORDER = ("kube-scheduler", "kube-controller-manager", "kubelet", "containerd", "kube-apiserver", "etcd")
 """The API server before etcd: with etcd gone first its shutdown hangs for more than 90 s."""
@@ -83,13 +93,14 @@ class Ports:
     controller_manager: int
 
     @classmethod
-    def free(cls) -> Ports:
-        """Ports the kernel hands out now; all bound at once so none repeats."""
-        with contextlib.ExitStack() as stack:
-            sockets = [stack.enter_context(socket.socket()) for _ in range(7)]
+    def free(cls, extra: int = 0) -> tuple[Ports, list[int]]:
+        """The cluster's ports and ``extra`` more (further nodes'), none repeated."""
+        with contextlib.ExitStack() as stack:  # all bound at once so none repeats
+            sockets = [stack.enter_context(socket.socket()) for _ in range(7 + extra)]
             for sock in sockets:
                 sock.bind(("127.0.0.1", 0))
-            return cls(*(sock.getsockname()[1] for sock in sockets))
+            ports = [sock.getsockname()[1] for sock in sockets]
+        return cls(*ports[:7]), ports[7:]
 
 
 @dataclass
@@ -104,6 +115,21 @@ class State:
     """unshare(1), outside the namespace; its child is the namespace's init."""
     namespace_pid: int = 0
     """Host PID of the namespace's init, for nsenter."""
+    pids: dict[str, int] = field(default_factory=dict)
+    kubernetes_version: str = components.KUBERNETES_VERSION
+    nodes: list[NodeState] = field(default_factory=list)
+    """The nodes after the first (``up --nodes N``); empty for one node."""
+
+
+@dataclass
+class NodeState:
+    """A further node's namespace and processes (the first node's are :class:`State`'s own)."""
+
+    name: str
+    kubelet: int
+    kubelet_healthz: int
+    init_pid: int = 0
+    namespace_pid: int = 0
     pids: dict[str, int] = field(default_factory=dict)
 
 
@@ -165,6 +191,11 @@ class Cluster:
         return self.dir / "logs"
 
     @property
+    def namespace_pid(self) -> int:
+        """Host PID of the first node's (and the control plane's) namespace init, for nsenter."""
+        return self._require_state().namespace_pid
+
+    @property
     def state_file(self) -> Path:
         return self.dir / "state.json"
 
@@ -173,7 +204,8 @@ class Cluster:
             data = json.loads(self.state_file.read_text())
         except (OSError, ValueError):
             return None
-        return State(ports=Ports(**data.pop("ports")), **data)
+        nodes = [NodeState(**node) for node in data.pop("nodes", [])]
+        return State(ports=Ports(**data.pop("ports")), nodes=nodes, **data)
 
     def save(self, state: State) -> None:
         tmp = self.state_file.with_suffix(".tmp")
@@ -201,7 +233,18 @@ class Cluster:
                 "cdi-dir": str(self.cdi_dir), "containerd": str(self.containerd_socket),
                 "ctr": shlex.join(self.ctr_command(state)),
                 "apiserver": f"https://127.0.0.1:{state.ports.apiserver}", "node": state.node_name,
-                "logs": str(self.logs)}
+                "kubernetes": state.kubernetes_version, "logs": str(self.logs),
+                **{key: value for node in self.nodes()[1:] for key, value in node.summary(state).items()}}
+
+    def node(self, number: int) -> Node:
+        """Node ``number`` (1 is the first, in the control plane's namespace; ``up --nodes N`` adds 2 … N)."""
+        count = 1 + len(self._require_state().nodes)
+        if not 1 <= number <= count:
+            raise ClusterError(f"node {number}: the cluster has nodes 1 to {count}")
+        return Node(self, number)
+
+    def nodes(self) -> list[Node]:
+        return [Node(self, number) for number in range(1, 2 + len(self._require_state().nodes))]
 
     def ctr_command(self, state: State | None = None) -> list[str]:
         """containerd's ``ctr`` as run inside the cluster's namespaces, where the socket is containerd's
@@ -223,7 +266,11 @@ class Cluster:
         state = self.state()
         if state is None:
             return {}
-        return {name: _alive(pid) for name, pid in {"namespace": state.init_pid, **state.pids}.items()}
+        found = {name: _alive(pid) for name, pid in {"namespace": state.init_pid, **state.pids}.items()}
+        for node in state.nodes:
+            found |= {f"{node.name}/{name}": _alive(pid)
+                      for name, pid in {"namespace": node.init_pid, **node.pids}.items()}
+        return found
 
     def down(self) -> list[str]:
         """Stop everything in order, then kill the namespace and remove the pods' cgroups; the names of
@@ -235,18 +282,9 @@ class Cluster:
         if state is None:
             return []
         was_running = [name for name, alive in self.running().items() if alive]
-        members = _descendants([state.init_pid, *state.pids.values()])
-        extra = [name for name in state.pids if name not in _STOP_ORDER]  # plugins started with spawn()
-        for name in [*extra, *_STOP_ORDER]:
-            pid = state.pids.get(name, 0)
-            if pid:
-                _terminate(pid, timeout=20.0)
-        # When the namespace's init exits, the kernel kills every process of the PID namespace
-        # (container processes in nested namespaces too); unshare(1) then exits. unshare blocks
-        # SIGTERM while it waits, so it is only the fallback: --kill-child SIGKILLs the init.
-        _terminate(state.namespace_pid, timeout=5.0)
-        _terminate(state.init_pid, timeout=5.0)
-        _wait_gone(members | _descendants([state.init_pid, *state.pids.values()]))
+        for node in state.nodes:  # their kubelets while the API server still answers
+            _stop_namespace(node.pids, node.namespace_pid, node.init_pid)
+        _stop_namespace(state.pids, state.namespace_pid, state.init_pid)
         _remove_cgroups(state.cluster_id)
         shutil.rmtree(self.relay_dir, ignore_errors=True)
         self.state_file.unlink(missing_ok=True)
@@ -281,33 +319,15 @@ class Cluster:
         return _disk_usage(self.dir)
 
     def restart_kubelet(self, wait_healthy: bool = True) -> float:
-        """Stop the kubelet (SIGTERM) and start it again; seconds until it answers healthz."""
-        state = self._require_state()
-        _terminate(state.pids["kubelet"], timeout=20.0)
-        started = time.monotonic()
-        state.pids["kubelet"] = self._start_kubelet(state)
-        self.save(state)
-        if wait_healthy:
-            self.wait_kubelet_healthy(state)
-        return time.monotonic() - started
+        """The first node's :meth:`Node.restart_kubelet`."""
+        return self.node(1).restart_kubelet(wait_healthy)
 
     def stop(self, name: str) -> None:
         """SIGTERM a process started by :meth:`spawn` (SIGKILL after 20 s)."""
-        state = self._require_state()
-        _terminate(state.pids.pop(name, 0), timeout=20.0)
-        self.save(state)
+        self.node(1).stop(name)
 
     def wait_kubelet_healthy(self, state: State | None = None, timeout: float = 60.0) -> None:
-        state = state or self._require_state()
-        _wait(f"kubelet healthz on 127.0.0.1:{state.ports.kubelet_healthz}", timeout,
-              lambda: _http_ok(f"http://127.0.0.1:{state.ports.kubelet_healthz}/healthz"),
-              self.logs / "kubelet.log", state.pids.get("kubelet"))
-
-    def _start_kubelet(self, state: State) -> int:
-        return self.spawn("kubelet", [
-            str(self.binaries.kube("kubelet")), f"--config={self.dir / 'config' / 'kubelet.yaml'}",
-            f"--kubeconfig={self.dir / 'kubelet.kubeconfig'}", f"--hostname-override={state.node_name}",
-            f"--node-ip={NODE_IP}", "--v=2"], state)
+        self.node(1).wait_kubelet_healthy(state, timeout)
 
     # --- start -----------------------------------------------------------------------------------
 
@@ -316,17 +336,26 @@ class Cluster:
         paths = self._require_state().binaries
         return Binaries(**{key: Path(value) for key, value in paths.items()})
 
-    def up(self, binaries: Binaries, node_name: str = NODE_NAME) -> None:
-        """Start a fresh cluster; on any failure everything started so far is stopped again."""
+    def up(self, binaries: Binaries, node_name: str = NODE_NAME,
+           version: str = components.KUBERNETES_VERSION, nodes: int = 1) -> None:
+        """Start a fresh cluster of ``version`` (``binaries`` built for it) with ``nodes`` nodes; on any
+        failure everything started so far is stopped again."""
+        if not 1 <= nodes <= MAX_NODES:
+            raise ClusterError(f"nodes: {nodes} is not between 1 and {MAX_NODES}")
         self.down()  # a previous run interrupted before its own down
-        for sub in ("ns", "config", "pki"):
+        for sub in ("ns", "config", "pki", *_NODE_DIRS):
             shutil.rmtree(self.dir / sub, ignore_errors=True)
         shutil.rmtree(self.dir / "etcd", ignore_errors=True)
         self.logs.mkdir(parents=True, exist_ok=True)
         (self.dir / MARKER).write_text("made by kubedevice's `cluster.sh up`: `down` removes what `up` made here\n")
         cluster_id = hashlib.sha256(str(self.dir).encode()).hexdigest()[:12]
-        state = State(ports=Ports.free(), node_name=node_name, cluster_id=cluster_id,
-                      binaries={key: str(value) for key, value in asdict(binaries).items()})
+        ports, more = Ports.free(extra=2 * (nodes - 1))
+        # The further nodes' ports are known before the host's relay starts: it serves their healthz too.
+        state = State(ports=ports, node_name=node_name, cluster_id=cluster_id,
+                      binaries={key: str(value) for key, value in asdict(binaries).items()},
+                      kubernetes_version=version,
+                      nodes=[NodeState(f"{node_name}-{number}", more[2 * number - 4], more[2 * number - 3])
+                             for number in range(2, nodes + 1)])
         self.save(state)
         try:
             self._prepare(state)
@@ -334,6 +363,7 @@ class Cluster:
             self._start_relays(state)
             self._start_control_plane(state)
             self._start_node(state)
+            self._start_more_nodes(state)
         except BaseException:
             self.down()
             raise
@@ -345,42 +375,11 @@ class Cluster:
                            ("scheduler.kubeconfig", "scheduler"),
                            ("controller-manager.kubeconfig", "controller-manager")):
             (self.dir / name).write_text(pki.kubeconfig(api, self.dir / "pki", user))
-        ns = self.dir / "ns"
-        for sub in ("var-lib/kubelet/device-plugins", "run/cdi", "var-log", "sysctl"):
-            (ns / sub).mkdir(parents=True, exist_ok=True)
-        for path in _SYSCTLS:
-            source = Path("/proc/sys") / path
-            if source.exists():
-                (ns / "sysctl" / path.replace("/", ".")).write_text(source.read_text())
-        config = self.dir / "config"
-        config.mkdir(exist_ok=True)
-        (config / "kubelet.yaml").write_text(_kubelet_config(state, self.dir))
-        (config / "containerd.toml").write_text(_containerd_config(self.dir, self.binaries))
-        cni = self.dir / "cni"
-        shutil.rmtree(cni, ignore_errors=True)
-        (cni / "bin").mkdir(parents=True)
-        (cni / "net.d").mkdir()
-        plugin = cni / "bin" / "kubedevice-veth"
-        plugin.write_text(_CNI_PLUGIN.replace("@IPAM@", str(cni / "ipam")).replace("@NODE_IP@", NODE_IP))
-        plugin.chmod(0o755)
-        (cni / "net.d" / "10-kubedevice.conflist").write_text(json.dumps(
-            {"cniVersion": "1.0.0", "name": "kubedevice", "plugins": [{"type": "kubedevice-veth"}]}))
-        write_oci_archive(self.binaries.image_program, [PAUSE_IMAGE, TEST_IMAGE], config / "image.tar")
+        self.node(1).write_files(state)
+        write_oci_archive(self.binaries.image_program, [PAUSE_IMAGE, TEST_IMAGE], self.dir / "config" / "image.tar")
 
     def _start_namespace(self, state: State) -> None:
-        script = _namespace_script(self.dir)
-        log = (self.logs / "namespace.log").open("ab")
-        process = subprocess.Popen(
-            ["unshare", "--mount", "--pid", "--net", "--fork", "--mount-proc", "--propagation", "private",
-             "--kill-child", "sh", "-c", script, "sh", sys.executable],
-            stdin=subprocess.DEVNULL, stdout=log, stderr=log, start_new_session=True)
-        log.close()
-        state.init_pid = process.pid
-        self.save(state)
-        ready = self.dir / "ns.ready"
-        ready.unlink(missing_ok=True)
-        _wait("the private namespace", 15.0, ready.exists, self.logs / "namespace.log", process.pid)
-        state.namespace_pid = _child_of(process.pid)
+        state.init_pid, state.namespace_pid = self.node(1).start_namespace(state)
         self.save(state)
 
     def _start_relays(self, state: State) -> None:
@@ -389,7 +388,7 @@ class Cluster:
         Only the ports something outside uses: the API server (kubeconfigs), etcd and the kubelet's
         healthz (``up`` and the tests wait on them).
         """
-        ports = [str(port) for port in relayed_ports(state.ports)]
+        ports = [str(port) for port in relayed_ports(state)]
         inside = self.spawn("relay-inside", [sys.executable, str(_RELAY), "inside", str(self.relay_dir), *ports],
                             state)
         _wait("the relay inside the namespace", 15.0,
@@ -406,23 +405,10 @@ class Cluster:
 
     def spawn(self, name: str, argv: list[str], state: State | None = None,
               env: dict[str, str] | None = None) -> int:
-        """Start ``argv`` inside the namespaces (where /var/lib/kubelet is the cluster's); its host PID.
-
-        Its output goes to ``logs/<name>.log``; :meth:`stop` ends it, :meth:`down` in any case.
+        """Start ``argv`` inside the first node's namespaces (where /var/lib/kubelet is the cluster's);
+        its host PID. Its output goes to ``logs/<name>.log``; :meth:`stop` ends it, :meth:`down` in any case.
         """
-        state = state or self._require_state()
-        nspid = state.namespace_pid
-        log = (self.logs / f"{name}.log").open("ab")
-        env = {**os.environ, **(env or {}),
-               "PATH": f"{self.binaries.containerd}:{self.dir / 'cni' / 'bin'}:{os.environ['PATH']}"}
-        process = subprocess.Popen(["nsenter", "-t", str(nspid), "-m", "-p", "-n", "--", *argv],
-                                   stdin=subprocess.DEVNULL, stdout=log, stderr=log, env=env, start_new_session=True,
-                                   cwd=self.dir)
-        log.close()
-        child = _child_of(process.pid)
-        state.pids[name] = child
-        self.save(state)
-        return child
+        return self.node(1).spawn(name, argv, state, env)
 
     def _start_control_plane(self, state: State) -> None:
         ports, pkidir, bins = state.ports, self.dir / "pki", self.binaries
@@ -444,7 +430,8 @@ class Cluster:
             "--service-account-issuer=https://kubernetes.default.svc", "--authorization-mode=Node,RBAC",
             "--service-cluster-ip-range=10.96.0.0/24", "--allow-privileged=true", "--profiling=false",
             f"--kubelet-client-certificate={pkidir / 'admin.crt'}",
-            f"--kubelet-client-key={pkidir / 'admin.key'}"], state)
+            f"--kubelet-client-key={pkidir / 'admin.key'}", *_apiserver_release_flags(state.kubernetes_version)],
+            state)
         api = self.api()
         _wait("kube-apiserver /readyz", 90.0, api.ready, self.logs / "kube-apiserver.log",
               state.pids["kube-apiserver"])
@@ -462,36 +449,262 @@ class Cluster:
             "--use-service-account-credentials=true"], state)
 
     def _start_node(self, state: State) -> None:
-        self.spawn("containerd", [str(self.binaries.containerd / "containerd"),
-                                   f"--config={self.dir / 'config' / 'containerd.toml'}"], state)
-        _wait("containerd's socket", 30.0, self.containerd_socket.exists, self.logs / "containerd.log",
-              state.pids["containerd"])
-        ctr = [str(self.binaries.containerd / "ctr"), "--address", str(self.containerd_socket), "-n", "k8s.io"]
-        done = subprocess.run([*ctr, "images", "import", "--platform", "linux/amd64", "--snapshotter", "native",
-                               str(self.dir / "config" / "image.tar")], capture_output=True, text=True,
-                              check=False, timeout=120)
-        if done.returncode != 0:
-            raise ClusterError(f"ctr images import failed: {done.stderr.strip()[-2000:]}")
-        self._start_kubelet(state)
-        self.wait_kubelet_healthy(state)
+        node = self.node(1)
+        node.start_runtime(state)
+        node.wait_kubelet_healthy(state)
+        node.wait_ready(state)
         api = self.api()
-        _wait(f"node {state.node_name} Ready", 90.0, lambda: api.node_ready(state.node_name),
-              self.logs / "kubelet.log", state.pids["kubelet"])
-        # The node lifecycle controller lifts the not-ready taint the kubelet registers with (as its
-        # own service account: --use-service-account-credentials; the controller-manager's user may not).
-        _wait(f"node {state.node_name} untainted", 60.0, lambda: not api.node_taints(state.node_name),
-              self.logs / "kube-controller-manager.log", state.pids["kube-controller-manager"])
         _wait("service account default/default", 60.0,
               lambda: api.get("/api/v1/namespaces/default/serviceaccounts/default") is not None,
               self.logs / "kube-controller-manager.log", state.pids["kube-controller-manager"])
+
+    def _start_more_nodes(self, state: State) -> None:
+        """Nodes 2 … N: every kubelet started before any is waited for, so they register together."""
+        more = []
+        for number in range(2, 2 + len(state.nodes)):
+            node = Node(self, number)
+            pki.node_client(self.dir / "pki", f"kubelet-{number}", node.name)
+            (node.root / "kubelet.kubeconfig").parent.mkdir(parents=True, exist_ok=True)
+            (node.root / "kubelet.kubeconfig").write_text(
+                pki.kubeconfig(f"https://127.0.0.1:{state.ports.apiserver}", self.dir / "pki", f"kubelet-{number}"))
+            node.write_files(state)
+            record = state.nodes[number - 2]
+            record.init_pid, record.namespace_pid = node.start_namespace(state)
+            self.save(state)
+            node.start_relays(state)
+            node.start_runtime(state)
+            more.append(node)
+        for node in more:
+            node.wait_kubelet_healthy(state)
+            node.wait_ready(state)
+
+
+class Node:
+    """One node of a cluster. The first lives in the control plane's namespace (with one node, all
+    there is); each further one is a namespace of its own with the same layout under ``node<N>/``:
+    ``ns/`` (its /var/lib, /run, /var/log), ``config/``, ``cni/`` and its kubelet's kubeconfig.
+    Its processes are named in ``state.json`` under its :class:`NodeState`."""
+
+    def __init__(self, cluster: Cluster, number: int) -> None:
+        self.cluster = cluster
+        self.number = number
+        self.root = cluster.dir if number == 1 else cluster.dir / f"node{number}"
+
+    @property
+    def name(self) -> str:
+        return self._name(self.cluster._require_state())
+
+    @property
+    def kubelet_dir(self) -> Path:
+        return self.root / "ns" / "var-lib" / "kubelet"
+
+    @property
+    def plugin_dir(self) -> Path:
+        return self.kubelet_dir / "device-plugins"
+
+    @property
+    def pod_log_dir(self) -> Path:
+        return self.root / "ns" / "var-log" / "pods"
+
+    @property
+    def cdi_dir(self) -> Path:
+        return self.root / "ns" / "run" / "cdi"
+
+    @property
+    def containerd_socket(self) -> Path:
+        return self.root / "ns" / "run" / "containerd" / "containerd.sock"
+
+    @property
+    def namespace_pid(self) -> int:
+        """Host PID of the node's namespace init: ``nsenter -t`` it to be on the node."""
+        state = self.cluster._require_state()
+        return state.namespace_pid if self.number == 1 else self._record(state).namespace_pid
+
+    def pids(self, state: State) -> dict[str, int]:
+        """The node's processes by name (the first node's include the control plane's)."""
+        return state.pids if self.number == 1 else self._record(state).pids
+
+    def log(self, name: str) -> Path:
+        """Where the output of the node's process ``name`` goes."""
+        return self._log(self.cluster._require_state(), name)
+
+    def summary(self, state: State) -> dict[str, str]:
+        """What ``up`` prints about a further node (the first node's is the cluster's own summary)."""
+        name = self._name(state)
+        nsenter = f"nsenter -t {self._record(state).namespace_pid} -m -p -n --"
+        return {f"{name} {key}": value for key, value in (
+            ("kubelet-dir", str(self.kubelet_dir)), ("plugin-dir", str(self.plugin_dir)),
+            ("pod-logs", str(self.pod_log_dir)), ("cdi-dir", str(self.cdi_dir)),
+            ("containerd", str(self.containerd_socket)), ("run-on-node", nsenter))}
+
+    def spawn(self, name: str, argv: list[str], state: State | None = None,
+              env: dict[str, str] | None = None) -> int:
+        """Start ``argv`` inside the node's namespaces (its /var/lib/kubelet, /run and network); its
+        host PID. Output to :meth:`log`; :meth:`stop` ends it, the cluster's ``down`` in any case."""
+        state = state or self.cluster._require_state()
+        namespace_pid = state.namespace_pid if self.number == 1 else self._record(state).namespace_pid
+        log = self._log(state, name).open("ab")
+        path = f"{self.cluster.binaries.containerd}:{self.root / 'cni' / 'bin'}:{os.environ['PATH']}"
+        process = subprocess.Popen(["nsenter", "-t", str(namespace_pid), "-m", "-p", "-n", "--", *argv],
+                                   stdin=subprocess.DEVNULL, stdout=log, stderr=log, start_new_session=True,
+                                   env={**os.environ, **(env or {}), "PATH": path}, cwd=self.cluster.dir)
+        log.close()
+        child = _child_of(process.pid)
+        self.pids(state)[name] = child
+        self.cluster.save(state)
+        return child
+
+    def stop(self, name: str) -> None:
+        """SIGTERM a process started by :meth:`spawn` (SIGKILL after 20 s)."""
+        state = self.cluster._require_state()
+        _terminate(self.pids(state).pop(name, 0), timeout=20.0)
+        self.cluster.save(state)
+
+    def restart_kubelet(self, wait_healthy: bool = True) -> float:
+        """Stop the node's kubelet (SIGTERM) and start it again; seconds until it answers healthz."""
+        state = self.cluster._require_state()
+        _terminate(self.pids(state)["kubelet"], timeout=20.0)
+        started = time.monotonic()
+        self.start_kubelet(state)
+        if wait_healthy:
+            self.wait_kubelet_healthy(state)
+        return time.monotonic() - started
+
+    def wait_kubelet_healthy(self, state: State | None = None, timeout: float = 60.0) -> None:
+        state = state or self.cluster._require_state()
+        port = self._ports(state)[1]
+        _wait(f"{self._name(state)}'s kubelet healthz on 127.0.0.1:{port}", timeout,
+              lambda: _http_ok(f"http://127.0.0.1:{port}/healthz"), self._log(state, "kubelet"),
+              self.pids(state).get("kubelet"))
+
+    def wait_ready(self, state: State) -> None:
+        """Until the Node is Ready and the node lifecycle controller has lifted the not-ready taint the
+        kubelet registers with (as its own service account: --use-service-account-credentials)."""
+        api, name = self.cluster.api(), self._name(state)
+        _wait(f"node {name} Ready", 90.0, lambda: api.node_ready(name), self._log(state, "kubelet"),
+              self.pids(state).get("kubelet"))
+        _wait(f"node {name} untainted", 60.0, lambda: not api.node_taints(name),
+              self.cluster.logs / "kube-controller-manager.log", state.pids.get("kube-controller-manager"))
+
+    # --- start -----------------------------------------------------------------------------------
+
+    def write_files(self, state: State) -> None:
+        """The node's private directories, sysctl copies, kubelet and containerd configs and CNI plugin."""
+        ns = self.root / "ns"
+        for sub in ("var-lib/kubelet/device-plugins", "run/cdi", "var-log", "sysctl"):
+            (ns / sub).mkdir(parents=True, exist_ok=True)
+        for path in _SYSCTLS:
+            source = Path("/proc/sys") / path
+            if source.exists():
+                (ns / "sysctl" / path.replace("/", ".")).write_text(source.read_text())
+        config = self.root / "config"
+        config.mkdir(exist_ok=True)
+        # Cgroups of further nodes are siblings of the first's (never nested in a kubelet's root).
+        cgroup_root = f"/kubedevice/{state.cluster_id}" + ("" if self.number == 1 else f"-{self.number}")
+        (config / "kubelet.yaml").write_text(
+            _kubelet_config(*self._ports(state), self.cluster.dir / "pki" / "ca.crt", cgroup_root))
+        (config / "containerd.toml").write_text(_containerd_config(self.root, self.cluster.binaries))
+        cni = self.root / "cni"
+        shutil.rmtree(cni, ignore_errors=True)
+        (cni / "bin").mkdir(parents=True)
+        (cni / "net.d").mkdir()
+        plugin = cni / "bin" / "kubedevice-veth"
+        plugin.write_text(_CNI_PLUGIN.replace("@IPAM@", str(cni / "ipam")).replace("@NODE_IP@", NODE_IP))
+        plugin.chmod(0o755)
+        (cni / "net.d" / "10-kubedevice.conflist").write_text(json.dumps(
+            {"cniVersion": "1.0.0", "name": "kubedevice", "plugins": [{"type": "kubedevice-veth"}]}))
+
+    def start_namespace(self, state: State) -> tuple[int, int]:
+        """The node's private mount, PID and network namespace; (unshare's PID, the init's host PID)."""
+        log_path = self._log(state, "namespace")
+        log = log_path.open("ab")
+        process = subprocess.Popen(
+            ["unshare", "--mount", "--pid", "--net", "--fork", "--mount-proc", "--propagation", "private",
+             "--kill-child", "sh", "-c", _namespace_script(self.root), "sh", sys.executable],
+            stdin=subprocess.DEVNULL, stdout=log, stderr=log, start_new_session=True)
+        log.close()
+        if self.number > 1:  # down finds it even if the wait below fails
+            self._record(state).init_pid = process.pid
+        else:
+            state.init_pid = process.pid
+        self.cluster.save(state)
+        ready = self.root / "ns.ready"
+        ready.unlink(missing_ok=True)
+        _wait(f"the private namespace of {self._name(state)}", 15.0, ready.exists, log_path, process.pid)
+        return process.pid, _child_of(process.pid)
+
+    def start_relays(self, state: State) -> None:
+        """A further node's ways in and out, one process: its kubelet's 127.0.0.1:APISERVER to the
+        control plane's unix socket (served by the first node's inside relay), and its kubelet's
+        healthz to the unix socket the host's relay (started with every node's port) forwards to.
+        No address off the node is dialled."""
+        relays = self.cluster.relay_dir
+        healthz = str(self._ports(state)[1])
+        relay = self.spawn("relay", [sys.executable, str(_RELAY), "host", str(relays), str(state.ports.apiserver),
+                                     "--also-inside", healthz], state)
+        _wait(f"the relay of {self._name(state)}", 15.0, (relays / f"{healthz}.sock").exists,
+              self._log(state, "relay"), relay)
+
+    def start_runtime(self, state: State) -> None:
+        """containerd, the test images imported into it, then the kubelet (not waited for)."""
+        containerd = self.cluster.binaries.containerd
+        config = self.root / "config" / "containerd.toml"
+        self.spawn("containerd", [str(containerd / "containerd"), f"--config={config}"], state)
+        _wait(f"{self._name(state)}'s containerd socket", 30.0, self.containerd_socket.exists,
+              self._log(state, "containerd"), self.pids(state)["containerd"])
+        ctr = [str(containerd / "ctr"), "--address", str(self.containerd_socket), "-n", "k8s.io"]
+        done = subprocess.run([*ctr, "images", "import", "--platform", "linux/amd64", "--snapshotter", "native",
+                               str(self.cluster.dir / "config" / "image.tar")], capture_output=True, text=True,
+                              check=False, timeout=120)
+        if done.returncode != 0:
+            raise ClusterError(f"ctr images import failed on {self._name(state)}: {done.stderr.strip()[-2000:]}")
+        self.start_kubelet(state)
+
+    def start_kubelet(self, state: State | None = None) -> int:
+        """Start the node's kubelet (not waited for: :meth:`wait_kubelet_healthy`); its host PID."""
+        state = state or self.cluster._require_state()
+        return self.spawn("kubelet", [
+            str(self.cluster.binaries.kube("kubelet")), f"--config={self.root / 'config' / 'kubelet.yaml'}",
+            f"--kubeconfig={self.root / 'kubelet.kubeconfig'}", f"--hostname-override={self._name(state)}",
+            f"--node-ip={NODE_IP}", "--v=2"], state)
+
+    def _record(self, state: State) -> NodeState:
+        return state.nodes[self.number - 2]
+
+    def _name(self, state: State) -> str:
+        return state.node_name if self.number == 1 else self._record(state).name
+
+    def _ports(self, state: State) -> tuple[int, int]:
+        """(kubelet, kubelet healthz): each node's own, so the host can relay every healthz."""
+        if self.number == 1:
+            return state.ports.kubelet, state.ports.kubelet_healthz
+        return self._record(state).kubelet, self._record(state).kubelet_healthz
+
+    def _log(self, state: State, name: str) -> Path:
+        prefix = "" if self.number == 1 else f"{self._name(state)}-"
+        return self.cluster.logs / f"{prefix}{name}.log"
 
 
 # --- helpers -------------------------------------------------------------------------------------
 
 
-def relayed_ports(ports: Ports) -> list[int]:
-    """The cluster's ports the host reaches (through :mod:`relay`), under the same numbers."""
-    return [ports.apiserver, ports.etcd_client, ports.kubelet_healthz]
+def _apiserver_release_flags(version: str) -> list[str]:
+    """What one release's API server needs beyond the rest.
+
+    From 1.37 the default endpoint reconciler refuses a loopback ``--advertise-address`` ("cannot use
+    public IP 127.0.0.1 with endpoint reconciler"); nothing here uses the ``kubernetes`` Service's
+    endpoints (pods that call the API server are given ``KUBERNETES_SERVICE_HOST``), so ``none``.
+    Earlier releases keep their default, as proven before.
+    """
+    minor = int(version.lstrip("v").split(".")[1])
+    return ["--endpoint-reconciler-type=none"] if minor >= 37 else []
+
+
+def relayed_ports(state: State) -> list[int]:
+    """The cluster's ports the host reaches (through :mod:`relay`), under the same numbers: every
+    node's kubelet healthz among them (a further node's own relay serves its socket)."""
+    return [state.ports.apiserver, state.ports.etcd_client, state.ports.kubelet_healthz,
+            *(node.kubelet_healthz for node in state.nodes)]
 
 
 def _namespace_script(directory: Path) -> str:
@@ -523,16 +736,15 @@ while True:
 """
 
 
-def _kubelet_config(state: State, directory: Path) -> str:
-    ports = state.ports
+def _kubelet_config(port: int, healthz_port: int, client_ca: Path, cgroup_root: str) -> str:
     config = {
         "apiVersion": "kubelet.config.k8s.io/v1beta1", "kind": "KubeletConfiguration",
-        "address": "127.0.0.1", "port": ports.kubelet, "healthzBindAddress": "127.0.0.1",
-        "healthzPort": ports.kubelet_healthz, "readOnlyPort": 0,
+        "address": "127.0.0.1", "port": port, "healthzBindAddress": "127.0.0.1",
+        "healthzPort": healthz_port, "readOnlyPort": 0,
         "authentication": {"anonymous": {"enabled": False}, "webhook": {"enabled": False},
-                           "x509": {"clientCAFile": str(directory / "pki" / "ca.crt")}},
+                           "x509": {"clientCAFile": str(client_ca)}},
         "authorization": {"mode": "AlwaysAllow"},
-        "cgroupDriver": "cgroupfs", "cgroupsPerQOS": False, "cgroupRoot": f"/kubedevice/{state.cluster_id}",
+        "cgroupDriver": "cgroupfs", "cgroupsPerQOS": False, "cgroupRoot": cgroup_root,
         "enforceNodeAllocatable": [], "failSwapOn": False, "failCgroupV1": False,
         "containerRuntimeEndpoint": "unix:///run/containerd/containerd.sock",
         "nodeStatusUpdateFrequency": "500ms", "nodeStatusReportFrequency": "1s", "resolvConf": "",
@@ -671,6 +883,25 @@ def _descendants(roots: list[int]) -> set[int]:
     return found
 
 
+def _stop_namespace(pids: dict[str, int], namespace_pid: int, init_pid: int) -> None:
+    """Stop one namespace's processes in order (plugins started with spawn() and relays first), then
+    its init.
+
+    When the namespace's init exits, the kernel kills every process of the PID namespace (container
+    processes in nested namespaces too); unshare(1) then exits. unshare blocks SIGTERM while it
+    waits, so it is only the fallback: --kill-child SIGKILLs the init.
+    """
+    members = _descendants([init_pid, *pids.values()])
+    extra = [name for name in pids if name not in _STOP_ORDER]
+    for name in [*extra, *_STOP_ORDER]:
+        pid = pids.get(name, 0)
+        if pid:
+            _terminate(pid, timeout=20.0)
+    _terminate(namespace_pid, timeout=5.0)
+    _terminate(init_pid, timeout=5.0)
+    _wait_gone(members | _descendants([init_pid, *pids.values()]))
+
+
 def _wait_gone(pids: set[int], timeout: float = 20.0) -> None:
     """Until none of ``pids`` is alive (the kernel kills a PID namespace's processes after its init)."""
     deadline = time.monotonic() + timeout
@@ -692,7 +923,8 @@ def _all_pids() -> Iterator[int]:
 def cgroup_dirs(cluster_id: str) -> list[Path]:
     """The cluster's cgroup directories in every mounted hierarchy (v1 controllers and v2)."""
     root = Path("/sys/fs/cgroup")
-    found = [path for path in [root / "kubedevice" / cluster_id, *root.glob(f"*/kubedevice/{cluster_id}")]
+    names = (cluster_id, f"{cluster_id}-*")  # the first node's and further nodes' (``-<number>``)
+    found = [path for name in names for path in [*root.glob(f"kubedevice/{name}"), *root.glob(f"*/kubedevice/{name}")]
              if path.is_dir()]
     return found
 
@@ -721,7 +953,10 @@ def _remove_cgroups(cluster_id: str, timeout: float = 10.0) -> None:
 
 def leftovers(directory: Path, state: State) -> list[str]:
     """What a stopped cluster left on the host: processes, mounts below its directory, cgroups."""
-    found = [f"process {pid}" for pid in (state.init_pid, state.namespace_pid, *state.pids.values()) if _alive(pid)]
+    pids = [state.init_pid, state.namespace_pid, *state.pids.values()]
+    for node in state.nodes:
+        pids += [node.init_pid, node.namespace_pid, *node.pids.values()]
+    found = [f"process {pid}" for pid in pids if _alive(pid)]
     prefix = str(directory.resolve())
     for line in Path("/proc/self/mountinfo").read_text().splitlines():
         root, target = line.split()[3:5]
@@ -751,8 +986,10 @@ def _remove_except(path: Path, kept: list[Path]) -> int:
         shutil.rmtree(path)
         return size
     freed = sum(_remove_except(child, kept) for child in path.iterdir())
+    own = path.lstat().st_blocks * 512
     with contextlib.suppress(OSError):
-        path.rmdir()
+        path.rmdir()  # empty when nothing kept was there (a node directory without pod logs)
+        freed += own
     return freed
 
 
@@ -804,8 +1041,10 @@ def _tail(log: Path, size: int = 3000) -> str:
         return "(no log)"
 
 
-def up(directory: Path, node_name: str = NODE_NAME) -> Cluster:
-    """Build (cached) and start a cluster in ``directory``; ClusterError/BuildError say why not."""
+def up(directory: Path, node_name: str = NODE_NAME, release: str | None = None, nodes: int = 1) -> Cluster:
+    """Build (cached) and start a cluster of ``release`` (``1.37``; None: the default) with ``nodes``
+    nodes in ``directory``; ClusterError/BuildError say why not."""
+    version = components.version_of(release)
     reason = missing_prerequisite()
     if reason is not None:
         raise ClusterError(reason)
@@ -814,7 +1053,7 @@ def up(directory: Path, node_name: str = NODE_NAME) -> Cluster:
     for hidden in _HIDDEN:
         if cluster.dir.is_relative_to(hidden):
             raise ClusterError(f"the cluster directory may not be under {hidden}: the namespace hides it")
-    cluster.up(components.ensure_all(), node_name)
+    cluster.up(components.ensure_all(version), node_name, version, nodes)
     return cluster
 
 
@@ -828,13 +1067,22 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--dir", type=Path, default=Path(os.environ.get(DIR_ENV, DEFAULT_DIR)),
                         help=f"the cluster directory (default ${DIR_ENV} or {DEFAULT_DIR})")
     parser.add_argument("--node-name", default=NODE_NAME)
+    parser.add_argument("--version", dest="release", choices=list(components.RELEASES), default=None,
+                        help=f"up: the Kubernetes release (default {components.DEFAULT_RELEASE}: "
+                             f"{components.KUBERNETES_VERSION}); each is built once and cached")
+    parser.add_argument("--nodes", type=int, default=1,
+                        help=f"up: how many nodes, 1 to {MAX_NODES} (default 1): each a kubelet and containerd "
+                             "in a private namespace of its own, named <node-name>, <node-name>-2, ...")
     parser.add_argument("--keep", action="store_true",
                         help="down: keep etcd's data, containerd's images and the rest (default: keep only the logs)")
     args = parser.parse_args(argv)
+    if not 1 <= args.nodes <= MAX_NODES:
+        print(f"kubedevice: --nodes: {args.nodes} is not between 1 and {MAX_NODES}", file=sys.stderr)
+        return 2
     signal.signal(signal.SIGTERM, _interrupt)  # an interrupted `up` stops what it started
     try:
         if args.command == "up":
-            _up_command(args.dir, args.node_name)
+            _up_command(args.dir, args.node_name, args.release, args.nodes)
         elif args.command == "down":
             _down_command(Cluster(args.dir), args.keep)
         else:
@@ -848,12 +1096,13 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
-def _up_command(directory: Path, node_name: str) -> None:
+def _up_command(directory: Path, node_name: str, release: str | None, nodes: int) -> None:
     """Start, then build kubectl if it is not cached yet: after the cluster, so that a cold kubectl
     build never delays the cluster itself; interrupted, it stops the cluster as any part of ``up``."""
-    cluster = up(directory, node_name)
+    cluster = up(directory, node_name, release, nodes)
+    version = components.version_of(release)
     try:
-        kubectl: Path | str = components.kubectl()
+        kubectl: Path | str = components.kubectl(version)
     except BuildError as err:  # the cluster runs without it; say why there is none
         kubectl = str(err).splitlines()[0]
     except BaseException:
@@ -862,7 +1111,7 @@ def _up_command(directory: Path, node_name: str) -> None:
     for key, value in cluster.summary().items():
         print(f"{key}: {value}")
     print(f"kubectl: not built: {kubectl}" if isinstance(kubectl, str)
-          else f"kubectl: {kubectl} ({components.KUBERNETES_VERSION}, as the cluster)")
+          else f"kubectl: {kubectl} ({version}, as the cluster)")
     sudo = "sudo " if os.environ.get("SUDO_USER") else ""  # kubectl is in root's cache, nsenter needs root
     print("# to use them in this shell:")
     print(f"export KUBECONFIG={shlex.quote(str(cluster.kubeconfig))}")
@@ -884,9 +1133,11 @@ def _down_command(cluster: Cluster, keep: bool) -> None:
         print(f"removed: nothing ({cluster.dir} has no {MARKER}: `up` did not make it)")
         return
     removed, logs = result
+    pod_logs = [cluster.pod_log_dir, *(path for name in _NODE_DIRS
+                                       if (path := cluster.dir / name / "ns" / "var-log" / "pods").exists())]
     print(f"removed: {_megabytes(removed)} from {cluster.dir} (etcd's data, containerd's images and snapshots, the "
-          f"kubelet's directory, certificates, kubeconfigs); kept the logs for debugging, {_megabytes(logs)}: "
-          f"{cluster.logs} and {cluster.pod_log_dir}")
+          f"kubelets' directories, certificates, kubeconfigs); kept the logs for debugging, {_megabytes(logs)}: "
+          f"{cluster.logs} and {', '.join(map(str, pod_logs))}")
 
 
 def _status_command(cluster: Cluster) -> int:

@@ -22,7 +22,12 @@ from pathlib import Path
 
 from .gobuild import BUILD_TIMEOUT, BuildError, build, cache_dir
 
-KUBERNETES_VERSION = "v1.36.3"
+RELEASES = {"1.34": "v1.34.4", "1.35": "v1.35.4", "1.36": "v1.36.3", "1.37": "v1.37.2"}
+"""Each supported minor release and the patch release built for it (the ones the module proxy serves)."""
+DEFAULT_RELEASE = "1.36"
+"""The release a cluster runs unless asked: the newest one that every managed offering has on the day
+(managed clusters lag upstream by one or two minors), and the one the e2e suite proves in full."""
+KUBERNETES_VERSION = RELEASES[DEFAULT_RELEASE]
 ETCD_VERSION = "v3.6.16"
 CONTAINERD_VERSION = "v2.2.9"
 RUNC_VERSION = "v1.3.6"
@@ -52,40 +57,58 @@ class Binaries:
         return self.kubernetes / name
 
 
-def ensure_all() -> Binaries:
+def version_of(release: str | None) -> str:
+    """The patch version built for a release given as ``1.37`` or ``v1.37.2`` (None: the default)."""
+    if release is None:
+        return KUBERNETES_VERSION
+    minor = ".".join(release.lstrip("v").split(".")[:2])
+    if minor not in RELEASES:
+        raise BuildError(f"Kubernetes {release} is not supported: choose one of {', '.join(RELEASES)}")
+    return RELEASES[minor]
+
+
+def ensure_all(version: str = KUBERNETES_VERSION) -> Binaries:
     """Every binary, built if not cached yet; BuildError says which one failed and why."""
-    if shutil.which("go") is None and not _all_cached():
+    if shutil.which("go") is None and not _all_cached(version):
         raise BuildError("the Go toolchain is not installed and the cluster's binaries are not cached")
     image = build(_module("image"), ".", "envsleep")
     assert image is not None  # Go is present: checked above
-    return Binaries(kubernetes=kubernetes(), etcd=etcd(), containerd=containerd(), runc=runc(),
+    return Binaries(kubernetes=kubernetes(version), etcd=etcd(), containerd=containerd(), runc=runc(),
                     image_program=image)
 
 
-def kubernetes() -> Path:
+def kubernetes(version: str = KUBERNETES_VERSION) -> Path:
     """kube-apiserver, kubelet, kube-scheduler, kube-controller-manager and the sample device plugin."""
     packages = [f"k8s.io/kubernetes/{package}" for package in _KUBE_PACKAGES]
-    return _build_set("kubernetes", KUBERNETES_VERSION, _module("kubernetes"), packages,
-                      ["-ldflags", f"-s -w {_version_stamp()}"])
+    return _build_set("kubernetes", version, _kube_module(version), packages,
+                      ["-ldflags", f"-s -w {_version_stamp(version)}"])
 
 
-def kubectl() -> Path:
+def kubectl(version: str = KUBERNETES_VERSION) -> Path:
     """kubectl of the cluster's own version (a machine's older kubectl warns about version skew).
 
-    Only ``cluster.sh up`` needs it, so it is a cache entry of its own, built on demand from its own
-    wrapper module: adding it never invalidates, nor changes the build of, the other components.
+    Only ``cluster.sh up`` needs it, so it is a cache entry of its own, built on demand. The default
+    release has a wrapper module of its own (adding it never invalidated, nor changed the build of,
+    the other components); every other release's module pins kubectl beside the rest.
     """
-    return _build_set("kubectl", KUBERNETES_VERSION, _module("kubectl"), ["k8s.io/kubernetes/cmd/kubectl"],
-                      ["-ldflags", f"-s -w {_version_stamp()}"]) / "kubectl"
+    module = _module("kubectl") if version == KUBERNETES_VERSION else _kube_module(version)
+    return _build_set("kubectl", version, module, ["k8s.io/kubernetes/cmd/kubectl"],
+                      ["-ldflags", f"-s -w {_version_stamp(version)}"]) / "kubectl"
 
 
-def _version_stamp() -> str:
+def _kube_module(version: str) -> Path:
+    """``cluster/go/kubernetes`` for the default release, ``cluster/go/kubernetes-<version>`` for the others:
+    each requires its ``k8s.io/kubernetes`` and replaces the staging modules with the same ``v0.X.Y``."""
+    return _module("kubernetes" if version == KUBERNETES_VERSION else f"kubernetes-{version}")
+
+
+def _version_stamp(version: str) -> str:
     """``-X`` flags that stamp the Kubernetes version: without them every component, kubectl
     included, reports v0.0.0, and the kubelet's and kubectl's version skew checks complain."""
-    major, minor = KUBERNETES_VERSION.lstrip("v").split(".")[:2]
+    major, minor = version.lstrip("v").split(".")[:2]
     return " ".join(f"-X {pkg}.{key}={value}"
                     for pkg in ("k8s.io/component-base/version", "k8s.io/client-go/pkg/version")
-                    for key, value in (("gitVersion", KUBERNETES_VERSION), ("gitMajor", major),
+                    for key, value in (("gitVersion", version), ("gitMajor", major),
                                        ("gitMinor", minor)))
 
 
@@ -145,10 +168,10 @@ def _module(name: str) -> Path:
     return module
 
 
-def _all_cached() -> bool:
+def _all_cached(kubernetes_version: str) -> bool:
     root = cache_dir()
     return all((root / f"{name}-{version}").is_dir() for name, version in (
-        ("kubernetes", KUBERNETES_VERSION), ("etcd", ETCD_VERSION),
+        ("kubernetes", kubernetes_version), ("etcd", ETCD_VERSION),
         ("containerd", CONTAINERD_VERSION), ("runc", RUNC_VERSION)))
 
 

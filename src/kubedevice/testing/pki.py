@@ -29,6 +29,12 @@ def create(directory: Path, node_name: str) -> None:
         _sign(directory, name, subject, "extendedKeyUsage=clientAuth")
 
 
+def node_client(directory: Path, name: str, node_name: str) -> None:
+    """One more kubelet's client certificate (``<name>.crt``/``.key``): the Node authorizer lets
+    each kubelet write only its own Node and pods, so every node of a cluster needs its own identity."""
+    _sign(directory, name, f"/O=system:nodes/CN=system:node:{node_name}", "extendedKeyUsage=clientAuth")
+
+
 def kubeconfig(server: str, directory: Path, user: str) -> str:
     """A kubeconfig for ``user`` with the certificates embedded, so it works from any directory."""
     def data(name: str) -> str:

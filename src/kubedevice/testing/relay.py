@@ -5,8 +5,12 @@ Unix sockets live in the filesystem, so they cross network namespaces: ``host`` 
 127.0.0.1:PORT and forwards each connection to ``DIR/PORT.sock``; ``inside`` (run in the
 namespace) listens there and connects to 127.0.0.1:PORT. No other address is ever dialled.
 
-Run by file path (``python3 relay.py host|inside DIR PORT...``) so the cluster's processes use
-this exact file whatever kubedevice the interpreter would import.
+``--also-inside PORT...`` serves those ports the ``inside`` way in the same process: a further
+node of the cluster runs one relay that dials the control plane's API server (``host`` side) and
+serves its own kubelet's healthz (``inside`` side), one Python process instead of two.
+
+Run by file path (``python3 relay.py host|inside DIR PORT... [--also-inside PORT...]``) so the
+cluster's processes use this exact file whatever kubedevice the interpreter would import.
 """
 
 from __future__ import annotations
@@ -52,12 +56,13 @@ def _handler(dial: Dial) -> Callable[[asyncio.StreamReader, asyncio.StreamWriter
     return handle
 
 
-async def serve(side: str, directory: Path, ports: list[int]) -> None:
-    """Listen for every port; run until killed."""
+async def serve(side: str, directory: Path, ports: list[int], also_inside: list[int] | None = None) -> None:
+    """Listen for every port (``also_inside``: the ``inside`` way); run until killed."""
     servers = []
-    for port in ports:
+    listeners = [*((side, port) for port in ports), *(("inside", port) for port in also_inside or [])]
+    for way, port in listeners:
         path = _socket(directory, port)
-        if side == "host":
+        if way == "host":
             dial: Dial = functools.partial(asyncio.open_unix_connection, str(path))
             servers.append(await asyncio.start_server(_handler(dial), "127.0.0.1", port))
         else:
@@ -72,9 +77,10 @@ def main() -> None:
     parser.add_argument("side", choices=("host", "inside"))
     parser.add_argument("directory", type=Path)
     parser.add_argument("ports", type=int, nargs="+")
+    parser.add_argument("--also-inside", type=int, nargs="+", default=[])
     args = parser.parse_args()
     args.directory.mkdir(parents=True, exist_ok=True)
-    asyncio.run(serve(args.side, args.directory, args.ports))
+    asyncio.run(serve(args.side, args.directory, args.ports, args.also_inside))
 
 
 if __name__ == "__main__":
