@@ -66,6 +66,15 @@ class DeviceID:
     driver: str
     pool: str
     device: str
+    _hash: int = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        # The search looks IDs up in sets and dicts hundreds of thousands of times a run
+        # (benchmarks/allocate_vs_go.py): hash the three strings once.
+        object.__setattr__(self, "_hash", hash((self.driver, self.pool, self.device)))
+
+    def __hash__(self) -> int:
+        return self._hash
 
     def __str__(self) -> str:
         return f"{self.driver}/{self.pool}/{self.device}"
@@ -518,9 +527,9 @@ class DistinctAttribute(_AttributeConstraint):
     ``k8s.io/dynamic-resource-allocation`` v0.37: the values are a stack (the search adds and
     removes devices in LIFO order). Only a value of the same scalar type can be a duplicate; a
     list-typed value is refused once any value is held. (v0.36.3 kept one value per request
-    name, so a request's own devices were barely compared; v0.37 compares them all.) With
-    ``DRAListTypeAttributes`` (``internal/experimental``) values are sets that must be pairwise
-    disjoint.
+    name, so a request's own devices were barely compared; v0.37 compares them all:
+    :class:`DistinctAttributeV036` is the older one.) With ``DRAListTypeAttributes``
+    (``internal/experimental``) values are sets that must be pairwise disjoint.
     """
 
     def __init__(self, attribute: str, requests: Sequence[str], list_types: bool = False) -> None:
@@ -558,7 +567,63 @@ class DistinctAttribute(_AttributeConstraint):
             self.values.pop()
 
 
-Constraint = MatchAttribute | DistinctAttribute
+class DistinctAttributeV036(_AttributeConstraint):
+    """``distinctAttributeConstraint`` as 1.36's scheduler has it (v0.36.3, ``internal/incubating``
+    and ``internal/experimental`` ``constraint.go``), kept because allocation is exact per release.
+
+    Its values are a map keyed by the base request name, so each device of a request replaces
+    the one before it and a request's devices are only compared with the last one; ``remove``
+    deletes the request's entry however many devices it still holds. The first device of the
+    constraint (a count, not the map) is taken without a look at its value.
+    """
+
+    def __init__(self, attribute: str, requests: Sequence[str], list_types: bool = False) -> None:
+        super().__init__(attribute, requests, list_types)
+        self.by_request: dict[str, dict[str, Any]] = {}
+        self.count = 0
+
+    def _value(self, device: Device, driver: str) -> dict[str, Any] | None:
+        attribute = lookup_attribute(device, driver, self.attribute)
+        return None if attribute is None else attribute.as_value()
+
+    def add(self, base: str, full: str, device: Device, driver: str) -> bool:
+        if not self.applies(base, full):
+            return True
+        value = self._value(device, driver)
+        if value is None or (self.count and not self._distinct(value, self.by_request.values())):
+            return False
+        self.by_request[base] = value
+        self.count += 1
+        return True
+
+    def _distinct(self, value: dict[str, Any], held: Iterable[dict[str, Any]]) -> bool:
+        """``matchesAttribute``: no held value of the same kind equal (sets: overlapping) to ``value``."""
+        if self.list_types:
+            as_set = attribute_set(value)
+            sets = (attribute_set(v) for v in held)
+            return as_set is not None and all(h is None or _intersection(as_set, h) is None for h in sets)
+        kind = next(iter(value), "")
+        return all(kind in _SCALAR_KINDS and value != h for h in held)
+
+    def admits(self, base: str, full: str, device: Device, driver: str) -> bool:
+        """Whether ``add`` could accept the device deeper in the search.
+
+        The request's own entry is left out: a later device of the same request replaces it, so
+        a value it refuses now may be taken then. The other entries stay while the branch lasts.
+        """
+        if not self.applies(base, full):
+            return True
+        value = self._value(device, driver)
+        others = [v for name, v in self.by_request.items() if name != base]
+        return value is not None and (not self.count or self._distinct(value, others))
+
+    def remove(self, base: str, full: str) -> None:
+        if self.applies(base, full):
+            self.by_request.pop(base, None)
+            self.count -= 1
+
+
+Constraint = MatchAttribute | DistinctAttribute | DistinctAttributeV036
 
 
 # --- the search ---------------------------------------------------------------------------
@@ -576,6 +641,11 @@ class _Candidate:
     @property
     def per_device_node(self) -> bool:
         return bool(self.slice_.spec.per_device_node_selection)
+
+    @cached_property
+    def view(self) -> cel.DeviceInput:
+        """The device as CEL sees it, built once: every claim's selectors read the same view."""
+        return device_input(self.id.driver, self.device)
 
     @cached_property
     def counters(self) -> list[tuple[str, str, Fraction]]:
@@ -602,9 +672,14 @@ class _Request:
     all_devices: list[_Candidate] | None = None
     capacity: dict[str, cap.Amount] = field(default_factory=dict)
 
-    @property
+    @cached_property
     def name(self) -> str:
         return f"{self.base}/{self.sub}" if self.sub else self.base
+
+    @cached_property
+    def selector_key(self) -> tuple[str, tuple[str, ...]]:
+        """What decides the selectors' verdict on a device: the class and the request's expressions."""
+        return self.device_class.metadata.name, tuple(s.cel.expression if s.cel else "" for s in self.spec.selectors)
 
 
 class _TooMany(Exception):
@@ -667,7 +742,7 @@ class _Ledger:
 
     def in_use(self, device: DeviceID) -> bool:
         """``deviceInUse``: exclusively held, or being allocated to a claim."""
-        return device in self.exclusive or bool(self.allocating.get(device))
+        return device in self.exclusive or device in self.busy
 
     def mark(self, device: DeviceID, claim_index: int, on: bool) -> None:
         """Allocating the device to the claim, or no longer; ``busy`` follows."""
@@ -764,6 +839,8 @@ class _Search:
         self.features = features
         self.ledger = ledger
         self.matches: dict[tuple[DeviceID, int, str], bool] = {}
+        self.verdicts: dict[tuple[DeviceID, tuple[str, tuple[str, ...]]], bool] = {}
+        self.static_fits: dict[tuple[DeviceID, int, str], bool] = {}
         # Every device of the usable pools in the order the scheduler tries them.
         self.order = [c for pool in self.usable_pools() for c in self._pool_devices(pool)]
         self.any_shared = any(self.shared(c) for c in self.order)
@@ -776,6 +853,7 @@ class _Search:
             self.plan.append(self._plan_claim(index, claim))
             self.constraints.append(self._constraints(claim))
         self.need_after = self._need_after()
+        self.must_add_after = self._must_add_after()
         self.results: list[list[DeviceResult]] = [[] for _ in claims]
         self.chosen: dict[tuple[int, int], int] = {}
 
@@ -793,6 +871,25 @@ class _Search:
                 need_after[(ci, ri)] = total
                 total += min(0 if alt.spec.admin_access else alt.count for alt in self.plan[ci][ri])
         return need_after
+
+    def _must_add_after(self) -> set[tuple[int, int]]:
+        """The (claim, request) positions after which an ``All`` request of a claim with constraints waits.
+
+        ``allocateDevice`` with ``must`` aborts the whole allocation when a constraint refuses one
+        of the devices an ``All`` request needs (allocator_stable.go and the others), and it does
+        so as soon as it meets that device, before it reaches a device in use that would have
+        failed the branch quietly. A count alone cannot tell which comes first, so the counting
+        cuts (``_contended``, ``_capacity_short``) are not taken at these positions.
+        """
+        after: set[tuple[int, int]] = set()
+        pending = False
+        for ci in reversed(range(len(self.plan))):
+            constrained = bool(self.constraints[ci])
+            for ri in reversed(range(len(self.plan[ci]))):
+                if pending:
+                    after.add((ci, ri))
+                pending = pending or (constrained and any(a.all_devices for a in self.plan[ci][ri]))
+        return after
 
     def _plan_claim(self, index: int, claim: ResourceClaim) -> list[list[_Request]]:
         plan = []
@@ -898,7 +995,8 @@ class _Search:
             if constraint.match_attribute is not None:
                 constraints.append(MatchAttribute(constraint.match_attribute, constraint.requests, list_types))
             elif constraint.distinct_attribute is not None and not self.features.stable:
-                constraints.append(DistinctAttribute(constraint.distinct_attribute, constraint.requests, list_types))
+                distinct = DistinctAttributeV036 if self.features.before_137 else DistinctAttribute
+                constraints.append(distinct(constraint.distinct_attribute, constraint.requests, list_types))
             else:
                 raise AllocationError(
                     f"claim {claim_ref(claim)}, constraint #{i}: empty constraint (unsupported constraint type?)"
@@ -924,22 +1022,36 @@ class _Search:
 
     def selectable(self, claim_index: int, request: _Request, candidate: _Candidate) -> bool:
         key = (candidate.id, claim_index, request.name)
-        if key not in self.matches:
-            self.matches[key] = self._selectors_match(claim_index, request, candidate)
-        return self.matches[key]
+        verdict = self.matches.get(key)
+        if verdict is None:
+            verdict = self.matches[key] = self._selectors_match(claim_index, request, candidate)
+        return verdict
 
     def _selectors_match(self, claim_index: int, request: _Request, candidate: _Candidate) -> bool:
         if candidate.device.binding_conditions and not self.features.binding_conditions:
             return False
-        view = device_input(candidate.id.driver, candidate.device)
+        key = (candidate.id, request.selector_key)
+        verdict = self.verdicts.get(key)
+        if verdict is None:
+            verdict = self.verdicts[key] = self._all_selectors(claim_index, request, candidate)
+        # After the selectors, as in isSelectable: a CEL error on another node's device still counts.
+        return verdict and (not candidate.per_device_node or device_targets(candidate.device, self.node))
+
+    def _all_selectors(self, claim_index: int, request: _Request, candidate: _Candidate) -> bool:
+        """The class's selectors, then the request's, on the device.
+
+        CEL is pure, so the verdict is kept per device, class and expressions: the many claims
+        that repeat them get it evaluated once (the scheduler evaluates it per claim; with 100
+        claims it was the largest cost in benchmarks/allocate_vs_go.py). Errors are not kept:
+        each claim raises its own, naming itself.
+        """
         class_name = request.device_class.metadata.name
         owners = (f"class {class_name}", f"claim {claim_ref(self.claims[claim_index])}")
         for owner, selectors in zip(owners, (request.device_class.spec.selectors, request.spec.selectors), strict=True):
             for i, selector in enumerate(selectors):
-                if not self._one_selector(owner, i, selector.cel.expression if selector.cel else "", view, candidate):
+                if not self._one_selector(owner, i, selector.cel.expression if selector.cel else "", candidate):
                     return False
-        # After the selectors, as in isSelectable: a CEL error on another node's device still counts.
-        return not candidate.per_device_node or device_targets(candidate.device, self.node)
+        return True
 
     def selectable_or_error(self, claim_index: int, request: _Request, candidate: _Candidate) -> bool | None:
         """``selectable``, with None for a device whose selectors fail instead of raising.
@@ -953,13 +1065,13 @@ class _Search:
             return None
 
     @staticmethod
-    def _one_selector(owner: str, i: int, expression: str, view: cel.DeviceInput, candidate: _Candidate) -> bool:
+    def _one_selector(owner: str, i: int, expression: str, candidate: _Candidate) -> bool:
         try:
             compiled = cel.compile_selector(expression, env="StoredExpressions")
         except cel.CompileError as error:
             raise AllocationError(f"{owner}: selector #{i}: CEL compile error: {error.message}") from None
         try:
-            return compiled.matches(view)
+            return compiled.matches(candidate.view)
         except cel.EvalError as error:
             raise AllocationError(
                 f"{owner}: selector #{i} on device {candidate.id}: CEL runtime error: {error.message}"
@@ -975,9 +1087,21 @@ class _Search:
             raise AllocationError(f"{where}: checking capacity for device {name}: {error}") from None
 
     def _capacity_left(self, ci: int, request: _Request, candidate: _Candidate) -> bool:
-        where = f"claim {claim_ref(self.claims[ci])}, request {request.name}"
+        """Whether the request's share fits beside what is held of the device now.
+
+        With nothing held (every exclusive device: only shares are held) the answer depends on
+        the request and the device alone, so it is kept: the walk asks it of every device for
+        every claim. Errors are not kept.
+        """
         held = self.ledger.capacity_held(candidate.id)
-        return self._capacity_fits(where, request, candidate, held, str(candidate.id))
+        key = (candidate.id, ci, request.name)
+        if not held and key in self.static_fits:
+            return self.static_fits[key]
+        where = f"claim {claim_ref(self.claims[ci])}, request {request.name}"
+        fits = self._capacity_fits(where, request, candidate, held, str(candidate.id))
+        if not held:
+            self.static_fits[key] = fits
+        return fits
 
     def _busy(self, candidate: _Candidate, claim_index: int, request: _Request) -> bool:
         if request.spec.admin_access:
@@ -1155,7 +1279,7 @@ class _Search:
         walk goes on and raises that error where the scheduler does. A device that takes several
         allocations can serve any number of requests, so with one in the pools there is no cut.
         """
-        if self.any_shared:
+        if self.any_shared or (ci, ri) in self.must_add_after:
             return False
         request = self.plan[ci][ri][alt]
         need = self.need_after[(ci, ri)] + (0 if request.spec.admin_access else request.count - di)
@@ -1188,7 +1312,7 @@ class _Search:
         admin access (it reuses exclusive devices), and neither a selector nor the capacity
         arithmetic fails on a device upstream's walk would try, so the scheduler's errors stay.
         """
-        if not self.any_shared:
+        if not self.any_shared or (ci, ri) in self.must_add_after:
             return False
         request = self.plan[ci][ri][alt]
         groups = [[(ci, request, request.count - di)]] + [

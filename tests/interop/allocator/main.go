@@ -15,6 +15,11 @@
 //
 //	{"unschedulable": "<reason or empty>"} when the allocator finds no
 //	solution on this node, {"error": "..."} when it aborts.
+//
+// With -repeat N (for benchmarks/allocate_vs_go.py) each case is allocated N
+// times with one CEL cache, as the scheduler keeps one across cycles, and the
+// output adds "nanos": the wall time of each run from the allocated state to
+// the results, JSON decoding and encoding left out.
 package main
 
 import (
@@ -22,6 +27,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"flag"
 	"fmt"
 	"os"
 	"reflect"
@@ -55,6 +61,7 @@ type output struct {
 	Results       []resourceapi.AllocationResult `json:"results,omitempty"`
 	Unschedulable *string                        `json:"unschedulable,omitempty"`
 	Error         string                         `json:"error,omitempty"`
+	Nanos         []int64                        `json:"nanos,omitempty"`
 }
 
 // classLister answers like the scheduler's informer-backed lister: NotFound for an unknown class.
@@ -129,18 +136,21 @@ func allocatedState(claims []*resourceapi.ResourceClaim, consumable bool) struct
 	return state
 }
 
-func run(in input) output {
+// newCache is the scheduler's cache (dynamicresources.go New): consumable capacity and list attributes only.
+func newCache(in input) *cel.Cache {
+	return cel.NewCache(10, cel.Features{
+		EnableConsumableCapacity: in.Features["DRAConsumableCapacity"],
+		EnableListTypeAttributes: in.Features["DRAListTypeAttributes"],
+	})
+}
+
+func run(in input, cache *cel.Cache) output {
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	lister := classLister{}
 	for _, class := range in.Classes {
 		lister[class.Name] = class
 	}
-	// The scheduler's cache (dynamicresources.go New): consumable capacity and list attributes only.
-	cache := cel.NewCache(10, cel.Features{
-		EnableConsumableCapacity: in.Features["DRAConsumableCapacity"],
-		EnableListTypeAttributes: in.Features["DRAListTypeAttributes"],
-	})
 	state := allocatedState(in.Allocated, in.Features["DRAConsumableCapacity"])
 	allocator, err := structured.NewAllocator(ctx, features(in.Features), state, lister, in.Slices, cache)
 	if err != nil {
@@ -162,7 +172,23 @@ func run(in input) output {
 	return output{Results: results}
 }
 
+// timed runs the case repeat times on one cache and records each run's wall time.
+func timed(in input, repeat int) output {
+	cache := newCache(in)
+	var out output
+	nanos := make([]int64, 0, repeat)
+	for i := 0; i < repeat; i++ {
+		start := time.Now()
+		out = run(in, cache)
+		nanos = append(nanos, time.Since(start).Nanoseconds())
+	}
+	out.Nanos = nanos
+	return out
+}
+
 func main() {
+	repeat := flag.Int("repeat", 0, "allocate each case this many times and report each run's nanoseconds")
+	flag.Parse()
 	scanner := bufio.NewScanner(os.Stdin)
 	scanner.Buffer(make([]byte, 1<<20), 64<<20)
 	writer := bufio.NewWriter(os.Stdout)
@@ -173,8 +199,10 @@ func main() {
 		var out output
 		if err := json.Unmarshal(scanner.Bytes(), &in); err != nil {
 			out = output{Error: fmt.Sprintf("decode: %v", err)}
+		} else if *repeat > 0 {
+			out = timed(in, *repeat)
 		} else {
-			out = run(in)
+			out = run(in, newCache(in))
 		}
 		if err := encoder.Encode(out); err != nil {
 			fmt.Fprintln(os.Stderr, err)
