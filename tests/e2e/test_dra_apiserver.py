@@ -407,3 +407,125 @@ async def test_an_api_server_that_drops_taints_gets_no_unhealthy_device(
             finally:
                 task.cancel()
                 await asyncio.gather(task, return_exceptions=True)
+
+
+class Requests:
+    """Every request one lightkube client sends, by kind, seen by an httpx request hook on the
+    real client (not a fake server): what the API server receives from this publisher."""
+
+    def __init__(self, client: AsyncClient) -> None:
+        self.sent: list[str] = []
+        client._client._client.event_hooks["request"].append(self._seen)  # lightkube's httpx client
+
+    async def _seen(self, request: Any) -> None:
+        path = request.url.path
+        what = "node" if "/nodes/" in path else "slices" if "resourceslices" in path else path
+        verb = "WATCH" if request.url.params.get("watch") else request.method
+        self.sent.append(f"{verb} {what}")
+
+    def writes(self) -> list[str]:
+        return [r for r in self.sent if r.split()[0] in ("POST", "PUT", "DELETE", "PATCH")]
+
+
+@asynccontextmanager
+async def running(publisher: SlicePublisher) -> AsyncIterator[asyncio.Task[None]]:
+    task = asyncio.create_task(publisher.run())
+    try:
+        yield task
+    finally:
+        task.cancel()
+        await asyncio.gather(task, return_exceptions=True)
+
+
+async def test_publisher_api_load_start_up_rest_and_restart(kubeconfig: Path, node_name: str) -> None:
+    """Start-up: one list, one watch, one Node GET, one create; at rest, changes that change
+    nothing and resyncs send nothing; a restart with the same devices lists and watches only
+    (Go's resourceslice controller: 3 at start-up with its watch-list, 2 at a restart)."""
+    driver = DraDriver(DRIVER, [null_plugin(8)])
+    async with api(kubeconfig, node_name) as client:
+        first = AsyncClient(KubeConfig.from_file(kubeconfig), field_manager="kubedevice-test")
+        counted = Requests(first)
+        publisher = SlicePublisher(first, DRIVER, node_name, lambda: driver.slices(node_name))
+        try:
+            async with running(publisher):
+                await asyncio.wait_for(publisher.published.wait(), 10)
+                assert sorted(counted.sent) == ["GET node", "GET slices", "POST slices", "WATCH slices"]
+                [stored] = await slices(client, node_name)
+                for _ in range(5):  # nothing differs: each wake compares with the cache only
+                    publisher.changed()
+                    await asyncio.sleep(0.2)
+                assert await publisher.sync() is False
+                assert len(counted.sent) == 4, counted.sent
+        finally:
+            await first.close()
+        second = AsyncClient(KubeConfig.from_file(kubeconfig), field_manager="kubedevice-test")
+        restarted = Requests(second)
+        again = SlicePublisher(second, DRIVER, node_name, lambda: driver.slices(node_name))
+        try:
+            async with running(again):
+                await asyncio.wait_for(again.published.wait(), 10)
+                await asyncio.sleep(0.5)
+                assert sorted(restarted.sent) == ["GET slices", "WATCH slices"]
+                assert again.generation == 1
+        finally:
+            await second.close()
+        [after] = await slices(client, node_name)
+        assert after["metadata"]["resourceVersion"] == stored["metadata"]["resourceVersion"]
+
+
+async def test_a_device_flipping_fast_is_coalesced_and_the_end_state_exact(kubeconfig: Path, node_name: str) -> None:
+    """101 health flips in about a second: at most one write per ``min_interval`` (plus the first
+    and the last), and what the API server ends with is exactly the devices' last state."""
+    plugin = Plugin("example.com/flip", devices(8))
+    driver = DraDriver(DRIVER, [plugin])
+    async with api(kubeconfig, node_name) as client:
+        own = AsyncClient(KubeConfig.from_file(kubeconfig), field_manager="kubedevice-test")
+        counted = Requests(own)
+        publisher = SlicePublisher(own, DRIVER, node_name, lambda: driver.slices(node_name), min_interval=0.5)
+        driver.subscribe(publisher.changed)
+        try:
+            async with running(publisher):
+                await asyncio.wait_for(publisher.published.wait(), 10)
+                before = len(counted.writes())
+                loop = asyncio.get_running_loop()
+                start = loop.time()
+                for flip in range(101):
+                    plugin.set_health("d3", Health.UNHEALTHY if flip % 2 == 0 else Health.HEALTHY)
+                    await asyncio.sleep(0.01)
+                took = loop.time() - start
+                await eventually(lambda: _equal(tainted(client, node_name), {"d3"}), timeout=5)
+                await asyncio.sleep(1.5)  # anything still queued would be written by now
+                writes = len(counted.writes()) - before
+                print(f"101 flips in {took:.2f} s: {writes} writes")
+                assert 1 <= writes <= took / 0.5 + 2, (writes, took)
+                [final] = await slices(client, node_name)
+                expected = to_document(driver.slices(node_name)[0])
+                expected["spec"]["pool"]["generation"] = publisher.generation
+                for device in final["spec"]["devices"]:
+                    for taint in device.get("taints", []):
+                        del taint["timeAdded"]
+                assert final["spec"] == expected["spec"]
+        finally:
+            await own.close()
+
+
+async def test_a_re_created_node_gets_its_slices_back_with_the_new_uid(kubeconfig: Path, node_name: str) -> None:
+    """The Node's UID is read once; when the Node is deleted and created again, the garbage
+    collector deletes our slices (their owner is gone) and the publisher reads the new UID."""
+    driver = DraDriver(DRIVER, [null_plugin()])
+    async with api(kubeconfig, node_name) as client:
+        publisher = SlicePublisher(client, DRIVER, node_name, lambda: driver.slices(node_name))
+        async with running(publisher):
+            await asyncio.wait_for(publisher.published.wait(), 10)
+            await client.delete(Node, node_name)
+            await client.create(Node(metadata=ObjectMeta(name=node_name)))
+            uid = (await client.get(Node, node_name)).metadata.uid  # type: ignore[union-attr]
+
+            async def owned_by_new_node() -> bool:
+                found = await slices(client, node_name)
+                return len(found) == 1 and found[0]["metadata"]["ownerReferences"][0]["uid"] == uid
+
+            took = await eventually(owned_by_new_node, timeout=60)
+            print(f"node re-created to slice owned by the new node: {took:.1f} s")
+            await asyncio.sleep(2)
+            assert await owned_by_new_node()
