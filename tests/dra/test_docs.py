@@ -65,7 +65,7 @@ def test_documented_command_prints_what_the_doc_shows(command: str, output: str)
 
 def test_readme_dra_commands_run() -> None:
     first, *commands = readme_commands()
-    assert first == "cd examples/dra" and len(commands) == 5
+    assert first == "cd examples/dra" and len(commands) == 8
     for command in commands:
         result = run(command, ROOT / "examples" / "dra")
         assert result.returncode == 0, f"{command}: {result.stderr}"

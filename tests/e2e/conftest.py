@@ -44,6 +44,13 @@ def session_minor() -> int:
 
 
 @pytest.fixture(scope="session")
+def kubernetes_minor() -> int:
+    """The minor release of the session's cluster (36 for v1.36.3), for tests of a feature a
+    release turns on by default."""
+    return session_minor()
+
+
+@pytest.fixture(scope="session")
 def cluster() -> Iterator[Cluster]:
     yield from _session_cluster(nodes=1)
 
