@@ -20,7 +20,7 @@ import pytest
 import yaml
 
 from kubedevice import __version__
-from kubedevice.node.hostservice import MARK, Layout, Systemctl, config_body
+from kubedevice.node.hostservice import MARK, Layout, Paths, Systemctl, config_body, copy_runtime
 from kubedevice.node.hostservice_cli import Supervisor
 
 from . import unitkit
@@ -230,3 +230,23 @@ def test_supervisor_stops_on_sigterm_and_keeps_the_unit_without_an_owner(node: P
 
     asyncio.run(run_then_stop())
     assert (node / "etc/systemd/system/kubedevice.service").is_file()
+
+
+def test_a_mount_point_behind_an_absolute_link_of_the_image_is_left_to_systemd(node: Path, image: Path) -> None:
+    """The image's /var/run is a link to /run: a CDI directory under /var/run must not be made in
+    the init container's own /run (where the link leads outside the copy)."""
+    (image / "var").mkdir()
+    (image / "var" / "run").symlink_to("/run")
+    outside = Path("/run") / f"kd-test-{os.getpid()}"
+    paths = Paths(plugin_dir="/var/lib/kubelet/device-plugins", cdi_dir=f"/var/run/{outside.name}/cdi",
+                  host_root="/host")
+    layout = Layout(node, __version__)
+    try:
+        assert copy_runtime(image, layout, paths)
+        assert not outside.exists(), "a mount point was made outside the copied image"
+        rootfs = layout.on_host(layout.rootfs)
+        assert (rootfs / "var" / "run").is_symlink()
+        assert (rootfs / "var" / "lib" / "kubelet" / "device-plugins").is_dir()
+        assert (rootfs / "host" / "run" / "udev").is_dir()
+    finally:
+        shutil.rmtree(outside, ignore_errors=True)

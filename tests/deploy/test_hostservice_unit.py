@@ -10,7 +10,6 @@ node, and ``ExecStart`` runs there with no capability and ``NOTIFY_SOCKET`` set:
 from __future__ import annotations
 
 import asyncio
-import shlex
 import socket
 import subprocess
 import sys
@@ -51,38 +50,6 @@ def _source(path: str, node: Path, plugin_dir: Path, cdi_dir: Path) -> str:
     return str(node / path.lstrip("/"))
 
 
-def _script(node: Path, plugin_dir: Path, cdi_dir: Path, notify_dir: Path) -> str:
-    service = unitkit.parse((node / "etc/systemd/system/kubedevice.service").read_text())["Service"]
-    assert service["MountAPIVFS"] == ["yes"] and service["CapabilityBoundingSet"] == [""]
-    q = shlex.quote
-    root = str(node / service["RootDirectory"][0].lstrip("/"))
-    lines = [f"root={q(root)}", "ip link set lo up", 'mount --bind "$root" "$root"',
-             'mount -t proc proc "$root/proc"', 'mount --rbind /sys "$root/sys"',
-             'mount -t tmpfs -o mode=755,size=1m tmpfs "$root/dev"',
-             'for n in null zero random urandom; do : >"$root/dev/$n"; mount --bind "/dev/$n" "$root/dev/$n"; done',
-             'mount -t tmpfs -o mode=1777,size=16m tmpfs "$root/tmp"',
-             'mount -t tmpfs -o mode=755,size=16m tmpfs "$root/run"',
-             'mkdir "$root/run/notify"', f'mount --bind {q(str(notify_dir))} "$root/run/notify"']
-    for key, options in (("BindPaths", "bind"), ("BindReadOnlyPaths", "bind,ro")):
-        for entry in " ".join(service.get(key, [])).split():
-            optional = entry.startswith("-")
-            source, _, target = entry.lstrip("-").partition(":")
-            target = target or source
-            where = _source(source, node, plugin_dir, cdi_dir)
-            if optional and not Path(where).exists():
-                continue
-            lines.append(f'mount --rbind {q(where)} "$root"{q(target)}')
-            if options.endswith("ro"):
-                lines.append(f'mount -o remount,bind,ro "$root"{q(target)}')
-    env = ["NOTIFY_SOCKET=/run/notify/sock",
-           *(item for value in service.get("Environment", []) for item in shlex.split(value))]
-    (start,) = service["ExecStart"]
-    confine = ["setpriv", "--bounding-set=-all", "--inh-caps=-all", "--ambient-caps=-all", "--no-new-privs"]
-    lines.append(" ".join(["exec chroot", '"$root"', *confine, "env", "-i", *map(q, env),
-                           *map(q, shlex.split(start))]))
-    return "\n".join(lines)
-
-
 def test_the_installed_unit_runs_the_copied_image_and_registers_after_ready(image: Image, tmp_path: Path,
                                                                            short_tmp: Path) -> None:
     node = tmp_path / "node"
@@ -101,7 +68,7 @@ def test_the_installed_unit_runs_the_copied_image_and_registers_after_ready(imag
     with socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM) as notify:
         notify.bind(str(short_tmp / "sock"))
         notify.settimeout(60)
-        script = _script(node, plugin_dir, cdi_dir, short_tmp)
+        script = unitkit.installed_unit_script(node, lambda path: _source(path, node, plugin_dir, cdi_dir), short_tmp)
         with log.open("wb") as out:
             daemon = subprocess.Popen(["unshare", "--mount", "--net", "--propagation", "private", "sh", "-ec", script],
                                       stdout=out, stderr=subprocess.STDOUT)

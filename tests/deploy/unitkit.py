@@ -15,6 +15,7 @@ from __future__ import annotations
 import shlex
 import subprocess
 from collections import defaultdict
+from collections.abc import Callable
 from pathlib import Path
 
 from .helmkit import REPO
@@ -80,3 +81,47 @@ def start(host: Path, plugin_dir: Path, log: Path) -> subprocess.Popen[bytes]:
     with log.open("wb") as out:
         return subprocess.Popen(["unshare", "--mount", "--net", "--propagation", "private", "sh", "-ec", script],
                                 stdout=out, stderr=subprocess.STDOUT)
+
+
+def installed_unit_script(node: Path, source: Callable[[str], str], notify_dir: Path) -> str:
+    """The unit ``kubedevice host-service install`` wrote under ``node`` (the host's / as a
+    directory), started as systemd starts it: the ``+`` ExecStartPre lines on the host, then
+    ``RootDirectory=`` as the root of the (caller's private) mount namespace with the API file
+    systems (``MountAPIVFS=``), every ``BindPaths=``/``BindReadOnlyPaths=`` entry bound from the
+    host, and ExecStart there with no capability, only ``Environment=`` and ``NOTIFY_SOCKET``
+    (``notify_dir/sock``, bound at /run/notify). ``source`` maps a host path the unit names to where
+    it is in this test (the node's own directories or a test's stand-in)."""
+    service = parse((node / "etc/systemd/system/kubedevice.service").read_text())["Service"]
+    assert service["MountAPIVFS"] == ["yes"] and service["CapabilityBoundingSet"] == [""]
+    q = shlex.quote
+    lines = ["ip link set lo up"]  # a no-op on the node's network; needed in a fresh one
+    for pre in service.get("ExecStartPre", []):
+        assert pre.startswith("+"), "only privileged ('+') ExecStartPre lines are emulated"
+        command, *args = shlex.split(pre[1:])
+        lines.append(" ".join([command, *(q(source(a) if a.startswith("/") else a) for a in args)]))
+    root = str(node / service["RootDirectory"][0].lstrip("/"))
+    lines += [f"root={q(root)}", 'mount --bind "$root" "$root"', 'mount -t proc proc "$root/proc"',
+              'mount --rbind /sys "$root/sys"', 'mount -t tmpfs -o mode=755,size=1m tmpfs "$root/dev"',
+              'for n in null zero random urandom; do : >"$root/dev/$n"; mount --bind "/dev/$n" "$root/dev/$n"; done',
+              'mount -t tmpfs -o mode=1777,size=16m tmpfs "$root/tmp"',
+              'mount -t tmpfs -o mode=755,size=16m tmpfs "$root/run"',
+              'mkdir "$root/run/notify"', f'mount --bind {q(str(notify_dir))} "$root/run/notify"']
+    for key, options in (("BindPaths", "bind"), ("BindReadOnlyPaths", "bind,ro")):
+        for entry in " ".join(service.get(key, [])).split():
+            optional = entry.startswith("-")
+            host, _, target = entry.lstrip("-").partition(":")
+            target = target or host
+            where = source(host)
+            if optional and not Path(where).exists():
+                continue
+            # systemd creates a missing mount point (here: one under the tmpfs /run)
+            lines += [f'mkdir -p "$root"{q(target)}', f'mount --rbind {q(where)} "$root"{q(target)}']
+            if options.endswith("ro"):
+                lines.append(f'mount -o remount,bind,ro "$root"{q(target)}')
+    env = ["NOTIFY_SOCKET=/run/notify/sock",
+           *(item for value in service.get("Environment", []) for item in shlex.split(value))]
+    (start,) = service["ExecStart"]
+    confine = ["setpriv", "--bounding-set=-all", "--inh-caps=-all", "--ambient-caps=-all", "--no-new-privs"]
+    lines.append(" ".join(["exec chroot", '"$root"', *confine, "env", "-i", *map(q, env),
+                           *map(q, shlex.split(start))]))
+    return "\n".join(lines)

@@ -186,7 +186,7 @@ def copy_runtime(image_root: Path, layout: Layout, paths: Paths) -> bool:
     mount_points = ["proc", "sys", "dev", "run", "tmp", "etc/kubedevice", paths.plugin_dir, paths.cdi_dir,
                     *(f"{paths.host_root}/{d}" for d in ("dev", "sys", "run/udev"))]
     for point in mount_points:
-        (partial / "rootfs" / point.lstrip("/")).mkdir(parents=True, exist_ok=True)
+        _mount_point(partial / "rootfs", point)
     (partial / COMPLETE).write_text(MARK + "\n")
     shutil.rmtree(version_dir, ignore_errors=True)
     partial.rename(version_dir)
@@ -202,6 +202,23 @@ def _skip(path: Path, device: int, host: Path) -> bool:
     if path.is_symlink():
         return False
     return stat.st_dev != device or path.resolve() == host
+
+
+def _mount_point(rootfs: Path, point: str) -> None:
+    """Make ``point`` inside ``rootfs`` unless a symbolic link on its way would lead out of it.
+
+    The image's ``/var/run`` is a link to ``/run``, absolute: followed here it would make the
+    directory in the init container's own /run, not in the copy. systemd resolves such links
+    inside ``RootDirectory=`` and makes the mount point itself, so those are left to it.
+    """
+    path = rootfs
+    for part in Path(point.lstrip("/")).parts:
+        path = path / part
+        if path.is_symlink():
+            return
+        if not path.exists():
+            break
+    (rootfs / point.lstrip("/")).mkdir(parents=True, exist_ok=True)
 
 
 def write_marked(path: Path, body: bytes) -> bool:
