@@ -14,6 +14,8 @@ from __future__ import annotations
 import random
 from typing import Any
 
+from kubedevice.dra import features, gates
+
 FAMILIES = (
     "cel",  # CEL selectors over attributes and capacity, in classes and requests
     "all_mode",  # allocationMode All
@@ -34,25 +36,11 @@ OTHER_NODE = "node-b"
 DRIVERS = ("gpu.example.com", "nic.example.com")
 API = "resource.k8s.io/v1"
 
-GATES_136 = {
-    "DRAAdminAccess": True,
-    "DRAPrioritizedList": True,
-    "DRAPartitionableDevices": True,
-    "DRADeviceTaints": True,
-    "DRADeviceBindingConditions": True,
-    "DRAResourceClaimDeviceStatus": True,
-    "DRAConsumableCapacity": True,
-    "DRAListTypeAttributes": False,
-}
-"""The DRA gates as 1.36 ships them (pkg/features/kube_features.go of k8s.io/kubernetes v1.36.3)."""
+GATES_136 = {name: features.defaults("1.36")[name] for name in gates.ALLOCATOR_GATES}
+"""The DRA gates the allocator reads, as 1.36 ships them (kubedevice.dra.features, checked against
+pkg/features/kube_features.go of k8s.io/kubernetes v1.36.3)."""
 
-GATES_137 = {
-    **GATES_136,
-    "DRADeviceCompatibilityGroups": False,
-    "DRADerivedAttributes": False,
-    "DRAFractionalCapacityRange": False,
-    "DRAOptionalNodeOperations": False,
-}
+GATES_137 = {**GATES_136, **{name: features.defaults("1.37")[name] for name in gates.GATES_SINCE_137}}
 """1.37 adds only alpha (off) allocator features next to 1.36's defaults."""
 
 BETA_OFF = {

@@ -11,28 +11,26 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-# Kubernetes 1.37's defaults for the gates the allocator reads (pkg/features/kube_features.go);
-# 1.36 has the same. DRADeviceBindingConditions works only with DRAResourceClaimDeviceStatus
-# (the scheduler's AllocatorFeatures ANDs them).
-FEATURE_DEFAULTS: Mapping[str, bool] = {
-    "DRAAdminAccess": True,
-    "DRAPrioritizedList": True,
-    "DRAPartitionableDevices": True,
-    "DRADeviceTaints": True,
-    "DRADeviceBindingConditions": True,
-    "DRAResourceClaimDeviceStatus": True,
-    "DRAConsumableCapacity": True,
-    "DRAListTypeAttributes": False,
-}
+from . import features
 
-
-# Gates that exist from 1.37 on (pkg/features/kube_features.go): a gate table naming one is 1.37's.
-GATES_SINCE_137 = (
-    "DRADeviceCompatibilityGroups",
-    "DRADerivedAttributes",
-    "DRAFractionalCapacityRange",
-    "DRAOptionalNodeOperations",
+ALLOCATOR_GATES = (
+    "DRAAdminAccess",
+    "DRAPrioritizedList",
+    "DRAPartitionableDevices",
+    "DRADeviceTaints",
+    "DRADeviceBindingConditions",
+    "DRAResourceClaimDeviceStatus",
+    "DRAConsumableCapacity",
+    "DRAListTypeAttributes",
 )
+"""The gates the allocator reads. DRADeviceBindingConditions works only with
+DRAResourceClaimDeviceStatus (the scheduler's AllocatorFeatures ANDs them)."""
+
+FEATURE_DEFAULTS: Mapping[str, bool] = {name: features.defaults(features.NEWEST)[name] for name in ALLOCATOR_GATES}
+"""The newest release's defaults for them (:mod:`kubedevice.dra.features`; 1.36 has the same)."""
+
+GATES_SINCE_137 = tuple(sorted(set(features.defaults("1.37")) - set(features.defaults("1.36"))))
+"""Gates that exist from 1.37 on: a gate table naming one is 1.37's."""
 
 
 def release_of(gates: Mapping[str, bool] | None) -> str:
