@@ -280,6 +280,16 @@ def test_a_constraint_with_neither_attribute_before_1_36() -> None:
     assert messages(distinct, "1.36") == []
 
 
+def test_1_34_keeps_a_distinct_attribute_its_gate_should_drop() -> None:
+    """1.34's strategy clears distinctAttribute on a loop variable's copy, so it stays and is validated
+    (a 1.34.4 API server accepts this claim and refuses a bad name at distinctAttribute); 1.35 drops it."""
+    distinct = claim({}, constraints=[{"distinctAttribute": "gpu.example.com/uuid"}])
+    assert messages(distinct, "1.34") == []
+    bad = claim({}, constraints=[{"distinctAttribute": "gpu.example.com/Bad_Name!"}])
+    assert [m.split(":")[0] for m in messages(bad, "1.34")] == ["spec.devices.constraints[0].distinctAttribute"]
+    assert messages(bad, "1.35") == ["spec.devices.constraints[0].matchAttribute: Required value"]
+
+
 # --- ResourceClaimTemplate ------------------------------------------------------------------
 
 

@@ -49,9 +49,19 @@ def _drop_claim(spec: ResourceClaimSpec, gates: Mapping[str, bool]) -> None:
         for one in exact:
             if not _on(gates, "DRAAdminAccess"):
                 one.admin_access = None
-    if not _on(gates, "DRAConsumableCapacity"):
+    if not _on(gates, "DRAConsumableCapacity") and not _release_134(gates):
         for constraint in devices.constraints:
             constraint.distinct_attribute = None
+
+
+def _release_134(gates: Mapping[str, bool]) -> bool:
+    """Whether the gates are 1.34's: it registers DRAConsumableCapacity but not yet
+    DRADeviceTaintRules (:func:`kubedevice.dra.features.defaults`). Its strategies clear
+    ``distinctAttribute`` on a copy (``for _, constaint := range ... { constaint.DistinctAttribute
+    = nil }`` in resourceclaim/strategy.go and resourceclaimtemplate/strategy.go, kubernetes
+    v1.34.4), so the field is kept and validated; 1.35 clears it by index. Found by the validation
+    differential against a 1.34.4 API server."""
+    return "DRAConsumableCapacity" in gates and "DRADeviceTaintRules" not in gates
 
 
 _GATES = (
