@@ -103,7 +103,7 @@ def supervise_command(  # noqa: PLR0917 - typer maps each parameter to an option
     ] = None,
     ready_file: Annotated[Path, typer.Option(metavar="FILE", help="Exists while the unit's sockets are served.")]
     = Path("/tmp/kubedevice-ready"),
-    interval: Annotated[float, typer.Option(min=0.05, help="Seconds between checks.")] = 2.0,
+    interval: Annotated[float, typer.Option(min=0.05, metavar="SECONDS", help="Seconds between checks.")] = 2.0,
 ) -> None:
     """Keep the node's config equal to CONFIG, report readiness, and uninstall with the DaemonSet."""
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")

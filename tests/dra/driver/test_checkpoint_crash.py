@@ -66,8 +66,7 @@ def killed_now(process: subprocess.Popen[bytes]) -> None:
     process.wait()
 
 
-async def test_a_killed_driver_keeps_what_it_answered(tmp_path: Path) -> None:
-    node = Node(tmp_path)
+async def test_a_killed_driver_keeps_what_it_answered(node: Node) -> None:
     node.kubelet_started()
     node.claims_dir.mkdir()
     devices = [f"null-{i}" for i in range(4)]  # one resource: no prefix
