@@ -94,6 +94,14 @@ class ApiServer:
             kube, etcd = components.kubernetes(version), components.etcd()
         except Exception as error:
             _unavailable(f"no kube-apiserver {version}: {error}")
+        try:
+            self._start(kube, etcd)
+        except BaseException:
+            self._stop()  # a server that did not start must not leave its etcd running
+            raise
+
+    def _start(self, kube: Path, etcd: Path) -> None:
+        directory = self.dir
         pki.create(directory / "pki", "node")
         client, peer, secure = _port(), _port(), _port()
         url, peer_url = f"http://127.0.0.1:{client}", f"http://127.0.0.1:{peer}"
@@ -150,6 +158,9 @@ class ApiServer:
 
     def close(self) -> None:
         self.http.close()
+        self._stop()
+
+    def _stop(self) -> None:
         for process in reversed(self.processes):  # the API server before etcd (its shutdown hangs otherwise)
             process.terminate()
             process.wait(60)
