@@ -37,7 +37,7 @@ from lightkube.core.exceptions import ApiError
 
 from kubedevice.testing.cluster import Cluster
 from kubedevice.testing.kubeapi import KubeApi
-from kubedevice.testing.scenarios import Daemon, container_log, wait_for
+from kubedevice.testing.scenarios import Daemon, container_log, own_namespace, wait_for
 
 REPO = Path(__file__).resolve().parents[2]
 EXAMPLES = REPO / "examples"
@@ -57,18 +57,10 @@ class Target:
 @pytest.fixture(scope="module")
 def target(cluster: Cluster) -> Iterator[Target]:
     api = KubeApi(cluster.kubeconfig)
-    namespace = f"kd-ext-{uuid.uuid4().hex[:6]}"
-    api.request("POST", "/api/v1/namespaces", {"metadata": {"name": namespace}})
     try:
-        # pods are admitted only once the controller-manager has made the namespace's account
-        wait_for(
-            "the namespace's default service account",
-            lambda: api.get(f"/api/v1/namespaces/{namespace}/serviceaccounts/default"),
-            30,
-        )
-        yield Target(cluster, api, namespace)
+        with own_namespace(api, "kd-ext") as namespace:
+            yield Target(cluster, api, namespace)
     finally:
-        api.request("DELETE", f"/api/v1/namespaces/{namespace}")
         api.close()
 
 

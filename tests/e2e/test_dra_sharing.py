@@ -36,7 +36,7 @@ from lightkube.core.exceptions import ApiError
 
 from kubedevice.testing.cluster import Cluster
 from kubedevice.testing.kubeapi import KubeApi
-from kubedevice.testing.scenarios import container_log, wait_for
+from kubedevice.testing.scenarios import container_log, own_namespace, wait_for
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "src" / "kubedevice" / "examples"
 CAPACITY, CAPACITY_DRIVER = "dra-shared-capacity", "shared.example.com"
@@ -62,18 +62,10 @@ class Target:
 @pytest.fixture(scope="module")
 def target(cluster: Cluster) -> Iterator[Target]:
     api = KubeApi(cluster.kubeconfig)
-    namespace = f"kd-share-{uuid.uuid4().hex[:6]}"
-    api.request("POST", "/api/v1/namespaces", {"metadata": {"name": namespace}})
     try:
-        # pods are admitted only once the controller-manager has made the namespace's account
-        wait_for(
-            "the namespace's default service account",
-            lambda: api.get(f"/api/v1/namespaces/{namespace}/serviceaccounts/default"),
-            30,
-        )
-        yield Target(cluster, api, namespace)
+        with own_namespace(api, "kd-share") as namespace:
+            yield Target(cluster, api, namespace)
     finally:
-        api.request("DELETE", f"/api/v1/namespaces/{namespace}")
         api.close()
 
 

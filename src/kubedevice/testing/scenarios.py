@@ -6,13 +6,15 @@ Never`` (there is no registry) and no service-account token (nothing in them tal
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import os
 import signal
 import subprocess
 import sys
 import time
-from collections.abc import Callable
+import uuid
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
@@ -56,6 +58,20 @@ def device_pod(name: str, resources: dict[str, int], node: str | None = None) ->
 
 def unique(prefix: str) -> str:
     return f"{prefix}-{os.getpid()}-{next(_COUNTER)}"
+
+
+@contextlib.contextmanager
+def own_namespace(api: KubeApi, prefix: str) -> Iterator[str]:
+    """A namespace of a test's own (``<prefix>-<random>``), deleted afterwards. Yielded once the
+    controller-manager has made its default service account: pods are admitted only then."""
+    namespace = f"{prefix}-{uuid.uuid4().hex[:6]}"
+    api.request("POST", "/api/v1/namespaces", {"metadata": {"name": namespace}})
+    try:
+        wait_for("the namespace's default service account",
+                 lambda: api.get(f"/api/v1/namespaces/{namespace}/serviceaccounts/default"), 30)
+        yield namespace
+    finally:
+        api.request("DELETE", f"/api/v1/namespaces/{namespace}")
 
 
 def pod_outcome(api: KubeApi, name: str) -> tuple[str, str, str] | None:
