@@ -4,7 +4,12 @@ from __future__ import annotations
 
 import pytest
 
-from kubedevice.names import extended_resource_name_error, qualified_name_errors
+from kubedevice.names import (
+    extended_resource_name_error,
+    is_dns1123_subdomain,
+    label_value_error,
+    qualified_name_errors,
+)
 
 
 def kubelet_verdict(name: str) -> bool:
@@ -34,3 +39,15 @@ def test_errors_quote_the_users_own_prefix(name: str, fragment: str) -> None:
 )
 def test_the_verdict_is_the_kubelets(name: str) -> None:
     assert (extended_resource_name_error(name) is None) == kubelet_verdict(name)
+
+
+@pytest.mark.parametrize("name", ["example.com/x\n", "example.com\n/x", "x\n"])
+def test_a_trailing_newline_is_refused_as_go_regexp_refuses_it(name: str) -> None:
+    """Go's ``$`` matches only at the end of the text; Python's also before a final newline."""
+    assert qualified_name_errors(name)
+    assert extended_resource_name_error(name) is not None
+
+
+def test_a_subdomain_with_a_trailing_newline_is_not_one() -> None:
+    assert not is_dns1123_subdomain("example.com\n")
+    assert label_value_error("value\n") is not None

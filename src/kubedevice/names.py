@@ -10,9 +10,9 @@ from __future__ import annotations
 import re
 
 # The apimachinery patterns, shared by every module that checks a Kubernetes name.
-QUALIFIED_NAME_PART = re.compile(r"^([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]$")
-DNS1123_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
-C_IDENTIFIER = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")  # also what a container env var name must be
+QUALIFIED_NAME_PART = re.compile(r"^([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]\Z")
+DNS1123_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*\Z")
+C_IDENTIFIER = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*\Z")  # also what a container env var name must be
 _REQUESTS_PREFIX = "requests."
 _NATIVE_DOMAIN = "kubernetes.io/"
 

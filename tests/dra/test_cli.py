@@ -98,7 +98,7 @@ def test_validate_refuses_a_huge_expression_quickly(tmp_path: Path) -> None:
     }
     result = runner.invoke(app, ["validate", write(tmp_path, "h.json", json.dumps(doc))])
     assert result.exit_code == 1
-    assert "spec.selectors[0].cel.expression: Too long: must have at most 10240 bytes" in result.output
+    assert "spec.selectors[0].cel.expression: Too long: may not be more than 10240 bytes" in result.output
 
 
 def test_explain_text_and_json(tmp_path: Path) -> None:

@@ -7,6 +7,7 @@ from typing import Any
 
 import pytest
 
+from kubedevice.dra import features
 from kubedevice.dra.models import DecodeError, DeviceClass, ResourceClaim, ResourceSlice, from_document
 from kubedevice.dra.validation import ErrorType, FieldError, raw_json, validate
 from kubedevice.gostrings import quote as go_quote
@@ -30,8 +31,8 @@ def device_class(spec: dict[str, Any], name: str = "gpu.example.com", version: s
     return obj
 
 
-def messages(obj: Any) -> list[str]:
-    return [str(e) for e in validate(obj)]
+def messages(obj: Any, release: str = features.NEWEST) -> list[str]:
+    return [str(e) for e in validate(obj, release=release)]
 
 
 def selector(expression: str) -> dict[str, Any]:
@@ -76,7 +77,7 @@ def test_expression_length_is_counted_in_bytes_and_not_compiled_beyond() -> None
     assert messages(device_class({"selectors": [selector(at_limit)]})) == []
     too_long = "é" * 5121  # 10,242 bytes, 5,121 characters
     assert messages(device_class({"selectors": [selector(too_long)]})) == [
-        "spec.selectors[0].cel.expression: Too long: must have at most 10240 bytes"
+        "spec.selectors[0].cel.expression: Too long: may not be more than 10240 bytes"
     ]
 
 
@@ -101,15 +102,21 @@ def test_config_rules() -> None:
         "spec.config: Too many: 33: must have at most 32 items"
     ]
     assert messages(device_class({"config": [{}]})) == ["spec.config[0].opaque: Required value"]
-    assert messages(device_class({"config": [opaque(driver="")]})) == [
+    # From 1.35 ValidateCSIDriverName stops at the missing name (live 1.35-1.37 servers agree); 1.34 goes on.
+    assert messages(device_class({"config": [opaque(driver="")]})) == ["spec.config[0].opaque.driver: Required value"]
+    assert [str(e) for e in validate(device_class({"config": [opaque(driver="")]}), release="1.34")] == [
         "spec.config[0].opaque.driver: Required value",
         f'spec.config[0].opaque.driver: Invalid value: "": {SUBDOMAIN_MSG}',
     ]
     # The driver is lower-cased before the DNS check, as for CSI drivers.
     assert messages(device_class({"config": [opaque(driver="GPU.Example.com")]})) == []
     long_driver = "a" * 60 + ".com"
+    assert messages(device_class({"config": [opaque(driver=long_driver)]}), "1.36") == [
+        "spec.config[0].opaque.driver: Too long: may not be more than 63 bytes"
+    ]
+    # 1.37 checks it declaratively: characters, not bytes (a live v1.37.2 server says so).
     assert messages(device_class({"config": [opaque(driver=long_driver)]})) == [
-        "spec.config[0].opaque.driver: Too long: must have at most 63 bytes"
+        "spec.config[0].opaque.driver: Too long: may not be more than 63 characters"
     ]
     assert messages(device_class({"config": [{"opaque": {"driver": "dra.example.com"}}]})) == [
         "spec.config[0].opaque.parameters: Required value"
@@ -124,7 +131,7 @@ def test_parameters_size_limit_counts_the_json_bytes() -> None:
     assert len(raw_json(fits)) == 10240
     assert messages(device_class({"config": [opaque(parameters=fits)]})) == []
     assert messages(device_class({"config": [opaque(parameters={"k": "x" * 10240})]})) == [
-        "spec.config[0].opaque.parameters: Too long: must have at most 10240 bytes"
+        "spec.config[0].opaque.parameters: Too long: may not be more than 10240 bytes"
     ]
     assert raw_json({"a": "<&>"}) == b'{"a":"\\u003c\\u0026\\u003e"}'
 
@@ -142,8 +149,16 @@ def test_v1alpha3_suitable_nodes_are_checked() -> None:
 
 def test_extended_resource_name() -> None:
     assert messages(device_class({"extendedResourceName": "example.com/gpu"})) == []
-    assert messages(device_class({"extendedResourceName": "gpu"})) == [
+    assert messages(device_class({"extendedResourceName": "gpu"}), "1.36") == [
         'spec.extendedResourceName: Invalid value: "gpu": must be a valid extended resource name'
+    ]
+    # 1.37's declarative check says why (its wording; a live v1.37.2 server agrees).
+    path = "spec.extendedResourceName: Invalid value"
+    assert messages(device_class({"extendedResourceName": "gpu"})) == [
+        f"{path}: \"gpu\": a name must be a domain-prefixed path, such as 'example.com/my-prop'"
+    ]
+    assert messages(device_class({"extendedResourceName": "deviceclass.resource.kubernetes.io/x"})) == [
+        f'{path}: "deviceclass.resource.kubernetes.io/x": must not have "kubernetes.io/" domain'
     ]
 
 
@@ -315,22 +330,26 @@ def test_a_namespace_on_a_cluster_scoped_object_is_cleared_not_refused() -> None
 def test_lengths_are_counted_in_bytes() -> None:
     device = {"name": "gpu-0", "attributes": {"model": {"string": "é" * 40}}}  # 40 characters, 80 bytes
     assert messages(resource_slice({"devices": [device]})) == [
-        "spec.devices[0].attributes[model].string: Too long: must have at most 64 bytes"
+        "spec.devices[0].attributes[model].string: Too long: may not be more than 64 bytes"
     ]
     device = {"name": "gpu-0", "attributes": {"model": {"strings": ["ok", "é" * 33]}}}
     assert messages(resource_slice({"devices": [device]})) == [
-        "spec.devices[0].attributes[model].strings[1]: Too long: must have at most 64 bytes"
+        "spec.devices[0].attributes[model].strings[1]: Too long: may not be more than 64 bytes"
     ]
     assert messages(resource_slice({"devices": [{"name": "gpu-0", "attributes": {"é" * 17: {"int": 1}}}]})) == [
-        "spec.devices[0].attributes: Too long: must have at most 32 bytes",
+        "spec.devices[0].attributes: Too long: may not be more than 32 bytes",
         f'spec.devices[0].attributes: Invalid value: "{"é" * 17}": a valid C identifier must start with alphabetic '
         "character or '_', followed by a string of alphanumeric characters or '_' (e.g. 'my_name',  or 'MY_NAME',  "
         "or 'MyName', regex used for validation is '[A-Za-z_][A-Za-z0-9_]*')",
     ]
     driver = "é" * 32  # 64 bytes > 63
-    assert messages(device_class({"config": [opaque(driver=driver)]}))[0] == (
-        "spec.config[0].opaque.driver: Too long: must have at most 63 bytes"
+    assert messages(device_class({"config": [opaque(driver=driver)]}), "1.36")[0] == (
+        "spec.config[0].opaque.driver: Too long: may not be more than 63 bytes"
     )
+    # 1.37's declarative MaxLength counts 32 characters: only the format is wrong.
+    assert [m.split(": ")[1] for m in messages(device_class({"config": [opaque(driver=driver)]}))] == [
+        "Invalid value"
+    ]
 
 
 def test_extended_resource_name_counts_the_requests_prefix() -> None:
@@ -338,11 +357,14 @@ def test_extended_resource_name_counts_the_requests_prefix() -> None:
     fits = ".".join([label, label, label, "a" * 51])  # 243 bytes: requests. makes 252
     too_long = ".".join([label, label, label, "a" * 53])  # 245 bytes: requests. makes 254
     assert messages(device_class({"extendedResourceName": f"{fits}/gpu"})) == []
-    assert messages(device_class({"extendedResourceName": f"{too_long}/gpu"})) == [
+    assert messages(device_class({"extendedResourceName": f"{too_long}/gpu"}), "1.36") == [
         f'spec.extendedResourceName: Invalid value: "{too_long}/gpu": must be a valid extended resource name'
     ]
+    assert messages(device_class({"extendedResourceName": f"{too_long}/gpu"})) == [
+        f'spec.extendedResourceName: Invalid value: "{too_long}/gpu": prefix part must be no more than 253 bytes'
+    ]
     assert messages(device_class({"extendedResourceName": "requests.example.com/gpu"})) == [
-        'spec.extendedResourceName: Invalid value: "requests.example.com/gpu": must be a valid extended resource name'
+        'spec.extendedResourceName: Invalid value: "requests.example.com/gpu": must not have "requests." prefix'
     ]
 
 

@@ -4,11 +4,14 @@ capacity request policies, binding conditions, per-device node selection, Resour
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import pytest
+from typer.testing import CliRunner
 
 from kubedevice.dra import features
+from kubedevice.dra.cli import app
 from kubedevice.dra.models import DecodeError, ResourceClaim, ResourceClaimTemplate, ResourceSlice, from_document
 from kubedevice.dra.validation import validate
 
@@ -30,7 +33,7 @@ DNS_LABEL_MSG = (
 
 
 def messages(obj: Any, release: str = features.NEWEST) -> list[str]:
-    return [str(e) for e in validate(obj, features.defaults(release))]
+    return [str(e) for e in validate(obj, features.defaults(release), release)]
 
 
 def resource_slice(spec: dict[str, Any]) -> ResourceSlice:
@@ -106,7 +109,15 @@ def test_request_tolerations() -> None:
         f'{path}[4].operator: Unsupported value: "Lt": supported values: "Equal", "Exists"',
         f'{path}[4].effect: Unsupported value: "Evict": supported values: "NoExecute", "NoSchedule", "None"',
     ]
-    assert messages(claim({"tolerations": tolerations}), "1.34") == []
+    # 1.35 drops them (DRADeviceTaints is off); 1.34's claim strategy has no such case, so a 1.34.4
+    # server validates them, with its two effects (tests/interop/test_validation_apiserver.py).
+    assert messages(claim({"tolerations": tolerations}), "1.35") == []
+    assert messages(claim({"tolerations": tolerations}), "1.34")[-1] == (
+        f'{path}[4].effect: Unsupported value: "Evict": supported values: "NoExecute", "NoSchedule"'
+    )
+    assert messages(claim({"tolerations": [{"operator": "Exists", "effect": "None"}]}), "1.34") == [
+        f'{path}[0].effect: Unsupported value: "None": supported values: "NoExecute", "NoSchedule"'
+    ]
 
 
 # --- binding conditions ---------------------------------------------------------------------
@@ -354,7 +365,6 @@ def test_device_taint_rule() -> None:
     assert messages(taint_rule(bad, name="R")) == [
         f'metadata.name: Invalid value: "R": {SUBDOMAIN_MSG}',
         "spec.deviceSelector.driver: Required value",
-        f'spec.deviceSelector.driver: Invalid value: "": {SUBDOMAIN_MSG}',
         f'spec.deviceSelector.pool: Invalid value: "Pool": {SUBDOMAIN_MSG}',
         f'spec.deviceSelector.device: Invalid value: "gpu_0": {DNS_LABEL_MSG}',
         "spec.taint.effect: Required value",
@@ -366,3 +376,70 @@ def test_a_taint_rule_time_is_decoded_as_rfc3339() -> None:
         taint_rule({"taint": {"key": "k", "effect": "NoSchedule", "timeAdded": "yesterday"}})
     expected = 'DeviceTaintRule in version "v1" cannot be handled as a DeviceTaintRule: parsing time'
     assert expected in caught.value.first()
+
+
+# --- the release decides what its code does; the gates decide gated fields ------------------
+
+
+def meta_class(metadata: dict[str, Any]) -> Any:
+    return from_document({"apiVersion": "resource.k8s.io/v1", "kind": "DeviceClass", "metadata": metadata, "spec": {}})
+
+
+def test_a_1_34_device_class_checks_its_generate_name() -> None:
+    """1.34 validates a DeviceClass's metadata with ``ValidateObjectMeta`` and ``ValidateClassName``,
+    which checks ``generateName`` itself; from 1.35 ``ValidateObjectMetaWithOpts`` checks only the
+    generated name (kubernetes v1.34.4 and v1.35.4 validation.go; a 1.34.4 server agrees)."""
+    bad = meta_class({"generateName": "Gen-"})
+    generated = f'metadata.name: Invalid value: "Gen-xxxxx": {SUBDOMAIN_MSG}'
+    assert messages(bad, "1.34") == [f'metadata.generateName: Invalid value: "Gen-": {SUBDOMAIN_MSG}', generated]
+    assert messages(bad, "1.35") == [generated]
+    long = meta_class({"generateName": "a" * 254})  # the generated name keeps 58 bytes of it
+    assert messages(long, "1.34") == [
+        f'metadata.generateName: Invalid value: "{"a" * 254}": must be no more than 253 characters'
+    ]
+    assert messages(long, "1.35") == []
+
+
+def test_1_34_checks_every_item_and_names_a_duplicate_by_its_key_field() -> None:
+    """1.34's ``validateSlice`` checks the items before the size limit and ``validateSet`` reports a
+    duplicate at its key field; 1.35 stops at the limit and reports at the item."""
+    slice_ = resource_slice({"devices": [{"name": "d0"}, {"name": "d0"}, {"name": "Bad"}]})
+    assert [m.split(":")[0] for m in messages(slice_, "1.34")] == ["spec.devices[2].name", "spec.devices[1].name"]
+    assert [m.split(":")[0] for m in messages(slice_, "1.35")] == ["spec.devices[2].name", "spec.devices[1]"]
+    selectors = [{"cel": {"expression": "1 +"}}] * 33
+    too_many = "spec.devices.requests[0].exactly.selectors: Too many: 33: must have at most 32 items"
+    assert messages(claim({"selectors": selectors}), "1.35") == [too_many]
+    old = messages(claim({"selectors": selectors}), "1.34")
+    assert len(old) == 34 and old[-1] == too_many
+    assert old[0].startswith("spec.devices.requests[0].exactly.selectors[0].cel.expression: Invalid value")
+
+
+def test_the_release_not_the_gate_set_picks_the_code() -> None:
+    """Gates turned on or off with --feature-gates change gated fields only: a 1.34 server with
+    DRAConsumableCapacity on still runs 1.34's code, and the 1.37 range rule follows the release."""
+    distinct = claim({}, constraints=[{"distinctAttribute": "gpu.example.com/Bad_Name!"}])
+    gates_134 = features.defaults("1.34")
+    assert [e.field for e in validate(distinct, gates_134, "1.34")] == ["spec.devices.constraints[0].distinctAttribute"]
+    assert [e.field for e in validate(distinct, gates_134, "1.35")] == ["spec.devices.constraints[0].matchAttribute"]
+    dup = resource_slice({"devices": [{"name": "d0"}, {"name": "d0"}]})
+    with_capacity = features.from_flags("1.34", "DRAConsumableCapacity=true")
+    assert [e.field for e in validate(dup, with_capacity, "1.34")] == ["spec.devices[1].name"]
+    capacity = {"memory": {"value": "40", "requestPolicy": {"default": "1", "validRange": {"min": "2"}}}}
+    policy = device(allowMultipleAllocations=True, capacity=capacity)
+    bound = "spec.devices[0].capacity[memory].requestPolicy.validRange"
+    assert [e.field for e in validate(policy, features.defaults("1.37"), "1.36")] == [f"{bound}.min"]
+    assert [e.field for e in validate(policy, features.defaults("1.36"), "1.37")] == [f"{bound}.default"]
+
+
+def test_the_cli_passes_the_release_down(tmp_path: Path) -> None:
+    """``dra validate --kubernetes-version 1.34`` applies the 1.34 rule, with gate overrides too."""
+    path = tmp_path / "class.yaml"
+    path.write_text("apiVersion: resource.k8s.io/v1\nkind: DeviceClass\nmetadata: {generateName: Gen-}\nspec: {}\n")
+    runner = CliRunner()
+    line = 'metadata.generateName: Invalid value: "Gen-"'
+    for flags, refused in (([], False), (["--kubernetes-version", "1.35"], False),
+                           (["--kubernetes-version", "1.34"], True),
+                           (["--kubernetes-version", "1.34", "--feature-gates", "DRAConsumableCapacity=true"], True)):
+        result = runner.invoke(app, ["validate", str(path), *flags])
+        assert result.exit_code == 1, result.output  # the generated name is invalid everywhere
+        assert (line in result.output) == refused, (flags, result.output)

@@ -74,8 +74,11 @@ def resource_slice(rng: random.Random) -> Doc:
     return {"apiVersion": API, "kind": "ResourceSlice", "metadata": _meta(rng, False), "spec": spec}
 
 
-def _claim_spec() -> Doc:
-    return {"devices": {
+def _claim_spec(rng: random.Random) -> Doc:
+    """A claim using every request field; half of them without the ``distinctAttribute`` constraint,
+    which releases without DRAConsumableCapacity drop and then refuse as a constraint with neither
+    attribute, so that those releases see valid claims too."""
+    spec: Doc = {"devices": {
         "requests": [
             {"name": "gpu", "exactly": {
                 "deviceClassName": "gpu", "selectors": [{"cel": {"expression": "true"}}],
@@ -92,15 +95,18 @@ def _claim_spec() -> Doc:
                         {"distinctAttribute": "example.com/model"}],
         "config": [{"requests": ["gpu"], "opaque": {"driver": "example.com", "parameters": {"x": "y"}}}],
     }}
+    if rng.random() < 0.5:
+        del spec["devices"]["constraints"][1]
+    return spec
 
 
 def resource_claim(rng: random.Random) -> Doc:
-    return {"apiVersion": API, "kind": "ResourceClaim", "metadata": _meta(rng, True), "spec": _claim_spec()}
+    return {"apiVersion": API, "kind": "ResourceClaim", "metadata": _meta(rng, True), "spec": _claim_spec(rng)}
 
 
 def resource_claim_template(rng: random.Random) -> Doc:
     return {"apiVersion": API, "kind": "ResourceClaimTemplate", "metadata": _meta(rng, True), "spec": {
-        "metadata": {"labels": {"app": "x"}}, "spec": _claim_spec()}}
+        "metadata": {"labels": {"app": "x"}}, "spec": _claim_spec(rng)}}
 
 
 def device_taint_rule(rng: random.Random) -> Doc:

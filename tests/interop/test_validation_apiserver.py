@@ -10,14 +10,15 @@ paths (``status.details.causes[].field``); each cause's message is compared too 
 exact matches reported. A 400 (the decoder's refusal: unknown field, wrong JSON type) carries no
 field paths, so only the verdict counts there.
 
-The server runs with ``DRADeviceTaintRules=true`` and ``resource.k8s.io/v1beta2`` served, the one
-way a 1.36 server validates DeviceTaintRules at all; our side gets the same gate. Every
-disagreement found is kept as a case file under tests/dra/data/validation_cases/ with the
-server's answer and always runs: ``"xfail"`` in a case names why it still disagrees (strict).
-``KUBEDEVICE_VALIDATION_CASES`` sets the objects per kind (default 300); with
-``KUBEDEVICE_VALIDATION_KEEP=1`` a run writes its disagreements there. Releases: 1.36 (built if
-need be, like the e2e cluster; without it the test fails in CI and skips elsewhere) and 1.37 when
-its build is cached. Both take about 90 s warm.
+Each server runs with its release's default gates (plus what ``GATE_FLAGS`` says) and our side gets
+the same gates and the release itself (``validate(obj, gates, release)``). Every disagreement found
+is kept as a case file under tests/dra/data/validation_cases/ with the server's answer and always
+runs: ``"xfail"`` in a case names why it still disagrees (strict). ``KUBEDEVICE_VALIDATION_CASES``
+sets the objects per kind (default 300, the same for every release); with
+``KUBEDEVICE_VALIDATION_KEEP=1`` a run writes its disagreements there. Releases: every one of
+``components.RELEASES`` whose build is cached, and the default release (1.36) always: built if need
+be, like the e2e cluster; without it the test fails in CI and skips elsewhere. All four take 2 to 4
+minutes warm on 2 shared cores, 20 to 75 s each with its server's start.
 """
 
 from __future__ import annotations
@@ -52,7 +53,12 @@ pytestmark = pytest.mark.interop
 
 CASES_DIR = Path(__file__).resolve().parents[1] / "dra" / "data" / "validation_cases"
 COUNT = int(os.environ.get("KUBEDEVICE_VALIDATION_CASES", "300"))
-GATE_FLAGS = "DRADeviceTaintRules=true"
+GATE_FLAGS = {"1.34": "", "1.35": "", "1.36": "DRADeviceTaintRules=true", "1.37": "DRADeviceTaintRules=true"}
+"""Each release's server runs with its defaults, plus DRADeviceTaintRules from 1.36 on (the gate alone
+serves the kind there). Before 1.36 DeviceTaintRules are served only as v1alpha3 and only with
+DRADeviceTaints on, which would change what the server does to slices and claims, so those releases
+run with their defaults and their DeviceTaintRules are not compared (``dra validate`` reports the kind
+as not served there)."""
 PLURALS = {"DeviceClass": "deviceclasses", "ResourceSlice": "resourceslices", "ResourceClaim": "resourceclaims",
            "ResourceClaimTemplate": "resourceclaimtemplates", "DeviceTaintRule": "devicetaintrules"}
 
@@ -88,12 +94,13 @@ class Verdict:
 class ApiServer:
     """kube-apiserver + etcd in a temp dir, stopped on close; ``dry_run`` posts one document."""
 
-    def __init__(self, version: str, directory: Path) -> None:
-        self.version, self.dir, self.processes = version, directory, list[subprocess.Popen[bytes]]()
+    def __init__(self, release: str, directory: Path) -> None:
+        self.release, self.version = release, components.RELEASES[release]
+        self.dir, self.processes = directory, list[subprocess.Popen[bytes]]()
         try:
-            kube, etcd = components.kubernetes(version), components.etcd()
+            kube, etcd = components.kubernetes(self.version), components.etcd()
         except Exception as error:
-            _unavailable(f"no kube-apiserver {version}: {error}")
+            _unavailable(f"no kube-apiserver {self.version}: {error}")
         try:
             self._start(kube, etcd)
         except BaseException:
@@ -117,7 +124,8 @@ class ApiServer:
             f"--service-account-key-file={p / 'sa.pub'}", f"--service-account-signing-key-file={p / 'sa.key'}",
             "--service-account-issuer=https://kubernetes.default.svc", "--authorization-mode=RBAC",
             "--service-cluster-ip-range=10.96.0.0/24", "--profiling=false", "--endpoint-reconciler-type=none",
-            f"--feature-gates={GATE_FLAGS}", "--runtime-config=resource.k8s.io/v1beta2=true"])  # fmt: skip
+            *([f"--feature-gates={GATE_FLAGS[self.release]}"] if GATE_FLAGS[self.release] else []),
+            "--runtime-config=resource.k8s.io/v1beta2=true"])  # fmt: skip
         context = ssl.create_default_context(cafile=str(p / "ca.crt"))
         context.load_cert_chain(str(p / "admin.crt"), str(p / "admin.key"))
         self.http = httpx2.Client(base_url=f"https://127.0.0.1:{secure}", verify=context, trust_env=False,
@@ -182,13 +190,13 @@ class ApiServer:
                        tuple(sorted(f"{c.get('field', '')}: {c.get('message', '')}" for c in causes)), False)
 
 
-def ours(doc: dict[str, Any], gates: dict[str, bool]) -> Verdict:
+def ours(doc: dict[str, Any], release: str, gates: dict[str, bool]) -> Verdict:
     """``kubedevice dra validate``'s answer, as its CLI reaches it."""
     try:
         obj = models.from_document(json.loads(json.dumps(doc)))
     except DecodeError as error:
         return Verdict(False, frozenset(), tuple(error.messages), True)
-    errors = validate(obj, gates)
+    errors = validate(obj, gates, release)
     if not errors:
         return Verdict(True, frozenset(), (), False)
     return Verdict(False, frozenset(e.field for e in errors), tuple(sorted(str(e) for e in errors)), False)
@@ -205,23 +213,20 @@ def agree(server: Verdict, mine: Verdict) -> bool:
     return server.fields == mine.fields
 
 
-@pytest.fixture(scope="module", params=["1.36", "1.37"])
+@pytest.fixture(scope="module", params=list(components.RELEASES))
 def server(request: pytest.FixtureRequest) -> Iterator[ApiServer]:
+    """Every release whose build is cached; the default release always (built if need be)."""
     release = request.param
     version = components.RELEASES[release]
     if release != components.DEFAULT_RELEASE and not (components.cache_dir() / f"kubernetes-{version}").exists():
         pytest.skip(f"kube-apiserver {version} is not built (the default release is the one CI builds)")
     directory = Path(tempfile.mkdtemp(prefix="kd-valdiff-", dir="/tmp"))
-    api = ApiServer(version, directory)
+    api = ApiServer(release, directory)
     try:
         yield api
     finally:
         api.close()
         shutil.rmtree(directory, ignore_errors=True)
-
-
-def _release(server: ApiServer) -> str:
-    return ".".join(server.version.lstrip("v").split(".")[:2])
 
 
 def _keep(release: str, kind: str, doc: dict[str, Any], server: Verdict, mine: Verdict) -> None:
@@ -234,11 +239,13 @@ def _keep(release: str, kind: str, doc: dict[str, Any], server: Verdict, mine: V
 
 @pytest.mark.parametrize("kind", list(validgen.BUILDERS))
 def test_generated_objects_agree_with_the_api_server(server: ApiServer, kind: str) -> None:
-    release = _release(server)
-    gates = features.from_flags(release, GATE_FLAGS)
+    release = server.release
+    gates = features.from_flags(release, GATE_FLAGS[release])
+    if kind == "DeviceTaintRule" and not gates.get("DRADeviceTaintRules"):
+        pytest.skip(f"{release} serves DeviceTaintRules only with gates that change the other kinds (GATE_FLAGS)")
     disagreements, messages_same, refused_by_both, accepted = [], 0, 0, 0
     for doc in validgen.generate(kind, COUNT, seed=int(release.split(".")[1])):
-        answer, mine = server.dry_run(doc), ours(doc, gates)
+        answer, mine = server.dry_run(doc), ours(doc, release, gates)
         accepted += answer.accepted
         if not answer.accepted and not mine.accepted and not answer.decode and not mine.decode:
             refused_by_both += 1
@@ -267,5 +274,6 @@ def test_kept_disagreements_now_agree(path: Path, request: pytest.FixtureRequest
     recorded = case["server"]
     server = Verdict(recorded["accepted"], frozenset(recorded["fields"]), tuple(recorded["messages"]),
                      recorded["decode"])
-    mine = ours(case["object"], features.from_flags(case["release"], GATE_FLAGS))
+    release = case["release"]
+    mine = ours(case["object"], release, features.from_flags(release, GATE_FLAGS[release]))
     assert agree(server, mine), f"server: {server}\nours:   {mine}"

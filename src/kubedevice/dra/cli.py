@@ -57,9 +57,9 @@ def gates_from_flags(release: str, feature_gates: str | None) -> dict[str, bool]
         fail(f"{option}: {error}")
 
 
-def _as_stored(objects: Sequence[DRAObject], gates: dict[str, bool]) -> list[DRAObject]:
+def _as_stored(objects: Sequence[DRAObject], gates: dict[str, bool], release: str) -> list[DRAObject]:
     """The objects as that release's API server stores them: fields of disabled features dropped."""
-    return [drop_disabled_fields(obj, gates) for obj in objects]
+    return [drop_disabled_fields(obj, gates, release) for obj in objects]
 
 
 def _documents(path: Path) -> list[tuple[int, Any]]:
@@ -124,7 +124,7 @@ def validate_command(
                 problems += 1
                 typer.echo(f"{where}: {_not_served(obj, kubernetes_version)}")
                 continue
-            errors = validate(obj, gates)
+            errors = validate(obj, gates, kubernetes_version)
             problems += bool(errors)
             for field_error in errors:
                 typer.echo(f"{where}: {_describe(obj)} is invalid: {field_error}")
@@ -196,13 +196,14 @@ def explain_command(
     """
     gates = gates_from_flags(kubernetes_version, feature_gates)
     if pod_files:
-        _explain_pods(pod_files, (class_file, slices_file), node, labels or [], gates, as_json=as_json)
+        _explain_pods(pod_files, (class_file, slices_file), node, labels or [], (kubernetes_version, gates),
+                      as_json=as_json)
         return
     claim = _one_claim(claim_file)
     if claim is not None:
-        claim = of_kind(_as_stored([claim], gates), ResourceClaim)[0]
+        claim = of_kind(_as_stored([claim], gates, kubernetes_version), ResourceClaim)[0]
     classes = _classes_to_explain(class_file, claim)
-    slices = of_kind(_as_stored(_load(slices_file), gates), ResourceSlice)
+    slices = of_kind(_as_stored(_load(slices_file), gates, kubernetes_version), ResourceSlice)
     report: list[dict[str, Any]] = []
     unmatched = 0
     for device_class in classes:
@@ -224,7 +225,7 @@ def _explain_pods(
     files: tuple[Path, Path],
     node: str | None,
     labels: list[str],
-    gates: dict[str, bool],
+    release_gates: tuple[str, dict[str, bool]],
     *,
     as_json: bool,
 ) -> None:
@@ -232,11 +233,12 @@ def _explain_pods(
 
     if node is None:
         fail("--pod needs --node")
-    inputs = load_inputs(pod_files, lambda objects: _as_stored(objects, gates))
+    release, gates = release_gates
+    inputs = load_inputs(pod_files, lambda objects: _as_stored(objects, gates, release))
     if not inputs.pods:
         fail("--pod: no Pod found")
     classes = of_kind(_load(files[0]), DeviceClass)
-    slices = of_kind(_as_stored(_load(files[1]), gates), ResourceSlice)
+    slices = of_kind(_as_stored(_load(files[1]), gates, release), ResourceSlice)
     if not explain_pods(inputs, classes, slices, (node, _parse_labels(labels)), gates, as_json=as_json):
         raise typer.Exit(1)
 
@@ -306,7 +308,7 @@ def allocate_command(
 
     fmt = _output(output)
     gates = gates_from_flags(kubernetes_version, feature_gates)
-    inputs = load_inputs(files, lambda objects: _as_stored(objects, gates))
+    inputs = load_inputs(files, lambda objects: _as_stored(objects, gates, kubernetes_version))
     if inputs.pods:
         allocate_pods(inputs, node, _parse_labels(labels or []), fmt, gates)
         return

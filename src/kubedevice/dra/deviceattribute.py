@@ -25,7 +25,7 @@ from ..sources.hostroot import HostRoot
 PREFIX = "resource.kubernetes.io/"
 PCIE_ROOT = PREFIX + "pcieRoot"
 PCI_BUS_ID = PREFIX + "pciBusID"
-_BDF = re.compile(r"^([0-9a-f]{4}):([0-9a-f]{2}):([0-9a-f]{2})\.([0-9a-f]{1})$")
+_BDF = re.compile(r"^([0-9a-f]{4}):([0-9a-f]{2}):([0-9a-f]{2})\.([0-9a-f]{1})\Z")
 _SOURCE_KEY = "pciAddress"
 """The attribute the PCI source gives every function it finds."""
 

@@ -96,6 +96,11 @@ def spec_at(gate: str, release: str) -> Spec | None:
     return current
 
 
+def at_least(release: str, minimum: str) -> bool:
+    """Whether ``release`` is ``minimum`` or newer: for rules a release's code changed without a gate."""
+    return _minor(release) >= _minor(minimum)
+
+
 def check_release(release: str) -> str:
     if release not in RELEASES:
         raise FeatureGateError(f"unsupported Kubernetes version {release!r}: expected one of {', '.join(RELEASES)}")

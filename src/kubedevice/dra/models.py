@@ -31,7 +31,7 @@ GROUP = "resource.k8s.io"
 VERSIONS = ("v1alpha3", "v1beta1", "v1beta2", "v1")
 KINDS = ("DeviceClass", "ResourceSlice", "ResourceClaim", "ResourceClaimTemplate", "DeviceTaintRule")
 # resource.Quantity's parser regex (apimachinery/pkg/api/resource/quantity.go).
-_QUANTITY = re.compile(r"^([+-]?[0-9.]+)([eEinumkKMGTP]*[-+]?[0-9]*)$")
+_QUANTITY = re.compile(r"^([+-]?[0-9.]+)([eEinumkKMGTP]*[-+]?[0-9]*)\Z")
 _QUANTITY_MESSAGE = "quantities must match the regular expression '^([+-]?[0-9.]+)([eEinumkKMGTP]*[-+]?[0-9]*)$'"
 
 

@@ -3,13 +3,15 @@
 A field whose gate is off is not refused: ``dropDisabledFields`` of the REST strategy clears it
 and the object is stored without it (pkg/registry/resource/resourceslice/strategy.go,
 deviceclass/strategy.go, and pkg/api/resourceclaimspec/util.go for claims, kubernetes
-v1.36.3). Only creation is modelled, so no old object keeps a field "in use".
+v1.36.3). Only creation is modelled, so no old object keeps a field "in use". Where a release's
+strategy code differs (1.34 below), the release passed in decides, not the gate set.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 
+from . import features
 from .models import DeviceClass, DRAObject, ResourceClaim, ResourceClaimSpec, ResourceClaimTemplate, ResourceSlice
 
 
@@ -35,33 +37,29 @@ def _drop_slice(obj: ResourceSlice, gates: Mapping[str, bool]) -> None:
                 capacity.request_policy = None
 
 
-def _drop_claim(spec: ResourceClaimSpec, gates: Mapping[str, bool]) -> None:
+def _drop_claim(spec: ResourceClaimSpec, gates: Mapping[str, bool], release: str) -> None:
     devices = spec.devices
     for request in devices.requests:
         exact = [request.exactly] if request.exactly is not None else []
         if not _on(gates, "DRAPrioritizedList"):
             request.first_available = []
         for one in [*exact, *request.first_available]:
-            if not _on(gates, "DRADeviceTaints"):
+            # 1.34's claim strategies have no DRADeviceTaints case: tolerations are kept and validated
+            # (resourceclaim/strategy.go, kubernetes v1.34.4); 1.35 drops them (resourceclaimspec/util.go).
+            if not _on(gates, "DRADeviceTaints") and features.at_least(release, "1.35"):
                 one.tolerations = None
             if not _on(gates, "DRAConsumableCapacity"):
                 one.capacity = None
         for one in exact:
             if not _on(gates, "DRAAdminAccess"):
                 one.admin_access = None
-    if not _on(gates, "DRAConsumableCapacity") and not _release_134(gates):
+    if not _on(gates, "DRAConsumableCapacity") and features.at_least(release, "1.35"):
+        # 1.34's strategies clear ``distinctAttribute`` on a copy (``for _, constaint := range ...
+        # { constaint.DistinctAttribute = nil }`` in resourceclaim/strategy.go and
+        # resourceclaimtemplate/strategy.go, kubernetes v1.34.4), so there the field is kept and
+        # validated; 1.35 clears it by index. Found by the differential against a 1.34.4 API server.
         for constraint in devices.constraints:
             constraint.distinct_attribute = None
-
-
-def _release_134(gates: Mapping[str, bool]) -> bool:
-    """Whether the gates are 1.34's: it registers DRAConsumableCapacity but not yet
-    DRADeviceTaintRules (:func:`kubedevice.dra.features.defaults`). Its strategies clear
-    ``distinctAttribute`` on a copy (``for _, constaint := range ... { constaint.DistinctAttribute
-    = nil }`` in resourceclaim/strategy.go and resourceclaimtemplate/strategy.go, kubernetes
-    v1.34.4), so the field is kept and validated; 1.35 clears it by index. Found by the validation
-    differential against a 1.34.4 API server."""
-    return "DRAConsumableCapacity" in gates and "DRADeviceTaintRules" not in gates
 
 
 _GATES = (
@@ -70,18 +68,18 @@ _GATES = (
 )
 
 
-def drop_disabled_fields(obj: DRAObject, gates: Mapping[str, bool]) -> DRAObject:
-    """``obj`` as the API server would store it under ``gates``: a copy when a gate it reads is
-    off, else ``obj`` itself (the driver validates every slice it publishes; no copy then)."""
+def drop_disabled_fields(obj: DRAObject, gates: Mapping[str, bool], release: str = features.NEWEST) -> DRAObject:
+    """``obj`` as the API server of ``release`` would store it under ``gates``: a copy when a gate
+    it reads is off, else ``obj`` itself (the driver validates every slice it publishes; no copy then)."""
     if all(_on(gates, name) for name in _GATES):
         return obj
     copy = obj.model_copy(deep=True)
     if isinstance(copy, ResourceSlice):
         _drop_slice(copy, gates)
     elif isinstance(copy, ResourceClaim):
-        _drop_claim(copy.spec, gates)
+        _drop_claim(copy.spec, gates, release)
     elif isinstance(copy, ResourceClaimTemplate):
-        _drop_claim(copy.spec.spec, gates)
+        _drop_claim(copy.spec.spec, gates, release)
     elif isinstance(copy, DeviceClass) and not _on(gates, "DRAExtendedResource"):
         copy.spec.extended_resource_name = None
     return copy

@@ -4,8 +4,10 @@ A port of ``pkg/apis/resource/validation/validation.go`` (kubernetes v1.36.3) fo
 kubedevice handles, so ``kubedevice dra validate`` refuses exactly what ``kubectl apply`` would,
 with the same ``spec.selectors[0].cel.expression: Invalid value: …`` lines, before anything
 reaches a cluster. Feature-gated fields follow the gates passed in (:mod:`.features`; default:
-the newest release's defaults), dropped first as the API server's strategy drops them
-(:mod:`.strategy`).
+the release's defaults), dropped first as the API server's strategy drops them
+(:mod:`.strategy`). Rules a release's code changed without a gate follow the release passed in
+(``--kubernetes-version``), never a guess from the gate set: overriding gates on a 1.34 server
+does not make it run 1.37's code.
 """
 
 from __future__ import annotations
@@ -76,15 +78,17 @@ MAX_COUNTER_CONSUMPTIONS = 2
 MAX_COUNTERS_PER_CONSUMPTION = 32
 MAX_VALID_VALUES = 10
 TAINT_EFFECTS = ("NoExecute", "NoSchedule", "None")  # sets.List: sorted
+TAINT_EFFECTS_134 = ("NoExecute", "NoSchedule")  # "None" comes with 1.35
 TOLERATION_OPERATORS = ("Equal", "Exists")
 Gates = Mapping[str, bool]
 ALLOCATION_MODES = ("All", "ExactCount")
 
-_DNS1123_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
+_DNS1123_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?\Z")
 _SEMVER = re.compile(
     r"^(0|[1-9]\d*)\.(0|[1-9]\d*)\.(0|[1-9]\d*)"
     r"(-(0|[1-9]\d*|\d*[a-zA-Z-][0-9a-zA-Z-]*)(\.(0|[1-9]\d*|\d*[a-zA-Z-][0-9a-zA-Z-]*))*)?"
-    r"(\+[0-9a-zA-Z-]+(\.[0-9a-zA-Z-]+)*)?$"
+    r"(\+[0-9a-zA-Z-]+(\.[0-9a-zA-Z-]+)*)?\Z",
+    re.ASCII,
 )
 _DNS1123_LABEL_MSG = (
     "a lowercase RFC 1123 label must consist of lower case alphanumeric characters or '-', and must "
@@ -200,7 +204,10 @@ def forbidden(path: Path, detail: str) -> FieldError:
 
 
 def too_long(path: Path, limit: int) -> FieldError:
-    return FieldError(ErrorType.TOO_LONG, str(path), "", f"must have at most {limit} bytes")
+    """``field.TooLong``: its wording in every release 1.34 to 1.37 (apimachinery
+    pkg/util/validation/field/errors.go); "must have at most" is ``TooMany``'s."""
+    unit = "byte" if limit == 1 else "bytes"
+    return FieldError(ErrorType.TOO_LONG, str(path), "", f"may not be more than {limit} {unit}")
 
 
 def too_many(path: Path, actual: int, limit: int) -> FieldError:
@@ -225,11 +232,12 @@ def _bytes(value: str) -> int:
 
 
 def dns1123_label_messages(value: str) -> list[str]:
+    """``validation.IsDNS1123Label``: a valid subdomain that is no label must hold dots, and says so."""
     messages = []
     if _bytes(value) > 63:
         messages.append("must be no more than 63 characters")
     if not _DNS1123_LABEL.match(value):
-        messages.append(_DNS1123_LABEL_MSG)
+        messages.append("must not contain dots" if DNS1123_SUBDOMAIN.match(value) else _DNS1123_LABEL_MSG)
     return messages
 
 
@@ -255,10 +263,14 @@ def validate_dns_subdomain(value: str, path: Path) -> Errors:
     return _each_message(path, value, dns1123_subdomain_messages(value))
 
 
-def validate_driver_name(driver: str, path: Path) -> Errors:
-    """``ValidateCSIDriverName``: at most 63 characters, a DNS subdomain once lower-cased."""
+def validate_driver_name(driver: str, path: Path, release: str = features.NEWEST) -> Errors:
+    """``ValidateCSIDriverName``: at most 63 characters, a DNS subdomain once lower-cased. From 1.35
+    an empty name is only required; 1.34 also reports it as no subdomain (pkg/apis/core/validation,
+    kubernetes v1.34.4 and v1.35.4)."""
     errors: Errors = []
     if not driver:
+        if features.at_least(release, "1.35"):
+            return [required(path)]
         errors.append(required(path))
     if _bytes(driver) > MAX_DRIVER_LENGTH:
         errors.append(too_long(path, MAX_DRIVER_LENGTH))
@@ -275,27 +287,40 @@ def _validate_c_identifier(value: str, path: Path) -> Errors:
     return errors
 
 
-def validate_qualified_name(name: str, path: Path) -> Errors:
+def validate_qualified_name(name: str, path: Path, release: str) -> Errors:
     """An attribute or capacity name: ``identifier`` or ``domain/identifier``.
 
     A name with two slashes or more is accepted: ``validateQualifiedName`` has no case for it
-    (a TODO upstream, kept for compatibility with stored objects).
+    (a TODO upstream, kept for compatibility with stored objects). 1.34 reports an empty name
+    and an empty part as required (kubernetes v1.34.4 validation.go); 1.35 as invalid.
     """
+    since_135 = features.at_least(release, "1.35")
+    if not name and not since_135:
+        return [required(path, "name required")]
     parts = name.split("/")
     if len(parts) == 1:
         return _validate_c_identifier(name, path)
     if len(parts) > 2:
         return []
+
+    def empty(detail: str) -> FieldError:
+        return invalid(path, "", detail) if since_135 else required(path, detail)
+
     domain, ident = parts
-    errors = validate_driver_name(domain, path) if domain else [invalid(path, "", "the domain must not be empty")]
-    errors += _validate_c_identifier(ident, path) if ident else [invalid(path, "", "the name must not be empty")]
+    errors = validate_driver_name(domain, path, release) if domain else [empty("the domain must not be empty")]
+    errors += _validate_c_identifier(ident, path) if ident else [empty("the name must not be empty")]
     return errors
 
 
-def validate_fully_qualified_name(name: str, path: Path) -> Errors:
-    errors = validate_qualified_name(name, path)
-    if "/" not in name:
-        errors.append(invalid(path, name, "a fully qualified name must be a domain and a name separated by a slash"))
+def validate_fully_qualified_name(name: str, path: Path, release: str) -> Errors:
+    """``validateFullyQualifiedName``: a qualified name with a domain, worded per release."""
+    errors = validate_qualified_name(name, path, release)
+    if features.at_least(release, "1.35"):
+        if "/" not in name:
+            detail = "a fully qualified name must be a domain and a name separated by a slash"
+            errors.append(invalid(path, name, detail))
+    elif name and "/" not in name:
+        errors.append(invalid(path, name, "must include a domain"))
     return errors
 
 
@@ -318,20 +343,34 @@ def _validate_list(
     limit: int,
     check: Callable[[_T, Path], Errors],
     path: Path,
+    *,
+    release: str,
     key: Callable[[_T], Any] | None = None,
+    key_field: str = "",
 ) -> Errors:
-    """Size limit first (it short-circuits, as upstream does against DoS), then items, then duplicates."""
-    if 0 <= limit < len(items):
+    """``validateSlice`` / ``validateSet``: items, the size limit, duplicates.
+
+    From 1.35 the size limit comes first and short-circuits (against DoS) and a duplicate is
+    reported at its item. 1.34 checks every item, then the size, and reports a duplicate at the
+    item's key field (``spec.devices[1].name``: ``itemKey`` returns the field's name too;
+    kubernetes v1.34.4 pkg/apis/resource/validation/validation.go).
+    """
+    since_135 = features.at_least(release, "1.35")
+    too_many_items = 0 <= limit < len(items)
+    if too_many_items and since_135:
         return [too_many(path, len(items), limit)]
     errors: Errors = []
     for i, item in enumerate(items):
         errors += check(item, path.index(i))
+    if too_many_items:
+        errors.append(too_many(path, len(items), limit))
     if key is not None:
         seen: set[Any] = set()
         for i, item in enumerate(items):
             k = key(item)
             if k in seen:
-                errors.append(duplicate(path.index(i), k))
+                at = path.index(i).child(key_field) if key_field and not since_135 else path.index(i)
+                errors.append(duplicate(at, k))
             seen.add(k)
     return errors
 
@@ -355,7 +394,9 @@ def generated_name(meta: ObjectMeta) -> str:
     return base.decode("utf-8", "surrogateescape") + _GENERATED_SUFFIX
 
 
-def validate_object_meta(meta: ObjectMeta, path: Path, namespaced: bool, check_generate_name: bool = True) -> Errors:
+def validate_object_meta(
+    meta: ObjectMeta, path: Path, namespaced: bool, release: str, check_generate_name: bool = True
+) -> Errors:
     """``ValidateObjectMeta`` with the DNS-subdomain name rule, as the API server runs it on create.
 
     A ``namespace`` on a cluster-scoped object is not an error: the API server clears it
@@ -376,16 +417,16 @@ def validate_object_meta(meta: ObjectMeta, path: Path, namespaced: bool, check_g
     if namespaced and meta.namespace:
         errors += validate_dns_label(meta.namespace, path.child("namespace"))
     extra = meta.model_extra or {}  # decoded as string maps (models._strict_meta)
-    errors += _validate_labels(extra.get("labels") or {}, path.child("labels"))
-    return errors + _validate_annotations(extra.get("annotations") or {}, path.child("annotations"))
+    errors += _validate_labels(extra.get("labels") or {}, path.child("labels"), release)
+    return errors + _validate_annotations(extra.get("annotations") or {}, path.child("annotations"), release)
 
 
-def _validate_template_meta(meta: ClaimTemplateMeta, path: Path) -> Errors:
+def _validate_template_meta(meta: ClaimTemplateMeta, path: Path, release: str) -> Errors:
     """``ValidateTemplateObjectMeta`` (pkg/apis/core/validation): labels and annotations, and every
     other ObjectMeta field that is set is forbidden, named after its Go field with the first letter
     lowered (``validateFieldAllowList``: ``uid`` is ``uID``), in the Go struct's field order."""
-    errors = _validate_annotations(meta.annotations, path.child("annotations"))
-    errors += _validate_labels(meta.labels, path.child("labels"))
+    errors = _validate_annotations(meta.annotations, path.child("annotations"), release)
+    errors += _validate_labels(meta.labels, path.child("labels"), release)
     extra = meta.model_extra or {}
     for field in OBJECT_META_FIELDS:
         if field not in ("labels", "annotations") and extra.get(field) not in (None, "", 0, [], {}):
@@ -409,19 +450,21 @@ def validate_cel_expression(expression: str, path: Path, gates: Gates | None = N
     return []
 
 
-def _gates(gates: Gates | None) -> Gates:
-    """No gates given: the newest release's defaults."""
-    return features.defaults() if gates is None else gates
+def _gates(gates: Gates | None, release: str = features.NEWEST) -> Gates:
+    """No gates given: the release's defaults."""
+    return features.defaults(release) if gates is None else gates
 
 
-def _validate_selector(selector: DeviceSelector, path: Path, gates: Gates | None) -> Errors:
+def _validate_selector(selector: DeviceSelector, path: Path, gates: Gates) -> Errors:
     if selector.cel is None:
         return [required(path.child("cel"))]
     return validate_cel_expression(selector.cel.expression, path.child("cel", "expression"), gates)
 
 
-def validate_selectors(selectors: Sequence[DeviceSelector], path: Path, gates: Gates | None = None) -> Errors:
-    return _validate_list(selectors, MAX_SELECTORS, lambda s, p: _validate_selector(s, p, gates), path)
+def validate_selectors(selectors: Sequence[DeviceSelector], path: Path, gates: Gates, release: str) -> Errors:
+    return _validate_list(
+        selectors, MAX_SELECTORS, lambda s, p: _validate_selector(s, p, gates), path, release=release
+    )
 
 
 def raw_json(value: Any) -> bytes:
@@ -448,16 +491,38 @@ def _validate_parameters(parameters: Any, path: Path) -> Errors:
     return []
 
 
-def _validate_opaque(opaque: OpaqueDeviceConfiguration, path: Path) -> Errors:
-    return validate_driver_name(opaque.driver, path.child("driver")) + _validate_parameters(
+_CASELESS_SUBDOMAIN_MSG = (
+    "an RFC 1123 subdomain must consist of alphanumeric characters, '-' or '.', and must start and end with an "
+    "alphanumeric character (e.g. 'Example.com', regex used for validation is "
+    "'[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*')"
+)
+
+
+def _opaque_driver_errors(driver: str, path: Path, release: str) -> Errors:
+    """An opaque config's driver. 1.37 checks it declaratively (Beta, replacing the handwritten
+    errors; kubernetes v1.37.2 pkg/apis/resource/v1/zz_generated.validations.go): required, then
+    ``LongNameCaseless`` (its own wording, length in bytes), then ``MaxLength`` 63 in characters."""
+    if not features.at_least(release, "1.37") or not driver:
+        return validate_driver_name(driver, path, release)
+    errors = [invalid(path, driver, "must be no more than 253 bytes")] if _bytes(driver) > 253 else []
+    if not DNS1123_SUBDOMAIN.match(driver.lower()):
+        errors.append(invalid(path, driver, _CASELESS_SUBDOMAIN_MSG))
+    if len(driver) > MAX_DRIVER_LENGTH:  # runes: Python's len of a str
+        detail = f"may not be more than {MAX_DRIVER_LENGTH} characters"  # field.TooLongCharacters
+        errors.append(FieldError(ErrorType.TOO_LONG, str(path), "", detail))
+    return errors
+
+
+def _validate_opaque(opaque: OpaqueDeviceConfiguration, path: Path, release: str) -> Errors:
+    return _opaque_driver_errors(opaque.driver, path.child("driver"), release) + _validate_parameters(
         opaque.parameters, path.child("parameters")
     )
 
 
-def _validate_configuration(config: DeviceConfiguration | Any, path: Path) -> Errors:
+def _validate_configuration(config: DeviceConfiguration | Any, path: Path, release: str) -> Errors:
     if config.opaque is None:
         return [required(path.child("opaque"))]
-    return _validate_opaque(config.opaque, path.child("opaque"))
+    return _validate_opaque(config.opaque, path.child("opaque"), release)
 
 
 # --- node selectors (ValidateNodeSelector, for v1alpha3 suitableNodes and slices) -----------
@@ -470,38 +535,41 @@ _LABEL_KEY_REGEX_MSG = (
 )
 
 
-def label_key_messages(key: str) -> list[str]:
-    """``content.IsLabelKey`` (apimachinery v0.36, the ``IsQualifiedName`` of labels and taints).
+def label_key_messages(key: str, release: str) -> list[str]:
+    """``content.IsLabelKey`` (apimachinery v0.35 on, the ``IsQualifiedName`` of labels and taints);
+    1.34's ``validation.IsQualifiedName`` (apimachinery v0.34.4) says "a qualified name" and counts
+    lengths in "characters".
 
     The name part is matched even when empty, so an empty key gets two messages.
     """
+    since_135 = features.at_least(release, "1.35")
+    unit = "bytes" if since_135 else "characters"
     parts = key.split("/")
     if len(parts) > 2:
-        return [
-            f"a valid label key {_LABEL_KEY_REGEX_MSG} with an optional DNS subdomain prefix and '/' "
-            "(e.g. 'example.com/MyName')"
-        ]
+        what = "a valid label key" if since_135 else "a qualified name"
+        suffix = "with an optional DNS subdomain prefix and '/' (e.g. 'example.com/MyName')"
+        return [f"{what} {_LABEL_KEY_REGEX_MSG} {suffix}"]
     messages = []
     if len(parts) == 2:
         if not parts[0]:
             messages.append("prefix part must be non-empty")
         else:
-            messages += ["prefix part " + m for m in dns1123_subdomain_messages(parts[0], "bytes")]
+            messages += ["prefix part " + m for m in dns1123_subdomain_messages(parts[0], unit)]
     name = parts[-1]
     if not name:
         messages.append("name part must be non-empty")
     elif _bytes(name) > 63:
-        messages.append("name part must be no more than 63 bytes")
+        messages.append(f"name part must be no more than 63 {unit}")
     if not QUALIFIED_NAME_PART.match(name):
         messages.append("name part " + _LABEL_KEY_REGEX_MSG)
     return messages
 
 
-def _validate_label_key(key: str, path: Path) -> Errors:
-    return _each_message(path, key, label_key_messages(key))
+def _validate_label_key(key: str, path: Path, release: str) -> Errors:
+    return _each_message(path, key, label_key_messages(key, release))
 
 
-_LABEL_VALUE = re.compile(r"^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$")
+_LABEL_VALUE = re.compile(r"^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?\Z")
 _LABEL_VALUE_MSG = (
     "a valid label must be an empty string or consist of alphanumeric characters, '-', '_' or '.', and must "
     "start and end with an alphanumeric character (e.g. 'MyValue',  or 'my_value',  or '12345', regex used for "
@@ -510,13 +578,15 @@ _LABEL_VALUE_MSG = (
 _BAD_OPERATOR = "not a valid selector operator"
 
 
-def _label_value_messages(value: str) -> list[str]:
-    """``content.IsLabelValue`` (apimachinery v0.36: its length message counts bytes)."""
-    messages = ["must be no more than 63 bytes"] if _bytes(value) > 63 else []
+def _label_value_messages(value: str, release: str) -> list[str]:
+    """``content.IsLabelValue`` (apimachinery v0.35 on: its length message counts bytes; 1.34's
+    ``IsValidLabelValue`` says characters)."""
+    unit = "bytes" if features.at_least(release, "1.35") else "characters"
+    messages = [f"must be no more than 63 {unit}"] if _bytes(value) > 63 else []
     return messages + ([] if _LABEL_VALUE.match(value) else [_LABEL_VALUE_MSG])
 
 
-def _validate_requirement(requirement: Any, path: Path) -> Errors:
+def _validate_requirement(requirement: Any, path: Path, release: str) -> Errors:
     """``ValidateNodeSelectorRequirement`` (pkg/apis/core/validation), label values checked."""
     errors: Errors = []
     values, operator = requirement.values, requirement.operator
@@ -535,9 +605,9 @@ def _validate_requirement(requirement: Any, path: Path) -> Errors:
             )
     else:
         errors.append(invalid(path.child("operator"), operator, _BAD_OPERATOR))
-    errors += _validate_label_key(requirement.key, path.child("key"))
+    errors += _validate_label_key(requirement.key, path.child("key"), release)
     for i, value in enumerate(values):
-        errors += _each_message(path.child("values").index(i), value, _label_value_messages(value))
+        errors += _each_message(path.child("values").index(i), value, _label_value_messages(value, release))
     return errors
 
 
@@ -556,7 +626,7 @@ def _validate_field_requirement(requirement: Any, path: Path) -> Errors:
     return errors
 
 
-def validate_node_selector(selector: NodeSelector, path: Path) -> Errors:
+def validate_node_selector(selector: NodeSelector, path: Path, release: str) -> Errors:
     terms = selector.node_selector_terms
     if not terms:
         return [required(path.child("nodeSelectorTerms"), "must have at least one node selector term")]
@@ -564,7 +634,7 @@ def validate_node_selector(selector: NodeSelector, path: Path) -> Errors:
     for i, term in enumerate(terms):
         term_path = path.child("nodeSelectorTerms").index(i)
         for j, requirement in enumerate(term.match_expressions):
-            errors += _validate_requirement(requirement, term_path.child("matchExpressions").index(j))
+            errors += _validate_requirement(requirement, term_path.child("matchExpressions").index(j), release)
         for j, requirement in enumerate(term.match_fields):
             errors += _validate_field_requirement(requirement, term_path.child("matchFields").index(j))
     return errors
@@ -589,16 +659,42 @@ def _extended_resource_name_ok(name: str) -> bool:
     )
 
 
-def validate_device_class(obj: DeviceClass, gates: Gates | None = None) -> Errors:
+def _extended_resource_name_errors(name: str, path: Path, release: str) -> Errors:
+    """Why an extended resource name is refused. Up to 1.36 the handwritten check says only that it
+    is not one; 1.37's declarative ``validate.ExtendedResourceName`` (Beta, so its errors replace the
+    handwritten one; apimachinery v0.37.2 pkg/api/validate/strfmt.go) says why."""
+    if not features.at_least(release, "1.37"):
+        return [invalid(path, name, "must be a valid extended resource name")]
+    errors: Errors = []
+    if "/" not in name:
+        errors.append(invalid(path, name, "a name must be a domain-prefixed path, such as 'example.com/my-prop'"))
+    elif "kubernetes.io/" in name:
+        errors.append(invalid(path, name, 'must not have "kubernetes.io/" domain'))
+    if name.startswith("requests."):
+        errors.append(invalid(path, name, 'must not have "requests." prefix'))
+    return errors + _each_message(path, name, label_key_messages("requests." + name, release))
+
+
+def validate_device_class(obj: DeviceClass, gates: Gates | None = None, release: str = features.NEWEST) -> Errors:
+    """``ValidateDeviceClass``. Its metadata goes through ``ValidateObjectMetaWithOpts`` from 1.35
+    on (no ``generateName`` check); 1.34 still calls ``ValidateObjectMeta`` with
+    ``ValidateClassName``, which checks the prefix (kubernetes v1.34.4
+    pkg/apis/resource/validation/validation.go), so a 1.34 server refuses ``generateName: Gen-``."""
     spec, path = obj.spec, Path("spec")
-    errors = validate_object_meta(obj.metadata, Path("metadata"), namespaced=False, check_generate_name=False)
-    errors += validate_selectors(spec.selectors, path.child("selectors"), gates)
-    errors += _validate_list(spec.config, MAX_CONFIG, _validate_configuration, path.child("config"))
+    old_meta = not features.at_least(release, "1.35")
+    errors = validate_object_meta(obj.metadata, Path("metadata"), False, release, check_generate_name=old_meta)
+    gates = _gates(gates, release)
+    errors += validate_selectors(spec.selectors, path.child("selectors"), gates, release)
+    errors += _validate_list(
+        spec.config, MAX_CONFIG, lambda c, p: _validate_configuration(c, p, release), path.child("config"),
+        release=release,
+    )
     if spec.suitable_nodes is not None:
-        errors += validate_node_selector(spec.suitable_nodes, path.child("suitableNodes"))
+        errors += validate_node_selector(spec.suitable_nodes, path.child("suitableNodes"), release)
     name = spec.extended_resource_name
     if name is not None and not _extended_resource_name_ok(name):
-        errors.append(invalid(path.child("extendedResourceName"), name, "must be a valid extended resource name"))
+        field = path.child("extendedResourceName")
+        errors += _extended_resource_name_errors(name, field, release)
     return errors
 
 
@@ -616,7 +712,7 @@ def _validate_allocation_mode(request: ExactDeviceRequest, path: Path) -> Errors
     return [not_supported(path.child("allocationMode"), mode, ALLOCATION_MODES)]
 
 
-def _validate_exact(request: ExactDeviceRequest, path: Path, gates: Gates) -> Errors:
+def _validate_exact(request: ExactDeviceRequest, path: Path, gates: Gates, release: str) -> Errors:
     """``validateExactDeviceRequest``; tolerations are checked without a size limit, as upstream."""
     name = request.device_class_name
     errors = (
@@ -624,14 +720,14 @@ def _validate_exact(request: ExactDeviceRequest, path: Path, gates: Gates) -> Er
         if name
         else [required(path.child("deviceClassName"))]
     )
-    errors += validate_selectors(request.selectors, path.child("selectors"), gates)
+    errors += validate_selectors(request.selectors, path.child("selectors"), gates, release)
     errors += _validate_allocation_mode(request, path)
     for i, toleration in enumerate(request.tolerations or ()):
-        errors += _validate_toleration(toleration, path.child("tolerations").index(i))
+        errors += _validate_toleration(toleration, path.child("tolerations").index(i), release)
     return errors
 
 
-def _validate_request(request: Any, path: Path, gates: Gates) -> Errors:
+def _validate_request(request: Any, path: Path, gates: Gates, release: str) -> Errors:
     errors = validate_dns_label(request.name, path.child("name"))
     has_first, has_exact = bool(request.first_available), request.exactly is not None
     if not has_first and not has_exact:
@@ -641,14 +737,16 @@ def _validate_request(request: Any, path: Path, gates: Gates) -> Errors:
             invalid(path, None, "exactly one of `exactly` or `firstAvailable` is required, but multiple fields are set")
         )
     elif has_exact:
-        errors += _validate_exact(request.exactly, path.child("exactly"), gates)
+        errors += _validate_exact(request.exactly, path.child("exactly"), gates, release)
     else:
         errors += _validate_list(
             request.first_available,
             MAX_FIRST_AVAILABLE,
-            lambda sub, p: validate_dns_label(sub.name, p.child("name")) + _validate_exact(sub, p, gates),
+            lambda sub, p: validate_dns_label(sub.name, p.child("name")) + _validate_exact(sub, p, gates, release),
             path.child("firstAvailable"),
+            release=release,
             key=lambda sub: sub.name,
+            key_field="name",
         )
     return errors
 
@@ -670,42 +768,38 @@ def _validate_request_ref(name: str, path: Path, names: Mapping[str, set[str]]) 
     return errors
 
 
-def _validate_refs(refs: Sequence[str], path: Path, names: Mapping[str, set[str]]) -> Errors:
+def _validate_refs(refs: Sequence[str], path: Path, names: Mapping[str, set[str]], release: str) -> Errors:
     return _validate_list(
-        refs, MAX_REQUESTS, lambda ref, p: _validate_request_ref(ref, p, names), path, key=lambda r: r
+        refs, MAX_REQUESTS, lambda ref, p: _validate_request_ref(ref, p, names), path, release=release, key=lambda r: r
     )
 
 
 def _validate_constraint(
-    constraint: DeviceConstraint, path: Path, names: Mapping[str, set[str]], gates: Gates
+    constraint: DeviceConstraint, path: Path, names: Mapping[str, set[str]], gates: Gates, release: str
 ) -> Errors:
     """``validateDeviceConstraint``: with neither attribute the path depends on DRAConsumableCapacity."""
-    errors = _validate_refs(constraint.requests, path.child("requests"), names)
+    errors = _validate_refs(constraint.requests, path.child("requests"), names, release)
     # From 1.37 declarative ``ResourceFullyQualifiedName`` is Beta (authoritative) on both attributes
     # (kubernetes v1.37.2 pkg/apis/resource/v1/zz_generated.validations.go); the handwritten check
     # it covers, which looked at only one of them, is dropped.
-    if _code_of_137(gates) and (constraint.match_attribute, constraint.distinct_attribute) != (None, None):
+    either = (constraint.match_attribute, constraint.distinct_attribute) != (None, None)
+    if features.at_least(release, "1.37") and either:
         for name, field in ((constraint.match_attribute, "matchAttribute"),
                             (constraint.distinct_attribute, "distinctAttribute")):
             if name is not None:
                 errors += _resource_fully_qualified_name(name, path.child(field))
         return errors
     if constraint.match_attribute is not None:
-        errors += validate_fully_qualified_name(constraint.match_attribute, path.child("matchAttribute"))
+        errors += validate_fully_qualified_name(constraint.match_attribute, path.child("matchAttribute"), release)
     elif constraint.distinct_attribute is not None:
-        errors += validate_fully_qualified_name(constraint.distinct_attribute, path.child("distinctAttribute"))
+        errors += validate_fully_qualified_name(
+            constraint.distinct_attribute, path.child("distinctAttribute"), release
+        )
     elif gates.get("DRAConsumableCapacity"):
         errors.append(required(path, _CONSTRAINT_MSG))
     else:
         errors.append(required(path.child("matchAttribute")))
     return errors
-
-
-def _code_of_137(gates: Gates) -> bool:
-    """Whether the gates are a 1.37 API server's, for rules its code changed without a gate. The gate
-    map of a release holds the gates it registers (:func:`features.defaults`), and
-    DRAFractionalCapacityRange first appears in 1.37's."""
-    return "DRAFractionalCapacityRange" in gates
 
 
 def _resource_fully_qualified_name(name: str, path: Path) -> Errors:
@@ -731,42 +825,44 @@ def _resource_fully_qualified_name(name: str, path: Path) -> Errors:
     return errors
 
 
-def validate_resource_claim(obj: ResourceClaim, gates: Gates | None = None) -> Errors:
-    errors = validate_object_meta(obj.metadata, Path("metadata"), namespaced=True)
-    return errors + _validate_claim_spec(obj.spec, Path("spec"), _gates(gates))
+def validate_resource_claim(obj: ResourceClaim, gates: Gates | None = None, release: str = features.NEWEST) -> Errors:
+    errors = validate_object_meta(obj.metadata, Path("metadata"), True, release)
+    return errors + _validate_claim_spec(obj.spec, Path("spec"), _gates(gates, release), release)
 
 
-def validate_resource_claim_template(obj: ResourceClaimTemplate, gates: Gates | None = None) -> Errors:
+def validate_resource_claim_template(
+    obj: ResourceClaimTemplate, gates: Gates | None = None, release: str = features.NEWEST
+) -> Errors:
     """``ValidateResourceClaimTemplate``: its own metadata, the claim's (labels and annotations
     only, ``ValidateTemplateObjectMeta``) and the claim spec under ``spec.spec``."""
-    errors = validate_object_meta(obj.metadata, Path("metadata"), namespaced=True)
-    errors += _validate_template_meta(obj.spec.metadata, Path("spec").child("metadata"))
-    return errors + _validate_claim_spec(obj.spec.spec, Path("spec").child("spec"), _gates(gates))
+    errors = validate_object_meta(obj.metadata, Path("metadata"), True, release)
+    errors += _validate_template_meta(obj.spec.metadata, Path("spec").child("metadata"), release)
+    return errors + _validate_claim_spec(obj.spec.spec, Path("spec").child("spec"), _gates(gates, release), release)
 
 
 _MAX_ANNOTATIONS_BYTES = 256 * 1024
 
 
-def _validate_annotations(annotations: Mapping[str, str], path: Path) -> Errors:
+def _validate_annotations(annotations: Mapping[str, str], path: Path, release: str) -> Errors:
     """``ValidateAnnotations``: keys are label keys once lower-cased; all of it at most 256 KiB."""
     errors: Errors = []
     for key in annotations:
-        errors += _each_message(path, key, label_key_messages(key.lower()))
+        errors += _each_message(path, key, label_key_messages(key.lower(), release))
     if sum(_bytes(k) + _bytes(v) for k, v in annotations.items()) > _MAX_ANNOTATIONS_BYTES:
         errors.append(too_long(path, _MAX_ANNOTATIONS_BYTES))
     return errors
 
 
-def _validate_labels(labels: Mapping[str, str], path: Path) -> Errors:
+def _validate_labels(labels: Mapping[str, str], path: Path, release: str) -> Errors:
     """``ValidateLabels``: each key a label key, each value a label value (both at ``path``)."""
     errors: Errors = []
     for key, value in labels.items():
-        errors += _validate_label_key(key, path)
-        errors += _validate_label_value(value, path)
+        errors += _validate_label_key(key, path, release)
+        errors += _validate_label_value(value, path, release)
     return errors
 
 
-def _validate_claim_spec(spec: ResourceClaimSpec, path: Path, gated: Gates) -> Errors:
+def _validate_claim_spec(spec: ResourceClaimSpec, path: Path, gated: Gates, release: str) -> Errors:
     """``validateDeviceClaim``: requests, constraints, config, each list in its limits."""
     devices, path = spec.devices, path.child("devices")
     names = _request_names(devices)
@@ -774,21 +870,26 @@ def _validate_claim_spec(spec: ResourceClaimSpec, path: Path, gated: Gates) -> E
     errors += _validate_list(
         devices.requests,
         MAX_REQUESTS,
-        lambda r, p: _validate_request(r, p, gated),
+        lambda r, p: _validate_request(r, p, gated, release),
         path.child("requests"),
+        release=release,
         key=lambda r: r.name,
+        key_field="name",
     )
     errors += _validate_list(
         devices.constraints,
         MAX_CONSTRAINTS,
-        lambda c, p: _validate_constraint(c, p, names, gated),
+        lambda c, p: _validate_constraint(c, p, names, gated, release),
         path.child("constraints"),
+        release=release,
     )
     errors += _validate_list(
         devices.config,
         MAX_CONFIG,
-        lambda c, p: _validate_refs(c.requests, p.child("requests"), names) + _validate_configuration(c, p),
+        lambda c, p: _validate_refs(c.requests, p.child("requests"), names, release)
+        + _validate_configuration(c, p, release),
         path.child("config"),
+        release=release,
     )
     return errors
 
@@ -836,7 +937,7 @@ def _attribute_values(device: SliceDevice) -> int:
     return total
 
 
-def _validate_device(device: SliceDevice, path: Path, per_device: bool, gates: Gates) -> Errors:
+def _validate_device(device: SliceDevice, path: Path, per_device: bool, release: str) -> Errors:
     """``validateDevice`` (validation.go) in its order: limits, attributes, capacity, taints,
     counters, node fields, binding conditions."""
     errors = validate_dns_label(device.name, path.child("name"))
@@ -849,23 +950,30 @@ def _validate_device(device: SliceDevice, path: Path, per_device: bool, gates: G
         detail = f"the total number of attribute values must not exceed {MAX_ATTRIBUTE_VALUES}"
         errors.append(invalid(path, values, detail))
     for key, attribute in device.attributes.items():
-        errors += validate_qualified_name(key, path.child("attributes"))
+        errors += validate_qualified_name(key, path.child("attributes"), release)
         errors += _validate_attribute(attribute, path.child("attributes").key(key))
     for key, capacity in device.capacity.items():
-        errors += validate_qualified_name(key, path.child("capacity"))
+        errors += validate_qualified_name(key, path.child("capacity"), release)
         errors += _validate_capacity(
-            capacity, bool(device.allow_multiple_allocations), path.child("capacity").key(key), gates
+            capacity, bool(device.allow_multiple_allocations), path.child("capacity").key(key), release
         )
-    errors += _validate_list(device.taints or [], MAX_TAINTS, _validate_taint, path.child("taints"))
+    errors += _validate_list(
+        device.taints or [], MAX_TAINTS, lambda t, p: _validate_taint(t, p, release), path.child("taints"),
+        release=release,
+    )
     errors += _validate_list(
         device.consumes_counters or [],
         MAX_COUNTER_CONSUMPTIONS,
         _validate_counter_consumption,
         path.child("consumesCounters"),
+        release=release,
         key=lambda c: c.get("counterSet", ""),
+        key_field="counterSet",
     )
-    errors += _device_node_errors(device, path, per_device)
-    return errors + _validate_binding_parameters(device.binding_conditions, device.binding_failure_conditions, path)
+    errors += _device_node_errors(device, path, per_device, release)
+    return errors + _validate_binding_parameters(
+        device.binding_conditions, device.binding_failure_conditions, path, release
+    )
 
 
 _DEVICE_NODE_CHOICES = (
@@ -874,7 +982,7 @@ _DEVICE_NODE_CHOICES = (
 )
 
 
-def _device_node_errors(device: SliceDevice, path: Path, per_device: bool) -> Errors:
+def _device_node_errors(device: SliceDevice, path: Path, per_device: bool, release: str) -> Errors:
     if not per_device:
         if any(f is not None for f in (device.node_name, device.node_selector, device.all_nodes)):
             detail = (
@@ -887,7 +995,7 @@ def _device_node_errors(device: SliceDevice, path: Path, per_device: bool) -> Er
     errors = _node_name_field(device.node_name, path, set_fields, "must not be empty")
     if device.node_selector is not None:
         set_fields.append("`nodeSelector`")
-        errors += validate_node_selector(device.node_selector, path.child("nodeSelector"))
+        errors += validate_node_selector(device.node_selector, path.child("nodeSelector"), release)
     errors += _true_or_unset("allNodes", device.all_nodes, path, set_fields)
     return errors + _exactly_one(path, set_fields, _DEVICE_NODE_CHOICES, _DEVICE_NODE_CHOICES)
 
@@ -922,52 +1030,69 @@ def _exactly_one(path: Path, set_fields: list[str], none: str, several: str) -> 
 # --- taints, tolerations, binding conditions -----------------------------------------------
 
 
-def _validate_label_value(value: str, path: Path) -> Errors:
-    return _each_message(path, value, _label_value_messages(value))
+def _validate_label_value(value: str, path: Path, release: str) -> Errors:
+    return _each_message(path, value, _label_value_messages(value, release))
 
 
-def _validate_taint(taint: Mapping[str, Any], path: Path) -> Errors:
+def _taint_effects(release: str) -> tuple[str, ...]:
+    """``validDeviceTaintEffects`` of the release (kubernetes v1.34.4 and v1.35.4 validation.go)."""
+    return TAINT_EFFECTS if features.at_least(release, "1.35") else TAINT_EFFECTS_134
+
+
+def _validate_taint(taint: Mapping[str, Any], path: Path, release: str) -> Errors:
     """``validateDeviceTaint``: key a label name (so required), value a label value, effect known."""
-    errors = _validate_label_key(str(taint.get("key", "")), path.child("key"))
+    errors = _validate_label_key(str(taint.get("key", "")), path.child("key"), release)
     if value := taint.get("value", ""):
-        errors += _validate_label_value(str(value), path.child("value"))
-    effect = taint.get("effect", "")
+        errors += _validate_label_value(str(value), path.child("value"), release)
+    effect, effects = taint.get("effect", ""), _taint_effects(release)
     if not effect:
         errors.append(required(path.child("effect")))
-    elif effect not in TAINT_EFFECTS:
-        errors.append(not_supported(path.child("effect"), effect, TAINT_EFFECTS))
+    elif effect not in effects:
+        errors.append(not_supported(path.child("effect"), effect, effects))
     return errors
 
 
-def _validate_toleration(toleration: Mapping[str, Any], path: Path) -> Errors:
+def _validate_toleration(toleration: Mapping[str, Any], path: Path, release: str) -> Errors:
     """``validateDeviceToleration``: an empty key tolerates every taint; the operator is required."""
     errors: Errors = []
     if key := toleration.get("key", ""):
-        errors += _validate_label_key(str(key), path.child("key"))
+        errors += _validate_label_key(str(key), path.child("key"), release)
     operator, value = toleration.get("operator", ""), str(toleration.get("value", ""))
     if operator == "Exists":
         if value:
             errors.append(invalid(path.child("value"), value, "must be empty for operator `Exists`"))
     elif operator == "Equal":
-        errors += _validate_label_value(value, path.child("value"))
+        errors += _validate_label_value(value, path.child("value"), release)
     elif not operator:
         errors.append(required(path.child("operator")))
     else:
         errors.append(not_supported(path.child("operator"), operator, TOLERATION_OPERATORS))
-    effect = toleration.get("effect", "")
-    if effect and effect not in TAINT_EFFECTS:
-        errors.append(not_supported(path.child("effect"), effect, TAINT_EFFECTS))
+    effect, effects = toleration.get("effect", ""), _taint_effects(release)
+    if effect and effect not in effects:
+        errors.append(not_supported(path.child("effect"), effect, effects))
     return errors
 
 
-def _validate_binding_parameters(given: list[str] | None, given_failures: list[str] | None, path: Path) -> Errors:
+def _validate_binding_parameters(
+    given: list[str] | None, given_failures: list[str] | None, path: Path, release: str
+) -> Errors:
     """``validateDeviceBindingParameters``: at most 4 each, label names, no duplicates or overlap,
     and one kind only together with the other. A missing list is Go's nil slice, shown as
     ``null``; ``[]`` stays ``[]`` (json.Marshal of the bad value)."""
     conditions, failures = given or [], given_failures or []
-    errors = _validate_list(conditions, MAX_BINDING_CONDITIONS, _validate_label_key, path.child("bindingConditions"))
+    errors = _validate_list(
+        conditions,
+        MAX_BINDING_CONDITIONS,
+        lambda c, p: _validate_label_key(c, p, release),
+        path.child("bindingConditions"),
+        release=release,
+    )
     errors += _validate_list(
-        failures, MAX_BINDING_CONDITIONS, _validate_label_key, path.child("bindingFailureConditions")
+        failures,
+        MAX_BINDING_CONDITIONS,
+        lambda c, p: _validate_label_key(c, p, release),
+        path.child("bindingFailureConditions"),
+        release=release,
     )
     seen: set[str] = set()
     for i, condition in enumerate(conditions):
@@ -1042,7 +1167,7 @@ def _amount(value: Any) -> Amount | None:
         return None
 
 
-def _validate_capacity(capacity: DeviceCapacity, multiple: bool, path: Path, gates: Gates) -> Errors:
+def _validate_capacity(capacity: DeviceCapacity, multiple: bool, path: Path, release: str) -> Errors:
     """``validate{Multi,Single}AllocatableDeviceCapacity``: a request policy needs
     allowMultipleAllocations; with it, the policy must be consistent with the capacity."""
     policy = capacity.request_policy
@@ -1068,7 +1193,7 @@ def _validate_capacity(capacity: DeviceCapacity, multiple: bool, path: Path, gat
         return [required(policy_path.child("default"), f"required when {which} is defined")]
     if valid_values:
         return _validate_valid_values(default, maximum, valid_values, policy_path.child("validValues"))
-    bound_field = "default" if _code_of_137(gates) else None
+    bound_field = "default" if features.at_least(release, "1.37") else None
     return _validate_range(default, maximum, valid_range or {}, policy_path.child("validRange"), bound_field)
 
 
@@ -1144,14 +1269,14 @@ def _validate_range(
     return errors
 
 
-def _node_selection_errors(spec: ResourceSliceSpec, path: Path) -> Errors:
+def _node_selection_errors(spec: ResourceSliceSpec, path: Path, release: str) -> Errors:
     set_fields: list[str] = []
     errors = _node_name_field(
         spec.node_name, path, set_fields, "must be either unset or set to a non-empty string"
     )
     if spec.node_selector is not None:
         set_fields.append("`nodeSelector`")
-        errors += validate_node_selector(spec.node_selector, path.child("nodeSelector"))
+        errors += validate_node_selector(spec.node_selector, path.child("nodeSelector"), release)
         if len(spec.node_selector.node_selector_terms) != 1:
             terms = [t.model_dump(by_alias=True) for t in spec.node_selector.node_selector_terms]
             errors.append(
@@ -1165,11 +1290,11 @@ def _node_selection_errors(spec: ResourceSliceSpec, path: Path) -> Errors:
     return errors + _exactly_one(path, set_fields, choices, choices + ", but multiple fields are set")
 
 
-def validate_resource_slice(obj: ResourceSlice, gates: Gates | None = None) -> Errors:
-    gates = _gates(gates)
+def validate_resource_slice(obj: ResourceSlice, release: str = features.NEWEST) -> Errors:
+    """``ValidateResourceSlice``; gated fields are the strategy's concern (:func:`validate`)."""
     spec, path = obj.spec, Path("spec")
-    errors = validate_object_meta(obj.metadata, Path("metadata"), namespaced=False)
-    errors += validate_driver_name(spec.driver, path.child("driver"))
+    errors = validate_object_meta(obj.metadata, Path("metadata"), False, release)
+    errors += validate_driver_name(spec.driver, path.child("driver"), release)
     pool_path = path.child("pool")
     errors += _validate_pool_name(spec.pool.name, pool_path.child("name"))
     if spec.pool.resource_slice_count <= 0:
@@ -1180,24 +1305,29 @@ def validate_resource_slice(obj: ResourceSlice, gates: Gates | None = None) -> E
         errors.append(
             invalid(pool_path.child("generation"), spec.pool.generation, "must be greater than or equal to zero")
         )
-    errors += _node_selection_errors(spec, path)
+    errors += _node_selection_errors(spec, path, release)
     if spec.shared_counters is not None and "devices" in spec.model_fields_set:  # `devices: []` is set too
         errors.append(invalid(path, "", "only one of `sharedCounters` or `devices` is allowed"))
-    advanced = any(map(uses_advanced_features, spec.devices))
+    # 1.34 has one limit; the lower one for devices with taints or counters comes with 1.35.
+    advanced = features.at_least(release, "1.35") and any(map(uses_advanced_features, spec.devices))
     per_device = bool(spec.per_device_node_selection)
     errors += _validate_list(
         spec.devices,
         MAX_SLICE_DEVICES_ADVANCED if advanced else MAX_SLICE_DEVICES,
-        lambda d, p: _validate_device(d, p, per_device, gates),
+        lambda d, p: _validate_device(d, p, per_device, release),
         path.child("devices"),
+        release=release,
         key=lambda d: d.name,
+        key_field="name",
     )
     errors += _validate_list(
         spec.shared_counters or [],
         MAX_COUNTER_SETS,
         _validate_counter_set,
         path.child("sharedCounters"),
+        release=release,
         key=lambda c: c.get("name", ""),
+        key_field="name",
     )
     return errors
 
@@ -1210,40 +1340,42 @@ def uses_advanced_features(device: SliceDevice) -> bool:
     )
 
 
-def validate(obj: DRAObject, gates: Gates | None = None) -> Errors:
+def validate(obj: DRAObject, gates: Gates | None = None, release: str = features.NEWEST) -> Errors:
     """All API-server validation errors of one object (empty when it would be accepted).
 
-    ``gates`` are the API server's feature gates (default: the newest release's defaults,
-    :mod:`kubedevice.dra.features`); fields of a disabled feature are dropped first, as the
-    API server's strategy does, so they are neither refused nor checked.
+    ``release`` is the API server's minor release (``--kubernetes-version``) and decides the
+    rules its code changed without a gate; ``gates`` are its feature gates (default: that
+    release's defaults, :mod:`kubedevice.dra.features`) and decide gated fields, which are
+    dropped first when off, as the API server's strategy does, so neither refused nor checked.
     """
-    gated = _gates(gates)
-    stored = drop_disabled_fields(obj, gated)
+    features.check_release(release)
+    gated = _gates(gates, release)
+    stored = drop_disabled_fields(obj, gated, release)
     if isinstance(stored, DeviceClass):
-        return validate_device_class(stored, gated)
+        return validate_device_class(stored, gated, release)
     if isinstance(stored, ResourceClaim):
-        return validate_resource_claim(stored, gated)
+        return validate_resource_claim(stored, gated, release)
     if isinstance(stored, ResourceClaimTemplate):
-        return validate_resource_claim_template(stored, gated)
+        return validate_resource_claim_template(stored, gated, release)
     if isinstance(stored, DeviceTaintRule):
-        return validate_device_taint_rule(stored)
-    return validate_resource_slice(stored, gated)
+        return validate_device_taint_rule(stored, release)
+    return validate_resource_slice(stored, release)
 
 
-def validate_device_taint_rule(obj: DeviceTaintRule) -> Errors:
+def validate_device_taint_rule(obj: DeviceTaintRule, release: str = features.NEWEST) -> Errors:
     """``ValidateDeviceTaintRule``: a cluster-scoped name, the selector's driver, pool and device
     names when given, and the taint as on a device.
 
     Whether the API server serves the kind at all is the caller's question: it needs
     DRADeviceTaintRules (on from 1.37) and an API version the release enables.
     """
-    errors = validate_object_meta(obj.metadata, Path("metadata"), namespaced=False)
+    errors = validate_object_meta(obj.metadata, Path("metadata"), False, release)
     selector, path = obj.spec.device_selector, Path("spec").child("deviceSelector")
     if selector is not None:
         if selector.driver is not None:
-            errors += validate_driver_name(selector.driver, path.child("driver"))
+            errors += validate_driver_name(selector.driver, path.child("driver"), release)
         if selector.pool is not None:
             errors += _validate_pool_name(selector.pool, path.child("pool"))
         if selector.device is not None:
             errors += validate_dns_label(selector.device, path.child("device"))
-    return errors + _validate_taint(obj.spec.taint, Path("spec").child("taint"))
+    return errors + _validate_taint(obj.spec.taint, Path("spec").child("taint"), release)

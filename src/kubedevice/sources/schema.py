@@ -36,10 +36,10 @@ PATH_FIELDS = frozenset({"path", "name", "index", "devlink"})
 _SAMPLE_FIELDS: dict[str, object] = {"path": "/dev/sample", "name": "sample", "index": 0, "devlink": "/dev/sample"}
 #: The node kinds ``usb.nodes`` may ask for: the device's own bus node and its interfaces' class nodes.
 UsbNode = Literal["bus", "tty", "video", "hidraw", "input", "sound"]
-_HEX4 = re.compile(r"^(0x)?([0-9a-fA-F]{4})$")
-_PCI_CLASS = re.compile(r"^(0x)?([0-9a-fA-F]{2}|[0-9a-fA-F]{4}|[0-9a-fA-F]{6})$")
+_HEX4 = re.compile(r"^(0x)?([0-9a-fA-F]{4})\Z")
+_PCI_CLASS = re.compile(r"^(0x)?([0-9a-fA-F]{2}|[0-9a-fA-F]{4}|[0-9a-fA-F]{6})\Z")
 _CLASS_FORMAT = '2, 4 or 6 hex digits like "1200" (class, subclass, prog-if)'
-_CDI_PART = re.compile(r"^[A-Za-z]([A-Za-z0-9_.-]*[A-Za-z0-9])?$")
+_CDI_PART = re.compile(r"^[A-Za-z]([A-Za-z0-9_.-]*[A-Za-z0-9])?\Z")
 
 
 class _Model(BaseModel):
@@ -278,7 +278,7 @@ class CdiConfig(_Model):
         return self
 
 
-_FILE_MODE = re.compile(r"^0[0-7]{3}$")
+_FILE_MODE = re.compile(r"^0[0-7]{3}\Z")
 _MAX_ID = 4_294_967_294  # uint32 in CDI; 4294967295 is (uid_t)-1, "leave unchanged" to chown
 
 

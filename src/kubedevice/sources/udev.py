@@ -34,7 +34,7 @@ from .schema import UdevConfig
 from .sysfs import numa_nodes
 
 DATA = "/run/udev/data"
-_DEVNUM = re.compile(r"^([cb])(\d+):(\d+)$")
+_DEVNUM = re.compile(r"^([cb])(\d+):(\d+)\Z")
 #: Attributes that the per-device env fields read, from udev's usual properties.
 _ATTRIBUTE_OF = {"vendor": "ID_VENDOR_ID", "product": "ID_MODEL_ID", "serial": "ID_SERIAL_SHORT"}
 
