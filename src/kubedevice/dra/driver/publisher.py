@@ -8,14 +8,22 @@ indexes are deleted. A change of devices or health republishes at once; a watch 
 slices republishes when someone else edits or deletes one; a periodic resync catches the rest.
 
 Its API load is less than ``resourceslice.Controller``'s
-(k8s.io/dynamic-resource-allocation/resourceslice/resourceslicecontroller.go): our slices are
-listed once and kept by one watch (resumed from its resourceVersion, listed again only on 410
-Gone), so a resync or a change compares with that cache and sends nothing when nothing
-differs; the Node is read once for its UID (again only after a refused write or an external
-deletion of our slices, as when the Node was re-created and the garbage collector took them);
-and writes are coalesced per node: after a sync that wrote, the next waits ``min_interval``
-and then sends the latest devices in one go, where the Go controller's only coalescing is its
-client's rate limiter (QPS 5, burst 10).
+(k8s.io/dynamic-resource-allocation/resourceslice/resourceslicecontroller.go): our slices come
+from one watch-list request (``sendInitialEvents``: the slices as ADDED events, then a bookmark
+annotated ``k8s.io/initial-events-end``, then changes on the same stream; the WatchList gate is
+beta and on by default in 1.34-1.37, k8s.io/apiserver pkg/features/kube_features.go) kept open
+and resumed from its resourceVersion, streamed again only on 410 Gone; an API server that
+refuses it (the gate off: 422) gets a LIST and a WATCH instead, as client-go's reflector falls
+back (k8s.io/client-go tools/cache/reflector.go). A resync or a change compares with that cache
+and sends nothing when nothing differs. The Node's UID comes from the pod's service-account
+token when it names this node (``nodeidentity``), else from one Node GET (again only after a
+refused write or an external deletion of our slices, as when the Node was re-created and the
+garbage collector took them). So start-up in a pod is one watch and one create per slice, and
+a restart with the same devices one watch: Go's controller sends a watch-list, a Node GET and
+the creates at start-up, and a watch and a Node GET at a restart. Writes are coalesced per
+node: after a sync that wrote, the next waits ``min_interval`` and then sends the latest
+devices in one go, where the Go controller's only coalescing is its client's rate limiter
+(QPS 5, burst 10).
 An unhealthy device's taint is sent without ``timeAdded`` (the API server stamps it) and keeps
 the stamp it got as long as it stays, so a rewrite for another reason does not restart it.
 An API server without the DRADeviceTaints feature gate (off by default before 1.36) drops
@@ -27,13 +35,17 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import logging
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import AsyncGenerator, Callable, Iterable, Mapping, Sequence
+from pathlib import Path
 from typing import Any, cast
 
 import httpx2
 from lightkube import AsyncClient
 from lightkube.core.exceptions import ApiError
+from lightkube.core.selector import build_selector
+from lightkube.models.meta_v1 import Status
 from lightkube.operators import BinaryOperator, SequenceOperator
 from lightkube.resources.core_v1 import Node
 from lightkube.resources.resource_v1 import ResourceSlice
@@ -42,12 +54,15 @@ from ...errors import api_reason
 from ..models import ResourceSlice as SliceModel
 from ..models import to_document
 from ..validation import validate
+from .nodeidentity import SERVICE_ACCOUNT_TOKEN, node_uid
 
 RESYNC_SECONDS = 60.0
 RETRY_SECONDS = 1.0
 MIN_INTERVAL_SECONDS = 0.5
 """The default per-node write rate limit: at most two syncs that write per second, each with
 the latest devices; short enough that a change still reaches the API server within a second."""
+INITIAL_EVENTS_END = "k8s.io/initial-events-end"
+"""The annotation of the bookmark that ends a watch-list's initial events (metav1.InitialEventsAnnotationKey)."""
 log = logging.getLogger("kubedevice.dra.publisher")
 
 Desired = Callable[[], Sequence[SliceModel]]
@@ -76,7 +91,8 @@ class SlicePublisher:
     ``min_interval`` (seconds, default :data:`MIN_INTERVAL_SECONDS`) is the per-node write rate
     limit: after a sync that wrote, the next write waits that long, and whatever changed
     meanwhile goes out in that one write, always the latest devices. The first change after a
-    quiet period goes out at once.
+    quiet period goes out at once. ``token_file`` is the service-account token read once for the
+    Node's UID (:mod:`.nodeidentity`); None, or a token about another node, means a Node GET.
     """
 
     def __init__(
@@ -87,6 +103,7 @@ class SlicePublisher:
         desired: Desired,
         *,
         min_interval: float = MIN_INTERVAL_SECONDS,
+        token_file: Path | None = SERVICE_ACCOUNT_TOKEN,
     ) -> None:
         self._client = client
         self.driver = driver
@@ -106,7 +123,13 @@ class SlicePublisher:
         """The resourceVersion the watch resumes from; None: list again (start, or 410 Gone)."""
         self._floor = 0
         """Watch events at or below the last list's resourceVersion are already in the cache."""
+        self._deleted_at: dict[str, int] = {}
+        """The resourceVersion of each deletion the watch reported since the last list."""
         self._owner_uid: str | None = None
+        self._token_file = token_file
+        """Read for the UID at the first write only: later a GET, since the token may be stale."""
+        self.watch_list = True
+        """Streams start with the slices (watch-list); False once the API server refused that."""
         self._informing = False
         self._again_now = False
 
@@ -241,34 +264,119 @@ class SlicePublisher:
         self._cache = {s.metadata.name: s.to_dict() async for s in listing if s.metadata and s.metadata.name}
         self._version = listing.resourceVersion
         self._floor = _version_number(self._version)
+        self._deleted_at.clear()  # a list is newer than every deletion seen before it
         self._listed.set()
 
     async def _owner(self) -> dict[str, Any]:
-        """The Node as owner. Its UID is read once and again only after a refused write or an
-        external deletion of our slices (the garbage collector's, when the Node was re-created)."""
+        """The Node as owner. Its UID comes from the token at the first write, else from a GET;
+        read again only after a refused write or an external deletion of our slices (the
+        garbage collector's, when the Node was re-created or the token's UID was stale)."""
+        if self._owner_uid is None and self._token_file is not None:
+            self._owner_uid = node_uid(self.node, self._token_file)
+            self._token_file = None
         if self._owner_uid is None:
             node = (await self._client.get(Node, self.node)).to_dict()
             self._owner_uid = str(node["metadata"]["uid"])
         return {"apiVersion": "v1", "kind": "Node", "name": self.node, "uid": self._owner_uid, "controller": True}
 
     async def _inform(self) -> None:
-        """One list, then a watch resumed from the last resourceVersion seen; a list again only
-        when the server answers 410 Gone (as client-go's reflector, with no periodic re-list)."""
+        """One stream that starts with our slices (watch-list), then kept: resumed from the last
+        resourceVersion when the server ends it, streamed again from the start only on 410 Gone
+        (as client-go's reflector, with no periodic re-list). Where the API server refuses a
+        watch-list, a LIST and a WATCH instead, from then on."""
+        loop = asyncio.get_running_loop()
         while True:
+            began = loop.time()
             try:
-                if self._version is None:
+                if self._version is None and not self.watch_list:
                     await self._relist()
                     self._wake.set()
-                async for kind, obj in self._client.watch(
-                    ResourceSlice, fields=self._fields(), resource_version=self._version
-                ):
-                    self._on_event(kind, obj.to_dict())
-            except (ApiError, httpx2.HTTPError) as err:
+                await self._stream()
+                if loop.time() - began >= RETRY_SECONDS:
+                    continue  # the server's watch timeout: resume at once
+            except (ApiError, httpx2.HTTPError, ValueError, LookupError, TypeError) as err:
+                # the last three: an event that is not a watch event (bad JSON, no type or
+                # object); the informer must outlive anything a server sends
+                if self._version is None and self.watch_list and _watch_list_refused(err):
+                    log.info("the API server refuses watch-list (%s): listing and watching instead", api_reason(err))
+                    self.watch_list = False
+                    continue
                 if _gone(err):
                     self._version = None
                 level = logging.DEBUG if self._listed.is_set() else logging.WARNING
                 log.log(level, "ResourceSlice list or watch failed, retrying: %s", api_reason(err))
             await asyncio.sleep(RETRY_SECONDS)
+
+    async def _stream(self) -> None:
+        """One watch request, applied to the cache until the server ends it. Without a
+        resourceVersion it is a watch-list: the initial ADDED events are collected and become
+        the cache at the ``k8s.io/initial-events-end`` bookmark, as a list would."""
+        initial: dict[str, Slice] | None = {} if self._version is None else None
+        async with contextlib.aclosing(self._watch(initial is not None)) as events:
+            async for event in events:
+                initial = self._apply(event, initial)
+
+    def _apply(self, event: dict[str, Any], initial: dict[str, Slice] | None) -> dict[str, Slice] | None:
+        """One watch event: into the watch-list's snapshot while it streams (returned; None
+        once it became the cache at its closing bookmark), else into the cache."""
+        kind, obj = event["type"], event["object"]
+        if kind == "ERROR":
+            raise ApiError(status=cast(Status, Status.from_dict(obj)))
+        if kind == "BOOKMARK":
+            annotations = obj["metadata"].get("annotations") or {}
+            if initial is not None and annotations.get(INITIAL_EVENTS_END) == "true":
+                self._listed_from(initial, obj["metadata"]["resourceVersion"])
+                initial = None
+            elif initial is None:
+                self._version = obj["metadata"]["resourceVersion"]
+        elif initial is not None:
+            name = obj["metadata"]["name"]
+            if kind == "DELETED":
+                initial.pop(name, None)
+            else:
+                initial[name] = obj
+        else:
+            self._on_event(kind, obj)
+        return initial
+
+    async def _watch(self, initial: bool) -> AsyncGenerator[dict[str, Any], None]:
+        """The events of one watch request, decoded. Sent through lightkube's own HTTP client (its
+        TLS and credentials) because its ``watch`` has neither ``sendInitialEvents`` nor bookmarks."""
+        params: dict[str, str] = {"allowWatchBookmarks": "true", "fieldSelector": self._selector()}
+        if initial:
+            params |= {"sendInitialEvents": "true", "resourceVersionMatch": "NotOlderThan"}
+        elif self._version is not None:
+            params["resourceVersion"] = self._version
+        generic = self._client._client
+        prepared = generic.prepare_request("list", ResourceSlice, watch=True, params=params)
+        http = generic._client
+        timeout = generic._watch_timeout  # no read timeout: a watch is quiet for minutes
+        request = http.build_request(prepared.method, prepared.url, params=prepared.params, timeout=timeout)
+        response = await http.send(request, stream=True)
+        try:
+            if not response.is_success:
+                await response.aread()
+                raise _error(response)
+            async for line in response.aiter_lines():
+                if line.strip():
+                    yield json.loads(line)
+        finally:
+            await response.aclose()
+
+    def _selector(self) -> str:
+        return build_selector({"spec.nodeName": self.node, "spec.driver": self.driver}, for_fields=True)
+
+    def _listed_from(self, initial: dict[str, Slice], version: str) -> None:
+        """The watch-list's snapshot becomes the cache, as a list's would; our writes newer than
+        it (sent while it streamed) stay."""
+        floor = _version_number(version)
+        newer = {n: s for n, s in self._cache.items() if _version_number(s["metadata"].get("resourceVersion")) > floor}
+        self._cache = initial | newer
+        self._version = version
+        self._floor = floor
+        self._deleted_at.clear()  # as after a list
+        self._listed.set()
+        self._wake.set()
 
     def _on_event(self, kind: str, obj: Slice) -> None:
         """Apply a watch event to the cache; wake the sync loop only for news (not our echo)."""
@@ -277,11 +385,12 @@ class SlicePublisher:
             self._version = version
         number = _version_number(version)
         name = obj["metadata"]["name"]
+        if number >= 0 and number <= self._known(name):
+            return  # already known: listed, written by us, or deleted since
         cached = self._cache.get(name)
-        known = _version_number(cached["metadata"].get("resourceVersion")) if cached is not None else -1
-        if number >= 0 and (number <= self._floor or number <= known):
-            return  # already known: listed, or written by us
         if kind == "DELETED":
+            if number >= 0:
+                self._deleted_at[name] = number
             if cached is None:
                 return  # we deleted it
             del self._cache[name]
@@ -291,7 +400,21 @@ class SlicePublisher:
         self._wake.set()
 
     def _remember(self, stored: Slice) -> None:
-        self._cache[stored["metadata"]["name"]] = stored
+        """Our write's answer into the cache, unless the watch already brought a later state of
+        the slice: the garbage collector deletes a slice with a stale owner UID within
+        milliseconds, and its DELETED event can be applied before the create's answer is read;
+        storing the answer then would keep a deleted slice in the cache for good."""
+        name = stored["metadata"]["name"]
+        number = _version_number(stored["metadata"].get("resourceVersion"))
+        if number < 0 or number > self._known(name):
+            self._cache[name] = stored
+
+    def _known(self, name: str) -> int:
+        """The latest resourceVersion the cache reflects for ``name``: the last list's, the
+        cached slice's or its deletion's."""
+        cached = self._cache.get(name)
+        version = _version_number(cached["metadata"].get("resourceVersion")) if cached is not None else -1
+        return max(self._floor, version, self._deleted_at.get(name, -1))
 
 
 def _version_number(version: str | None) -> int:
@@ -302,6 +425,23 @@ def _version_number(version: str | None) -> int:
         return int(version or "")
     except ValueError:
         return -1
+
+
+def _error(response: httpx2.Response) -> httpx2.HTTPError:
+    """A refused request as lightkube raises it (``ApiError`` with the server's Status), or
+    httpx's own error when the body is not a Status."""
+    try:
+        return ApiError(request=response.request, response=response)
+    except (ValueError, TypeError, KeyError):
+        return httpx2.HTTPStatusError(f"HTTP {response.status_code}", request=response.request, response=response)
+
+
+def _watch_list_refused(err: BaseException) -> bool:
+    """The API server will not serve a watch-list: 422 (``sendInitialEvents is forbidden for watch
+    unless the WatchList feature gate is enabled``, k8s.io/apimachinery pkg/apis/meta/internalversion/
+    validation/validation.go) or a 400 from a server that knows no such option."""
+    code = getattr(getattr(err, "status", None), "code", None)
+    return code in (400, 422)
 
 
 def _gone(err: BaseException) -> bool:
