@@ -9,6 +9,9 @@ are set here, on this cluster only:
   chart's ``mountPropagation: HostToContainer``; ``/dev`` is made shared inside the namespace
   (as it is on a systemd host), nothing outside it changes.
 
+``module_cluster`` is the cluster of one test module, with the image imported into every node's
+containerd and stopped on every path.
+
 ``reboot`` simulates a node reboot: kubelet and containerd stopped, every container killed and
 what ``/run`` (a tmpfs) held removed, then containerd and the kubelet started again, with a hook
 between them for services ordered before the kubelet.
@@ -21,14 +24,18 @@ import json
 import os
 import re
 import signal
+import ssl
 import subprocess
 import tempfile
 import time
-from collections.abc import Callable
+import urllib.error
+import urllib.request
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 
 cluster_module = pytest.importorskip("kubedevice.testing.cluster", reason="the real-cluster tool is not in this tree")
 components = pytest.importorskip("kubedevice.testing.components")
@@ -38,6 +45,7 @@ wait_for, device_pod, unique, delete_pods = (scenarios.wait_for, scenarios.devic
                                              scenarios.delete_pods)
 
 TEST_IMAGE = cluster_module.TEST_IMAGE
+REPO = Path(__file__).resolve().parents[2]
 CI = os.environ.get("CI", "").lower() not in ("", "0", "false")
 
 
@@ -77,6 +85,23 @@ def start(directory: Path, nodes: int = 1) -> Any:
     return cluster
 
 
+@contextlib.contextmanager
+def module_cluster(prefix: str, image_archive: Path | None = None, nodes: int = 1) -> Iterator[Any]:
+    """A cluster of ``nodes`` for one test module (``prefix`` names its temp dir), with the image
+    (``image_archive``, when given) imported into every node's containerd: each node has images of
+    its own and there is no registry. Stopped, and its directory removed, however the module ends."""
+    directory = cluster_dir(prefix)
+    cluster = start(directory, nodes)
+    try:
+        if image_archive is not None:
+            for node in cluster.nodes():
+                import_image(node, image_archive)
+        yield cluster
+    finally:
+        stop(cluster)
+        subprocess.run(["rm", "-rf", str(directory)], check=False)
+
+
 def api_access(cluster: Any) -> dict[str, Any]:
     """Chart values that let the pod reach the API server: this cluster has no service proxy, so
     the ``kubernetes`` Service's address leads nowhere; the node's network (where the API server
@@ -111,7 +136,8 @@ def in_namespace(cluster: Any, script: str) -> str:
 
 
 def ctr(cluster: Any, *args: str) -> str:
-    binary = cluster.binaries.containerd / "ctr"
+    """``ctr`` on the containerd of ``cluster`` (its first node) or of one of its nodes."""
+    binary = getattr(cluster, "cluster", cluster).binaries.containerd / "ctr"
     done = subprocess.run([str(binary), "--address", str(cluster.containerd_socket), "-n", "k8s.io", *args],
                           capture_output=True, text=True, timeout=300, check=False)
     assert done.returncode == 0, done.stderr[-2000:]
@@ -123,16 +149,43 @@ def import_image(cluster: Any, archive: Path) -> None:
 
 
 def container_pid(cluster: Any, container_id: str) -> int:
-    """The host PID of a running container's first process (ctr shows its PID in the node's namespace)."""
+    """The host PID of a running container's first process (ctr shows its PID in the node's
+    namespace); ``cluster`` is the cluster (its first node) or the container's node."""
     task = container_id.removeprefix("containerd://")
     lines = [line.split() for line in ctr(cluster, "tasks", "ls").splitlines()[1:]]
     (node_pid,) = [fields[1] for fields in lines if fields and fields[0] == task]
-    for pid in _descendants(cluster.state().namespace_pid):
+    for pid in _descendants(cluster.namespace_pid):
         with contextlib.suppress(OSError):
             nspids = re.search(r"^NSpid:\t(.*)$", Path(f"/proc/{pid}/status").read_text(), re.M)
             if nspids and nspids[1].split()[1:2] == [node_pid]:
                 return pid
     raise AssertionError(f"no process for task {task} (pid {node_pid} in the node's namespace)")
+
+
+def as_token(cluster: Any, token: str, method: str, path: str, body: Any = None) -> tuple[int, str]:
+    """One request to the API server authenticated by ``token`` only (no client certificate), as a
+    pod holding that token would send it: (status, body)."""
+    context = ssl.create_default_context(cafile=str(cluster.dir / "pki" / "ca.crt"))
+    request = urllib.request.Request(cluster.api().server + path, method=method,
+                                     data=None if body is None else json.dumps(body).encode(),
+                                     headers={"Authorization": f"Bearer {token}", "Content-Type": "application/json"})
+    try:
+        with urllib.request.urlopen(request, context=context, timeout=10) as response:
+            return response.status, response.read().decode()
+    except urllib.error.HTTPError as err:
+        return err.code, err.read().decode(errors="replace")
+
+
+def claim_objects(name: str) -> tuple[dict[str, Any], dict[str, Any]]:
+    """examples/dra-null-pod.yaml as shipped (written for this cluster: its image, never pulled), renamed."""
+    template, pod = yaml.safe_load_all((REPO / "examples" / "dra-null-pod.yaml").read_text())
+    template["metadata"]["name"] = pod["spec"]["resourceClaims"][0]["resourceClaimTemplateName"] = name
+    pod["metadata"]["name"] = name
+    (main,) = pod["spec"]["containers"]
+    assert (main["image"], main["imagePullPolicy"]) == (TEST_IMAGE, "Never")
+    assert pod["spec"]["automountServiceAccountToken"] is False
+    pod["spec"]["terminationGracePeriodSeconds"] = 1
+    return template, pod
 
 
 def _descendants(pid: int) -> list[int]:

@@ -9,11 +9,8 @@ from __future__ import annotations
 
 import json
 import re
-import ssl
 import subprocess
 import time
-import urllib.error
-import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -50,13 +47,8 @@ def values() -> dict[str, Any]:
 
 @pytest.fixture(scope="module")
 def cluster() -> Iterator[Any]:
-    directory = clusterkit.cluster_dir("kd-hd-")
-    cluster = clusterkit.start(directory)
-    try:
+    with clusterkit.module_cluster("kd-hd-") as cluster:
         yield cluster
-    finally:
-        clusterkit.stop(cluster)
-        subprocess.run(["rm", "-rf", str(directory)], check=False)
 
 
 class Release:
@@ -102,18 +94,6 @@ def release(
     release.helm("uninstall", RELEASE, check=False)
 
 
-def claim_objects(name: str) -> tuple[dict[str, Any], dict[str, Any]]:
-    """examples/dra-null-pod.yaml as shipped (written for this cluster: its image, never pulled), renamed."""
-    template, pod = yaml.safe_load_all((REPO / "examples" / "dra-null-pod.yaml").read_text())
-    template["metadata"]["name"] = pod["spec"]["resourceClaims"][0]["resourceClaimTemplateName"] = name
-    pod["metadata"]["name"] = name
-    (main,) = pod["spec"]["containers"]
-    assert (main["image"], main["imagePullPolicy"]) == (clusterkit.TEST_IMAGE, "Never")
-    assert pod["spec"]["automountServiceAccountToken"] is False
-    pod["spec"]["terminationGracePeriodSeconds"] = 1
-    return template, pod
-
-
 def test_dra_install_publishes_from_the_pod_and_a_claim_is_prepared(release: Release) -> None:
     started = time.monotonic()
     release.install()
@@ -145,7 +125,7 @@ def test_dra_install_publishes_from_the_pod_and_a_claim_is_prepared(release: Rel
     [device_class] = yaml.safe_load_all((REPO / "examples" / "dra-null-class.yaml").read_text())
     api.request("POST", "/apis/resource.k8s.io/v1/deviceclasses", device_class)
     workload = unique("dra-chart")
-    template, consumer = claim_objects(workload)
+    template, consumer = clusterkit.claim_objects(workload)
     api.request("POST", "/apis/resource.k8s.io/v1/namespaces/default/resourceclaimtemplates", template)
     api.create_pod(consumer)
     created = time.monotonic()
@@ -182,19 +162,6 @@ def token_for(release: Release, pod: dict[str, Any] | None) -> str:
     return token
 
 
-def as_token(release: Release, token: str, method: str, path: str, body: Any = None) -> tuple[int, str]:
-    """One request authenticated by ``token`` only (no client certificate): (status, body)."""
-    context = ssl.create_default_context(cafile=str(release.cluster.dir / "pki" / "ca.crt"))
-    request = urllib.request.Request(release.api.server + path, method=method,
-                                     data=None if body is None else json.dumps(body).encode(),
-                                     headers={"Authorization": f"Bearer {token}", "Content-Type": "application/json"})
-    try:
-        with urllib.request.urlopen(request, context=context, timeout=10) as response:
-            return response.status, response.read().decode()
-    except urllib.error.HTTPError as err:
-        return err.code, err.read().decode(errors="replace")
-
-
 def slice_for(node: str) -> dict[str, Any]:
     """A slice of another driver name: the running driver would delete one of its own that it did
     not publish (which is its job, and not what this test is about)."""
@@ -208,28 +175,29 @@ def test_admission_policy_keeps_the_driver_to_its_own_nodes_slices(release: Rele
     pod = release.running()
     token = token_for(release, pod)
     # Another node's slice: refused by the policy, with its message.
-    status, body = as_token(release, token, "POST", SLICES, slice_for("another-node"))
+    status, body = clusterkit.as_token(release.cluster, token, "POST", SLICES, slice_for("another-node"))
     assert status in (403, 422) and "ValidatingAdmissionPolicy" in body, (status, body)
     assert f"on node '{release.cluster.node_name}' may not write ResourceSlices of node 'another-node'" in body
     # A slice that is for no node (all nodes): refused too.
     everywhere = slice_for("x")
     del everywhere["spec"]["nodeName"]
     everywhere["spec"]["allNodes"] = True
-    status, body = as_token(release, token, "POST", SLICES, everywhere)
+    status, body = clusterkit.as_token(release.cluster, token, "POST", SLICES, everywhere)
     assert status in (403, 422) and "not for one node" in body, (status, body)
     # Its own node's: allowed, and so are deleting it.
     own = slice_for(release.cluster.node_name)
-    status, body = as_token(release, token, "POST", SLICES, own)
+    status, body = clusterkit.as_token(release.cluster, token, "POST", SLICES, own)
     assert status == 201, (status, body)
-    status, body = as_token(release, token, "DELETE", f"{SLICES}/{own['metadata']['name']}")
+    status, body = clusterkit.as_token(release.cluster, token, "DELETE", f"{SLICES}/{own['metadata']['name']}")
     assert status == 200, (status, body)
     # A token of the same ServiceAccount bound to no pod carries no node: refused.
-    status, body = as_token(release, token_for(release, None), "POST", SLICES, slice_for(release.cluster.node_name))
+    unbound = token_for(release, None)
+    status, body = clusterkit.as_token(release.cluster, unbound, "POST", SLICES, slice_for(release.cluster.node_name))
     assert status in (403, 422) and "only with a token bound to a pod on a node" in body, (status, body)
     # Someone else's slice of another node cannot be deleted with it either.
     other = slice_for("another-node")
     release.api.request("POST", SLICES, other)  # as cluster admin: the policy matches only our account
-    status, body = as_token(release, token, "DELETE", f"{SLICES}/{other['metadata']['name']}")
+    status, body = clusterkit.as_token(release.cluster, token, "DELETE", f"{SLICES}/{other['metadata']['name']}")
     assert status in (403, 422) and "another-node" in body, (status, body)
     release.api.request("DELETE", f"{SLICES}/{other['metadata']['name']}")
 

@@ -50,13 +50,8 @@ def values(count: int = DEVICES) -> dict[str, Any]:
 
 @pytest.fixture(scope="module")
 def cluster() -> Iterator[Any]:
-    directory = clusterkit.cluster_dir("kd-h-")
-    cluster = clusterkit.start(directory)
-    try:
+    with clusterkit.module_cluster("kd-h-") as cluster:
         yield cluster
-    finally:
-        clusterkit.stop(cluster)
-        subprocess.run(["rm", "-rf", str(directory)], check=False)
 
 
 @pytest.fixture(scope="module")

@@ -161,13 +161,8 @@ def files(root: Path) -> set[str]:
 
 @pytest.fixture(scope="module")
 def cluster() -> Iterator[Any]:
-    directory = clusterkit.cluster_dir("kd-hs-")
-    cluster = clusterkit.start(directory)
-    try:
+    with clusterkit.module_cluster("kd-hs-") as cluster:
         yield cluster
-    finally:
-        clusterkit.stop(cluster)
-        subprocess.run(["rm", "-rf", str(directory)], check=False)
 
 
 @pytest.fixture
