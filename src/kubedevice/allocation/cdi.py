@@ -5,6 +5,13 @@ file must never be seen half-written (write a temp file in the same directory, f
 0644, rename) and must disappear with its device. Only regular files carrying our prefix *and*
 our kind are ever removed: the prefix of ``example.com/gpu`` also matches the files of
 ``example.com/gpu-x``, which another resource owns.
+
+**Across versions.** A spec's format is the CDI one, named by its ``cdiVersion`` for the
+runtime; we read back only its ``kind``. Which files are ours is the prefix and kind (and, for
+the DRA driver's, the claim UID in the name), unchanged since the first release that wrote them
+(``tests/dra/driver/test_checkpoint_upgrade.py`` reads files older code wrote), so an upgraded
+daemon rewrites, keeps and removes the specs its predecessor wrote. A change to that rule would
+leave an older version's files unrecognised: it must keep recognising the old names here.
 """
 
 from __future__ import annotations
