@@ -16,7 +16,7 @@ pool's counter slices, ``consumesCounters``, per-device node selection), consuma
 and ``consumedCapacity``), binding conditions (copied into results; ``bindsToNode``) and the
 32-devices-per-claim limit behave as upstream, each behind its feature gate; CEL errors abort with
 the scheduler's messages. A branch is cut as soon as fewer candidates are left than devices still
-needed, which does not change which solution is found (see :meth:`_Search.cannot_fill`). When
+needed, which does not change which solution is found (see :meth:`_Search.walk_start`). When
 there is no solution the error names the first request or constraint that cannot be met, and what
 rules devices out (selectors, taints, counters, capacity), which the scheduler does not.
 
@@ -27,11 +27,11 @@ request and the device, so the same input gives the same output.
 from __future__ import annotations
 
 import uuid
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Hashable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from fractions import Fraction
 from functools import cached_property
-from typing import Any
+from typing import Any, NamedTuple
 
 from . import capacity as cap
 from . import cel
@@ -61,20 +61,17 @@ class Unallocatable(Exception):
     """No solution exists on this node; the message says which request or constraint fails."""
 
 
-@dataclass(frozen=True, order=True)
-class DeviceID:
+class DeviceID(NamedTuple):
+    """A device by driver, pool and name.
+
+    A tuple so that hashing it is C's: the search looks IDs up in sets and dicts hundreds of
+    thousands of times a run (benchmarks/allocate_vs_go.py), and a Python-level ``__hash__``
+    was the largest single cost left there. Ordered field by field, as the dataclass was.
+    """
+
     driver: str
     pool: str
     device: str
-    _hash: int = field(init=False, repr=False, compare=False)
-
-    def __post_init__(self) -> None:
-        # The search looks IDs up in sets and dicts hundreds of thousands of times a run
-        # (benchmarks/allocate_vs_go.py): hash the three strings once.
-        object.__setattr__(self, "_hash", hash((self.driver, self.pool, self.device)))
-
-    def __hash__(self) -> int:
-        return self._hash
 
     def __str__(self) -> str:
         return f"{self.driver}/{self.pool}/{self.device}"
@@ -225,7 +222,11 @@ def _slice_relevant(slice_: ResourceSlice, node: Node, features: Features) -> bo
     return False
 
 
-CounterTotals = dict[tuple[str, str], Fraction]  # (counter set, counter) -> value
+Exact = int | Fraction
+"""An exact quantity: an ``int`` where it is whole, which the counter checks compare many
+times faster than a ``Fraction`` (benchmarks/allocate_vs_go.py, partitionable workloads)."""
+
+CounterTotals = dict[tuple[str, str], Exact]  # (counter set, counter) -> value
 
 
 @dataclass
@@ -280,12 +281,13 @@ def _slices_in_pool(
     return found
 
 
-def _counter_value(counter: Any, where: str) -> Fraction:
+def _counter_value(counter: Any, where: str) -> Exact:
     value = counter.get("value") if isinstance(counter, Mapping) else None
     try:
-        return cap.amount(value, where).value
+        exact = cap.amount(value, where).value
     except cap.CapacityError as error:
         raise AllocationError(str(error)) from None
+    return exact.numerator if exact.denominator == 1 else exact
 
 
 def _counter_sets(slices: Sequence[ResourceSlice]) -> tuple[CounterTotals, set[str], str]:
@@ -304,7 +306,7 @@ def _counter_sets(slices: Sequence[ResourceSlice]) -> tuple[CounterTotals, set[s
     return totals, names, ""
 
 
-def consumption(device: Device, where: str = "") -> list[tuple[str, str, Fraction]]:
+def consumption(device: Device, where: str = "") -> list[tuple[str, str, Exact]]:
     """(counter set, counter, amount) for each counter a device consumes."""
     return [
         (str(entry.get("counterSet", "")), counter, _counter_value(spec, f"{where}device {device.name}: {counter}"))
@@ -487,13 +489,12 @@ class MatchAttribute(_AttributeConstraint):
             return True
         return next(iter(value), "") in _SCALAR_KINDS and value == self.value
 
-    def add(self, base: str, full: str, device: Device, driver: str) -> bool:
+    def add(self, base: str, full: str, candidate: _Candidate) -> bool:
         if not self.applies(base, full):
             return True
-        attribute = lookup_attribute(device, driver, self.attribute)
-        if attribute is None:
+        value = candidate.attribute(self.attribute)
+        if value is None:
             return False
-        value = attribute.as_value()
         pushed = self._next(value)
         if pushed is False:
             return False
@@ -504,14 +505,12 @@ class MatchAttribute(_AttributeConstraint):
         self.count += 1
         return True
 
-    def admits(self, base: str, full: str, device: Device, driver: str) -> bool:
+    def admits(self, base: str, full: str, candidate: _Candidate) -> bool:
         """Whether ``add`` could accept the device now; it stays false deeper in the search."""
         if not self.applies(base, full):
             return True
-        attribute = lookup_attribute(device, driver, self.attribute)
-        if attribute is None:
-            return False
-        return self._next(attribute.as_value()) is not False
+        value = candidate.attribute(self.attribute)
+        return value is not None and self._next(value) is not False
 
     def remove(self, base: str, full: str) -> None:
         if self.applies(base, full):
@@ -536,13 +535,13 @@ class DistinctAttribute(_AttributeConstraint):
         super().__init__(attribute, requests, list_types)
         self.values: list[dict[str, Any]] = []
 
-    def add(self, base: str, full: str, device: Device, driver: str) -> bool:
+    def add(self, base: str, full: str, candidate: _Candidate) -> bool:
         if not self.applies(base, full):
             return True
-        attribute = lookup_attribute(device, driver, self.attribute)
-        if attribute is None or not self._distinct(attribute.as_value()):
+        value = candidate.attribute(self.attribute)
+        if value is None or not self._distinct(value):
             return False
-        self.values.append(attribute.as_value())
+        self.values.append(value)
         return True
 
     def _distinct(self, value: dict[str, Any]) -> bool:
@@ -555,12 +554,12 @@ class DistinctAttribute(_AttributeConstraint):
             return not self.values
         return value not in self.values
 
-    def admits(self, base: str, full: str, device: Device, driver: str) -> bool:
+    def admits(self, base: str, full: str, candidate: _Candidate) -> bool:
         """Whether ``add`` could accept the device now; once a value is held it stays held deeper."""
         if not self.applies(base, full):
             return True
-        attribute = lookup_attribute(device, driver, self.attribute)
-        return attribute is not None and self._distinct(attribute.as_value())
+        value = candidate.attribute(self.attribute)
+        return value is not None and self._distinct(value)
 
     def remove(self, base: str, full: str) -> None:
         if self.applies(base, full):
@@ -582,14 +581,10 @@ class DistinctAttributeV036(_AttributeConstraint):
         self.by_request: dict[str, dict[str, Any]] = {}
         self.count = 0
 
-    def _value(self, device: Device, driver: str) -> dict[str, Any] | None:
-        attribute = lookup_attribute(device, driver, self.attribute)
-        return None if attribute is None else attribute.as_value()
-
-    def add(self, base: str, full: str, device: Device, driver: str) -> bool:
+    def add(self, base: str, full: str, candidate: _Candidate) -> bool:
         if not self.applies(base, full):
             return True
-        value = self._value(device, driver)
+        value = candidate.attribute(self.attribute)
         if value is None or (self.count and not self._distinct(value, self.by_request.values())):
             return False
         self.by_request[base] = value
@@ -605,7 +600,7 @@ class DistinctAttributeV036(_AttributeConstraint):
         kind = next(iter(value), "")
         return all(kind in _SCALAR_KINDS and value != h for h in held)
 
-    def admits(self, base: str, full: str, device: Device, driver: str) -> bool:
+    def admits(self, base: str, full: str, candidate: _Candidate) -> bool:
         """Whether ``add`` could accept the device deeper in the search.
 
         The request's own entry is left out: a later device of the same request replaces it, so
@@ -613,7 +608,7 @@ class DistinctAttributeV036(_AttributeConstraint):
         """
         if not self.applies(base, full):
             return True
-        value = self._value(device, driver)
+        value = candidate.attribute(self.attribute)
         others = [v for name, v in self.by_request.items() if name != base]
         return value is not None and (not self.count or self._distinct(value, others))
 
@@ -647,9 +642,39 @@ class _Candidate:
         """The device as CEL sees it, built once: every claim's selectors read the same view."""
         return device_input(self.id.driver, self.device)
 
+    def attribute(self, name: str) -> dict[str, Any] | None:
+        """The attribute's one-key value (``{"int": 5}``), None when the device lacks it.
+
+        Kept per name: constraints ask it of the same device at every step of the walk, and
+        each answer is a pydantic dump. Callers must not change the dict.
+        """
+        values = self._attributes
+        if name not in values:
+            attribute = lookup_attribute(self.device, self.id.driver, name)
+            values[name] = None if attribute is None else attribute.as_value()
+        return values[name]
+
     @cached_property
-    def counters(self) -> list[tuple[str, str, Fraction]]:
-        return consumption(self.device, f"ResourceSlice {self.slice_.metadata.name}: ")
+    def _attributes(self) -> dict[str, dict[str, Any] | None]:
+        return {}
+
+    @cached_property
+    def counter_totals(self) -> CounterTotals:
+        """What the device consumes of each counter, summed over its ``consumesCounters`` entries."""
+        totals: CounterTotals = {}
+        for counter_set, counter, value in consumption(self.device, f"ResourceSlice {self.slice_.metadata.name}: "):
+            totals[(counter_set, counter)] = totals.get((counter_set, counter), 0) + value
+        return totals
+
+    @cached_property
+    def capacity_key(self) -> Hashable:
+        """What decides whether a request's share fits the device while none of it is held: the
+        capacities' values when none has a request policy (a pool's devices mostly repeat them,
+        so the check runs once for all of them), else the device itself."""
+        capacity = self.device.capacity
+        if any(c.request_policy is not None for c in capacity.values()):
+            return self.id
+        return tuple((name, c.value) for name, c in capacity.items())
 
     @cached_property
     def capacities(self) -> dict[str, cap.Capacity]:
@@ -671,6 +696,8 @@ class _Request:
     count: int = 0
     all_devices: list[_Candidate] | None = None
     capacity: dict[str, cap.Amount] = field(default_factory=dict)
+    verdicts: dict[DeviceID, bool] = field(default_factory=dict)  # shared by requests of one selector_key
+    fits: dict[Hashable, bool] = field(default_factory=dict)  # per _Candidate.capacity_key; as verdicts
 
     @cached_property
     def name(self) -> str:
@@ -680,6 +707,20 @@ class _Request:
     def selector_key(self) -> tuple[str, tuple[str, ...]]:
         """What decides the selectors' verdict on a device: the class and the request's expressions."""
         return self.device_class.metadata.name, tuple(s.cel.expression if s.cel else "" for s in self.spec.selectors)
+
+    @cached_property
+    def capacity_key(self) -> tuple[tuple[str, Fraction], ...]:
+        """What decides whether the request's share fits a device of which nothing is held."""
+        return tuple(sorted((name, amount.value) for name, amount in self.capacity.items()))
+
+
+class _Pick(NamedTuple):
+    """A device the search took for a request, with its share (if it allows several allocations)."""
+
+    request: _Request
+    candidate: _Candidate
+    share_id: str | None
+    consumed: tuple[tuple[str, str], ...]
 
 
 class _TooMany(Exception):
@@ -733,8 +774,8 @@ class _Ledger:
         self.allocating: dict[DeviceID, set[int]] = {}
         self.busy: set[DeviceID] = set()  # allocating to some claim
         self.allocating_capacity: dict[DeviceID, list[dict[str, Fraction]]] = {}
-        self.available: dict[tuple[str, str], CounterTotals] = {}
-        self.consumed: dict[tuple[str, str], CounterTotals] = {}
+        # Per pool: its counters' values less all that consumes them, and those left below zero.
+        self.left: dict[tuple[str, str], tuple[CounterTotals, set[tuple[str, str]]]] = {}
 
     def allocated(self, device: DeviceID) -> bool:
         """``IsDeviceAllocated``: held by an allocated claim, exclusively or as a share."""
@@ -755,16 +796,14 @@ class _Ledger:
             if not owners:
                 self.busy.discard(device)
 
-    def busy_count(self, held: set[DeviceID]) -> int:
-        """How many devices are in use: ``held`` (the candidates allocated claims hold) and those being allocated."""
-        return len(held) + len(self.busy - held)
-
     def capacity_in_use(self, device: DeviceID) -> bool:
         """``deviceCapacityInUse``: some share of the device is held or being allocated."""
         return device in self.held_capacity or device in self.shared or bool(self.allocating_capacity.get(device))
 
     def capacity_held(self, device: DeviceID) -> dict[str, Fraction]:
         """Capacity taken by allocated claims' shares and by those being allocated."""
+        if device not in self.held_capacity and not self.allocating_capacity.get(device):
+            return {}  # every exclusive device: the walk asks this of each device it meets
         held = dict(self.held_capacity.get(device, {}))
         for share in self.allocating_capacity.get(device, []):
             for name, value in share.items():
@@ -774,46 +813,67 @@ class _Ledger:
     def _key(self, pool: Pool) -> tuple[str, str]:
         return ("", pool.name) if self.by_pool_name else (pool.driver, pool.name)
 
-    def _available(self, pool: Pool) -> CounterTotals:
-        """The pool's counters less what allocated devices, on any node, consume (``checkAvailableCounters``)."""
+    def _left(self, pool: Pool) -> tuple[CounterTotals, set[tuple[str, str]]]:
+        """What is left of the pool's counters, and which are overdrawn.
+
+        Starts as the counters less what allocated devices, on any node, consume
+        (``checkAvailableCounters``); :meth:`reserve_counters` then takes and gives back what
+        the devices being allocated consume. Kept up to date instead of summed on every check:
+        the walk checks the counters of every device it meets, for every claim.
+        """
         key = self._key(pool)
-        if key not in self.available:
-            left = dict(pool.counters)
-            for slice_ in pool.slices + pool.elsewhere:
-                for device in slice_.spec.devices:
-                    if not self.allocated(DeviceID(pool.driver, pool.name, device.name)):
-                        continue
-                    for counter_set, counter, value in consumption(device):
-                        if (counter_set, counter) in left:
-                            left[(counter_set, counter)] -= value
-            self.available[key] = left
-        return self.available[key]
+        known = self.left.get(key)
+        if known is not None:
+            return known
+        left = dict(pool.counters)
+        for slice_ in pool.slices + pool.elsewhere:
+            for device in slice_.spec.devices:
+                if not self.allocated(DeviceID(pool.driver, pool.name, device.name)):
+                    continue
+                for counter_set, counter, value in consumption(device):
+                    if (counter_set, counter) in left:
+                        left[(counter_set, counter)] -= value
+        self.left[key] = left, {name for name, value in left.items() if value < 0}
+        return self.left[key]
 
     def counters_fit(self, candidate: _Candidate) -> bool:
         """Whether the pool's counters, every one of them, stay covered with the device added.
 
         Upstream compares every counter of the pool, not only those the device consumes, so a
-        counter already overdrawn by allocated devices blocks every device of the pool.
+        counter already overdrawn (by allocated devices) blocks every device of the pool. A
+        counter the pool lacks is not compared, as upstream ranges over the pool's counters.
         """
-        pool = candidate.pool
-        consumed = dict(self.consumed.get(self._key(pool), {}))
-        for counter_set, counter, value in candidate.counters:
-            consumed[(counter_set, counter)] = consumed.get((counter_set, counter), Fraction(0)) + value
-        return all(left >= consumed.get(key, Fraction(0)) for key, left in self._available(pool).items())
+        takes = candidate.counter_totals
+        left, overdrawn = self._left(candidate.pool)
+        if overdrawn and not overdrawn <= takes.keys():
+            return False
+        for name, value in takes.items():
+            have = left.get(name)
+            if have is not None and have < value:
+                return False
+        return True
 
     def reserve_counters(self, candidate: _Candidate, sign: int) -> None:
-        consumed = self.consumed.setdefault(self._key(candidate.pool), {})
-        for counter_set, counter, value in candidate.counters:
-            consumed[(counter_set, counter)] = consumed.get((counter_set, counter), Fraction(0)) + sign * value
+        """Take (``sign`` 1) or give back (-1) what the device consumes of the pool's counters."""
+        left, overdrawn = self._left(candidate.pool)
+        for name, value in candidate.counter_totals.items():
+            if name not in left:
+                continue
+            left[name] -= sign * value
+            if left[name] < 0:
+                overdrawn.add(name)
+            else:
+                overdrawn.discard(name)
 
 
+_GATE_REFUSAL = "consume counters (DRAPartitionableDevices is off)"
 _REFUSALS = (
     "in use",
     "by selectors",
     "by a selector error",
     "on other nodes",
     "have binding conditions (DRADeviceBindingConditions is off)",
-    "consume counters (DRAPartitionableDevices is off)",
+    _GATE_REFUSAL,
     "by capacity",
     "by a capacity error",
     "by counters",
@@ -838,15 +898,18 @@ class _Search:
         self.node = node
         self.features = features
         self.ledger = ledger
-        self.matches: dict[tuple[DeviceID, int, str], bool] = {}
-        self.verdicts: dict[tuple[DeviceID, tuple[str, tuple[str, ...]]], bool] = {}
-        self.static_fits: dict[tuple[DeviceID, int, str], bool] = {}
+        self.verdicts: dict[tuple[str, tuple[str, ...]], dict[DeviceID, bool]] = {}  # per _Request.selector_key
+        self.static_fits: dict[tuple[tuple[str, Fraction], ...], dict[Hashable, bool]] = {}  # per capacity_key
         # Every device of the usable pools in the order the scheduler tries them.
         self.order = [c for pool in self.usable_pools() for c in self._pool_devices(pool)]
         self.any_shared = any(self.shared(c) for c in self.order)
         self.by_id = {c.id: c for c in self.order}
         self.least_takes: dict[tuple[int, str, str], Fraction | None] = {}
-        self.held_here = ledger.exclusive & self.by_id.keys()  # in use among the candidates, for counting
+        self.position = {c.id: i for i, c in enumerate(self.order)}
+        # 1 where the device at that position of ``order`` is not in use: the walk and its count
+        # cut look for the next free device with ``bytearray.find`` instead of asking each
+        # device in turn (with 100 claims the devices earlier claims hold were most of the walk).
+        self.free = bytearray(0 if ledger.in_use(c.id) else 1 for c in self.order)
         self.plan: list[list[list[_Request]]] = []
         self.constraints: list[list[Constraint]] = []
         for index, claim in enumerate(claims):  # per claim, as upstream reports the first error
@@ -854,7 +917,7 @@ class _Search:
             self.constraints.append(self._constraints(claim))
         self.need_after = self._need_after()
         self.must_add_after = self._must_add_after()
-        self.results: list[list[DeviceResult]] = [[] for _ in claims]
+        self.results: list[list[_Pick]] = [[] for _ in claims]
         self.chosen: dict[tuple[int, int], int] = {}
 
     # planning (validateDeviceRequest)
@@ -949,6 +1012,8 @@ class _Search:
             )
         capacity = self._capacity_requests(where, spec) if self.features.consumable_capacity else {}
         request = _Request(base, sub, spec, device_class, capacity=capacity)
+        request.verdicts = self.verdicts.setdefault(request.selector_key, {})
+        request.fits = self.static_fits.setdefault(request.capacity_key, {})
         if spec.allocation_mode == "ExactCount":
             request.count = spec.count
         elif spec.allocation_mode == "All":
@@ -1021,30 +1086,28 @@ class _Search:
         return self.features.consumable_capacity and bool(candidate.device.allow_multiple_allocations)
 
     def selectable(self, claim_index: int, request: _Request, candidate: _Candidate) -> bool:
-        key = (candidate.id, claim_index, request.name)
-        verdict = self.matches.get(key)
+        """``isSelectable``: the device's binding conditions and node, and the selectors.
+
+        All of it is pure, so the verdict is kept per device, class and request expressions
+        (``request.verdicts``): the many claims that repeat them get it worked out once (the
+        scheduler evaluates CEL per claim; with 100 claims it was the largest cost in
+        benchmarks/allocate_vs_go.py). Errors are not kept: each claim raises its own, naming
+        itself.
+        """
+        verdict = request.verdicts.get(candidate.id)
         if verdict is None:
-            verdict = self.matches[key] = self._selectors_match(claim_index, request, candidate)
+            verdict = request.verdicts[candidate.id] = self._selectors_match(claim_index, request, candidate)
         return verdict
 
     def _selectors_match(self, claim_index: int, request: _Request, candidate: _Candidate) -> bool:
         if candidate.device.binding_conditions and not self.features.binding_conditions:
             return False
-        key = (candidate.id, request.selector_key)
-        verdict = self.verdicts.get(key)
-        if verdict is None:
-            verdict = self.verdicts[key] = self._all_selectors(claim_index, request, candidate)
+        verdict = self._all_selectors(claim_index, request, candidate)
         # After the selectors, as in isSelectable: a CEL error on another node's device still counts.
         return verdict and (not candidate.per_device_node or device_targets(candidate.device, self.node))
 
     def _all_selectors(self, claim_index: int, request: _Request, candidate: _Candidate) -> bool:
-        """The class's selectors, then the request's, on the device.
-
-        CEL is pure, so the verdict is kept per device, class and expressions: the many claims
-        that repeat them get it evaluated once (the scheduler evaluates it per claim; with 100
-        claims it was the largest cost in benchmarks/allocate_vs_go.py). Errors are not kept:
-        each claim raises its own, naming itself.
-        """
+        """The class's selectors, then the request's, on the device."""
         class_name = request.device_class.metadata.name
         owners = (f"class {class_name}", f"claim {claim_ref(self.claims[claim_index])}")
         for owner, selectors in zip(owners, (request.device_class.spec.selectors, request.spec.selectors), strict=True):
@@ -1090,18 +1153,40 @@ class _Search:
         """Whether the request's share fits beside what is held of the device now.
 
         With nothing held (every exclusive device: only shares are held) the answer depends on
-        the request and the device alone, so it is kept: the walk asks it of every device for
-        every claim. Errors are not kept.
+        the device's capacities and the amounts requested alone, so it is kept for every claim
+        that asks the same and every device with the same capacities: the walk asks it of every
+        device it meets, for every claim. Errors are not kept.
         """
         held = self.ledger.capacity_held(candidate.id)
-        key = (candidate.id, ci, request.name)
-        if not held and key in self.static_fits:
-            return self.static_fits[key]
+        if not held:
+            known = request.fits.get(candidate.capacity_key)
+            if known is not None:
+                return known
         where = f"claim {claim_ref(self.claims[ci])}, request {request.name}"
         fits = self._capacity_fits(where, request, candidate, held, str(candidate.id))
         if not held:
-            self.static_fits[key] = fits
+            request.fits[candidate.capacity_key] = fits
         return fits
+
+    def _mark(self, device: DeviceID, claim_index: int, on: bool) -> None:
+        """``Ledger.mark``, with the free map kept in step."""
+        self.ledger.mark(device, claim_index, on)
+        position = self.position.get(device)
+        if position is not None:
+            self.free[position] = 0 if self.ledger.in_use(device) else 1
+
+    def _positions(self, ci: int, request: _Request, start: int) -> Iterator[int]:
+        """Positions in ``order`` from ``start`` on of the devices not busy for the request: the
+        free ones, or for admin access (which takes devices in use) those :meth:`_busy` allows."""
+        if request.spec.admin_access:
+            order = self.order
+            yield from (p for p in range(start, len(order)) if not self._busy(order[p], ci, request))
+            return
+        free = self.free
+        position = free.find(1, start)
+        while position >= 0:
+            yield position
+            position = free.find(1, position + 1)
 
     def _busy(self, candidate: _Candidate, claim_index: int, request: _Request) -> bool:
         if request.spec.admin_access:
@@ -1125,11 +1210,11 @@ class _Search:
                 return None
             ledger.reserve_counters(candidate, 1)
             undo.counters = True
-        if self.features.device_taints and taint_blocks(device, request.spec):
+        if self._tainted(request, candidate):
             self.undo(undo)
             return None
         for constraint in self.constraints[claim_index]:
-            if not constraint.add(request.base, request.name, device, candidate.id.driver):
+            if not constraint.add(request.base, request.name, candidate):
                 self.undo(undo)
                 if must:
                     raise AllocationError(
@@ -1139,7 +1224,7 @@ class _Search:
                 return None
             undo.constraints += 1
         if not shared:
-            ledger.mark(candidate.id, claim_index, True)
+            self._mark(candidate.id, claim_index, True)
             undo.marked = True
         result = self._result(claim_index, request, candidate, undo)
         if result is None:
@@ -1149,14 +1234,17 @@ class _Search:
         undo.result = True
         return undo
 
-    def _result(self, ci: int, request: _Request, candidate: _Candidate, undo: _Undo) -> DeviceResult | None:
+    def _result(self, ci: int, request: _Request, candidate: _Candidate, undo: _Undo) -> _Pick | None:
         """The device's result, taking a share of its capacity; None when the capacity is not there."""
         share_id: str | None = None
         consumed: dict[str, cap.Amount] = {}
         if self.features.consumable_capacity:
-            where = f"claim {claim_ref(self.claims[ci])}, request {request.name}"
             held = self.ledger.capacity_held(candidate.id)
-            if not self._capacity_fits(where, request, candidate, held, f"{candidate.id} (recheck)"):
+            known = None if held else request.fits.get(candidate.capacity_key)
+            if known is None:
+                where = f"claim {claim_ref(self.claims[ci])}, request {request.name}"
+                known = self._capacity_fits(where, request, candidate, held, f"{candidate.id} (recheck)")
+            if not known:
                 return None
             if self.shared(candidate):
                 consumed = cap.consumed_by(request.capacity, candidate.capacities) or {}
@@ -1167,16 +1255,21 @@ class _Search:
                     {name: a.value for name, a in consumed.items()}
                 )
                 undo.share = True
-        binding = self.features.binding_conditions
+        return _Pick(request, candidate, share_id, tuple((name, a.text) for name, a in consumed.items()))
+
+    def _device_result(self, pick: _Pick) -> DeviceResult:
+        """The result of a device the search picked, built once the search is done: the many
+        picks it takes back cost nothing then (a frozen dataclass is slow to make)."""
+        request, device, binding = pick.request, pick.candidate.device, self.features.binding_conditions
         return DeviceResult(
             request.name,
-            candidate.id,
+            pick.candidate.id,
             True if request.spec.admin_access else None,
             stored_tolerations(request.spec),
-            tuple(candidate.device.binding_conditions or []) if binding else (),
-            tuple(candidate.device.binding_failure_conditions or []) if binding else (),
-            share_id,
-            tuple((name, a.text) for name, a in consumed.items()),
+            tuple(device.binding_conditions or []) if binding else (),
+            tuple(device.binding_failure_conditions or []) if binding else (),
+            pick.share_id,
+            pick.consumed,
         )
 
     def undo(self, undo: _Undo) -> None:
@@ -1187,7 +1280,7 @@ class _Search:
         if undo.share:
             ledger.allocating_capacity[candidate.id].pop()
         if undo.marked:
-            ledger.mark(candidate.id, undo.claim_index, False)
+            self._mark(candidate.id, undo.claim_index, False)
         for constraint in reversed(self.constraints[undo.claim_index][: undo.constraints]):
             constraint.remove(undo.request.base, undo.request.name)
         if undo.counters:
@@ -1225,15 +1318,12 @@ class _Search:
             raise _TooMany
         if request.all_devices is not None:
             return self._take((ci, ri, di, alt), request, request.all_devices[di], must=True, start=0)
-        if (
-            self.cannot_fill(ci, request, request.count - di, start)
-            or self._contended(ci, ri, alt, di)
-            or self._capacity_short(ci, ri, alt, di)
-        ):
+        begin = self.walk_start(ci, request, request.count - di, start)
+        if begin is None or self._contended(ci, ri, alt, di) or self._capacity_short(ci, ri, alt, di):
             return False
-        for position in range(start, len(self.order)):
+        for position in self._positions(ci, request, begin):
             candidate = self.order[position]
-            if self._busy(candidate, ci, request) or not self.selectable(ci, request, candidate):
+            if not self.selectable(ci, request, candidate):
                 continue
             if self.features.consumable_capacity and not self._capacity_left(ci, request, candidate):
                 continue
@@ -1241,35 +1331,44 @@ class _Search:
                 return True
         return False
 
-    def cannot_fill(self, ci: int, request: _Request, needed: int, start: int) -> bool:
-        """Fewer devices from ``start`` on could still be taken than the request needs.
+    def walk_start(self, ci: int, request: _Request, needed: int, start: int) -> int | None:
+        """None when fewer devices from ``start`` on could still be taken than the request needs,
+        else where the walk may begin: the first device that could be taken now.
 
-        Cuts a branch the scheduler would walk to the end in vain, so the first solution found
-        is the same. Every test here only gets stricter deeper in the branch (devices get busy,
-        counters and capacity get used, a ``matchAttribute`` value is fixed). Upstream's walk
-        would evaluate the selectors and capacity of every device left that is not in use, so
-        when one of them fails there is no cut: the walk goes on and raises that error where
-        the scheduler does.
+        The cut saves a branch the scheduler would walk to the end in vain, so the first
+        solution found is the same. Every test here only gets stricter deeper in the branch
+        (devices get busy, counters and capacity get used, a ``matchAttribute`` value is fixed).
+        Upstream's walk would evaluate the selectors and capacity of every device left that is
+        not in use, so when one of them fails there is no cut: the walk goes on from ``start``
+        and raises that error where the scheduler does.
+
+        The devices before the first that could be taken are ones the walk would pass over
+        without a side effect or an error, so it need not visit them again. All but one:
+        a device refused because DRAPartitionableDevices is off, which the walk meets only
+        after its capacity check (that may fail), so the walk begins there at the latest.
         """
         found = 0
-        for position in range(start, len(self.order)):
+        begin: int | None = None
+        for position in self._positions(ci, request, start):
             candidate = self.order[position]
-            if self._busy(candidate, ci, request):
-                continue
             selectable = self.selectable_or_error(ci, request, candidate)
             if selectable is None:
-                return False
+                return start
             if not selectable:
                 continue
-            refused = self._refused_or_error(ci, request, candidate)
-            if refused is None:
-                return False
-            if refused:
+            try:
+                refusal = self._refusal(ci, request, candidate)
+            except AllocationError:
+                return start
+            if refusal == _GATE_REFUSAL and begin is None:
+                begin = position
+            if refusal:
                 continue
             found += 1
+            begin = position if begin is None else begin
             if found >= needed:
-                return False
-        return True
+                return begin
+        return None
 
     def _contended(self, ci: int, ri: int, alt: int, di: int) -> bool:
         """All requests still to serve need more exclusive devices than are free: none can succeed.
@@ -1283,7 +1382,7 @@ class _Search:
             return False
         request = self.plan[ci][ri][alt]
         need = self.need_after[(ci, ri)] + (0 if request.spec.admin_access else request.count - di)
-        if need <= len(self.order) - self.ledger.busy_count(self.held_here):
+        if need <= self.free.count(1):
             return False
         free = [c for c in self.order if not self.ledger.in_use(c.id)]
         pending = [(ci, request)] + [
@@ -1364,28 +1463,30 @@ class _Search:
                 least = consumed[name].value
         return least if least is not None else Fraction(0)
 
-    def _refused_or_error(self, ci: int, request: _Request, candidate: _Candidate) -> bool | None:
-        """``_first_refusal`` for a selectable device as a verdict, None for a capacity error."""
-        try:
-            return bool(self._refusal(ci, request, candidate))
-        except AllocationError:
-            return None
-
     def _refusal(self, ci: int, request: _Request, candidate: _Candidate) -> str:
         """What ``allocateDevice`` refuses a selectable device for, now; "" when it would take it."""
-        device = candidate.device
-        if not self.features.partitionable_devices and device.consumes_counters:
-            return "consume counters (DRAPartitionableDevices is off)"
-        if self.features.consumable_capacity and not self._capacity_left(ci, request, candidate):
+        device, features = candidate.device, self.features
+        if device.consumes_counters and not features.partitionable_devices:
+            return _GATE_REFUSAL
+        if features.consumable_capacity and not self._capacity_left(ci, request, candidate):
             return "by capacity"
-        skip_counters = self.shared(candidate) and self.ledger.capacity_in_use(candidate.id)
-        if device.consumes_counters and not skip_counters and not self.ledger.counters_fit(candidate):
+        if (
+            device.consumes_counters
+            and not (self.shared(candidate) and self.ledger.capacity_in_use(candidate.id))
+            and not self.ledger.counters_fit(candidate)
+        ):
             return "by counters"
-        if self.features.device_taints and taint_blocks(device, request.spec):
+        if self._tainted(request, candidate):
             return "by taints"
-        if not all(c.admits(request.base, request.name, device, candidate.id.driver) for c in self.constraints[ci]):
-            return "by constraints"
+        for constraint in self.constraints[ci]:
+            if not constraint.admits(request.base, request.name, candidate):
+                return "by constraints"
         return ""
+
+    def _tainted(self, request: _Request, candidate: _Candidate) -> bool:
+        """``taintPreventsAllocation`` where the gate is on (most devices have no taints: asked first)."""
+        device = candidate.device
+        return bool(device.taints) and self.features.device_taints and taint_blocks(device, request.spec)
 
     def _alternatives(self, ci: int, ri: int) -> bool:
         all_too_many = True
@@ -1508,10 +1609,9 @@ class _Search:
     def allocations(self) -> list[ClaimAllocation]:
         found = []
         for ci, claim in enumerate(self.claims):
-            local, requirements = self._node_selection(claim, self.results[ci])
-            found.append(
-                ClaimAllocation(claim, tuple(self.results[ci]), tuple(self._config(ci, claim)), local, requirements)
-            )
+            results = tuple(self._device_result(pick) for pick in self.results[ci])
+            local, requirements = self._node_selection(claim, results)
+            found.append(ClaimAllocation(claim, results, tuple(self._config(ci, claim)), local, requirements))
         return found
 
     def _node_selection(

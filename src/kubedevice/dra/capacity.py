@@ -23,6 +23,7 @@ import math
 from collections.abc import Mapping
 from dataclasses import dataclass
 from fractions import Fraction
+from functools import lru_cache
 from typing import Any
 
 from ..cel.quantity import QuantityError, parse_quantity
@@ -45,9 +46,17 @@ class Amount:
 def amount(text: Any, where: str) -> Amount:
     """A quantity as ``resource.ParseQuantity`` reads it; a bad one names ``where``."""
     try:
-        return Amount(parse_quantity(str(text)).value, str(text))
+        return Amount(_exact(str(text)), str(text))
     except QuantityError as error:
         raise CapacityError(f"{where}: {error}") from None
+
+
+@lru_cache(maxsize=4096)
+def _exact(text: str) -> Fraction:
+    """A quantity's exact value, kept per text: every device of a pool repeats the same few
+    quantities, and building the ``Fraction`` cost more than the rest of a capacity check
+    (benchmarks/allocate_vs_go.py). A bad quantity raises each time (errors are not kept)."""
+    return parse_quantity(text).value
 
 
 @dataclass(frozen=True)
