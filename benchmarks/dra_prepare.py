@@ -4,7 +4,9 @@ Two parts, each printing medians and p99:
 
 1. **In process, claims in memory** (no API server): NodePrepareResources + NodeUnprepareResources
    for 1 and 32 claims from the kubelet-side client to the driver over a real unix socket, CDI
-   spec files and checkpoint writes included: what the driver itself costs per call.
+   spec files and checkpoint writes included: what the driver itself costs per call. Then the
+   same client's NodeUnprepareResources against a bare grpc.aio server that only answers (no
+   driver code): grpcio's per-call floor, the part of the driver's figure no Python code can cut.
 2. **Against Kubernetes' own DRA test driver**, same run, same client (kubedevice's ``DraClient``,
    as the kubelet calls): ``kubedevice serve`` with a ``dra:`` config and the Go test driver
    (``k8s.io/kubernetes/test/e2e/dra/test-driver`` on ``kubeletplugin``), each a process of its
@@ -42,13 +44,16 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Sequen
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from grpc import aio
 from lightkube import AsyncClient, KubeConfig
 
+from kubedevice.api import dra_v1_pb2 as v1
+from kubedevice.api import dra_v1_pb2_grpc as v1_grpc
 from kubedevice.device import ContainerAllocation, Device, DeviceSpec
 from kubedevice.dra.driver import DraDriver, DriverService, ServiceOptions
 from kubedevice.dra.driver.model import AllocatedDevice, Claim
 from kubedevice.dra.driver.state import ClaimError
-from kubedevice.kubelet.dra import DraClient, register
+from kubedevice.kubelet.dra import DraClient, Registered, register
 from kubedevice.plugin.base import Plugin
 from kubedevice.testing import components
 from kubedevice.testing import dratestdriver as go
@@ -117,6 +122,39 @@ async def in_process(rounds: int, root: Path, cdi: Path) -> None:
                           f"p99 {percentile(times, 0.99):7.2f} ms ({rounds} rounds)")
     finally:
         await service.stop()
+
+
+class BareUnprepare(v1_grpc.DRAPluginServicer):  # type: ignore[misc]
+    """grpcio's floor: NodeUnprepareResources answered with the map of empty errors, nothing else."""
+
+    async def NodeUnprepareResources(self, request: v1.NodeUnprepareResourcesRequest,
+                                     context: object) -> v1.NodeUnprepareResourcesResponse:
+        response = v1.NodeUnprepareResourcesResponse()
+        for claim in request.claims:
+            response.claims[claim.uid].error = ""
+        return response
+
+
+async def bare_floor(rounds: int, root: Path) -> None:
+    """The same client and calls against a bare grpc.aio server: what no Python driver can go below."""
+    server = aio.server(options=[("grpc.so_reuseport", 0)])
+    v1_grpc.add_DRAPluginServicer_to_server(BareUnprepare(), server)
+    socket = root / "bare.sock"
+    server.add_insecure_port(f"unix:{socket}")
+    await server.start()
+    try:
+        async with DraClient(Registered(DRIVER, str(socket), "v1.DRAPlugin")) as client:
+            for size in SIZES:
+                refs = [("default", f"bare-{i}", str(uuid.uuid4())) for i in range(size)]
+                times: list[float] = []
+                for _ in range(rounds):
+                    start = time.perf_counter()
+                    await client.unprepare(refs)
+                    times.append((time.perf_counter() - start) * 1000)
+                print(f"  {'bare grpc.aio server':22s} {size:2d} claims: median {statistics.median(times):7.2f} ms, "
+                      f"p99 {percentile(times, 0.99):7.2f} ms (NodeUnprepareResources, no driver code)")
+    finally:
+        await server.stop(0)
 
 
 # --- part 2: against the Go test driver, claims in the API server --------------------------------
@@ -347,6 +385,7 @@ def main() -> int:
     try:
         (work / "inproc").mkdir()
         asyncio.run(in_process(rounds, work / "inproc", cdi))
+        asyncio.run(bare_floor(rounds, work / "inproc"))
         if program is not None:
             with cluster_at(args.cluster_dir) as kubeconfig:
                 asyncio.run(against_go(program, kubeconfig, rounds, hot_rounds, work, cdi))

@@ -1,18 +1,17 @@
 """Refuse requests whose bytes do not decode with INVALID_ARGUMENT, not grpcio's UNKNOWN.
 
 grpc.aio decodes a request before calling the handler, and a decoding error (invalid UTF-8 in
-a string field, a truncated varint) escapes as ``UNKNOWN: Unexpected DecodeError``. This
-interceptor wraps each method's decoder so a bad request reaches a small handler that answers
-INVALID_ARGUMENT with the decoder's reason; wrapped handlers are built once per method.
-
-:func:`add_refusing_malformed` wraps the handlers once, at registration, instead: grpc.aio
-runs an interceptor as two more coroutines on every call, which the device-plugin server's
-Allocate path does not pay (benchmarks/contention.py).
+a string field, a truncated varint) escapes as ``UNKNOWN: Unexpected DecodeError``.
+:func:`add_refusing_malformed` wraps each method's decoder so a bad request reaches a small
+handler that answers INVALID_ARGUMENT with the decoder's reason; the handlers are wrapped once,
+at registration. Not an interceptor: grpc.aio runs one as two more coroutines on every call,
+which neither the device-plugin server's Allocate (benchmarks/contention.py) nor the DRA
+driver's NodeUnprepareResources (benchmarks/dra_prepare.py) should pay.
 """
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from collections.abc import AsyncIterator, Callable, Sequence
 from typing import Any, NoReturn, TypeAlias
 
 import grpc
@@ -63,21 +62,6 @@ class _TolerantGeneric(grpc.GenericRpcHandler):  # type: ignore[type-arg]  # not
                 return None
             wrapped = self._wrapped.setdefault(details.method, _wrap(handler))
         return wrapped
-
-
-class RefuseMalformed(aio.ServerInterceptor):  # type: ignore[type-arg]  # not generic at run time
-    def __init__(self) -> None:
-        self._wrapped: dict[str, Handler] = {}
-
-    async def intercept_service(
-        self,
-        continuation: Callable[[grpc.HandlerCallDetails], Awaitable[Handler]],
-        details: grpc.HandlerCallDetails,
-    ) -> Handler:
-        method: str = details.method
-        if method not in self._wrapped:
-            self._wrapped[method] = _wrap(await continuation(details))
-        return self._wrapped[method]
 
 
 def _wrap(handler: Any) -> Any:

@@ -11,18 +11,21 @@ prefix also matches driver ``a.b-c``'s files, whose specs must survive ``a.b``'s
 
 from __future__ import annotations
 
-import contextlib
+import json
+import os
 import re
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
-from ...allocation.cdi import CDI_VERSION, CdiError, Spec, device_name_error, spec_kind, write_atomically
+from ... import files
+from ...allocation.cdi import CDI_VERSION, CdiError, Spec, device_name_error, spec_kind
 from ...device import ContainerAllocation
 
 _UNSAFE = re.compile(r"[^A-Za-z0-9_.-]")
 _ESCAPED = re.compile(r"[^A-Za-z0-9.-]")
 _ESCAPE = re.compile(r"_([0-9a-f]+)_")
+_SPEC_JSON = json.JSONEncoder(sort_keys=True)
 
 
 def _file_stem(claim_uid: str) -> str:
@@ -91,9 +94,17 @@ class ClaimSpecs:
         return self.directory / f"{self._prefix}{_file_stem(claim_uid)}.json"
 
     def write(self, claim_uid: str, spec: Spec) -> None:
+        """Atomically, as every spec of ours. JSON from ``json``'s C encoder (no indent: with one,
+        ``json`` encodes in Python, a third of a claim's prepare in a profile); the directory is
+        made only when the write finds it missing (a ``mkdir`` per claim cost as much as the rename)."""
+        data = (_SPEC_JSON.encode(spec) + "\n").encode()
+        path = self.path_for(claim_uid)
         try:
-            self.directory.mkdir(parents=True, exist_ok=True)
-            write_atomically(self.path_for(claim_uid), spec)
+            try:
+                files.write_atomically(path, data, 0o644)
+            except FileNotFoundError:
+                self.directory.mkdir(parents=True, exist_ok=True)
+                files.write_atomically(path, data, 0o644)
         except OSError as err:
             reason = err.strerror or err
             raise CdiError(f"cannot write CDI spec for claim {claim_uid} in {self.directory}: {reason}") from err
@@ -102,11 +113,28 @@ class ClaimSpecs:
         return self.path_for(claim_uid).is_file()
 
     def remove(self, claim_uid: str) -> None:
-        try:
-            with contextlib.suppress(FileNotFoundError):
-                self.path_for(claim_uid).unlink()
-        except OSError as err:
-            raise CdiError(f"cannot remove CDI spec of claim {claim_uid}: {err.strerror or err}") from err
+        error = self.remove_each([claim_uid]).get(claim_uid)
+        if error is not None:
+            raise CdiError(error)
+
+    def remove_each(self, claim_uids: Iterable[str]) -> dict[str, str]:
+        """Remove the spec files of these claims (missing ones are fine); the error per claim that failed.
+
+        One ``unlink`` per claim on a path built as a string: as ``pathlib`` objects, the paths
+        cost more than the unlinks (two thirds of a 32-claim NodeUnprepareResources in a
+        profile). The Go test driver also removes one file per claim
+        (``test/e2e/dra/test-driver/app/kubeletplugin.go``, ``nodeUnprepareResource``).
+        """
+        base = f"{os.fspath(self.directory)}/{self._prefix}"
+        errors: dict[str, str] = {}
+        for uid in claim_uids:
+            try:
+                os.unlink(f"{base}{_file_stem(uid)}.json")
+            except FileNotFoundError:
+                pass
+            except OSError as err:
+                errors[uid] = f"cannot remove CDI spec of claim {uid}: {err.strerror or err}"
+        return errors
 
     def owned_claims(self) -> set[str]:
         """Claim UIDs that have a spec file of ours (from this run or an earlier one)."""

@@ -26,6 +26,17 @@ blocks that read as zero bytes); such a file cannot hold a record of this boot (
 boot the page cache holds what was written), is read as no claims, and is rewritten. Any other
 unreadable file still stops the driver (it is not ours to overwrite blindly).
 
+**Formats, and what an upgrade reads.** ``VERSION`` names the shape of the snapshot and its
+entries; every version of kubedevice so far wrote version 1, in three forms, all read here
+(``tests/dra/driver/test_checkpoint_upgrade.py`` reads files the old code wrote): a snapshot
+alone, mode 0644 (ab05d96, 931fee7, written by the CDI writer); a snapshot alone, 0600
+(8842604 to 6d01a0b); a snapshot and change records, 0600 (e294383 on). A snapshot alone is
+this format with no records; a file others may read is rewritten 0600 by the driver's first
+save, at its start. A change to the document's shape must bump ``VERSION`` and keep a reader of
+the older one here; a version this code does not know (a newer release's file, after a
+rollback) stops the driver with a line naming it instead of being overwritten. The other way
+round, a release before e294383 reads a file with records as corrupt and stops.
+
 The Go peers: the ``kubeletplugin`` helper keeps no record at all; the dra-example-driver keeps
 its record through the kubelet's ``checkpointmanager`` (``pkg/kubelet/util/store/filestore.go``,
 ``writeFile``: temp file, fsync of the file, rename, no fsync of the directory, so its rename is
@@ -98,7 +109,7 @@ def read_boot_id(path: Path = BOOT_ID_PATH) -> str:
 def load(path: Path, boot_id: str) -> tuple[Checkpoint, dict[str, Entry]]:
     """The checkpoint for this boot, plus the entries dropped because they belong to another boot."""
     try:
-        raw = path.read_bytes()
+        raw, mode = _read(path)
     except FileNotFoundError:
         return Checkpoint(boot_id), {}
     except OSError as err:
@@ -116,7 +127,16 @@ def load(path: Path, boot_id: str) -> tuple[Checkpoint, dict[str, Entry]]:
         if claims:
             log.warning("dropping %d prepared claims from before the reboot", len(claims))
         return Checkpoint(boot_id), claims
+    if mode & 0o077:
+        log.info("%s is readable by others (written by a release before 8842604): the next save rewrites it 0600", path)
+        written = None
     return Checkpoint(boot_id, claims, written), {}
+
+
+def _read(path: Path) -> tuple[bytes, int]:
+    """The file's bytes and permission bits, from one open file (the mode is that of what was read)."""
+    with path.open("rb") as handle:
+        return handle.read(), os.fstat(handle.fileno()).st_mode & 0o777
 
 
 def _parse(raw: bytes) -> tuple[str, dict[str, Entry], Written | None]:
@@ -185,9 +205,9 @@ def save(path: Path, checkpoint: Checkpoint) -> None:
 def _changes(before: dict[str, Entry], after: dict[str, Entry]) -> bytes:
     """The change records that turn ``before`` into ``after``, as lines (built by hand around
     ``json``'s C encoder: 32 claims per call made ``json.dumps`` per record a third of a save)."""
-    lines = [f'{{"delete":{json.dumps(uid)}}}\n' for uid in sorted(before.keys() - after.keys())]
+    lines = [f'{{"delete":{_RECORD.encode(uid)}}}\n' for uid in sorted(before.keys() - after.keys())]
     lines += [
-        f'{{"put":{json.dumps(uid)},"entry":{_RECORD.encode(_entry_document(e))}}}\n'
+        f'{{"put":{_RECORD.encode(uid)},"entry":{_RECORD.encode(_entry_document(e))}}}\n'
         for uid, e in after.items()
         if before.get(uid) != e
     ]

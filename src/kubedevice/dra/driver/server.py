@@ -25,6 +25,7 @@ from ...api import dra_v1_pb2 as v1
 from ...api import dra_v1_pb2_grpc as v1_grpc
 from ...api import dra_v1beta1_pb2 as v1beta1
 from ...api import dra_v1beta1_pb2_grpc as v1beta1_grpc
+from ...api.malformed import add_refusing_malformed
 from .health import HealthFeed
 from .model import ClaimRef, PreparedDevice, PrepareResult
 from .state import ClaimSource, ClaimState
@@ -205,7 +206,7 @@ def add_services(
     report: Reporter | None = None,
 ) -> None:
     core = _Core(state, claims, observe, report)
-    v1_grpc.add_DRAPluginServicer_to_server(DRAPluginV1(core), server)
-    v1beta1_grpc.add_DRAPluginServicer_to_server(DRAPluginV1beta1(core), server)
-    h1_grpc.add_DRAResourceHealthServicer_to_server(ResourceHealthV1(feed), server)
-    h1alpha1_grpc.add_DRAResourceHealthServicer_to_server(ResourceHealthV1alpha1(feed), server)
+    add_refusing_malformed(v1_grpc.add_DRAPluginServicer_to_server, DRAPluginV1(core), server)
+    add_refusing_malformed(v1beta1_grpc.add_DRAPluginServicer_to_server, DRAPluginV1beta1(core), server)
+    add_refusing_malformed(h1_grpc.add_DRAResourceHealthServicer_to_server, ResourceHealthV1(feed), server)
+    add_refusing_malformed(h1alpha1_grpc.add_DRAResourceHealthServicer_to_server, ResourceHealthV1alpha1(feed), server)

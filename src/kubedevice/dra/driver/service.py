@@ -23,7 +23,7 @@ from pathlib import Path
 from grpc import aio
 
 from ...api import pluginregistration_v1_pb2_grpc as regpb_grpc
-from ...api.malformed import RefuseMalformed
+from ...api.malformed import add_refusing_malformed
 from ...plugin.server import _clear_stale_socket, check_socket_path
 from ...plugin.watcher import wait_for_directory
 from .cdi import ClaimSpecs
@@ -119,7 +119,8 @@ class DriverService:
         self._servers.append(dra)
         registrar = RegistrationServicer(self.driver.name, self.sockets.dra, self._status)
         reg = await self._serve(
-            self.sockets.registration, lambda s: regpb_grpc.add_RegistrationServicer_to_server(registrar, s)
+            self.sockets.registration,
+            lambda s: add_refusing_malformed(regpb_grpc.add_RegistrationServicer_to_server, registrar, s),
         )
         self._servers.append(reg)
         log.info("DRA driver %s serving on %s", self.driver.name, self.sockets.dra)
@@ -161,7 +162,9 @@ class DriverService:
     async def _serve(path: Path, add: Callable[[aio.Server], None]) -> aio.Server:
         check_socket_path(path)
         _clear_stale_socket(path)
-        server = aio.server(options=[("grpc.so_reuseport", 0)], interceptors=[RefuseMalformed()])
+        # No interceptor: grpc.aio runs one as two more coroutines on every call; the handlers
+        # refuse undecodable requests themselves, wrapped once at registration.
+        server = aio.server(options=[("grpc.so_reuseport", 0)])
         add(server)
         server.add_insecure_port(f"unix:{path}")  # not unix://: grpc then binds only <= 105 bytes
         await server.start()

@@ -84,14 +84,17 @@ class ClaimState:
             self._checkpoint, stale = ckpt.load(checkpoint_path, boot_id)
             self._recover(stale)
 
+    def _exclusive(self) -> contextlib.AbstractAsyncContextManager[object]:
+        """This instance's lock; in a rolling update also the shared one. The plain lock alone
+        without a generator-based context manager around it: that was a quarter of a one-claim
+        unprepare's own time in a profile."""
+        return self._lock if self._shared_lock is None else self._exclusive_shared(self._shared_lock)
+
     @contextlib.asynccontextmanager
-    async def _exclusive(self) -> AsyncIterator[None]:
+    async def _exclusive_shared(self, shared_lock: Path) -> AsyncIterator[None]:
         """This instance's lock, then the shared one (in a thread: flock blocks) and a fresh checkpoint."""
         async with self._lock:
-            if self._shared_lock is None:
-                yield
-                return
-            handle = await asyncio.to_thread(_lock_file, self._shared_lock)
+            handle = await asyncio.to_thread(_lock_file, shared_lock)
             try:
                 self._checkpoint, _ = ckpt.load(self._path, self._boot_id)
                 yield
@@ -257,16 +260,11 @@ class ClaimState:
     async def unprepare(self, refs: Sequence[ClaimRef]) -> dict[str, str]:
         """Unprepare every claim; per UID an error message, empty when done (or never prepared)."""
         async with self._exclusive():
-            errors: dict[str, str] = {}
+            failed = self._specs.remove_each([r.uid for r in refs])  # gone before we answer: a container may start next
+            errors = dict.fromkeys((r.uid for r in refs), "") | failed
             removed: dict[str, ckpt.Entry] = {}
             for ref in refs:
-                errors[ref.uid] = ""
-                try:
-                    self._specs.remove(ref.uid)
-                except CdiError as err:
-                    errors[ref.uid] = str(err)
-                    continue
-                entry = self._checkpoint.claims.pop(ref.uid, None)
+                entry = None if ref.uid in failed else self._checkpoint.claims.pop(ref.uid, None)
                 if entry is not None:
                     removed[ref.uid] = entry
                     log.info("unprepared claim %s", ref)
