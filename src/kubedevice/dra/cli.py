@@ -18,7 +18,7 @@ from ..boundedyaml import read_text
 from ..errors import cannot_read, fail
 from . import features, models
 from .allocator import AllocationError, Node, Unallocatable, allocate, allocated_devices
-from .explain import DeviceVerdict, SelectorVerdict, compile_errors, explain, render, requests_using
+from .explain import explain, render, requests_using, verdicts_json
 from .models import DecodeError, DeviceClass, DeviceTaintRule, DRAObject, ResourceClaim, ResourceSlice, of_kind
 from .slices import DEFAULT_TAINT_EFFECT, Sharing, SliceError, slices_for
 from .strategy import drop_disabled_fields
@@ -210,7 +210,7 @@ def explain_command(
         verdicts = explain(device_class, slices, claim, gates)
         unmatched += not any(v.matched for v in verdicts)
         if as_json:
-            report.append(_verdicts_json(device_class, verdicts))
+            report.append(verdicts_json(device_class, verdicts))
         else:
             typer.echo(f"DeviceClass {device_class.metadata.name}:")
             typer.echo(render(verdicts), nl=False)
@@ -241,32 +241,6 @@ def _explain_pods(
     slices = of_kind(_as_stored(_load(files[1]), gates, release), ResourceSlice)
     if not explain_pods(inputs, classes, slices, (node, _parse_labels(labels)), gates, as_json=as_json):
         raise typer.Exit(1)
-
-
-def _verdicts_json(device_class: DeviceClass, verdicts: Sequence[DeviceVerdict]) -> dict[str, Any]:
-    """Per device and selector as in the text; a compile error sits once on the class, not on each device."""
-    devices = [
-        {
-            "driver": v.driver,
-            "pool": v.pool,
-            "device": v.device,
-            "matches": v.matched,
-            "selectors": [_selector_json(s) for s in v.selectors],
-        }
-        for v in verdicts
-    ]
-    report: dict[str, Any] = {"class": device_class.metadata.name, "devices": devices}
-    if broken := compile_errors(verdicts):
-        report["compileErrors"] = broken
-    return report
-
-
-def _selector_json(verdict: SelectorVerdict) -> dict[str, Any]:
-    shown = {k: v for k, v in vars(verdict).items() if v is not None and k != "compiles"}
-    if not verdict.compiles:
-        shown["compiles"] = False
-        del shown["error"]
-    return shown
 
 
 def _parse_labels(labels: Sequence[str]) -> dict[str, str]:

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from . import capacity as cap
 from . import cel
@@ -205,3 +206,30 @@ def render(verdicts: Sequence[DeviceVerdict]) -> str:
     matched = sum(v.matched for v in verdicts)
     lines.append(f"{matched} of {len(verdicts)} devices match")
     return "\n".join(lines) + "\n"
+
+
+def verdicts_json(device_class: DeviceClass, verdicts: Sequence[DeviceVerdict]) -> dict[str, Any]:
+    """``--json`` of ``dra explain`` and ``explain --pod``: per device and selector as in the text; a
+    compile error sits once on the class, not on each device."""
+    devices = [
+        {
+            "driver": v.driver,
+            "pool": v.pool,
+            "device": v.device,
+            "matches": v.matched,
+            "selectors": [_selector_json(s) for s in v.selectors],
+        }
+        for v in verdicts
+    ]
+    report: dict[str, Any] = {"class": device_class.metadata.name, "devices": devices}
+    if broken := compile_errors(verdicts):
+        report["compileErrors"] = broken
+    return report
+
+
+def _selector_json(verdict: SelectorVerdict) -> dict[str, Any]:
+    shown = {k: v for k, v in vars(verdict).items() if v is not None and k != "compiles"}
+    if not verdict.compiles:
+        shown["compiles"] = False
+        del shown["error"]
+    return shown

@@ -20,7 +20,7 @@ from ..boundedyaml import read_text
 from ..errors import cannot_read, fail
 from . import models
 from .allocator import AllocationError, Node, Unallocatable, allocated_devices
-from .explain import DeviceVerdict, compile_errors, explain, render, requests_using
+from .explain import explain, render, requests_using, verdicts_json
 from .models import DecodeError, DeviceClass, DRAObject, NodeObject, Pod, ResourceClaim, ResourceSlice, of_kind
 from .pods import PodClaims, PodInputError, claims_for_pod, decode_core, pod_ref, schedule
 
@@ -195,7 +195,7 @@ def _explain_pod(
             "claim": c.claim.metadata.name,
             "podClaim": c.pod_claim,
             "classes": [
-                _verdicts_json(dc, explain(dc, slices, c.claim, features)) for dc in _classes_of(c.claim, classes)
+                verdicts_json(dc, explain(dc, slices, c.claim, features)) for dc in _classes_of(c.claim, classes)
             ],
         }
         for c in pod_claims.claims
@@ -206,22 +206,6 @@ def _explain_pod(
         return {**report, "schedulable": False, "reason": str(error)}, None
     report["allocation"] = {c.metadata.name: (c.status or {}).get("allocation") for c in scheduled}
     return {**report, "schedulable": True}, scheduled
-
-
-def _verdicts_json(device_class: DeviceClass, verdicts: Sequence[DeviceVerdict]) -> dict[str, Any]:
-    """As ``dra explain --json`` shows a class: each device with its selector verdicts."""
-    devices = [
-        {
-            **{k: getattr(v, k) for k in ("driver", "pool", "device")},
-            "matches": v.matched,
-            "selectors": [{k: x for k, x in vars(s).items() if x is not None} for s in v.selectors],
-        }
-        for v in verdicts
-    ]
-    report: dict[str, Any] = {"class": device_class.metadata.name, "devices": devices}
-    if broken := compile_errors(verdicts):
-        report["compileErrors"] = broken
-    return report
 
 
 def _classes_of(claim: ResourceClaim, classes: Sequence[DeviceClass]) -> list[DeviceClass]:
