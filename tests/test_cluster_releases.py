@@ -5,11 +5,12 @@ runs the compact suite on each)."""
 from __future__ import annotations
 
 import re
+from pathlib import Path
 
 import pytest
 
 from kubedevice.testing import components
-from kubedevice.testing.cluster import _apiserver_release_flags, main
+from kubedevice.testing.cluster import Cluster, ClusterError, _apiserver_release_flags, kubelet_skew_error, main
 from kubedevice.testing.gobuild import BuildError
 
 
@@ -49,3 +50,29 @@ def test_cluster_sh_refuses_an_unknown_version_in_one_line(capsys: pytest.Captur
 def test_only_1_37_and_later_turn_the_endpoint_reconciler_off() -> None:
     assert _apiserver_release_flags("v1.36.3") == []
     assert _apiserver_release_flags("v1.37.2") == ["--endpoint-reconciler-type=none"]
+
+
+@pytest.mark.parametrize(("apiserver", "kubelet", "refused"), [
+    ("v1.37.2", "v1.37.2", None), ("v1.37.2", "v1.36.3", None), ("v1.37.2", "v1.34.4", None),
+    ("v1.36.3", "v1.37.2", "may not be newer than the API server v1.36.3"),
+    ("v1.38.0", "v1.34.4", "more than 3 minor releases older"),
+])  # fmt: skip
+def test_the_kubelet_follows_the_version_skew_policy(apiserver: str, kubelet: str, refused: str | None) -> None:
+    error = kubelet_skew_error(apiserver, kubelet)
+    assert error is None if refused is None else refused in (error or "")
+
+
+def test_cluster_sh_refuses_a_kubelet_newer_than_the_control_plane_in_one_line(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["up", "--version", "1.36", "--kubelet-version", "1.37", "--dir", "/nonexistent/kd"]) == 2
+    assert capsys.readouterr().err == ("kubedevice: --kubelet-version: a kubelet v1.37.2 may not be newer than the "
+                                       "API server v1.36.3 (upgrade the control plane first)\n")
+
+
+def test_a_skewed_kubelet_is_refused_before_anything_starts(tmp_path: Path) -> None:
+    cluster = Cluster(tmp_path / "cluster")
+    unused = Path("/nonexistent")
+    with pytest.raises(ClusterError, match=r"^kubelet version: a kubelet v1\.37\.2 may not be newer"):
+        cluster.up(components.Binaries(unused, unused, unused, unused, unused), version="v1.36.3",
+                   kubelet_version="v1.37.2")
+    assert not (tmp_path / "cluster").exists() or not any((tmp_path / "cluster").iterdir())

@@ -65,12 +65,13 @@ def multinode() -> Iterator[Cluster]:
     yield from _session_cluster(nodes=MULTINODE)
 
 
-def _session_cluster(nodes: int) -> Iterator[Cluster]:
-    """Start a cluster for the session; stop it after and fail if it left anything on the host."""
+def _session_cluster(nodes: int, version: str | None = None, kubelet_version: str | None = None) -> Iterator[Cluster]:
+    """Start a cluster (of the session's release unless ``version``; its kubelets of ``kubelet_version``
+    if given); stop it after and fail if it left anything on the host."""
     reason = missing_prerequisite()
     if reason is not None:
         unavailable(reason)
-    version = session_version()
+    version = version or session_version()
     try:
         binaries = components.ensure_all(version)
     except BuildError as err:
@@ -81,7 +82,7 @@ def _session_cluster(nodes: int) -> Iterator[Cluster]:
     directory = Path(tempfile.mkdtemp(prefix="kd-e2e-"))
     cluster = Cluster(directory)
     try:
-        cluster.up(binaries, version=version, nodes=nodes)
+        cluster.up(binaries, version=version, nodes=nodes, kubelet_version=kubelet_version)
     except ClusterError as err:
         pytest.fail(f"the cluster did not start: {err}", pytrace=False)
     try:

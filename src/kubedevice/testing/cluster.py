@@ -18,6 +18,10 @@ root and network without routes; its kubelet reaches the API server through a re
 network (127.0.0.1:PORT there to the control plane's unix socket), and the host reaches its
 kubelet's healthz through a relay pair as for the first node.
 
+The kubelets may run an older release than the control plane (``up --kubelet-version``, within
+the version skew policy), and :meth:`Node.upgrade_kubelet` swaps one node's kubelet for another
+release's in place, its pods and plugins left running.
+
 ``python -m kubedevice.testing.cluster up|down|status`` (or ``scripts/cluster.sh``) drives it;
 tests use :func:`up` and :meth:`Cluster.down`.
 """
@@ -37,7 +41,7 @@ import subprocess
 import sys
 import time
 import urllib.request
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
@@ -119,6 +123,9 @@ class State:
     kubernetes_version: str = components.KUBERNETES_VERSION
     nodes: list[NodeState] = field(default_factory=list)
     """The nodes after the first (``up --nodes N``); empty for one node."""
+    kubelet_versions: dict[str, str] = field(default_factory=dict)
+    """Node name → the version of the kubelet it runs, where that is not ``kubernetes_version``
+    (``up --kubelet-version``, :meth:`Node.upgrade_kubelet`)."""
 
 
 @dataclass
@@ -234,6 +241,8 @@ class Cluster:
                 "ctr": shlex.join(self.ctr_command(state)),
                 "apiserver": f"https://127.0.0.1:{state.ports.apiserver}", "node": state.node_name,
                 "kubernetes": state.kubernetes_version, "logs": str(self.logs),
+                **({"kubelets": ", ".join(sorted(set(state.kubelet_versions.values())))}
+                   if state.kubelet_versions else {}),
                 **{key: value for node in self.nodes()[1:] for key, value in node.summary(state).items()}}
 
     def node(self, number: int) -> Node:
@@ -337,11 +346,18 @@ class Cluster:
         return Binaries(**{key: Path(value) for key, value in paths.items()})
 
     def up(self, binaries: Binaries, node_name: str = NODE_NAME,
-           version: str = components.KUBERNETES_VERSION, nodes: int = 1) -> None:
-        """Start a fresh cluster of ``version`` (``binaries`` built for it) with ``nodes`` nodes; on any
-        failure everything started so far is stopped again."""
+           version: str = components.KUBERNETES_VERSION, nodes: int = 1, kubelet_version: str | None = None) -> None:
+        """Start a fresh cluster of ``version`` (``binaries`` built for it) with ``nodes`` nodes, whose
+        kubelets run ``kubelet_version`` (None: ``version``; built if not cached, before anything
+        starts); on any failure everything started so far is stopped again."""
         if not 1 <= nodes <= MAX_NODES:
             raise ClusterError(f"nodes: {nodes} is not between 1 and {MAX_NODES}")
+        kubelet_version = kubelet_version or version
+        skew = kubelet_skew_error(version, kubelet_version)
+        if skew is not None:
+            raise ClusterError(f"kubelet version: {skew}")
+        if kubelet_version != version:
+            components.kubernetes(kubelet_version)
         self.down()  # a previous run interrupted before its own down
         for sub in ("ns", "config", "pki", *_NODE_DIRS):
             shutil.rmtree(self.dir / sub, ignore_errors=True)
@@ -356,6 +372,9 @@ class Cluster:
                       kubernetes_version=version,
                       nodes=[NodeState(f"{node_name}-{number}", more[2 * number - 4], more[2 * number - 3])
                              for number in range(2, nodes + 1)])
+        if kubelet_version != version:
+            names = [node_name, *(node.name for node in state.nodes)]
+            state.kubelet_versions = dict.fromkeys(names, kubelet_version)
         self.save(state)
         try:
             self._prepare(state)
@@ -560,10 +579,54 @@ class Node:
         _terminate(self.pids(state).pop(name, 0), timeout=20.0)
         self.cluster.save(state)
 
+    @property
+    def kubelet_version(self) -> str:
+        """The version of the kubelet the node runs (or ran last)."""
+        state = self.cluster._require_state()
+        return state.kubelet_versions.get(self._name(state), state.kubernetes_version)
+
     def restart_kubelet(self, wait_healthy: bool = True) -> float:
         """Stop the node's kubelet (SIGTERM) and start it again; seconds until it answers healthz."""
+        return self._swap_kubelet(None, wait_healthy)
+
+    def upgrade_kubelet(self, release: str, wait_healthy: bool = True) -> float:
+        """Upgrade (or downgrade) the node's kubelet in place, as an operator does a node: stop it
+        (SIGTERM), start the kubelet of ``release`` (``1.37``) on the same directory, config and
+        kubeconfig, with the node's pods and plugins left running. Seconds from its start until it
+        answers healthz. The binary is built (if need be) before the old kubelet stops, and a
+        release the version skew policy forbids beside this API server is refused (ClusterError)."""
+        version = components.version_of(release)
+        state = self.cluster._require_state()
+        skew = kubelet_skew_error(state.kubernetes_version, version)
+        if skew is not None:
+            raise ClusterError(f"{self._name(state)}: {skew}")
+        components.kubernetes(version)
+        return self._swap_kubelet(version, wait_healthy)
+
+    def reconfigure_kubelet(self, settings: Mapping[str, object | None]) -> float:
+        """Change the node's KubeletConfiguration (a setting None: removed, so the kubelet's default
+        applies) and restart its kubelet; seconds until it answers healthz. For measurements that
+        need a production node's settings where the test cluster's differ (its node status is
+        sent every second: ``_kubelet_config``)."""
+        path = self.root / "config" / "kubelet.yaml"
+        config = json.loads(path.read_text())
+        for key, value in settings.items():
+            if value is None:
+                config.pop(key, None)
+            else:
+                config[key] = value
+        path.write_text(json.dumps(config, indent=1))
+        return self.restart_kubelet()
+
+    def _swap_kubelet(self, version: str | None, wait_healthy: bool) -> float:
+        """Stop the kubelet, start it again (``version``'s binary when given); seconds until healthz."""
         state = self.cluster._require_state()
         _terminate(self.pids(state)["kubelet"], timeout=20.0)
+        if version is not None:
+            state.kubelet_versions.pop(self._name(state), None)
+            if version != state.kubernetes_version:
+                state.kubelet_versions[self._name(state)] = version
+            self.cluster.save(state)
         started = time.monotonic()
         self.start_kubelet(state)
         if wait_healthy:
@@ -663,8 +726,11 @@ class Node:
     def start_kubelet(self, state: State | None = None) -> int:
         """Start the node's kubelet (not waited for: :meth:`wait_kubelet_healthy`); its host PID."""
         state = state or self.cluster._require_state()
+        version = state.kubelet_versions.get(self._name(state), state.kubernetes_version)
+        binary = (self.cluster.binaries.kube("kubelet") if version == state.kubernetes_version
+                  else components.kubernetes(version) / "kubelet")
         return self.spawn("kubelet", [
-            str(self.cluster.binaries.kube("kubelet")), f"--config={self.root / 'config' / 'kubelet.yaml'}",
+            str(binary), f"--config={self.root / 'config' / 'kubelet.yaml'}",
             f"--kubeconfig={self.root / 'kubelet.kubeconfig'}", f"--hostname-override={self._name(state)}",
             f"--node-ip={NODE_IP}", "--v=2"], state)
 
@@ -698,6 +764,21 @@ def _apiserver_release_flags(version: str) -> list[str]:
     """
     minor = int(version.lstrip("v").split(".")[1])
     return ["--endpoint-reconciler-type=none"] if minor >= 37 else []
+
+
+def kubelet_skew_error(apiserver: str, kubelet: str) -> str | None:
+    """Why a kubelet of version ``kubelet`` may not run beside an API server of ``apiserver``, or None.
+
+    Kubernetes' version skew policy (kubernetes.io/releases/version-skew-policy): a kubelet must not
+    be newer than the API server and may be up to three minor releases older. So an upgrade
+    runs the control plane first and the kubelets after it.
+    """
+    server, node = (int(version.lstrip("v").split(".")[1]) for version in (apiserver, kubelet))
+    if node > server:
+        return f"a kubelet {kubelet} may not be newer than the API server {apiserver} (upgrade the control plane first)"
+    if server - node > 3:
+        return f"a kubelet {kubelet} is more than 3 minor releases older than the API server {apiserver}"
+    return None
 
 
 def relayed_ports(state: State) -> list[int]:
@@ -1041,10 +1122,13 @@ def _tail(log: Path, size: int = 3000) -> str:
         return "(no log)"
 
 
-def up(directory: Path, node_name: str = NODE_NAME, release: str | None = None, nodes: int = 1) -> Cluster:
+def up(directory: Path, node_name: str = NODE_NAME, release: str | None = None, nodes: int = 1,
+       kubelet_release: str | None = None) -> Cluster:
     """Build (cached) and start a cluster of ``release`` (``1.37``; None: the default) with ``nodes``
-    nodes in ``directory``; ClusterError/BuildError say why not."""
+    nodes in ``directory``, their kubelets of ``kubelet_release`` (None: ``release``); ClusterError/
+    BuildError say why not."""
     version = components.version_of(release)
+    kubelet_version = components.version_of(kubelet_release) if kubelet_release else None
     reason = missing_prerequisite()
     if reason is not None:
         raise ClusterError(reason)
@@ -1053,7 +1137,7 @@ def up(directory: Path, node_name: str = NODE_NAME, release: str | None = None, 
     for hidden in _HIDDEN:
         if cluster.dir.is_relative_to(hidden):
             raise ClusterError(f"the cluster directory may not be under {hidden}: the namespace hides it")
-    cluster.up(components.ensure_all(version), node_name, version, nodes)
+    cluster.up(components.ensure_all(version), node_name, version, nodes, kubelet_version)
     return cluster
 
 
@@ -1073,16 +1157,24 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--nodes", type=int, default=1,
                         help=f"up: how many nodes, 1 to {MAX_NODES} (default 1): each a kubelet and containerd "
                              "in a private namespace of its own, named <node-name>, <node-name>-2, ...")
+    parser.add_argument("--kubelet-version", dest="kubelet_release", choices=list(components.RELEASES),
+                        default=None, help="up: the kubelets' release (default: --version's), at most 3 minor "
+                                           "releases older than the control plane and never newer")
     parser.add_argument("--keep", action="store_true",
                         help="down: keep etcd's data, containerd's images and the rest (default: keep only the logs)")
     args = parser.parse_args(argv)
     if not 1 <= args.nodes <= MAX_NODES:
         print(f"kubedevice: --nodes: {args.nodes} is not between 1 and {MAX_NODES}", file=sys.stderr)
         return 2
+    if args.kubelet_release is not None:
+        skew = kubelet_skew_error(components.version_of(args.release), components.version_of(args.kubelet_release))
+        if skew is not None:
+            print(f"kubedevice: --kubelet-version: {skew}", file=sys.stderr)
+            return 2
     signal.signal(signal.SIGTERM, _interrupt)  # an interrupted `up` stops what it started
     try:
         if args.command == "up":
-            _up_command(args.dir, args.node_name, args.release, args.nodes)
+            _up_command(args.dir, args.node_name, args.release, args.nodes, args.kubelet_release)
         elif args.command == "down":
             _down_command(Cluster(args.dir), args.keep)
         else:
@@ -1096,10 +1188,11 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
-def _up_command(directory: Path, node_name: str, release: str | None, nodes: int) -> None:
+def _up_command(directory: Path, node_name: str, release: str | None, nodes: int,
+                kubelet_release: str | None) -> None:
     """Start, then build kubectl if it is not cached yet: after the cluster, so that a cold kubectl
     build never delays the cluster itself; interrupted, it stops the cluster as any part of ``up``."""
-    cluster = up(directory, node_name, release, nodes)
+    cluster = up(directory, node_name, release, nodes, kubelet_release)
     version = components.version_of(release)
     try:
         kubectl: Path | str = components.kubectl(version)
