@@ -1,13 +1,17 @@
-"""The API load of a fleet: ``python benchmarks/fleet.py [--nodes 1000] [--cluster-dir DIR]``.
+"""The API load of a fleet: ``python benchmarks/fleet.py [--nodes 1000] [--variant both] [--pods 1000]``.
 
-N simulated nodes, each a Node object and a ResourceSlice publisher with a client of its own
-(8 devices with attributes and a capacity), against the real kube-apiserver and etcd of a
-``kubedevice.testing.cluster`` cluster; first with kubedevice's ``SlicePublisher`` (all nodes in
-one asyncio process), then with Kubernetes' own Go ``resourceslice.Controller``
-(``benchmarks/go/fleetpeer``: one client per node at QPS 5 / burst 10, the Node read once for
-the owner UID), in the same run on the same cluster, each on nodes and a driver name of its own.
-Both fleets run inside the cluster's network namespace (``nsenter -n``), so their 2N long-lived
-connections go straight to the API server, not through the host relay.
+N simulated nodes, each a Node object and a ResourceSlice publisher with a client of its own,
+against the real kube-apiserver and etcd of a ``kubedevice.testing.cluster`` cluster (or
+``--cluster-dir DIR``); first with kubedevice's ``SlicePublisher`` (the nodes split over
+``--processes`` asyncio processes, default one per CPU, so the comparison is core for core),
+then with Kubernetes' own Go ``resourceslice.Controller`` (``benchmarks/go/fleetpeer``: one
+process, one client per node at QPS 5 / burst 10, the Node read once for the owner UID), in the
+same run on the same cluster, each on nodes and a driver name of its own. Both fleets run inside
+the cluster's network namespace (``nsenter -n``), so their 2N long-lived connections go
+straight to the API server, not through the host relay. Two device layouts (``--variant``):
+``flat``, 8 devices with attributes and a capacity; ``partitionable``, one GPU published as
+``dra.sharing: counters`` publishes it (the whole GPU and 8 partitions on one counter set, the
+set in a slice of its own); the Go peer publishes the same slices.
 
 Phases, each measured from the API server's own metrics (``apiserver_request_total`` by verb for
 ``resourceslices`` and ``nodes``, response, request-body and watch-event bytes), before/after:
@@ -15,8 +19,11 @@ start-up (until every node's pool is published), steady state (``--steady`` seco
 per node per hour), churn (10% of the nodes flip one device's health 10 times a second for
 ``--churn`` seconds, an odd number of flips: writes per second, and the end state compared with
 the devices), a restart of every publisher at once (requests, time, creates/deletes: must be 0),
-and the API server's storage size. The requests the benchmark itself makes (metrics scrapes, one
-list for the end state) are outside the counted windows or not on these resources.
+the API server's storage size, and scheduling: ``--pods`` pods, each with a claim from a
+ResourceClaimTemplate, placed by the cluster's kube-scheduler on the fleet's nodes (pods/s,
+p50/p99 from create to bound; every claim checked against its pod's node, devices given twice
+and counters overdrawn). The requests the benchmark itself makes (metrics scrapes, one list for
+the end state) are outside the counted windows or not on these resources.
 
 Not in CI (it takes minutes and most of two cores). Needs root (the cluster) and Go (the peer).
 """
@@ -27,6 +34,8 @@ import argparse
 import asyncio
 import contextlib
 import json
+import math
+import os
 import re
 import shutil
 import subprocess
@@ -37,61 +46,115 @@ from collections import Counter
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
+import httpx2
 from lightkube import AsyncClient, KubeConfig
 from lightkube.config.client_adapter import Client as HttpClient
 from lightkube.config.client_adapter import ConnectionParams
+from lightkube.core.exceptions import ApiError
 from lightkube.models.meta_v1 import ObjectMeta
-from lightkube.resources.core_v1 import Node
-from lightkube.resources.resource_v1 import ResourceSlice
+from lightkube.resources.core_v1 import Namespace, Node, Pod, ServiceAccount
+from lightkube.resources.resource_v1 import DeviceClass, ResourceClaim, ResourceClaimTemplate, ResourceSlice
 
 from kubedevice.device import Device, Health
 from kubedevice.dra.driver import DraDriver
 from kubedevice.dra.driver.publisher import SlicePublisher
 from kubedevice.dra.models import to_document
+from kubedevice.dra.slices import REPLICAS_COUNTER, Sharing
 from kubedevice.plugin.base import Plugin
 from kubedevice.testing import components, gobuild
 from kubedevice.testing.cluster import Cluster, leftovers, missing_prerequisite
 
 HERE = Path(__file__).resolve().parent
-PY_DRIVER, GO_DRIVER = "py.fleet.kubedevice.dev", "go.fleet.kubedevice.dev"
-PY_PREFIX, GO_PREFIX = "kdpy-", "kdgo-"
-FLIPPED = "accel3"
 END_STATE_LIMIT = 180.0
 """Seconds after the last flip within which every node's stored slice must be its last state."""
 WAVE = 100
-"""Nodes started at once, in both fleets: 1,000 TLS handshakes at once on this machine's two
-cores time out (connect timeouts, then retries in lockstep), which real nodes never do."""
+"""Nodes started at once, in both fleets (the Python fleet's processes share it): 1,000 TLS
+handshakes at once on this machine's two cores time out (connect timeouts, then retries in
+lockstep), which real nodes never do."""
 WRITES = ("POST", "PUT", "PATCH", "DELETE")
 BYTES = ("apiserver_response_sizes_sum", "apiserver_request_body_size_bytes_sum")
+FLEETS = {"kubedevice": "py", "go": "go"}
+"""Each fleet's short tag, in its driver's and nodes' names."""
+PER_NODE = 8
+"""Devices per node (flat), or partitions of the one GPU per node (partitionable)."""
+
+
+@dataclass(frozen=True)
+class Variant:
+    """A node's device layout; each variant runs on nodes and drivers of its own.
+
+    ``flat``: 8 devices, each with attributes and a capacity. ``partitionable``: one 80Gi GPU
+    published as kubedevice's ``dra.sharing: counters`` publishes it (KEP-4815,
+    DRAPartitionableDevices, beta and on by default from 1.36 as
+    ``pkg/features/kube_features.go`` v1.36.3 has it): the whole GPU and its 8 partitions, the
+    whole consuming all 8 ``replicas`` of the GPU's counter set and a partition one, the counter
+    set in a slice of its own (a slice holds devices or counter sets, never both). Claims ask
+    for a partition (``selector``: the partitions carry the ``group`` attribute, the whole
+    device does not), so a node takes up to 8 pods, as in the flat variant.
+    """
+
+    name: str
+    sharing: Sharing
+    resource: str
+    ids: tuple[str, ...]
+    group: str | None
+    attributes: tuple[tuple[str, dict[str, object]], ...]
+    flipped: str
+    """The device whose health flips in the churn phase."""
+    selector: str | None = None
+    """CEL a claim adds to the DeviceClass's (``{driver}`` is the driver's name)."""
+
+    def driver(self, fleet: str) -> str:
+        return f"{FLEETS[fleet]}.{'' if self.name == 'flat' else 'p'}fleet.kubedevice.dev"
+
+    def prefix(self, fleet: str) -> str:
+        return f"kd{FLEETS[fleet]}{'' if self.name == 'flat' else 'p'}-"
+
+    def plugin(self) -> Accelerators:
+        return Accelerators(self, [Device(i, group=self.group) for i in self.ids])
 
 
 class Accelerators(Plugin):
-    """8 devices as a real accelerator driver describes them: attributes and a memory capacity."""
+    """A node's devices as a real accelerator driver describes them: attributes and a capacity."""
+
+    def __init__(self, variant: Variant, devices: list[Device]) -> None:
+        super().__init__(variant.resource, devices)
+        self.variant = variant
 
     def dra_attributes(self) -> dict[str, dict[str, dict[str, object]]]:
-        return {
-            d.id: {
-                "model": {"string": "kd-accel-8"},
-                "index": {"int": i},
-                "driverVersion": {"version": "1.2.3"},
-                "memory": {"quantity": "16Gi"},
-            }
-            for i, d in enumerate(self.devices())
-        }
+        return {d.id: {**dict(self.variant.attributes), "index": {"int": i}} for i, d in enumerate(self.devices())}
 
 
-def accelerators() -> Accelerators:
-    return Accelerators("example.com/accel", [Device(f"accel{i}") for i in range(8)])
+VARIANTS = {
+    "flat": Variant(
+        "flat", "replicas", "example.com/accel", tuple(f"accel{i}" for i in range(PER_NODE)), None,
+        (("model", {"string": "kd-accel-8"}), ("driverVersion", {"version": "1.2.3"}),
+         ("memory", {"quantity": "16Gi"})),
+        "accel3",
+    ),
+    "partitionable": Variant(
+        "partitionable", "counters", "example.com/gpu", tuple(f"gpu0-{i}" for i in range(PER_NODE)), "gpu0",
+        (("model", {"string": "kd-gpu-80"}), ("driverVersion", {"version": "1.2.3"}),
+         ("gpuMemory", {"quantity": "80Gi"})),
+        "gpu0-3", '"group" in device.attributes["{driver}"]',
+    ),
+}  # fmt: skip
 
 
-def device_documents(driver: str, flipped: bool) -> list[dict[str, Any]]:
-    plugin = accelerators()
+def driver_for(variant: Variant, fleet: str, plugin: Accelerators) -> DraDriver:
+    return DraDriver(variant.driver(fleet), [plugin], sharing=variant.sharing)
+
+
+def slice_specs(variant: Variant, fleet: str, flipped: bool) -> list[dict[str, Any]]:
+    """A node's slices as ``{"devices": [...]}`` or ``{"sharedCounters": [...]}``, in the
+    publisher's order: what the Go peer publishes and what the end state must be."""
+    plugin = variant.plugin()
     if flipped:
-        plugin.set_health(FLIPPED, Health.UNHEALTHY)
-    devices: list[dict[str, Any]] = to_document(DraDriver(driver, [plugin]).slices("n")[0])["spec"]["devices"]
-    return devices
+        plugin.set_health(variant.flipped, Health.UNHEALTHY)
+    specs = [to_document(s)["spec"] for s in driver_for(variant, fleet, plugin).slices("n")]
+    return [{k: spec[k] for k in ("devices", "sharedCounters") if spec.get(k)} for spec in specs]
 
 
 # --- the Python fleet (run inside the cluster's network namespace) ------------------------------
@@ -107,30 +170,35 @@ class PyNode:
 
 @dataclass
 class PyFleet:
+    """Nodes ``first`` to ``first + nodes - 1`` of the fleet: one process's share."""
+
     kubeconfig: Path
+    variant: Variant
+    first: int
     nodes: int
+    wave: int
     running: list[PyNode] = field(default_factory=list)
     plugins: list[Accelerators] = field(default_factory=list)
     """Each node's devices, kept over a restart of the publishers as the hardware is."""
 
     def __post_init__(self) -> None:
-        self.plugins = [accelerators() for _ in range(self.nodes)]
+        self.plugins = [self.variant.plugin() for _ in range(self.nodes)]
 
     async def start(self) -> None:
-        """Start every node's publisher, ``WAVE`` at a time (each wave published before the next)."""
+        """Start every node's publisher, ``wave`` at a time (each wave published before the next)."""
         begin = time.monotonic()
-        for first in range(0, self.nodes, WAVE):
-            wave = [self._start(i) for i in range(first, min(first + WAVE, self.nodes))]
+        for first in range(0, self.nodes, self.wave):
+            wave = [self._start(i) for i in range(first, min(first + self.wave, self.nodes))]
             self.running += wave
             await asyncio.gather(*(n.publisher.published.wait() for n in wave))
         print(f"published {time.monotonic() - begin:.3f}", flush=True)
 
     def _start(self, i: int) -> PyNode:
-        name = f"{PY_PREFIX}{i}"
+        name = f"{self.variant.prefix('kubedevice')}{self.first + i}"
         plugin = self.plugins[i]
-        driver = DraDriver(PY_DRIVER, [plugin])
+        driver = driver_for(self.variant, "kubedevice", plugin)
         client = AsyncClient(KubeConfig.from_file(self.kubeconfig), field_manager="kubedevice-fleet")
-        publisher = SlicePublisher(client, PY_DRIVER, name, lambda: driver.slices(name))
+        publisher = SlicePublisher(client, driver.name, name, lambda: driver.slices(name))
         driver.subscribe(publisher.changed)
         return PyNode(plugin, publisher, client, asyncio.create_task(publisher.run()))
 
@@ -141,7 +209,7 @@ class PyFleet:
         for n in range(flips):
             await asyncio.sleep(max(0.0, start + (n + 1) / hz - loop.time()))
             for node in self.running[:count]:
-                node.plugin.set_health(FLIPPED, Health.UNHEALTHY if n % 2 == 0 else Health.HEALTHY)
+                node.plugin.set_health(self.variant.flipped, Health.UNHEALTHY if n % 2 == 0 else Health.HEALTHY)
         print(f"flipped {flips}", flush=True)
 
     async def stop(self) -> None:
@@ -153,9 +221,9 @@ class PyFleet:
         print("stopped", flush=True)
 
 
-async def py_worker(kubeconfig: Path, nodes: int) -> None:
+async def py_worker(args: argparse.Namespace) -> None:
     """The same line protocol as the Go peer (see its main.go): start, flip, stop."""
-    fleet = PyFleet(kubeconfig, nodes)
+    fleet = PyFleet(args.kubeconfig, VARIANTS[args.variant], args.first, args.nodes, args.wave)
     while line := await asyncio.to_thread(sys.stdin.readline):
         words = line.split()
         if words == ["start"]:
@@ -164,6 +232,12 @@ async def py_worker(kubeconfig: Path, nodes: int) -> None:
             await fleet.flip(int(words[1]), float(words[2]), float(words[3]))
         elif words == ["stop"]:
             await fleet.stop()
+
+
+def shares(nodes: int, processes: int) -> list[tuple[int, int]]:
+    """``(first, count)`` of each process's nodes: contiguous, sizes differing by one at most."""
+    processes = min(processes, nodes)
+    return [(nodes * k // processes, nodes * (k + 1) // processes - nodes * k // processes) for k in range(processes)]
 
 
 # --- the host side: the cluster, the metrics, the phases ----------------------------------------
@@ -239,17 +313,20 @@ class Worker:
             text=True,
         )
 
-    def command(self, line: str, until: str) -> float:
-        """Send ``line``; the number on the answer line that starts with ``until``."""
-        assert self.process.stdin is not None and self.process.stdout is not None
+    def send(self, line: str) -> None:
+        assert self.process.stdin is not None
         self.process.stdin.write(line + "\n")
         self.process.stdin.flush()
+
+    def answer(self, until: str) -> float:
+        """The number on the next answer line that starts with ``until``."""
+        assert self.process.stdout is not None
         while answer := self.process.stdout.readline():
             words = answer.split()
             if words[:1] == [until]:
                 return float(words[1]) if len(words) > 1 else 0.0
         code = self.process.wait()
-        raise SystemExit(f"fleet: a fleet process failed at {line.split(maxsplit=1)[0]} (exit {code})")
+        raise SystemExit(f"fleet: a fleet process failed before answering {until!r} (exit {code})")
 
     def close(self) -> None:
         assert self.process.stdin is not None
@@ -259,6 +336,24 @@ class Worker:
         except subprocess.TimeoutExpired:
             self.process.kill()
             self.process.wait()
+
+
+class Workers:
+    """A fleet's processes: each gets its own line, and the fleet is done when the last is."""
+
+    def __init__(self, argvs: list[list[str]], namespace_pid: int) -> None:
+        self.workers = [Worker(argv, namespace_pid) for argv in argvs]
+
+    def command(self, lines: str | list[str], until: str) -> float:
+        """Send each process its line (or all the same); the largest number they answer."""
+        each = [lines] * len(self.workers) if isinstance(lines, str) else lines
+        for worker, line in zip(self.workers, each, strict=True):
+            worker.send(line)
+        return max(worker.answer(until) for worker in self.workers)
+
+    def close(self) -> None:
+        for worker in self.workers:
+            worker.close()
 
 
 def settle(metrics: Metrics, quiet: float = 3.0, limit: float = 300.0) -> Counter[str]:
@@ -281,10 +376,33 @@ class Result:
     notes: list[str] = field(default_factory=list)
 
 
-def run_fleet(name: str, worker: Worker, metrics: Metrics, args: argparse.Namespace, kubeconfig: Path) -> Result:
-    result, figures, n = Result(), {}, args.nodes
+@dataclass(frozen=True)
+class Run:
+    """One fleet of one variant: its processes (each with its share of the nodes) and names."""
+
+    fleet: str
+    variant: Variant
+    nodes: int
+    shares: list[tuple[int, int]]
+
+    @property
+    def driver(self) -> str:
+        return self.variant.driver(self.fleet)
+
+    @property
+    def prefix(self) -> str:
+        return self.variant.prefix(self.fleet)
+
+    def flip_lines(self, churning: int, seconds: float) -> list[str]:
+        """The first ``churning`` nodes of the fleet flip: each process its part of them."""
+        counts = [max(0, min(first + count, churning) - first) for first, count in self.shares]
+        return [f"flip {c} 10 {seconds}" for c in counts]
+
+
+def run_fleet(run: Run, workers: Workers, metrics: Metrics, args: argparse.Namespace, kubeconfig: Path) -> Result:
+    result, figures, n, name = Result(), {}, run.nodes, run.fleet
     before = metrics.snapshot()
-    figures["start-up s"] = worker.command("start", "published")
+    figures["start-up s"] = workers.command("start", "published")
     watching = time.monotonic()  # a watch is opened after its list: count every node's in start-up
     while metrics.snapshot()["open watches"] - before["open watches"] < n and time.monotonic() - watching < 120:
         time.sleep(1)
@@ -304,12 +422,12 @@ def run_fleet(name: str, worker: Worker, metrics: Metrics, args: argparse.Namesp
     result.notes.append(f"{name} at rest ({args.steady:.0f} s): {counted(steady)}")
 
     churning = max(1, n // 10)
-    flips = worker.command(f"flip {churning} 10 {args.churn}", "flipped")
+    flips = workers.command(run.flip_lines(churning, args.churn), "flipped")
     last_flip = time.monotonic()
-    wrong = asyncio.run(wrong_end_state(kubeconfig, name, n, churning))
+    wrong = asyncio.run(wrong_end_state(kubeconfig, run, churning))
     while wrong and time.monotonic() - last_flip < END_STATE_LIMIT:
         time.sleep(1)
-        wrong = asyncio.run(wrong_end_state(kubeconfig, name, n, churning))
+        wrong = asyncio.run(wrong_end_state(kubeconfig, run, churning))
     figures["churn end state exact after s"] = time.monotonic() - last_flip
     figures["churn end state wrong nodes"] = wrong
     churn = delta(steady_end, settle(metrics))
@@ -318,62 +436,333 @@ def run_fleet(name: str, worker: Worker, metrics: Metrics, args: argparse.Namesp
     figures["churn KiB"] = churn["bytes"] / 1024
 
     restart_begin = metrics.snapshot()
-    worker.command("stop", "stopped")
+    workers.command("stop", "stopped")
     began = time.monotonic()
-    worker.command("start", "published")
+    workers.command("start", "published")
     figures["restart s"] = time.monotonic() - began
     restart = delta(restart_begin, settle(metrics, quiet=3.0))
     figures["restart requests/node"] = requests(restart) / n
     figures["restart writes"] = writes(restart)
     result.notes.append(f"{name} restart: {counted(restart)}")
     figures["storage MiB"] = metrics.snapshot()["storage"] / 2**20
+    if args.pods:
+        figures |= asyncio.run(schedule(kubeconfig, run, args.pods))
     result.figures = figures
     return result
 
 
-async def wrong_end_state(kubeconfig: Path, name: str, nodes: int, churning: int) -> int:
-    """Nodes whose slice in the API server is not exactly their devices' final state."""
-    driver, prefix = (PY_DRIVER, PY_PREFIX) if name == "kubedevice" else (GO_DRIVER, GO_PREFIX)
-    flipped, steady = device_documents(driver, True), device_documents(driver, False)
-    client = AsyncClient(KubeConfig.from_file(kubeconfig), field_manager="kubedevice-fleet")
-    try:
-        listing = client.list(ResourceSlice, fields={"spec.driver": driver})
-        by_node = {s.spec.nodeName: s.to_dict() async for s in listing if s.spec}
-    finally:
-        await client.close()
-    wrong = 0
-    for i in range(nodes):
-        stored = by_node.get(f"{prefix}{i}")
-        devices = [] if stored is None else stored["spec"]["devices"]
-        for device in devices:
+def canonical(specs: list[dict[str, Any]]) -> list[str]:
+    """A node's slices as comparable text: devices and counter sets, taints without the
+    server's ``timeAdded``, in any order of slices."""
+    texts = []
+    for full in specs:
+        spec = {k: full[k] for k in ("devices", "sharedCounters") if full.get(k)}
+        for device in spec.get("devices", []):
             for taint in device.get("taints", []):
                 taint.pop("timeAdded", None)
-        wrong += devices != (flipped if i < churning else steady)
-    return wrong
+        texts.append(json.dumps(spec, sort_keys=True))
+    return sorted(texts)
 
 
-async def create_nodes(kubeconfig: Path, nodes: int) -> None:
+async def wrong_end_state(kubeconfig: Path, run: Run, churning: int) -> int:
+    """Nodes whose slices in the API server are not exactly their devices' final state."""
+    flipped = canonical(slice_specs(run.variant, run.fleet, True))
+    steady = canonical(slice_specs(run.variant, run.fleet, False))
     client = AsyncClient(KubeConfig.from_file(kubeconfig), field_manager="kubedevice-fleet")
-    names = [f"{p}{i}" for p in (PY_PREFIX, GO_PREFIX) for i in range(nodes)]
+    by_node: dict[str, list[dict[str, Any]]] = {}
+    try:
+        async for s in client.list(ResourceSlice, fields={"spec.driver": run.driver}):
+            if s.spec and s.spec.nodeName:
+                by_node.setdefault(s.spec.nodeName, []).append(s.to_dict()["spec"])
+    finally:
+        await client.close()
+    return sum(
+        canonical(by_node.get(f"{run.prefix}{i}", [])) != (flipped if i < churning else steady)
+        for i in range(run.nodes)
+    )
+
+
+# --- scheduling pods with claims onto the fleet's nodes ------------------------------------------
+
+NODE_LABEL = "fleet.kubedevice.dev/fleet"
+NO_KUBELET_TAINTS = ("node.kubernetes.io/unreachable", "node.kubernetes.io/not-ready")
+"""The node lifecycle controller taints a Node whose kubelet stops reporting (here: never
+reports) after its grace period; the benchmark's pods tolerate that instead of the benchmark
+renewing 2N Leases every few seconds, more API load than the publishers it measures."""
+SCHEDULE_STALL = 120.0
+"""Seconds without a new binding after which the scheduling phase gives up."""
+CREATORS = 20
+"""Pod creations in flight at once."""
+
+
+async def schedule(kubeconfig: Path, run: Run, pods: int) -> dict[str, float]:
+    """Create ``pods`` pods, each with a claim from a ResourceClaimTemplate asking for one of the
+    fleet's devices, and let the cluster's kube-scheduler place them on the fleet's nodes.
+
+    Latency runs from the moment a pod's create returned to the watch event that shows it
+    bound (``spec.nodeName``); throughput is the pods bound over the time from the first create
+    sent to the last binding. Then every claim is checked: allocated, on its pod's node, no
+    device given twice, no node's counters overdrawn."""
+    namespace = f"kdf-{FLEETS[run.fleet]}-{run.variant.name[:4]}-{os.getpid()}"
+    client = AsyncClient(KubeConfig.from_file(kubeconfig), field_manager="kubedevice-fleet")
+    try:
+        await _prepare(client, namespace, run)
+        began, created, bound = await _place(client, namespace, run, pods)
+        figures = _timing(began, created, bound, pods)
+        figures |= await _check(client, namespace, run)
+        print(f"{run.fleet} {run.variant.name} scheduling: {figures}", flush=True)
+        return figures
+    finally:
+        await _clean(client, namespace, run)
+        await client.close()
+
+
+async def _prepare(client: AsyncClient, namespace: str, run: Run) -> None:
+    await client.create(Namespace(metadata=ObjectMeta(name=namespace)))
+    deadline = time.monotonic() + 60
+    while not await _exists(client, ServiceAccount, "default", namespace):
+        if time.monotonic() > deadline:
+            raise SystemExit(f"fleet: namespace {namespace} got no default ServiceAccount in 60 s")
+        await asyncio.sleep(0.5)
+    expression = f'device.driver == "{run.driver}"'
+    with contextlib.suppress(ApiError):  # left by an interrupted run: the same content
+        await client.create(cast(DeviceClass, DeviceClass.from_dict({
+            "metadata": {"name": run.driver}, "spec": {"selectors": [{"cel": {"expression": expression}}]}})))
+    selector = run.variant.selector
+    exactly: dict[str, Any] = {"deviceClassName": run.driver}
+    if selector is not None:
+        exactly["selectors"] = [{"cel": {"expression": selector.format(driver=run.driver)}}]
+    await client.create(cast(ResourceClaimTemplate, ResourceClaimTemplate.from_dict({
+        "metadata": {"name": "accel", "namespace": namespace},
+        "spec": {"spec": {"devices": {"requests": [{"name": "accel", "exactly": exactly}]}}}})))  # fmt: skip
+
+
+async def _exists(client: AsyncClient, kind: type[ServiceAccount], name: str, namespace: str) -> bool:
+    try:
+        await client.get(kind, name, namespace=namespace)
+    except ApiError as err:
+        if err.status.code == 404:
+            return False
+        raise
+    return True
+
+
+def pod_document(name: str, namespace: str, run: Run) -> dict[str, Any]:
+    """A pod that needs one device of the fleet's driver, on the fleet's nodes only."""
+    return {
+        "metadata": {"name": name, "namespace": namespace},
+        "spec": {
+            "nodeSelector": {NODE_LABEL: run.prefix.rstrip("-")},
+            "tolerations": [{"key": key, "operator": "Exists"} for key in NO_KUBELET_TAINTS],
+            "automountServiceAccountToken": False,
+            "terminationGracePeriodSeconds": 0,
+            "resourceClaims": [{"name": "accel", "resourceClaimTemplateName": "accel"}],
+            "containers": [{"name": "c", "image": "kubedevice.invalid/never-runs:1",
+                            "resources": {"claims": [{"name": "accel"}]}}],
+        },
+    }  # fmt: skip
+
+
+async def _place(
+    client: AsyncClient, namespace: str, run: Run, pods: int
+) -> tuple[float, dict[str, float], dict[str, float]]:
+    """Create the pods while a watch notes when each is bound; (first send, created, bound)."""
+    created: dict[str, float] = {}
+    bound: dict[str, float] = {}
+    progress = asyncio.Event()
+    watcher = asyncio.create_task(_watch_bindings(client, namespace, bound, progress))
+    gate = asyncio.Semaphore(CREATORS)
+
+    async def create(i: int) -> None:
+        async with gate:
+            await client.create(cast(Pod, Pod.from_dict(pod_document(f"p{i}", namespace, run))))
+            created[f"p{i}"] = time.monotonic()
+
+    began = time.monotonic()
+    try:
+        await asyncio.gather(*(create(i) for i in range(pods)))
+        while len(bound) < pods:
+            progress.clear()
+            try:
+                async with asyncio.timeout(SCHEDULE_STALL):
+                    await progress.wait()
+            except TimeoutError:
+                print(f"fleet: {pods - len(bound)} pods not bound after {SCHEDULE_STALL:.0f} s without progress")
+                break
+    finally:
+        watcher.cancel()
+        await asyncio.gather(watcher, return_exceptions=True)
+    return began, created, bound
+
+
+async def _watch_bindings(
+    client: AsyncClient, namespace: str, bound: dict[str, float], progress: asyncio.Event
+) -> None:
+    """A watch without a resourceVersion starts with every existing pod, so none is missed."""
+    while True:
+        with contextlib.suppress(ApiError, httpx2.HTTPError):
+            async for _, pod in client.watch(Pod, namespace=namespace):
+                name = pod.metadata.name if pod.metadata else None
+                if name and pod.spec and pod.spec.nodeName and name not in bound:
+                    bound[name] = time.monotonic()
+                    progress.set()
+        await asyncio.sleep(0.2)
+
+
+def _timing(began: float, created: dict[str, float], bound: dict[str, float], pods: int) -> dict[str, float]:
+    latencies = sorted(max(0.0, bound[p] - created[p]) for p in bound if p in created)
+    if not latencies:
+        return {"schedule pods bound": 0}
+    return {
+        "schedule pods bound": len(bound),
+        "schedule pods/s": len(bound) / max(1e-9, max(bound.values()) - began),
+        "schedule p50 s": percentile(latencies, 0.50),
+        "schedule p99 s": percentile(latencies, 0.99),
+        "schedule pods not bound": pods - len(bound),
+    }
+
+
+def percentile(ordered: list[float], fraction: float) -> float:
+    """The nearest-rank percentile of sorted values."""
+    return ordered[min(len(ordered) - 1, max(0, math.ceil(fraction * len(ordered)) - 1))]
+
+
+async def _check(client: AsyncClient, namespace: str, run: Run) -> dict[str, float]:
+    """Every bound pod's claim: allocated, on the pod's node and the fleet's driver, no device
+    given twice, no node's counter set drawn beyond its size."""
+    claims = {c.metadata.name: c.to_dict() async for c in client.list(ResourceClaim, namespace=namespace)
+              if c.metadata and c.metadata.name}  # fmt: skip
+    consumes = consumption(slice_specs(run.variant, run.fleet, False))
+    misplaced = unallocated = 0
+    given: Counter[tuple[str, str]] = Counter()
+    drawn: Counter[str] = Counter()
+    async for pod in client.list(Pod, namespace=namespace):
+        node = pod.spec.nodeName if pod.spec else None
+        if not node:
+            continue
+        statuses = (pod.status.resourceClaimStatuses if pod.status else None) or []
+        allocations = [a for s in statuses if (a := _allocation(claims, s.resourceClaimName))]
+        if not statuses or len(allocations) < len(statuses):
+            unallocated += 1
+            continue
+        for allocation in allocations:
+            for result in allocation["devices"]["results"]:
+                misplaced += result["pool"] != node or result["driver"] != run.driver
+                given[(result["pool"], result["device"])] += 1
+                drawn[result["pool"]] += consumes.get(result["device"], 0)
+    return {
+        "schedule claims not allocated": unallocated,
+        "schedule devices not on pod's node": misplaced,
+        "schedule devices given twice": sum(v - 1 for v in given.values()),
+        "schedule nodes counters overdrawn": sum(v > PER_NODE for v in drawn.values()),
+    }
+
+
+def _allocation(claims: dict[str, dict[str, Any]], name: str | None) -> dict[str, Any] | None:
+    allocation: dict[str, Any] | None = (claims.get(name or "", {}).get("status") or {}).get("allocation")
+    return allocation
+
+
+def consumption(specs: list[dict[str, Any]]) -> dict[str, int]:
+    """What each device takes of its counter set (``replicas``, kubedevice's one counter)."""
+    return {
+        device["name"]: sum(int(c["counters"][REPLICAS_COUNTER]["value"]) for c in device.get("consumesCounters", []))
+        for spec in specs
+        for device in spec.get("devices", [])
+    }
+
+
+async def _clean(client: AsyncClient, namespace: str, run: Run) -> None:
+    """Pods on Nodes without a kubelet never finish a graceful deletion: delete them at once;
+    their claims go with them (owner references), then the namespace and the class."""
+    gate = asyncio.Semaphore(CREATORS)
+
+    async def delete(name: str) -> None:
+        async with gate:
+            with contextlib.suppress(ApiError):
+                await client.delete(Pod, name, namespace=namespace, grace_period=0)
+
+    names = [p.metadata.name async for p in client.list(Pod, namespace=namespace) if p.metadata and p.metadata.name]
+    await asyncio.gather(*(delete(n) for n in names))
+    with contextlib.suppress(ApiError):
+        await client.delete(Namespace, namespace)
+    with contextlib.suppress(ApiError):
+        await client.delete(DeviceClass, run.driver)
+
+
+# --- the Nodes ----------------------------------------------------------------------------------
+
+
+def node_document(name: str, fleet_label: str) -> dict[str, Any]:
+    """A Node as a kubelet registers it: Ready, with room for pods, labelled by fleet. Status is
+    kept on create (the API server's node strategy drops nothing on create)."""
+    now = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+    room = {"pods": "110", "cpu": "8", "memory": "64Gi"}
+    return {
+        "metadata": {"name": name, "labels": {NODE_LABEL: fleet_label}},
+        "status": {
+            "capacity": room, "allocatable": room,
+            "conditions": [{"type": "Ready", "status": "True", "reason": "KubeletReady",
+                            "message": "simulated by benchmarks/fleet.py", "lastHeartbeatTime": now,
+                            "lastTransitionTime": now}],
+        },
+    }  # fmt: skip
+
+
+def node_names(variant: Variant, nodes: int) -> list[str]:
+    return [f"{variant.prefix(fleet)}{i}" for fleet in FLEETS for i in range(nodes)]
+
+
+async def create_nodes(kubeconfig: Path, variant: Variant, nodes: int) -> None:
+    client = AsyncClient(KubeConfig.from_file(kubeconfig), field_manager="kubedevice-fleet")
+    names = node_names(variant, nodes)
     try:
         for start in range(0, len(names), 50):
             await asyncio.gather(
-                *(client.create(Node(metadata=ObjectMeta(name=n))) for n in names[start : start + 50]),
+                *(client.create(cast(Node, Node.from_dict(node_document(n, n.rpartition("-")[0]))))
+                  for n in names[start : start + 50]),
                 return_exceptions=True,
-            )
+            )  # fmt: skip
     finally:
         await client.close()
 
 
-async def delete_nodes(kubeconfig: Path, nodes: int) -> None:
+async def wait_marked(kubeconfig: Path, variant: Variant, nodes: int, limit: float = 240.0) -> None:
+    """Wait until the node lifecycle controller has marked every new Node unreachable (the
+    ``unreachable:NoSchedule`` taint it adds with Ready Unknown, 50 s after the last heartbeat
+    by default): its GETs and writes of 2N Nodes then fall before the counted windows. At most
+    ``limit`` seconds: at 2,000 Nodes the controller-manager (its client at QPS 20) takes more
+    than 10 minutes, and what it does later shows as Node GETs in the per-request breakdown."""
+    wanted = set(node_names(variant, nodes))
+    marked: set[str] = set()
+    client = AsyncClient(KubeConfig.from_file(kubeconfig), field_manager="kubedevice-fleet")
+    begin = time.monotonic()
+    try:
+        while not wanted <= marked and time.monotonic() - begin < limit:
+            await asyncio.sleep(5)
+            marked = {n.metadata.name or "" async for n in client.list(Node) if n.metadata and _unreachable(n)}
+    finally:
+        await client.close()
+    took = time.monotonic() - begin
+    count = f"{len(wanted & marked)} of {len(wanted)}"
+    print(f"{variant.name}: {count} Nodes marked unreachable in {took:.0f} s", flush=True)
+    await asyncio.sleep(5)  # the controller's last writes of the pass that marked them
+
+
+def _unreachable(node: Node) -> bool:
+    taints = (node.spec.taints if node.spec else None) or []
+    return any(t.key == NO_KUBELET_TAINTS[0] and t.effect == "NoSchedule" for t in taints)
+
+
+async def delete_nodes(kubeconfig: Path, variant: Variant, nodes: int) -> None:
     """The Nodes go, and the garbage collector takes their slices (owner references)."""
     client = AsyncClient(KubeConfig.from_file(kubeconfig), field_manager="kubedevice-fleet")
-    names = [f"{p}{i}" for p in (PY_PREFIX, GO_PREFIX) for i in range(nodes)]
+    names = node_names(variant, nodes)
     try:
         for start in range(0, len(names), 50):
             await asyncio.gather(*(client.delete(Node, n) for n in names[start : start + 50]), return_exceptions=True)
-        for driver in (PY_DRIVER, GO_DRIVER):
-            async for s in client.list(ResourceSlice, fields={"spec.driver": driver}):
+        for fleet in FLEETS:
+            async for s in client.list(ResourceSlice, fields={"spec.driver": variant.driver(fleet)}):
                 if s.metadata is not None and s.metadata.name:
                     with contextlib.suppress(Exception):
                         await client.delete(ResourceSlice, s.metadata.name)
@@ -404,17 +793,20 @@ def cluster_at(directory: Path | None) -> Iterator[Cluster]:
             shutil.rmtree(cluster.dir, ignore_errors=True)
 
 
-def print_table(results: dict[str, Result], nodes: int) -> None:
-    print(f"\n{nodes} simulated nodes, 8 devices each; churn: {max(1, nodes // 10)} nodes flipping one device 10/s")
-    print(f"| {'figure':32} | {'kubedevice':>11} | {'Go resourceslice':>16} | {'ratio':>6} |")
-    print(f"|{'-' * 34}|{'-' * 13}:|{'-' * 17}:|{'-' * 7}:|")
+def print_table(results: dict[str, Result], variant: Variant, args: argparse.Namespace) -> None:
+    nodes = args.nodes
+    layout = "8 devices" if variant.name == "flat" else "1 GPU as 8 partitions + the whole (counters)"
+    print(f"\n{variant.name}: {nodes} simulated nodes, {layout} each; kubedevice in {min(args.processes, nodes)} "
+          f"processes; churn: {max(1, nodes // 10)} nodes flipping one device 10/s; {args.pods} pods with claims")
+    print(f"| {'figure':34} | {'kubedevice':>11} | {'Go resourceslice':>16} | {'ratio':>6} |")
+    print(f"|{'-' * 36}|{'-' * 13}:|{'-' * 17}:|{'-' * 7}:|")
     py, go = results.get("kubedevice"), results.get("go")
     keys = (py or go or Result()).figures
     for key in keys:
         a = py.figures.get(key) if py else None
         b = go.figures.get(key) if go else None
         ratio = f"{a / b:6.2f}" if a is not None and b else "     -"
-        print(f"| {key:32} | {_cell(a, 11)} | {_cell(b, 16)} | {ratio} |")
+        print(f"| {key:34} | {_cell(a, 11)} | {_cell(b, 16)} | {ratio} |")
     for result in results.values():
         for note in result.notes:
             print(f"  {note}")
@@ -424,55 +816,107 @@ def _cell(value: float | None, width: int) -> str:
     return f"{value:{width}.3f}" if value is not None else " " * width
 
 
-def main() -> int:
+def fleet_argv(run: Run, args: argparse.Namespace, kubeconfig: Path, peer: Path, specs: Path) -> list[list[str]]:
+    """Each process of the fleet: the Go peer is one (its goroutines use every core), the Python
+    fleet ``--processes`` of them, each a share of the nodes, starting ``WAVE`` nodes at a time
+    between them."""
+    if run.fleet == "go":
+        return [[str(peer), "-kubeconfig", str(kubeconfig), "-nodes", str(run.nodes), "-prefix", run.prefix,
+                 "-driver", run.driver, "-slices", str(specs), "-wave", str(WAVE)]]  # fmt: skip
+    wave = max(1, WAVE // len(run.shares))
+    return [
+        [sys.executable, __file__, "--worker", "--variant", run.variant.name, "--first", str(first),
+         "--nodes", str(count), "--wave", str(wave), "--kubeconfig", str(kubeconfig)]
+        for first, count in run.shares
+    ]  # fmt: skip
+
+
+def run_variant(variant: Variant, args: argparse.Namespace, cluster: Cluster, peer: Path, scratch: Path) -> None:
+    state = cluster.state()
+    assert state is not None
+    kubeconfig = cluster.kubeconfig
+    results: dict[str, Result] = {}
+    try:
+        asyncio.run(create_nodes(kubeconfig, variant, args.nodes))
+        asyncio.run(wait_marked(kubeconfig, variant, args.nodes))
+        metrics = Metrics(kubeconfig)
+        for fleet in FLEETS:
+            if args.only not in (None, fleet):
+                continue
+            processes = args.processes if fleet == "kubedevice" else 1
+            run = Run(fleet, variant, args.nodes, shares(args.nodes, processes))
+            specs = write_specs(scratch, variant)
+            workers = Workers(fleet_argv(run, args, kubeconfig, peer, specs), state.namespace_pid)
+            try:
+                results[fleet] = run_fleet(run, workers, metrics, args, kubeconfig)
+            finally:
+                workers.close()
+            print(f"{fleet} {variant.name}: {results[fleet].figures}", flush=True)
+    finally:
+        asyncio.run(delete_nodes(kubeconfig, variant, args.nodes))
+    print_table(results, variant, args)
+
+
+def write_specs(scratch: Path, variant: Variant) -> Path:
+    """The Go peer's slices, written just before it starts: a run takes long enough for a
+    cleaner of old temporary directories to have taken an earlier copy."""
+    scratch.mkdir(parents=True, exist_ok=True)
+    specs = scratch / f"{variant.name}.json"
+    specs.write_text(json.dumps({"healthy": slice_specs(variant, "go", False),
+                                 "unhealthy": slice_specs(variant, "go", True)}))  # fmt: skip
+    return specs
+
+
+def arguments() -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--nodes", type=int, default=1000)
+    parser.add_argument("--variant", choices=("flat", "partitionable", "both"), default="both",
+                        help="the device layout (default: both, one after the other)")
+    parser.add_argument("--processes", type=int, default=os.cpu_count() or 1,
+                        help="processes of the kubedevice fleet, each a share of the nodes (default: the CPUs)")
+    parser.add_argument("--pods", type=int, default=1000, help="pods with claims to schedule (0: none)")
     parser.add_argument("--steady", type=float, default=180.0, help="seconds at rest (default 180)")
     parser.add_argument("--churn", type=float, default=30.0, help="seconds of flipping (default 30)")
     parser.add_argument("--cluster-dir", type=Path, help="a cluster started with scripts/cluster.sh up --dir DIR")
-    parser.add_argument("--only", choices=("kubedevice", "go"), help="run one fleet only")
+    parser.add_argument("--only", choices=tuple(FLEETS), help="run one fleet only")
     parser.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
+    parser.add_argument("--first", type=int, default=0, help=argparse.SUPPRESS)
+    parser.add_argument("--wave", type=int, default=WAVE, help=argparse.SUPPRESS)
     parser.add_argument("--kubeconfig", type=Path, help=argparse.SUPPRESS)
-    args = parser.parse_args()
+    return parser.parse_args()
+
+
+def bad_arguments(args: argparse.Namespace) -> str | None:
+    """The first argument out of range, as one line naming it."""
     if args.nodes < 1:
-        print("fleet: --nodes must be at least 1", file=sys.stderr)
+        return "--nodes must be at least 1"
+    if args.processes < 1:
+        return "--processes must be at least 1"
+    free = args.nodes * PER_NODE - max(1, args.nodes // 10)  # a churning node ends with one device tainted
+    if not args.worker and not 0 <= args.pods <= free:
+        return f"--pods must be between 0 and {free}, the healthy devices of {args.nodes} nodes after the churn"
+    return None
+
+
+def main() -> int:
+    args = arguments()
+    problem = bad_arguments(args)
+    if problem is not None:
+        print(f"fleet: {problem}", file=sys.stderr)
         return 2
     if args.worker:
-        asyncio.run(py_worker(args.kubeconfig, args.nodes))
+        asyncio.run(py_worker(args))
         return 0
     peer = gobuild.build(HERE / "go" / "fleetpeer", ".", "fleetpeer", timeout=1800)
     if peer is None:
         raise SystemExit("fleet: the Go peer needs a Go toolchain")
-    with cluster_at(args.cluster_dir) as cluster, tempfile.TemporaryDirectory(prefix="kdf-") as scratch:
-        state = cluster.state()
-        assert state is not None
-        kubeconfig = cluster.kubeconfig
-        devices = Path(scratch) / "devices.json"
-        devices.write_text(
-            json.dumps({"healthy": device_documents(GO_DRIVER, False), "unhealthy": device_documents(GO_DRIVER, True)})
-        )
-        asyncio.run(create_nodes(kubeconfig, args.nodes))
-        time.sleep(20)  # the controller-manager's own GETs of the new Nodes, out of the counted windows
-        metrics = Metrics(kubeconfig)
-        fleets = {
-            "kubedevice": [sys.executable, __file__, "--worker", "--nodes", str(args.nodes),
-                           "--kubeconfig", str(kubeconfig)],
-            "go": [str(peer), "-kubeconfig", str(kubeconfig), "-nodes", str(args.nodes), "-prefix", GO_PREFIX,
-                   "-driver", GO_DRIVER, "-devices", str(devices)],
-        }  # fmt: skip
-        results: dict[str, Result] = {}
-        try:
-            for name, argv in fleets.items():
-                if args.only in (None, name):
-                    worker = Worker(argv, state.namespace_pid)
-                    try:
-                        results[name] = run_fleet(name, worker, metrics, args, kubeconfig)
-                    finally:
-                        worker.close()
-                    print(f"{name}: {results[name].figures}", flush=True)
-        finally:
-            asyncio.run(delete_nodes(kubeconfig, args.nodes))
-        print_table(results, args.nodes)
+    variants = list(VARIANTS.values()) if args.variant == "both" else [VARIANTS[args.variant]]
+    scratch_dir = tempfile.TemporaryDirectory(prefix="kdfleet-", ignore_cleanup_errors=True)
+    with cluster_at(args.cluster_dir) as cluster, scratch_dir as scratch:
+        print(f"load before: {Path('/proc/loadavg').read_text().strip()}", flush=True)
+        for variant in variants:
+            run_variant(variant, args, cluster, peer, Path(scratch))
+        print(f"load after: {Path('/proc/loadavg').read_text().strip()}", flush=True)
     return 0
 
 

@@ -5,7 +5,7 @@
 //
 //	start                     start every node's controller; prints "started <s>" once every
 //	                          controller's informer has synced and "published <s>" once every
-//	                          pool has been created (from the controllers' own stats)
+//	                          pool's slices have been created (from the controllers' own stats)
 //	flip <nodes> <hz> <secs>  the first <nodes> nodes flip one device's taint <hz> times a second
 //	                          for <secs> seconds, ending tainted; prints "flipped <n>"
 //	stats                     prints "stats <creates> <updates> <deletes>" summed over the nodes
@@ -24,16 +24,18 @@ import (
 	"sync"
 	"time"
 
-	resourceapi "k8s.io/api/resource/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/dynamic-resource-allocation/resourceslice"
 )
 
-type devices struct {
-	Healthy   []resourceapi.Device `json:"healthy"`
-	Unhealthy []resourceapi.Device `json:"unhealthy"`
+// slices: a node's pool in each device state, as benchmarks/fleet.py's slice_specs writes it
+// (the same content kubedevice publishes: one slice of devices and, for the partitionable
+// variant, one of shared counter sets).
+type slices struct {
+	Healthy   []resourceslice.Slice `json:"healthy"`
+	Unhealthy []resourceslice.Slice `json:"unhealthy"`
 }
 
 type fleet struct {
@@ -41,7 +43,7 @@ type fleet struct {
 	nodes, wave                int
 	qps                        float32
 	burst                      int
-	devices                    devices
+	slices                     slices
 	controllers                []*resourceslice.Controller
 	tainted                    []bool // each node's device state, kept over a restart as the hardware is
 	restarted                  bool
@@ -49,13 +51,11 @@ type fleet struct {
 }
 
 func (f *fleet) resources(node string, tainted bool) *resourceslice.DriverResources {
-	list := f.devices.Healthy
+	list := f.slices.Healthy
 	if tainted {
-		list = f.devices.Unhealthy
+		list = f.slices.Unhealthy
 	}
-	return &resourceslice.DriverResources{Pools: map[string]resourceslice.Pool{
-		node: {Slices: []resourceslice.Slice{{Devices: list}}},
-	}}
+	return &resourceslice.DriverResources{Pools: map[string]resourceslice.Pool{node: {Slices: list}}}
 }
 
 func (f *fleet) start() {
@@ -80,7 +80,7 @@ func (f *fleet) start() {
 	// when it is done: its informers have synced, the sync that follows compares only.
 	for !f.restarted {
 		creates, updates, _ := f.stats()
-		if creates+updates >= int64(f.nodes) || time.Since(begin) > 10*time.Minute {
+		if creates+updates >= int64(f.nodes*len(f.slices.Healthy)) || time.Since(begin) > 10*time.Minute {
 			break
 		}
 		time.Sleep(20 * time.Millisecond)
@@ -151,7 +151,7 @@ func must(err error) {
 
 func main() {
 	f := &fleet{}
-	var devicesFile string
+	var slicesFile string
 	var qps float64
 	flag.StringVar(&f.kubeconfig, "kubeconfig", "", "kubeconfig")
 	flag.StringVar(&f.prefix, "prefix", "kdgo-", "node name prefix")
@@ -160,13 +160,13 @@ func main() {
 	flag.IntVar(&f.wave, "wave", 100, "nodes started at once")
 	flag.Float64Var(&qps, "qps", 5, "client QPS per node")
 	flag.IntVar(&f.burst, "burst", 10, "client burst per node")
-	flag.StringVar(&devicesFile, "devices", "", "JSON {healthy: [devices], unhealthy: [devices]}")
+	flag.StringVar(&slicesFile, "slices", "", "JSON {healthy: [slices], unhealthy: [slices]}, each {devices, sharedCounters}")
 	flag.Parse()
 	f.qps = float32(qps)
 	f.tainted = make([]bool, f.nodes)
-	data, err := os.ReadFile(devicesFile)
+	data, err := os.ReadFile(slicesFile)
 	must(err)
-	must(json.Unmarshal(data, &f.devices))
+	must(json.Unmarshal(data, &f.slices))
 	lines := bufio.NewScanner(os.Stdin)
 	for lines.Scan() {
 		words := strings.Fields(lines.Text())
