@@ -37,10 +37,13 @@ from kubedevice.dra.driver.claims import ApiClaims
 from kubedevice.dra.driver.publisher import InvalidSlices, SlicePublisher
 from kubedevice.dra.models import to_document
 from kubedevice.plugin.base import Plugin
+from kubedevice.testing import components
 from kubedevice.testing.cluster import Cluster
 from kubedevice.testing.dradriver import DRIVER, kubelet, null_plugin
 from kubedevice.testing.dradriver import Node as TempNode
 from kubedevice.testing.kubeapi import KubeApi
+
+from .conftest import session_minor
 
 pytestmark = pytest.mark.e2e
 
@@ -174,6 +177,68 @@ async def test_republishes_within_a_second_after_hotplug_health_deletion_and_edi
         finally:
             task.cancel()
             await asyncio.gather(task, return_exceptions=True)
+
+
+WATCH_LIST_COMPRESSION = "1.37"
+"""The first release whose API server gzips a watch-list's response (WatchListCompression, beta
+and on by default in 1.37: k8s.io/apiserver pkg/features/kube_features.go), in gzip members that
+end at every flush (pkg/endpoints/handlers/watch.go ``perFlushGzipWriter``)."""
+
+
+@contextlib.contextmanager
+def compressing_api_server(cluster: Cluster, directory: Path) -> Iterator[Path]:
+    """A kubeconfig of a kube-apiserver that compresses watch-lists: the session cluster's own when
+    it runs 1.37, else a second one of the cached 1.37 build on the cluster's etcd (skipped when
+    that build is not cached, as tests/e2e/test_kubelet_upgrade.py does with releases it needs)."""
+    if session_minor() >= int(WATCH_LIST_COMPRESSION.split(".")[1]):
+        yield cluster.kubeconfig
+        return
+    build = components.cache_dir() / f"kubernetes-{components.RELEASES[WATCH_LIST_COMPRESSION]}"
+    if not (build / "kube-apiserver").is_file():
+        pytest.skip(f"the kube-apiserver of {WATCH_LIST_COMPRESSION} is not built (cached in {build})")
+    with second_api_server(cluster, directory, "", build / "kube-apiserver") as kubeconfig:
+        yield kubeconfig
+
+
+@pytest.mark.parametrize("server", ["session", WATCH_LIST_COMPRESSION])
+async def test_slices_the_kubelet_wipes_with_a_delete_collection_come_back(
+    cluster: Cluster, node_name: str, tmp_node: TempNode, server: str
+) -> None:
+    """A starting kubelet deletes its node's slices of every driver with one DeleteCollection by
+    node name (k8s.io/kubernetes pkg/kubelet/cm/dra/plugin/dra_plugin_manager.go
+    ``wipeResourceSlices``), about a second after our driver registers with it: the running
+    publisher's watch sees it and writes them again, every time, all on its first watch request.
+    On a 1.37 API server the watch-list's response is gzip members, of which httpx decodes only
+    the first: this failed there (the slices stayed gone) before the watch asked for no gzip."""
+    with contextlib.ExitStack() as stack:
+        kubeconfig = (
+            cluster.kubeconfig
+            if server == "session"
+            else stack.enter_context(compressing_api_server(cluster, tmp_node.root))
+        )
+        driver = DraDriver(DRIVER, [Plugin("example.com/wiped", devices(4))])
+        wipe = f"/apis/resource.k8s.io/v1/resourceslices?fieldSelector=spec.nodeName%3D{node_name}"
+        async with api(kubeconfig, node_name) as client:
+            own = AsyncClient(KubeConfig.from_file(kubeconfig), field_manager="kubedevice-test")
+            counted = Requests(own)
+            publisher = SlicePublisher(own, DRIVER, node_name, lambda: driver.slices(node_name), token_file=None)
+
+            async def published() -> bool:
+                return sum(len(s["spec"].get("devices") or []) for s in await slices(client, node_name)) == 4
+
+            try:
+                async with running(publisher):
+                    await asyncio.wait_for(publisher.published.wait(), 10)
+                    with KubeApi(kubeconfig) as kubelet_side:
+                        for _ in range(3):
+                            await eventually(published, timeout=5)
+                            await asyncio.to_thread(kubelet_side.request, "DELETE", wipe)
+                            assert not await slices(client, node_name)
+                            took = await eventually(published, timeout=5)
+                            print(f"{server}: wiped by a DeleteCollection to published again: {took:.2f} s")
+                assert counted.sent.count("WATCH slices") == 1, counted.sent
+            finally:
+                await own.close()
 
 
 async def _equal(value: Any, expected: Any) -> bool:
@@ -335,23 +400,27 @@ async def test_slices_the_api_server_would_refuse_are_not_sent(kubeconfig: Path,
 
 
 @contextlib.contextmanager
-def second_api_server(cluster: Cluster, directory: Path, gates: str) -> Iterator[Path]:
+def second_api_server(cluster: Cluster, directory: Path, gates: str, binary: Path | None = None) -> Iterator[Path]:
     """A second kube-apiserver on the cluster's etcd (its own key prefix) with
-    ``--feature-gates=<gates>``; its kubeconfig."""
+    ``--feature-gates=<gates>``, the cluster's own or ``binary`` (another release's); its kubeconfig.
+    No endpoint reconciler: it has no Service of its own to keep, and from 1.37 it refuses to run
+    on a loopback address."""
     state = cluster.state()
     assert state is not None
+    binary = binary or cluster.binaries.kube("kube-apiserver")
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         port = probe.getsockname()[1]
     pki = cluster.dir / "pki"
     argv = [
-        str(cluster.binaries.kube("kube-apiserver")), f"--etcd-servers=http://127.0.0.1:{state.ports.etcd_client}",
-        f"--etcd-prefix=/kd-no-taints-{uuid.uuid4().hex[:8]}", "--bind-address=127.0.0.1",
+        str(binary), f"--etcd-servers=http://127.0.0.1:{state.ports.etcd_client}",
+        f"--etcd-prefix=/kd-second-{uuid.uuid4().hex[:8]}", "--bind-address=127.0.0.1",
         "--advertise-address=127.0.0.1", f"--secure-port={port}", f"--tls-cert-file={pki / 'apiserver.crt'}",
         f"--tls-private-key-file={pki / 'apiserver.key'}", f"--client-ca-file={pki / 'ca.crt'}",
         f"--service-account-key-file={pki / 'sa.pub'}", f"--service-account-signing-key-file={pki / 'sa.key'}",
         "--service-account-issuer=https://kubernetes.default.svc", "--authorization-mode=RBAC",
-        "--service-cluster-ip-range=10.96.0.0/24", "--profiling=false", f"--feature-gates={gates}",
+        "--service-cluster-ip-range=10.96.0.0/24", "--profiling=false", "--endpoint-reconciler-type=none",
+        *([f"--feature-gates={gates}"] if gates else []),
     ]  # fmt: skip
     with (directory / "kube-apiserver.log").open("wb") as log:
         process = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
@@ -377,8 +446,10 @@ async def test_an_api_server_that_drops_taints_gets_no_unhealthy_device(
     """Without the gate (off by default on 1.33-1.35) the server stores the slice without the
     taint: the unhealthy device would look healthy to the scheduler. The publisher notices and
     leaves tainted devices out: exactly two writes (the create that lost its taint, the rewrite
-    without the device), counted on the wire, and none after."""
-    with second_api_server(cluster, tmp_node.root, "DRADeviceTaints=false") as kubeconfig:
+    without the device), counted on the wire, and none after. From 1.35 DRADeviceTaintRules (on by
+    default from 1.37) depends on the gate, and the server refuses to start with it on alone."""
+    gates = "DRADeviceTaints=false" + (",DRADeviceTaintRules=false" if session_minor() >= 35 else "")
+    with second_api_server(cluster, tmp_node.root, gates) as kubeconfig:
         plugin = Plugin("example.com/sick", devices(3))
         plugin.set_health("d1", Health.UNHEALTHY)
         driver = DraDriver(DRIVER, [plugin])

@@ -63,6 +63,15 @@ MIN_INTERVAL_SECONDS = 0.5
 the latest devices; short enough that a change still reaches the API server within a second."""
 INITIAL_EVENTS_END = "k8s.io/initial-events-end"
 """The annotation of the bookmark that ends a watch-list's initial events (metav1.InitialEventsAnnotationKey)."""
+UNCOMPRESSED = {"Accept-Encoding": "identity"}
+"""The watch's request header. From 1.37 the API server gzips a watch-list's response when the
+client accepts gzip (the WatchListCompression gate, beta and on by default: k8s.io/apiserver
+pkg/features/kube_features.go), closing the gzip stream at every flush and starting a new one
+(``perFlushGzipWriter``, pkg/endpoints/handlers/watch.go): the body is many gzip members. Go's
+gzip reader reads them all; httpx's reads the first only (the initial events and their closing
+bookmark) and silently drops the rest, so every change after the snapshot, the kubelet's wipe of
+the node's slices among them, would never be seen. Our stream is one node's few slices: sent
+uncompressed."""
 log = logging.getLogger("kubedevice.dra.publisher")
 
 Desired = Callable[[], Sequence[SliceModel]]
@@ -351,7 +360,9 @@ class SlicePublisher:
         prepared = generic.prepare_request("list", ResourceSlice, watch=True, params=params)
         http = generic._client
         timeout = generic._watch_timeout  # no read timeout: a watch is quiet for minutes
-        request = http.build_request(prepared.method, prepared.url, params=prepared.params, timeout=timeout)
+        request = http.build_request(
+            prepared.method, prepared.url, params=prepared.params, headers=UNCOMPRESSED, timeout=timeout
+        )
         response = await http.send(request, stream=True)
         try:
             if not response.is_success:
