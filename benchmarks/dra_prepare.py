@@ -13,10 +13,13 @@ Two parts, each printing medians and p99:
    own with its sockets in a kubelet directory of ours, both fetching every claim from the same
    real kube-apiserver (claims created and allocated through the status subresource). Rounds
    are interleaved, rotating which driver goes first, so machine noise hits both alike; the
-   spread of per-block medians is printed as the noise estimate. Then the idle RSS of both
-   (after registration and publishing, before any call, and again after the calls), and for
-   kubedevice a hotplug (a device node appears / vanishes under its host root) until the
-   ResourceSlice in the API server shows it, polled every 10 ms.
+   spread of per-block medians is printed as the noise estimate. The bare grpc.aio server of part 1
+   runs too, in a process of its own like both drivers, its NodeUnprepareResources timed in the
+   same rounds: the floor of a Python driver (part 1's, sharing the client's process, is lower).
+   Then the idle RSS of both (after registration and publishing, before any call, and again after
+   the calls), and for kubedevice a hotplug (a device node appears / vanishes under its host root)
+   until the ResourceSlice in the API server shows it, polled every 10 ms: each change after a
+   quiet period, then back to back (within the publisher's ``min_interval``).
 
 Not alike, so read ratios with this in mind: kubedevice records every call in its checkpoint of
 prepared claims (one appended line, on disk, before it answers; no fsync, see
@@ -52,6 +55,7 @@ from kubedevice.api import dra_v1_pb2_grpc as v1_grpc
 from kubedevice.device import ContainerAllocation, Device, DeviceSpec
 from kubedevice.dra.driver import DraDriver, DriverService, ServiceOptions
 from kubedevice.dra.driver.model import AllocatedDevice, Claim
+from kubedevice.dra.driver.publisher import MIN_INTERVAL_SECONDS
 from kubedevice.dra.driver.state import ClaimError
 from kubedevice.kubelet.dra import DraClient, Registered, register
 from kubedevice.plugin.base import Plugin
@@ -135,6 +139,35 @@ class BareUnprepare(v1_grpc.DRAPluginServicer):  # type: ignore[misc]
         return response
 
 
+async def serve_bare(socket: Path) -> None:
+    """``--serve-bare SOCKET``: the bare server alone in its process, until SIGTERM (part 2's floor)."""
+    server = aio.server(options=[("grpc.so_reuseport", 0)])
+    v1_grpc.add_DRAPluginServicer_to_server(BareUnprepare(), server)
+    server.add_insecure_port(f"unix:{socket}")
+    await server.start()
+    await server.wait_for_termination()
+
+
+@contextlib.asynccontextmanager
+async def bare_process(socket: Path, log: Path) -> AsyncIterator[DraClient]:
+    """The bare server in a process of its own, as both drivers are: a client of it."""
+    with log.open("ab") as out:
+        process = await asyncio.create_subprocess_exec(
+            sys.executable, __file__, "--serve-bare", str(socket), stdout=out, stderr=out)
+    try:
+        await until(lambda: _true(socket.is_socket() or process.returncode is not None), 30)
+        if process.returncode is not None:
+            raise RuntimeError(f"bare server exited: {_tail(log)}")
+        async with DraClient(Registered(DRIVER, str(socket), "v1.DRAPlugin")) as client:
+            yield client
+    finally:
+        await go.stop(process)
+
+
+def _tail(log: Path) -> str:
+    return log.read_text()[-2000:]
+
+
 async def bare_floor(rounds: int, root: Path) -> None:
     """The same client and calls against a bare grpc.aio server: what no Python driver can go below."""
     server = aio.server(options=[("grpc.so_reuseport", 0)])
@@ -185,6 +218,17 @@ class Peer:
             raise RuntimeError(f"{self.name}: {len(prepared.claims)} of {size} claims answered, errors {errors[:3]}")
         self.times.setdefault(("prepare", size), []).append((middle - start) * 1000)
         self.times.setdefault(("unprepare", size), []).append((end - middle) * 1000)
+
+
+@dataclass
+class BarePeer(Peer):
+    """The bare grpc.aio server in its own process: NodeUnprepareResources only, of claims it never saw."""
+
+    async def round(self, size: int) -> None:
+        refs = [("default", f"bare-{i}", f"bare-uid-{i}") for i in range(size)]
+        start = time.perf_counter()
+        await self.client.unprepare(refs)
+        self.times.setdefault(("unprepare", size), []).append((time.perf_counter() - start) * 1000)
 
 
 def our_config(path: Path, devices: int) -> None:
@@ -260,9 +304,11 @@ async def against_go(program: Path, kubeconfig: Path, rounds: int, hot_rounds: i
             serve_ours(work / "ours", cdi / "ours", kubeconfig, node) as (our_pid, our_registration, host_root),
             DraClient(await register(our_registration)) as our_client,
             DraClient(await register(go_options.registration)) as go_client,
+            bare_process(work / "bare.sock", work / "bare.log") as bare_client,
         ):
             ours = Peer("kubedevice", OURS, our_pid, our_client)
             theirs = Peer("Go test driver", GO, go_process.pid, go_client)
+            bare = BarePeer("bare grpc.aio", "", 0, bare_client)
             peers = [ours, theirs]
             for peer in peers:  # 32 devices each (no hot device yet)
                 await until(lambda p=peer: _has(api, node, p.driver, 32), 30)
@@ -271,20 +317,22 @@ async def against_go(program: Path, kubeconfig: Path, rounds: int, hot_rounds: i
                 peer.rss_kib["idle"] = sample(peer.pid, 0).rss_kib
             await allocate(api, namespace, ours, node, lambda i: f"bench-bench-{i}")
             await allocate(api, namespace, theirs, node, lambda i: f"device-{i:02d}")
+            timed = [*peers, bare]
             for _ in range(3):  # warm-up: connections, caches
-                for peer in peers:
+                for peer in timed:
                     for size in SIZES:
                         await peer.round(size)
-            for peer in peers:
+            for peer in timed:
                 peer.times.clear()
             for r in range(rounds):
                 for size in SIZES:
-                    for peer in peers if r % 2 == 0 else peers[::-1]:
+                    for peer in timed[r % 3:] + timed[:r % 3]:  # each goes first in turn
                         await peer.round(size)
             await asyncio.sleep(2)
             for peer in peers:
                 peer.rss_kib["after"] = sample(peer.pid, 0).rss_kib
             report(peers, rounds)
+            report_floor(ours, theirs, bare)
             await hotplug(api, node, host_root, hot_rounds)
     finally:
         await api.close()
@@ -312,6 +360,17 @@ def report(peers: Sequence[Peer], rounds: int) -> None:
           f"idle ratio ours/Go {ours.rss_kib['idle'] / theirs.rss_kib['idle']:.2f}×")
 
 
+def report_floor(ours: Peer, theirs: Peer, bare: Peer) -> None:
+    """Where Python's floor is: a bare grpc.aio server in its own process, same client, same rounds."""
+    print("  floor: a bare grpc.aio server in its own process, NodeUnprepareResources only, same rounds:")
+    for size in SIZES:
+        floor, o, g = (p.times["unprepare", size] for p in (bare, ours, theirs))
+        print(f"  {'':24} {size:>6}  {'bare grpc.aio':15} {statistics.median(floor):10.2f} "
+              f"{percentile(floor, 0.99):8.2f} {spread(floor):12.0f}%   bare/Go "
+              f"{statistics.median(floor) / statistics.median(g):.2f}×, ours/bare "
+              f"{statistics.median(o) / statistics.median(floor):.2f}× (medians)")
+
+
 def spread(times: Sequence[float]) -> float:
     """(max - min) / median of the medians of BLOCKS consecutive blocks of rounds, in percent."""
     size = max(1, len(times) // BLOCKS)
@@ -320,24 +379,33 @@ def spread(times: Sequence[float]) -> float:
 
 
 async def hotplug(api: AsyncClient, node: str, host_root: Path, rounds: int) -> None:
-    """A device node appears, then vanishes, under kubedevice's host root: time until the slice shows it."""
-    added: list[float] = []
-    removed: list[float] = []
-    for i in range(1, rounds + 1):
-        name, path = f"hot-hot{i}", host_root / "dev" / f"hot{i}"
-        start = time.perf_counter()
-        path.touch()
-        await until(lambda n=name: _contains(api, node, n, True), 10, HOT_POLL)
-        added.append(time.perf_counter() - start)
-        start = time.perf_counter()
-        path.unlink()
-        await until(lambda n=name: _contains(api, node, n, False), 10, HOT_POLL)
-        removed.append(time.perf_counter() - start)
-    print(f"\nkubedevice hotplug → ResourceSlice updated in the API server ({rounds} rounds, polled every "
-          f"{HOT_POLL * 1000:.0f} ms):")
-    for what, times in (("device added", added), ("device removed", removed)):
-        print(f"  {what:15} median {statistics.median(times) * 1000:6.0f} ms, "
-              f"p99 {percentile(times, 0.99) * 1000:6.0f} ms, max {max(times) * 1000:6.0f} ms")
+    """A device node appears, then vanishes, under kubedevice's host root: time until the slice shows it.
+
+    Twice: each change after a quiet period (longer than the publisher's ``min_interval``: what a
+    device plugged into an idle node waits), and back to back, each change made as soon as the
+    last one shows (within ``min_interval`` of the last write, so it waits out the rest of it:
+    the publisher's write rate limit at work, by design)."""
+    quiet = MIN_INTERVAL_SECONDS + 0.1
+    for label, pause, first in (("after a quiet period", quiet, 1), ("back to back", 0.0, rounds + 1)):
+        added: list[float] = []
+        removed: list[float] = []
+        for i in range(first, first + rounds):
+            name, path = f"hot-hot{i}", host_root / "dev" / f"hot{i}"
+            await asyncio.sleep(pause)
+            start = time.perf_counter()
+            path.touch()
+            await until(lambda n=name: _contains(api, node, n, True), 10, HOT_POLL)
+            added.append(time.perf_counter() - start)
+            await asyncio.sleep(pause)
+            start = time.perf_counter()
+            path.unlink()
+            await until(lambda n=name: _contains(api, node, n, False), 10, HOT_POLL)
+            removed.append(time.perf_counter() - start)
+        print(f"\nkubedevice hotplug → ResourceSlice updated in the API server, {label} ({rounds} rounds, "
+              f"polled every {HOT_POLL * 1000:.0f} ms):")
+        for what, times in (("device added", added), ("device removed", removed)):
+            print(f"  {what:15} median {statistics.median(times) * 1000:6.0f} ms, "
+                  f"p99 {percentile(times, 0.99) * 1000:6.0f} ms, max {max(times) * 1000:6.0f} ms")
 
 
 async def _contains(api: AsyncClient, node: str, name: str, present: bool) -> bool:
@@ -373,7 +441,12 @@ def main() -> int:
     parser.add_argument("--cluster-dir", type=Path, help="a cluster started with scripts/cluster.sh up --dir DIR")
     parser.add_argument("--in-process-only", action="store_true", help="part 1 only (no cluster, no Go)")
     parser.add_argument("--rounds", type=int, help="rounds per size (default 200, 5 with --quick)")
+    parser.add_argument("--serve-bare", type=Path, help=argparse.SUPPRESS)  # the floor's own process
     args = parser.parse_args()
+    if args.serve_bare is not None:
+        with contextlib.suppress(KeyboardInterrupt):
+            asyncio.run(serve_bare(args.serve_bare))
+        return 0
     rounds, hot_rounds = (5, 3) if args.quick else (200, 30)
     rounds = args.rounds or rounds
     program = None if args.in_process_only else go.binary()

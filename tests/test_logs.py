@@ -8,11 +8,11 @@ import logging
 import subprocess
 import sys
 from collections.abc import Iterator
-from datetime import datetime
+from datetime import UTC, datetime
 
 import pytest
 
-from kubedevice.logs import setup_logging
+from kubedevice.logs import _timestamp, setup_logging
 
 R = "example.com/null"
 
@@ -117,3 +117,18 @@ def test_default_stream_is_stderr_so_stdout_stays_clean() -> None:
     result = subprocess.run([sys.executable, "-c", code], check=True, capture_output=True, text=True)
     assert result.stdout == ""
     assert json.loads(result.stderr)["resource"] == "r"
+
+
+@pytest.mark.parametrize(
+    "created",
+    [1_700_000_000.0, 1_700_000_000.0004, 1_700_000_000.9995, 1_700_000_000.9999996, 1_700_000_001.5,
+     3_762_938_088.996],
+)
+def test_the_cached_second_formats_each_instant_as_datetime_does(created: float) -> None:
+    """The time is the seconds of the last record (cached) and this record's milliseconds, rounded
+    as ``datetime.fromtimestamp`` rounds: the same text as formatting each record whole."""
+    record = logging.LogRecord("kubedevice.x", logging.INFO, __file__, 1, "m", None, None)
+    for instant in (created - 1.0, created, created):  # another second first, then this one from the cache
+        record.created = instant
+        expected = datetime.fromtimestamp(instant, UTC).strftime("%Y-%m-%dT%H:%M:%S.%f")[:-3] + "Z"
+        assert _timestamp(record) == expected

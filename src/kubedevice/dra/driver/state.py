@@ -260,14 +260,19 @@ class ClaimState:
     async def unprepare(self, refs: Sequence[ClaimRef]) -> dict[str, str]:
         """Unprepare every claim; per UID an error message, empty when done (or never prepared)."""
         async with self._exclusive():
-            failed = self._specs.remove_each([r.uid for r in refs])  # gone before we answer: a container may start next
-            errors = dict.fromkeys((r.uid for r in refs), "") | failed
+            uids = [r.uid for r in refs]
+            failed = self._specs.remove_each(uids)  # gone before we answer: a container may start next
+            errors = dict.fromkeys(uids, "")
+            errors.update(failed)
             removed: dict[str, ckpt.Entry] = {}
+            logged = log.isEnabledFor(logging.INFO)  # once per call, not per claim
+            claims = self._checkpoint.claims
             for ref in refs:
-                entry = None if ref.uid in failed else self._checkpoint.claims.pop(ref.uid, None)
+                entry = None if ref.uid in failed else claims.pop(ref.uid, None)
                 if entry is not None:
                     removed[ref.uid] = entry
-                    log.info("unprepared claim %s", ref)
+                    if logged:
+                        log.info("unprepared claim %s", ref)
             if removed:
                 try:
                     ckpt.save(self._path, self._checkpoint)
