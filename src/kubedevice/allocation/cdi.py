@@ -29,7 +29,7 @@ from ..device import Mount
 
 CDI_VERSION = "0.6.0"
 FILE_PREFIX = "kubedevice"
-_DEVICE_NAME = re.compile(r"^[A-Za-z0-9]([A-Za-z0-9_.:-]*[A-Za-z0-9])?$")
+_DEVICE_NAME = re.compile(r"^[A-Za-z0-9]([A-Za-z0-9_.:-]*[A-Za-z0-9])?\Z")
 _UNSAFE_FILE_CHARS = re.compile(r"[^A-Za-z0-9_.-]")
 _MAX_SPEC_BYTES = 1 << 20
 log = logging.getLogger("kubedevice.cdi")
