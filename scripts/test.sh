@@ -5,10 +5,10 @@
 # simulator, interop with the official Go code, the real-cluster e2e tests). Arguments go to
 # pytest: `bash scripts/test.sh -m "not e2e"`, `bash scripts/test.sh tests/dra`.
 #
-# Without arguments the suite runs as two lanes at once: the cluster lane (markers e2e and image:
-# real clusters and image builds, mostly waiting on them) beside everything else, each line of the
-# cluster lane's output prefixed with [cluster]. Both must pass. KUBEDEVICE_SERIAL_TESTS=1 runs
-# one pytest instead.
+# Without arguments the suite runs as three lanes at once: the tests marked e2e or image (real
+# clusters and image builds, mostly waiting on them) in tests/deploy and in tests/e2e, each its own
+# pytest with its lines prefixed [deploy] or [e2e], beside everything else. All must pass.
+# KUBEDEVICE_SERIAL_TESTS=1 runs one pytest instead.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/system-deps.sh
@@ -22,20 +22,31 @@ python3 -m mypy src
 if [ "$#" -gt 0 ] || [ "${KUBEDEVICE_SERIAL_TESTS:-}" = 1 ]; then
     exec python3 -m pytest "$@"
 fi
-(
-    set -o pipefail
-    python3 -m pytest -p no:cacheprovider -m "e2e or image" 2>&1 | sed -u 's/^/[cluster] /'
-) &
-cluster=$!
-# a stopped run stops the lane's pytest as Ctrl-C would, so its fixtures take their clusters down
-trap 'pkill -INT -P "$cluster" 2>/dev/null; wait "$cluster"; exit 130' INT TERM
+# a lane: its pytest's lines prefixed with its name; the subshell exits with pytest's code
+lane() {
+    local name=$1
+    shift
+    (
+        set -o pipefail
+        python3 -m pytest -p no:cacheprovider "$@" 2>&1 | sed -u "s/^/[$name] /"
+    ) &
+}
+lane deploy -m "e2e or image" tests/deploy
+deploy=$!
+lane e2e -m "e2e or image" tests/e2e
+e2e=$!
+# a stopped run stops the lanes' pytest as Ctrl-C would, so their fixtures take their clusters down
+trap 'pkill -INT -P "$deploy" 2>/dev/null; pkill -INT -P "$e2e" 2>/dev/null; wait; exit 130' INT TERM
 set +e
 python3 -m pytest -m "not e2e and not image"
 rest=$?
-wait "$cluster"
-lane=$?
+wait "$deploy"
+deploy_rc=$?
+wait "$e2e"
+e2e_rc=$?
 set -e
-echo "lanes: the rest exited $rest, the cluster lane $lane"
+echo "lanes: the rest exited $rest, deploy $deploy_rc, e2e $e2e_rc"
 # pytest's own codes pass through (5: a lane collected no test, which .ci/run refuses)
-if [ "$rest" -ne 0 ]; then exit "$rest"; fi
-exit "$lane"
+for rc in "$rest" "$deploy_rc" "$e2e_rc"; do
+    if [ "$rc" -ne 0 ]; then exit "$rc"; fi
+done
