@@ -53,8 +53,9 @@ from lightkube import AsyncClient, KubeConfig
 from lightkube.config.client_adapter import Client as HttpClient
 from lightkube.config.client_adapter import ConnectionParams
 from lightkube.core.exceptions import ApiError
+from lightkube.models.authentication_v1 import BoundObjectReference, TokenRequestSpec
 from lightkube.models.meta_v1 import ObjectMeta
-from lightkube.resources.core_v1 import Namespace, Node, Pod, ServiceAccount
+from lightkube.resources.core_v1 import Namespace, Node, Pod, ServiceAccount, ServiceAccountToken
 from lightkube.resources.resource_v1 import DeviceClass, ResourceClaim, ResourceClaimTemplate, ResourceSlice
 
 from kubedevice.device import Device, Health
@@ -177,6 +178,9 @@ class PyFleet:
     first: int
     nodes: int
     wave: int
+    tokens: Path | None
+    """Each node's service-account token, bound to its Node (``<dir>/<node>``), as the kubelet
+    mounts one into a DaemonSet pod; None: certificates only, so the Node is read for its UID."""
     running: list[PyNode] = field(default_factory=list)
     plugins: list[Accelerators] = field(default_factory=list)
     """Each node's devices, kept over a restart of the publishers as the hardware is."""
@@ -198,7 +202,8 @@ class PyFleet:
         plugin = self.plugins[i]
         driver = driver_for(self.variant, "kubedevice", plugin)
         client = AsyncClient(KubeConfig.from_file(self.kubeconfig), field_manager="kubedevice-fleet")
-        publisher = SlicePublisher(client, driver.name, name, lambda: driver.slices(name))
+        token = self.tokens / name if self.tokens is not None else None
+        publisher = SlicePublisher(client, driver.name, name, lambda: driver.slices(name), token_file=token)
         driver.subscribe(publisher.changed)
         return PyNode(plugin, publisher, client, asyncio.create_task(publisher.run()))
 
@@ -223,7 +228,7 @@ class PyFleet:
 
 async def py_worker(args: argparse.Namespace) -> None:
     """The same line protocol as the Go peer (see its main.go): start, flip, stop."""
-    fleet = PyFleet(args.kubeconfig, VARIANTS[args.variant], args.first, args.nodes, args.wave)
+    fleet = PyFleet(args.kubeconfig, VARIANTS[args.variant], args.first, args.nodes, args.wave, args.token_dir)
     while line := await asyncio.to_thread(sys.stdin.readline):
         words = line.split()
         if words == ["start"]:
@@ -727,6 +732,40 @@ async def create_nodes(kubeconfig: Path, variant: Variant, nodes: int) -> None:
         await client.close()
 
 
+async def issue_tokens(kubeconfig: Path, variant: Variant, nodes: int) -> dict[str, str]:
+    """A token bound to each kubedevice Node (TokenRequest with a Node ``boundObjectRef``: it
+    carries the node's name and UID as a pod's projected token does), made before the counted
+    windows: the publisher then needs no Node GET, as in a DaemonSet pod."""
+    client = AsyncClient(KubeConfig.from_file(kubeconfig), field_manager="kubedevice-fleet")
+    names = [f"{variant.prefix('kubedevice')}{i}" for i in range(nodes)]
+    tokens: dict[str, str] = {}
+
+    async def issue(name: str) -> None:
+        node = await client.get(Node, name)
+        assert node.metadata is not None
+        ref = BoundObjectReference(apiVersion="v1", kind="Node", name=name, uid=node.metadata.uid)
+        request = ServiceAccountToken(
+            metadata=ObjectMeta(), spec=TokenRequestSpec(audiences=[], boundObjectRef=ref, expirationSeconds=3600)
+        )
+        answer = await client.create(request, "default", namespace="default")
+        assert answer.status is not None
+        tokens[name] = str(answer.status.token)
+
+    try:
+        for start in range(0, len(names), 50):
+            await asyncio.gather(*(issue(n) for n in names[start : start + 50]))
+    finally:
+        await client.close()
+    return tokens
+
+
+def write_tokens(directory: Path, tokens: dict[str, str]) -> Path:
+    directory.mkdir(parents=True, exist_ok=True)
+    for name, token in tokens.items():
+        (directory / name).write_text(token)
+    return directory
+
+
 async def wait_marked(kubeconfig: Path, variant: Variant, nodes: int, limit: float = 240.0) -> None:
     """Wait until the node lifecycle controller has marked every new Node unreachable (the
     ``unreachable:NoSchedule`` taint it adds with Ready Unknown, 50 s after the last heartbeat
@@ -816,7 +855,9 @@ def _cell(value: float | None, width: int) -> str:
     return f"{value:{width}.3f}" if value is not None else " " * width
 
 
-def fleet_argv(run: Run, args: argparse.Namespace, kubeconfig: Path, peer: Path, specs: Path) -> list[list[str]]:
+def fleet_argv(
+    run: Run, kubeconfig: Path, peer: Path, specs: Path, tokens: Path | None
+) -> list[list[str]]:
     """Each process of the fleet: the Go peer is one (its goroutines use every core), the Python
     fleet ``--processes`` of them, each a share of the nodes, starting ``WAVE`` nodes at a time
     between them."""
@@ -826,7 +867,8 @@ def fleet_argv(run: Run, args: argparse.Namespace, kubeconfig: Path, peer: Path,
     wave = max(1, WAVE // len(run.shares))
     return [
         [sys.executable, __file__, "--worker", "--variant", run.variant.name, "--first", str(first),
-         "--nodes", str(count), "--wave", str(wave), "--kubeconfig", str(kubeconfig)]
+         "--nodes", str(count), "--wave", str(wave), "--kubeconfig", str(kubeconfig),
+         *(["--token-dir", str(tokens)] if tokens is not None else [])]
         for first, count in run.shares
     ]  # fmt: skip
 
@@ -846,7 +888,10 @@ def run_variant(variant: Variant, args: argparse.Namespace, cluster: Cluster, pe
             processes = args.processes if fleet == "kubedevice" else 1
             run = Run(fleet, variant, args.nodes, shares(args.nodes, processes))
             specs = write_specs(scratch, variant)
-            workers = Workers(fleet_argv(run, args, kubeconfig, peer, specs), state.namespace_pid)
+            tokens = None if args.no_tokens or fleet != "kubedevice" else scratch / f"tokens-{variant.name}"
+            if tokens is not None:
+                write_tokens(tokens, asyncio.run(issue_tokens(kubeconfig, variant, args.nodes)))
+            workers = Workers(fleet_argv(run, kubeconfig, peer, specs, tokens), state.namespace_pid)
             try:
                 results[fleet] = run_fleet(run, workers, metrics, args, kubeconfig)
             finally:
@@ -879,6 +924,9 @@ def arguments() -> argparse.Namespace:
     parser.add_argument("--churn", type=float, default=30.0, help="seconds of flipping (default 30)")
     parser.add_argument("--cluster-dir", type=Path, help="a cluster started with scripts/cluster.sh up --dir DIR")
     parser.add_argument("--only", choices=tuple(FLEETS), help="run one fleet only")
+    parser.add_argument("--no-tokens", action="store_true",
+                        help="kubedevice's nodes without a service-account token (certificates only: a Node GET each)")
+    parser.add_argument("--token-dir", type=Path, help=argparse.SUPPRESS)
     parser.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--first", type=int, default=0, help=argparse.SUPPRESS)
     parser.add_argument("--wave", type=int, default=WAVE, help=argparse.SUPPRESS)
