@@ -128,6 +128,28 @@ def frame(kind: int, payload: bytes = b"") -> bytes:
     return len(payload).to_bytes(3, "big") + bytes([kind, 0]) + bytes(4) + payload
 
 
+def seen_headers(conn: socket.socket) -> None:
+    """Read the client's connection preface and frames up to its first HEADERS frame (a call)."""
+    buf = bytearray()
+
+    def need(size: int) -> None:
+        while len(buf) < size:
+            chunk = conn.recv(65536)
+            if not chunk:
+                raise ConnectionError("grpc hung up before it started a call")
+            buf.extend(chunk)
+
+    need(24)  # PRI * HTTP/2.0 ...
+    del buf[:24]
+    while True:
+        need(9)
+        length, kind = int.from_bytes(buf[:3], "big"), buf[3]
+        if kind == 0x1:
+            return
+        need(9 + length)
+        del buf[: 9 + length]
+
+
 def serve_told_goaway(tmp_path: Path, env: dict[str, str]) -> str:
     """Run ``kubedevice serve`` against a kubelet.sock that answers its Register with an HTTP/2
     GOAWAY (INTERNAL_ERROR), as a kubelet going away does; its stderr once it stopped on SIGTERM."""
@@ -141,8 +163,13 @@ def serve_told_goaway(tmp_path: Path, env: dict[str, str]) -> str:
     def refuse() -> None:
         conn, _ = kubelet.accept()
         with conn:
-            conn.recv(65536)  # the client preface and its SETTINGS
-            conn.sendall(frame(0x4) + frame(0x7, struct.pack(">II", 0, 0x2) + b"going away"))
+            # GOAWAY only once the Register call's HEADERS arrived (grpc starts it after our
+            # SETTINGS): told earlier, grpc (dialling with wait_for_ready) takes a new connection for
+            # the call, which nothing answers here, and the call ends in Deadline Exceeded instead
+            # (seen on a loaded CI machine).
+            conn.sendall(frame(0x4))
+            seen_headers(conn)
+            conn.sendall(frame(0x7, struct.pack(">II", 0, 0x2) + b"going away"))
             told.set()
             conn.recv(65536)  # until grpc hangs up
 
