@@ -218,27 +218,22 @@ async def test_slices_the_kubelet_wipes_with_a_delete_collection_come_back(
         )
         driver = DraDriver(DRIVER, [Plugin("example.com/wiped", devices(4))])
         wipe = f"/apis/resource.k8s.io/v1/resourceslices?fieldSelector=spec.nodeName%3D{node_name}"
-        async with api(kubeconfig, node_name) as client:
-            own = AsyncClient(KubeConfig.from_file(kubeconfig), field_manager="kubedevice-test")
-            counted = Requests(own)
+        async with api(kubeconfig, node_name) as client, counted_client(kubeconfig) as (own, counted):
             publisher = SlicePublisher(own, DRIVER, node_name, lambda: driver.slices(node_name), token_file=None)
 
             async def published() -> bool:
                 return sum(len(s["spec"].get("devices") or []) for s in await slices(client, node_name)) == 4
 
-            try:
-                async with running(publisher):
-                    await asyncio.wait_for(publisher.published.wait(), 10)
-                    with KubeApi(kubeconfig) as kubelet_side:
-                        for _ in range(3):
-                            await eventually(published, timeout=5)
-                            await asyncio.to_thread(kubelet_side.request, "DELETE", wipe)
-                            assert not await slices(client, node_name)
-                            took = await eventually(published, timeout=5)
-                            print(f"{server}: wiped by a DeleteCollection to published again: {took:.2f} s")
-                assert counted.sent.count("WATCH slices") == 1, counted.sent
-            finally:
-                await own.close()
+            async with running(publisher):
+                await asyncio.wait_for(publisher.published.wait(), 10)
+                with KubeApi(kubeconfig) as kubelet_side:
+                    for _ in range(3):
+                        await eventually(published, timeout=5)
+                        await asyncio.to_thread(kubelet_side.request, "DELETE", wipe)
+                        assert not await slices(client, node_name)
+                        took = await eventually(published, timeout=5)
+                        print(f"{server}: wiped by a DeleteCollection to published again: {took:.2f} s")
+            assert counted.sent.count("WATCH slices") == 1, counted.sent
 
 
 async def _equal(value: Any, expected: Any) -> bool:
@@ -453,27 +448,22 @@ async def test_an_api_server_that_drops_taints_gets_no_unhealthy_device(
         plugin = Plugin("example.com/sick", devices(3))
         plugin.set_health("d1", Health.UNHEALTHY)
         driver = DraDriver(DRIVER, [plugin])
-        async with api(kubeconfig, node_name) as client:
-            own = AsyncClient(KubeConfig.from_file(kubeconfig), field_manager="kubedevice-test")
-            counted = Requests(own)
+        async with api(kubeconfig, node_name) as client, counted_client(kubeconfig) as (own, counted):
             publisher = SlicePublisher(own, DRIVER, node_name, lambda: driver.slices(node_name))
             driver.subscribe(publisher.changed)
 
             async def names() -> list[str]:
                 return [d["name"] for s in await slices(client, node_name) for d in s["spec"].get("devices", [])]
 
-            try:
-                async with running(publisher):
-                    await asyncio.wait_for(publisher.published.wait(), 10)
-                    await eventually(lambda: _equal(names(), ["d0", "d2"]))
-                    assert publisher.taints_dropped
-                    await asyncio.sleep(2)  # a third write would have gone out by now
-                    assert counted.writes() == ["POST slices", "PUT slices"], counted.sent
-                    assert publisher.generation == 2
-                    plugin.set_health("d1", Health.HEALTHY)
-                    await eventually(lambda: _equal(names(), ["d0", "d1", "d2"]))
-            finally:
-                await own.close()
+            async with running(publisher):
+                await asyncio.wait_for(publisher.published.wait(), 10)
+                await eventually(lambda: _equal(names(), ["d0", "d2"]))
+                assert publisher.taints_dropped
+                await asyncio.sleep(2)  # a third write would have gone out by now
+                assert counted.writes() == ["POST slices", "PUT slices"], counted.sent
+                assert publisher.generation == 2
+                plugin.set_health("d1", Health.HEALTHY)
+                await eventually(lambda: _equal(names(), ["d0", "d1", "d2"]))
 
 
 class Requests:
@@ -492,6 +482,16 @@ class Requests:
 
     def writes(self) -> list[str]:
         return [r for r in self.sent if r.split()[0] in ("POST", "PUT", "DELETE", "PATCH")]
+
+
+@asynccontextmanager
+async def counted_client(kubeconfig: Path) -> AsyncIterator[tuple[AsyncClient, Requests]]:
+    """A client for the publisher under test alone, with every request it sends counted; closed after."""
+    client = AsyncClient(KubeConfig.from_file(kubeconfig), field_manager="kubedevice-test")
+    try:
+        yield client, Requests(client)
+    finally:
+        await client.close()
 
 
 @asynccontextmanager
@@ -546,10 +546,8 @@ async def test_publisher_api_load_start_up_rest_and_restart(
     driver = DraDriver(DRIVER, [null_plugin(8)])
     async with api(kubeconfig, node_name) as client, pod_token(client, node_name, tmp_node.root) as token:
         node_uid = (await client.get(Node, node_name)).metadata.uid  # type: ignore[union-attr]
-        first = AsyncClient(KubeConfig.from_file(kubeconfig), field_manager="kubedevice-test")
-        counted = Requests(first)
-        publisher = SlicePublisher(first, DRIVER, node_name, lambda: driver.slices(node_name), token_file=token)
-        try:
+        async with counted_client(kubeconfig) as (first, counted):
+            publisher = SlicePublisher(first, DRIVER, node_name, lambda: driver.slices(node_name), token_file=token)
             async with running(publisher):
                 await asyncio.wait_for(publisher.published.wait(), 10)
                 assert sorted(counted.sent) == ["POST slices", "WATCH slices"]
@@ -560,19 +558,13 @@ async def test_publisher_api_load_start_up_rest_and_restart(
                     await asyncio.sleep(0.2)
                 assert await publisher.sync() is False
                 assert len(counted.sent) == 2, counted.sent
-        finally:
-            await first.close()
-        second = AsyncClient(KubeConfig.from_file(kubeconfig), field_manager="kubedevice-test")
-        restarted = Requests(second)
-        again = SlicePublisher(second, DRIVER, node_name, lambda: driver.slices(node_name), token_file=token)
-        try:
+        async with counted_client(kubeconfig) as (second, restarted):
+            again = SlicePublisher(second, DRIVER, node_name, lambda: driver.slices(node_name), token_file=token)
             async with running(again):
                 await asyncio.wait_for(again.published.wait(), 10)
                 await asyncio.sleep(0.5)
                 assert restarted.sent == ["WATCH slices"]
                 assert again.generation == 1 and again.watch_list
-        finally:
-            await second.close()
         [after] = await slices(client, node_name)
         assert after["metadata"]["resourceVersion"] == stored["metadata"]["resourceVersion"]
 
@@ -582,16 +574,12 @@ async def test_without_the_pods_token_the_node_is_read_once(kubeconfig: Path, no
     watch-list, a Node GET and a create, as Go's controller."""
     driver = DraDriver(DRIVER, [null_plugin(8)])
     async with api(kubeconfig, node_name) as client:
-        own = AsyncClient(KubeConfig.from_file(kubeconfig), field_manager="kubedevice-test")
-        counted = Requests(own)
-        publisher = SlicePublisher(own, DRIVER, node_name, lambda: driver.slices(node_name), token_file=None)
-        try:
+        async with counted_client(kubeconfig) as (own, counted):
+            publisher = SlicePublisher(own, DRIVER, node_name, lambda: driver.slices(node_name), token_file=None)
             async with running(publisher):
                 await asyncio.wait_for(publisher.published.wait(), 10)
                 await asyncio.sleep(0.5)
                 assert sorted(counted.sent) == ["GET node", "POST slices", "WATCH slices"]
-        finally:
-            await own.close()
         [stored] = await slices(client, node_name)
         node_uid = (await client.get(Node, node_name)).metadata.uid  # type: ignore[union-attr]
         assert stored["metadata"]["ownerReferences"][0]["uid"] == node_uid
@@ -604,22 +592,17 @@ async def test_an_api_server_that_refuses_watch_list_gets_a_list_and_a_watch(
     watches instead, from then on, and still publishes exactly and sees external edits."""
     with second_api_server(cluster, tmp_node.root, "WatchList=false") as kubeconfig:
         driver = DraDriver(DRIVER, [null_plugin(8)])
-        async with api(kubeconfig, node_name) as client:
-            own = AsyncClient(KubeConfig.from_file(kubeconfig), field_manager="kubedevice-test")
-            counted = Requests(own)
+        async with api(kubeconfig, node_name) as client, counted_client(kubeconfig) as (own, counted):
             publisher = SlicePublisher(own, DRIVER, node_name, lambda: driver.slices(node_name), token_file=None)
-            try:
-                async with running(publisher):
-                    await asyncio.wait_for(publisher.published.wait(), 10)
-                    await asyncio.sleep(0.5)
-                    assert not publisher.watch_list
-                    sent = ["GET node", "GET slices", "POST slices", "WATCH slices", "WATCH slices"]
-                    assert sorted(counted.sent) == sent
-                    [stored] = await slices(client, node_name)
-                    await client.delete(ResourceSlice, stored["metadata"]["name"])  # seen by the watch
-                    await eventually(lambda: _equal(sizes(client, node_name), [8]), timeout=5)
-            finally:
-                await own.close()
+            async with running(publisher):
+                await asyncio.wait_for(publisher.published.wait(), 10)
+                await asyncio.sleep(0.5)
+                assert not publisher.watch_list
+                sent = ["GET node", "GET slices", "POST slices", "WATCH slices", "WATCH slices"]
+                assert sorted(counted.sent) == sent
+                [stored] = await slices(client, node_name)
+                await client.delete(ResourceSlice, stored["metadata"]["name"])  # seen by the watch
+                await eventually(lambda: _equal(sizes(client, node_name), [8]), timeout=5)
 
 
 async def test_a_device_flipping_fast_is_coalesced_and_the_end_state_exact(kubeconfig: Path, node_name: str) -> None:
@@ -627,35 +610,30 @@ async def test_a_device_flipping_fast_is_coalesced_and_the_end_state_exact(kubec
     and the last), and what the API server ends with is exactly the devices' last state."""
     plugin = Plugin("example.com/flip", devices(8))
     driver = DraDriver(DRIVER, [plugin])
-    async with api(kubeconfig, node_name) as client:
-        own = AsyncClient(KubeConfig.from_file(kubeconfig), field_manager="kubedevice-test")
-        counted = Requests(own)
+    async with api(kubeconfig, node_name) as client, counted_client(kubeconfig) as (own, counted):
         publisher = SlicePublisher(own, DRIVER, node_name, lambda: driver.slices(node_name), min_interval=0.5)
         driver.subscribe(publisher.changed)
-        try:
-            async with running(publisher):
-                await asyncio.wait_for(publisher.published.wait(), 10)
-                before = len(counted.writes())
-                loop = asyncio.get_running_loop()
-                start = loop.time()
-                for flip in range(101):
-                    plugin.set_health("d3", Health.UNHEALTHY if flip % 2 == 0 else Health.HEALTHY)
-                    await asyncio.sleep(0.01)
-                took = loop.time() - start
-                await eventually(lambda: _equal(tainted(client, node_name), {"d3"}), timeout=5)
-                await asyncio.sleep(1.5)  # anything still queued would be written by now
-                writes = len(counted.writes()) - before
-                print(f"101 flips in {took:.2f} s: {writes} writes")
-                assert 1 <= writes <= took / 0.5 + 2, (writes, took)
-                [final] = await slices(client, node_name)
-                expected = to_document(driver.slices(node_name)[0])
-                expected["spec"]["pool"]["generation"] = publisher.generation
-                for device in final["spec"]["devices"]:
-                    for taint in device.get("taints", []):
-                        del taint["timeAdded"]
-                assert final["spec"] == expected["spec"]
-        finally:
-            await own.close()
+        async with running(publisher):
+            await asyncio.wait_for(publisher.published.wait(), 10)
+            before = len(counted.writes())
+            loop = asyncio.get_running_loop()
+            start = loop.time()
+            for flip in range(101):
+                plugin.set_health("d3", Health.UNHEALTHY if flip % 2 == 0 else Health.HEALTHY)
+                await asyncio.sleep(0.01)
+            took = loop.time() - start
+            await eventually(lambda: _equal(tainted(client, node_name), {"d3"}), timeout=5)
+            await asyncio.sleep(1.5)  # anything still queued would be written by now
+            writes = len(counted.writes()) - before
+            print(f"101 flips in {took:.2f} s: {writes} writes")
+            assert 1 <= writes <= took / 0.5 + 2, (writes, took)
+            [final] = await slices(client, node_name)
+            expected = to_document(driver.slices(node_name)[0])
+            expected["spec"]["pool"]["generation"] = publisher.generation
+            for device in final["spec"]["devices"]:
+                for taint in device.get("taints", []):
+                    del taint["timeAdded"]
+            assert final["spec"] == expected["spec"]
 
 
 async def test_a_re_created_node_gets_its_slices_back_with_the_new_uid(kubeconfig: Path, node_name: str) -> None:
@@ -691,10 +669,8 @@ async def test_a_stale_uid_in_the_token_heals_by_a_node_get(
         await client.delete(Node, node_name)
         await client.create(Node(metadata=ObjectMeta(name=node_name)))
         uid = (await client.get(Node, node_name)).metadata.uid  # type: ignore[union-attr]
-        own = AsyncClient(KubeConfig.from_file(kubeconfig), field_manager="kubedevice-test")
-        counted = Requests(own)
-        publisher = SlicePublisher(own, DRIVER, node_name, lambda: driver.slices(node_name), token_file=token)
-        try:
+        async with counted_client(kubeconfig) as (own, counted):
+            publisher = SlicePublisher(own, DRIVER, node_name, lambda: driver.slices(node_name), token_file=token)
             async with running(publisher):
 
                 async def owned_by_new_node() -> bool:
@@ -711,5 +687,3 @@ async def test_a_stale_uid_in_the_token_heals_by_a_node_get(
                 assert await owned_by_new_node()
                 assert counted.sent[:2] == ["WATCH slices", "POST slices"]  # the stale UID, no GET
                 assert counted.sent.count("GET node") == 1, counted.sent
-        finally:
-            await own.close()
