@@ -2,13 +2,15 @@
 # The machine's tools that the tests use beside Python and Go: util-linux and iproute2 for the
 # real cluster's namespaces, openssl for its certificates, gcc and pkg-config for cgo builds,
 # debootstrap and umoci for the image, qemu-user-static and binfmt-support for the arm64 image
-# (qemu-aarch64 registered with binfmt_misc, which this does as root when it is not). As root they are installed from Debian's packages when
+# (qemu-aarch64 registered with binfmt_misc, which this does as root when it is not), systemd-nspawn
+# (systemd-container) to boot a real systemd for the host service. As root they are installed from Debian's packages when
 # missing; otherwise one line names them (the tests that need root then skip, or fail under CI).
 set -euo pipefail
 missing=()
 for pair in unshare:util-linux nsenter:util-linux flock:util-linux ip:iproute2 openssl:openssl \
             pkg-config:pkg-config gcc:gcc dpkg-deb:dpkg debootstrap:debootstrap umoci:umoci \
-            qemu-aarch64-static:qemu-user-static update-binfmts:binfmt-support; do
+            qemu-aarch64-static:qemu-user-static update-binfmts:binfmt-support \
+            systemd-nspawn:systemd-container; do
     command -v "${pair%%:*}" >/dev/null || missing+=("${pair##*:}")
 done
 # The arm64 image test runs arm64 code in a chroot: qemu registered with binfmt_misc (flag F).

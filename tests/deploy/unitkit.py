@@ -3,11 +3,12 @@
 The "host" is a copy of the image's rootfs (Debian 12 with /opt/kubedevice, what the docs
 install on a node). In private mount and network namespaces it gets ``ProtectSystem=strict``
 (the root read-only), the ``ReadWritePaths`` as writable mounts (the plugin directory
-bind-mounted from a test directory, so a kubelet outside can serve ``kubelet.sock`` there),
-``PrivateTmp``, then the ``+`` ExecStartPre lines unconfined and ExecStart with
-``CapabilityBoundingSet=`` (no capability), ``NoNewPrivileges`` and only the ``Environment=``
-variables, as systemd sets them.
-The other directives are checked by ``systemd-analyze verify``, not emulated.
+bind-mounted from a test directory, so a kubelet outside can serve ``kubelet.sock`` there; made
+if missing, as the unit's ``StateDirectory=``/``RuntimeDirectory=`` have systemd make them),
+``PrivateTmp``, then ExecStart with ``CapabilityBoundingSet=`` (no capability),
+``NoNewPrivileges`` and only the ``Environment=`` variables, as systemd sets them.
+The other directives are checked by ``systemd-analyze verify``, not emulated; a real systemd
+starts both units in tests/deploy/test_hostservice_systemd.py.
 """
 
 from __future__ import annotations
@@ -63,9 +64,7 @@ def _script(service: dict[str, list[str]], root: Path, plugin_dir: Path) -> str:
         lines += [f'mkdir -p "$root"{q(path)}', f'mount {source} "$root"{q(path)}']
     # Every writable mount is in place: now make the rest read-only (a bind remount keeps them).
     lines.append('mount -o remount,bind,ro "$root"')
-    for pre in service.get("ExecStartPre", []):
-        assert pre.startswith("+"), "only privileged ('+') ExecStartPre lines are emulated"
-        lines.append(f'chroot "$root" {" ".join(q(arg) for arg in shlex.split(pre[1:]))}')
+    assert "ExecStartPre" not in service, "not emulated: systemd runs it in the sandbox being set up"
     env = [f"PATH={SYSTEMD_PATH}", *(item for value in service.get("Environment", []) for item in shlex.split(value))]
     (start,) = service["ExecStart"]
     confine = ["setpriv", "--bounding-set=-all", "--inh-caps=-all", "--ambient-caps=-all", "--no-new-privs"]
@@ -85,20 +84,17 @@ def start(host: Path, plugin_dir: Path, log: Path) -> subprocess.Popen[bytes]:
 
 def installed_unit_script(node: Path, source: Callable[[str], str], notify_dir: Path) -> str:
     """The unit ``kubedevice host-service install`` wrote under ``node`` (the host's / as a
-    directory), started as systemd starts it: the ``+`` ExecStartPre lines on the host, then
-    ``RootDirectory=`` as the root of the (caller's private) mount namespace with the API file
-    systems (``MountAPIVFS=``), every ``BindPaths=``/``BindReadOnlyPaths=`` entry bound from the
-    host, and ExecStart there with no capability, only ``Environment=`` and ``NOTIFY_SOCKET``
-    (``notify_dir/sock``, bound at /run/notify). ``source`` maps a host path the unit names to where
-    it is in this test (the node's own directories or a test's stand-in)."""
+    directory), started as systemd starts it: ``RootDirectory=`` as the root of the (caller's
+    private) mount namespace with the API file systems (``MountAPIVFS=``), every
+    ``BindPaths=``/``BindReadOnlyPaths=`` entry bound from the host, and ExecStart there with no
+    capability, only ``Environment=`` and ``NOTIFY_SOCKET`` (``notify_dir/sock``, bound at
+    /run/notify). ``source`` maps a host path the unit names to where it is in this test (the
+    node's own directories or a test's stand-in)."""
     service = parse((node / "etc/systemd/system/kubedevice.service").read_text())["Service"]
     assert service["MountAPIVFS"] == ["yes"] and service["CapabilityBoundingSet"] == [""]
     q = shlex.quote
+    assert "ExecStartPre" not in service, "not emulated: systemd runs it in the sandbox being set up"
     lines = ["ip link set lo up"]  # a no-op on the node's network; needed in a fresh one
-    for pre in service.get("ExecStartPre", []):
-        assert pre.startswith("+"), "only privileged ('+') ExecStartPre lines are emulated"
-        command, *args = shlex.split(pre[1:])
-        lines.append(" ".join([command, *(q(source(a) if a.startswith("/") else a) for a in args)]))
     root = str(node / service["RootDirectory"][0].lstrip("/"))
     lines += [f"root={q(root)}", 'mount --bind "$root" "$root"', 'mount -t proc proc "$root/proc"',
               'mount --rbind /sys "$root/sys"', 'mount -t tmpfs -o mode=755,size=1m tmpfs "$root/dev"',

@@ -86,10 +86,44 @@ class Paths:
     host_root: str
 
 
+# systemd makes a unit's Runtime/State/ConfigurationDirectory= on the host before it sets up a
+# command's namespace, and binds them into RootDirectory=: host path prefix -> (kind, mode).
+EXEC_DIRECTORIES = {"/run/": ("Runtime", "0755"), "/var/run/": ("Runtime", "0755"),
+                    "/var/lib/": ("State", "0750"), "/etc/": ("Configuration", "0755")}
+
+
+def directory_settings(*directories: str) -> str:
+    """The lines that have systemd make ``directories`` on the host at every start, where it can.
+
+    Why not ``ExecStartPre=+/bin/mkdir``: a real systemd applies ``RootDirectory=`` and every
+    bind to ``+`` lines too, so a bind of a missing directory fails the ``mkdir`` line's own
+    start (226/NAMESPACE), and ``RootDirectoryStartOnly=`` would have systemd make the binds'
+    mount points (``/host/dev`` ...) in the host's own root. The CDI directory on ``/run`` (a
+    tmpfs) is gone after every reboot; runtime directories are kept when the unit stops
+    (``RuntimeDirectoryPreserve=``), as they hold every CDI driver's specs. A directory under no
+    prefix systemd manages must exist (the kubelet makes its plugin directory).
+    """
+    kinds: dict[str, list[str]] = {}
+    for directory in directories:
+        for prefix, (kind, _) in EXEC_DIRECTORIES.items():
+            if directory.startswith(prefix) and directory.strip("/") != prefix.strip("/"):
+                kinds.setdefault(kind, []).append(directory.removeprefix(prefix).strip("/"))
+                break
+    modes = dict(EXEC_DIRECTORIES.values())
+    lines = [line for kind, names in kinds.items()
+             for line in (f"{kind}Directory={' '.join(names)}", f"{kind}DirectoryMode={modes[kind]}")]
+    if "Runtime" in kinds:
+        lines.append("RuntimeDirectoryPreserve=yes")
+    return "".join(f"{line}\n" for line in lines)
+
+
 def unit_text(layout: Layout, paths: Paths) -> str:
     """The unit (its mark is added by :func:`write_marked`): deploy/systemd/kubedevice.service's
-    ordering, readiness and confinement, run inside the copied image. ``+`` ExecStartPre lines
-    run on the host itself (no RootDirectory)."""
+    ordering, readiness and confinement, run inside the copied image.
+
+    Every command runs in the copy, ExecReload too: the image has no ``/bin/kill``, so the
+    signal comes from its shell's builtin. Tested under a real systemd by
+    tests/deploy/test_hostservice_systemd.py."""
     host = paths.host_root.rstrip("/")
     binds = f"/dev:{host}/dev /sys:{host}/sys -/run/udev:{host}/run/udev /etc/kubedevice:/etc/kubedevice"
     return f"""# The Helm chart's hostService (docs/deploy.md, "Host service from the chart").
@@ -102,14 +136,12 @@ After=local-fs.target
 Type=notify
 NotifyAccess=main
 TimeoutStartSec=60s
-ExecStartPre=+/bin/mkdir -p -m 0750 {paths.plugin_dir}
-ExecStartPre=+/bin/mkdir -p -m 0755 {paths.cdi_dir}
-RootDirectory={layout.rootfs}
+{directory_settings(paths.plugin_dir, paths.cdi_dir)}RootDirectory={layout.rootfs}
 MountAPIVFS=yes
 BindReadOnlyPaths={binds}
 BindPaths={paths.plugin_dir} {paths.cdi_dir}
 ExecStart={EXEC_START}
-ExecReload=/bin/kill -HUP $MAINPID
+ExecReload=/bin/sh -c 'kill -HUP "$$MAINPID"'
 Restart=always
 RestartSec=1s
 Environment=PATH=/opt/kubedevice/bin:/usr/sbin:/usr/bin:/sbin:/bin PYTHONUNBUFFERED=1 PYTHONDONTWRITEBYTECODE=1
@@ -117,6 +149,7 @@ CapabilityBoundingSet=
 AmbientCapabilities=
 NoNewPrivileges=yes
 ProtectSystem=strict
+ProtectHome=yes
 ReadWritePaths={paths.plugin_dir} {paths.cdi_dir}
 PrivateTmp=yes
 MemoryMax=128M
