@@ -146,6 +146,7 @@ async def serve_bare(socket: Path) -> None:
     v1_grpc.add_DRAPluginServicer_to_server(BareUnprepare(), server)
     server.add_insecure_port(f"unix:{socket}")
     await server.start()
+    gc.freeze()  # as serve does once ready: this process imported the whole benchmark's modules
     await server.wait_for_termination()
 
 
