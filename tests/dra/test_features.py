@@ -14,7 +14,6 @@ import pytest
 from kubedevice.dra import features
 
 
-
 def kube_features_go(version: str) -> Path:
     """kube_features.go of ``k8s.io/kubernetes@version``: from the Go module cache, fetched with
     ``go mod download`` when missing (a fresh machine has only what the default release's build

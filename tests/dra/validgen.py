@@ -8,6 +8,11 @@ mutations, each setting one field to a value drawn from a list of near-miss valu
 invalid names, lengths at and past a limit counted in bytes (``é`` is two), wrong JSON types
 (which strict decoding must refuse), empty lists, unknown fields. The same seed always gives the
 same objects (``random.Random``, no set iteration).
+
+DeviceTaintRules take the shape of the release: v1alpha3 before 1.36 (the only version those
+releases have), whose 1.34 selector also has ``deviceClassName`` and CEL ``selectors``; v1beta2
+from 1.36. Every release draws the same mutations, among them those two fields and a ``status``,
+which are unknown fields wherever the release's Go types lack them.
 """
 
 from __future__ import annotations
@@ -20,6 +25,7 @@ from typing import Any
 Doc = dict[str, Any]
 API = "resource.k8s.io/v1"
 NAMESPACE = "default"
+DEFAULT_RELEASE = "1.36"
 
 # Values that exercise the name, label and length rules, each valid or invalid somewhere.
 _NAMES = ["a", "gpu-0", "Gpu", "a.b", "a_b", "-a", "a" * 63, "a" * 64, "é", "", "1a", "a..b"]
@@ -38,7 +44,7 @@ _LABEL_VALUES = ["", "v", "a" * 63, "a" * 64, "-a", "a b", "é"]
 _COUNTS = [1, 0, -1, 2, 10, "2", 2.0, None]
 
 
-def device_class(rng: random.Random) -> Doc:
+def device_class(rng: random.Random, release: str = DEFAULT_RELEASE) -> Doc:
     return {"apiVersion": API, "kind": "DeviceClass", "metadata": _meta(rng, False), "spec": {
         "selectors": [{"cel": {"expression": 'device.driver == "example.com"'}}],
         "config": [{"opaque": {"driver": "example.com", "parameters": {"a": 1}}}],
@@ -46,7 +52,7 @@ def device_class(rng: random.Random) -> Doc:
     }}
 
 
-def resource_slice(rng: random.Random) -> Doc:
+def resource_slice(rng: random.Random, release: str = DEFAULT_RELEASE) -> Doc:
     device = {
         "name": "d0",
         "attributes": {"model": {"string": "x"}, "example.com/n": {"int": 1}, "ok": {"bool": True},
@@ -100,18 +106,26 @@ def _claim_spec(rng: random.Random) -> Doc:
     return spec
 
 
-def resource_claim(rng: random.Random) -> Doc:
+def resource_claim(rng: random.Random, release: str = DEFAULT_RELEASE) -> Doc:
     return {"apiVersion": API, "kind": "ResourceClaim", "metadata": _meta(rng, True), "spec": _claim_spec(rng)}
 
 
-def resource_claim_template(rng: random.Random) -> Doc:
+def resource_claim_template(rng: random.Random, release: str = DEFAULT_RELEASE) -> Doc:
     return {"apiVersion": API, "kind": "ResourceClaimTemplate", "metadata": _meta(rng, True), "spec": {
         "metadata": {"labels": {"app": "x"}}, "spec": _claim_spec(rng)}}
 
 
-def device_taint_rule(rng: random.Random) -> Doc:
-    return {"apiVersion": "resource.k8s.io/v1beta2", "kind": "DeviceTaintRule", "metadata": _meta(rng, False),
-            "spec": {"deviceSelector": {"driver": "example.com", "pool": "pool", "device": "d0"},
+def taint_rule_version(release: str) -> str:
+    """The DeviceTaintRule version generated for a release: the one it has before 1.36, else v1beta2."""
+    return "resource.k8s.io/v1alpha3" if release in ("1.34", "1.35") else "resource.k8s.io/v1beta2"
+
+
+def device_taint_rule(rng: random.Random, release: str = DEFAULT_RELEASE) -> Doc:
+    selector: Doc = {"driver": "example.com", "pool": "pool", "device": "d0"}
+    if release == "1.34":  # 1.34's v1alpha3 selector: a class and CEL selectors too
+        selector = {"deviceClassName": "gpu", **selector, "selectors": [{"cel": {"expression": "true"}}]}
+    return {"apiVersion": taint_rule_version(release), "kind": "DeviceTaintRule", "metadata": _meta(rng, False),
+            "spec": {"deviceSelector": selector,
                      "taint": {"key": "example.com/t", "value": "v", "effect": "NoExecute"}}}
 
 
@@ -245,13 +259,22 @@ def _spec_mutations(kind: str) -> list[tuple[tuple[Any, ...], list[Any]]]:
             ((*s, "devices", "config", 0, "opaque", "driver"), _NAMES),
             ((*s, "devices", "unknown"), [1]),
         ]
+    condition = {"type": "EvictionInProgress", "status": "True", "observedGeneration": 1,
+                 "lastTransitionTime": "2026-01-01T00:00:00Z", "reason": "r", "message": "m"}
     return [
         (("spec", "deviceSelector", "driver"), [*_NAMES, "example.com"]),
         (("spec", "deviceSelector", "pool"), ["a/b", "", "a//b", "Pool", "a" * 254]),
         (("spec", "deviceSelector", "device"), _NAMES),
         (("spec", "deviceSelector"), [{}, None, {"unknown": 1}]),
+        (("spec", "deviceSelector", "deviceClassName"), [*_NAMES, "gpu.example.com", "a" * 254, 1, None]),
+        (("spec", "deviceSelector", "selectors"), [[], [{"cel": {"expression": "true"}}] * 33, [{}], [{"cel": {}}],
+                                                   "x", None, [{"cel": {"expression": "true"}, "x": 1}]]),
+        (("spec", "deviceSelector", "selectors", 0, "cel", "expression"), [*_CEL, "x" * 10241, 1]),
         *[(("spec", "taint", field), values) for field, values in _TAINT],
         (("spec", "taint"), [{}, None]),
+        (("status",), [{}, None, {"conditions": []}, {"conditions": [condition]}, {"conditions": "x"}, {"x": 1},
+                       {"conditions": [{**condition, "lastTransitionTime": "yesterday"}]},
+                       {"conditions": [{**condition, "status": 1}]}, {"conditions": [{"type": "a" * 400}] * 9}]),
     ]
 
 
@@ -278,19 +301,20 @@ def _set(doc: Any, path: tuple[Any, ...], value: Any) -> bool:
 NAMESPACED = ("ResourceClaim", "ResourceClaimTemplate")
 """Posted to ``NAMESPACE``: another namespace in the object is refused before validation (400), not modelled."""
 
-BUILDERS: dict[str, Callable[[random.Random], Doc]] = {
+BUILDERS: dict[str, Callable[[random.Random, str], Doc]] = {
     "DeviceClass": device_class, "ResourceSlice": resource_slice, "ResourceClaim": resource_claim,
     "ResourceClaimTemplate": resource_claim_template, "DeviceTaintRule": device_taint_rule,
 }
 
 
-def generate(kind: str, count: int, seed: int = 0) -> list[Doc]:
-    """``count`` objects of ``kind``: about one in six unmutated, the rest with one or two mutations."""
+def generate(kind: str, count: int, seed: int = 0, release: str = DEFAULT_RELEASE) -> list[Doc]:
+    """``count`` objects of ``kind`` in the shape of ``release``: about one in six unmutated, the
+    rest with one or two mutations."""
     rng = random.Random(f"{kind}-{seed}")
     mutations = _META + _spec_mutations(kind)
     out = []
     for _ in range(count):
-        doc = BUILDERS[kind](rng)
+        doc = BUILDERS[kind](rng, release)
         for _ in range(rng.choice((0, 1, 1, 1, 2, 2))):
             path, values = rng.choice(mutations)
             value = rng.choice(values)  # drawn whatever happens next, so one skip shifts no later draw

@@ -10,15 +10,22 @@ paths (``status.details.causes[].field``); each cause's message is compared too 
 exact matches reported. A 400 (the decoder's refusal: unknown field, wrong JSON type) carries no
 field paths, so only the verdict counts there.
 
-Each server runs with its release's default gates (plus what ``GATE_FLAGS`` says) and our side gets
-the same gates and the release itself (``validate(obj, gates, release)``). Every disagreement found
-is kept as a case file under tests/dra/data/validation_cases/ with the server's answer and always
-runs: ``"xfail"`` in a case names why it still disagrees (strict). ``KUBEDEVICE_VALIDATION_CASES``
-sets the objects per kind (default 300, the same for every release); with
-``KUBEDEVICE_VALIDATION_KEEP=1`` a run writes its disagreements there. Releases: every one of
-``components.RELEASES`` whose build is cached, and the default release (1.36) always: built if need
-be, like the e2e cluster; without it the test fails in CI and skips elsewhere. All four take 2 to 4
-minutes warm on 2 shared cores, 20 to 75 s each with its server's start.
+Each server runs with the gates and ``--runtime-config`` of its ``ServerConfig`` and our side gets
+the same gates, the same runtime config and the release itself (``validate(obj, gates, release)``).
+Every release has a server with its default gates and ``resource.k8s.io/v1beta2`` on, where the
+four claim-side kinds are compared (and DeviceTaintRules from 1.36, which has them in v1beta2).
+1.34 and 1.35 have DeviceTaintRules in v1alpha3 only, off by default: two more servers enable
+v1alpha3, one with the release's default gates and one with the gates of the feature on
+(``TAINT_GATES``), and compare DeviceTaintRules only (validgen draws the v1alpha3 shape of the
+release). On every server ``test_served_exactly_where_ours_says`` posts every kind in every version
+and requires a 404 exactly where ``features.not_served`` says the kind is not served: no gate decides
+it, the enabled API versions do. Every disagreement found is kept as a case file under
+tests/dra/data/validation_cases/ with the server's answer and always runs: ``"xfail"`` in a case
+names why it still disagrees (strict). ``KUBEDEVICE_VALIDATION_CASES`` sets the objects per kind
+(default 300, the same for every release); with ``KUBEDEVICE_VALIDATION_KEEP=1`` a run writes its
+disagreements there. Releases: every one of ``components.RELEASES`` whose build is cached, and the
+default release (1.36) always: built if need be, like the e2e cluster; without it the test fails
+in CI and skips elsewhere. All eight servers take about 65 s warm on 2 cores (5 s to start each).
 """
 
 from __future__ import annotations
@@ -26,6 +33,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import random
 import shutil
 import socket
 import ssl
@@ -53,14 +61,41 @@ pytestmark = pytest.mark.interop
 
 CASES_DIR = Path(__file__).resolve().parents[1] / "dra" / "data" / "validation_cases"
 COUNT = int(os.environ.get("KUBEDEVICE_VALIDATION_CASES", "300"))
-GATE_FLAGS = {"1.34": "", "1.35": "", "1.36": "DRADeviceTaintRules=true", "1.37": "DRADeviceTaintRules=true"}
-"""Each release's server runs with its defaults, plus DRADeviceTaintRules from 1.36 on (the gate alone
-serves the kind there). Before 1.36 DeviceTaintRules are served only as v1alpha3 and only with
-DRADeviceTaints on, which would change what the server does to slices and claims, so those releases
-run with their defaults and their DeviceTaintRules are not compared (``dra validate`` reports the kind
-as not served there)."""
-PLURALS = {"DeviceClass": "deviceclasses", "ResourceSlice": "resourceslices", "ResourceClaim": "resourceclaims",
-           "ResourceClaimTemplate": "resourceclaimtemplates", "DeviceTaintRule": "devicetaintrules"}
+CORE_KINDS = ("DeviceClass", "ResourceSlice", "ResourceClaim", "ResourceClaimTemplate")
+TAINT_GATES = {"1.34": "DRADeviceTaints=true", "1.35": "DRADeviceTaints=true,DRADeviceTaintRules=true"}
+"""The gates of the device-taint feature before 1.36: they change what the scheduler and the eviction
+controller do with DeviceTaintRules, and what the API server does to slices and claims, but not
+whether it serves the kind; so only DeviceTaintRules are compared on a server with them on."""
+
+
+@dataclass(frozen=True)
+class ServerConfig:
+    """One kube-apiserver's flags, and the kinds compared on it."""
+
+    release: str
+    name: str
+    gates: str
+    runtime_config: str
+    kinds: tuple[str, ...]
+
+    @property
+    def id(self) -> str:
+        return f"{self.release}-{self.name}"
+
+
+def _configs() -> list[ServerConfig]:
+    configs = [ServerConfig(release, "defaults", "", "resource.k8s.io/v1beta2=true",
+                            CORE_KINDS + (("DeviceTaintRule",) if features.at_least(release, "1.36") else ()))
+               for release in components.RELEASES]
+    alpha = "resource.k8s.io/v1alpha3=true"
+    for release, gates in TAINT_GATES.items():
+        configs += [ServerConfig(release, "v1alpha3", "", alpha, ("DeviceTaintRule",)),
+                    ServerConfig(release, "v1alpha3-gated", gates, alpha, ("DeviceTaintRule",))]
+    return configs
+
+
+SERVERS = _configs()
+DEFAULTS = {config.release: config for config in SERVERS if config.name == "defaults"}
 
 
 def _unavailable(reason: str) -> None:
@@ -85,17 +120,19 @@ class Verdict:
     messages: tuple[str, ...]
     decode: bool
     """Refused by the decoder (no field paths to compare)."""
+    served: bool = True
+    """False: no such kind in that version on this server (a 404; kubectl's "no matches for kind")."""
 
     def to_json(self) -> dict[str, Any]:
         return {"accepted": self.accepted, "fields": sorted(self.fields), "messages": list(self.messages),
-                "decode": self.decode}
+                "decode": self.decode, "served": self.served}
 
 
 class ApiServer:
     """kube-apiserver + etcd in a temp dir, stopped on close; ``dry_run`` posts one document."""
 
-    def __init__(self, release: str, directory: Path) -> None:
-        self.release, self.version = release, components.RELEASES[release]
+    def __init__(self, config: ServerConfig, directory: Path) -> None:
+        self.config, self.release, self.version = config, config.release, components.RELEASES[config.release]
         self.dir, self.processes = directory, list[subprocess.Popen[bytes]]()
         try:
             kube, etcd = components.kubernetes(self.version), components.etcd()
@@ -124,8 +161,8 @@ class ApiServer:
             f"--service-account-key-file={p / 'sa.pub'}", f"--service-account-signing-key-file={p / 'sa.key'}",
             "--service-account-issuer=https://kubernetes.default.svc", "--authorization-mode=RBAC",
             "--service-cluster-ip-range=10.96.0.0/24", "--profiling=false", "--endpoint-reconciler-type=none",
-            *([f"--feature-gates={GATE_FLAGS[self.release]}"] if GATE_FLAGS[self.release] else []),
-            "--runtime-config=resource.k8s.io/v1beta2=true"])  # fmt: skip
+            *([f"--feature-gates={self.config.gates}"] if self.config.gates else []),
+            f"--runtime-config={self.config.runtime_config}"])  # fmt: skip
         context = ssl.create_default_context(cafile=str(p / "ca.crt"))
         context.load_cert_chain(str(p / "admin.crt"), str(p / "admin.key"))
         self.http = httpx2.Client(base_url=f"https://127.0.0.1:{secure}", verify=context, trust_env=False,
@@ -173,13 +210,19 @@ class ApiServer:
             process.terminate()
             process.wait(60)
 
-    def dry_run(self, doc: dict[str, Any]) -> Verdict:
+    def post(self, doc: dict[str, Any]) -> httpx2.Response:
+        """A dry-run create of ``doc`` at its kind's resource in its own apiVersion."""
         kind = doc.get("kind", "")
         group_version = doc["apiVersion"]
         namespace = f"/namespaces/{validgen.NAMESPACE}" if kind in validgen.NAMESPACED else ""
-        path = f"/apis/{group_version}{namespace}/{PLURALS[kind]}?dryRun=All&fieldValidation=Strict"
+        path = f"/apis/{group_version}{namespace}/{features.RESOURCES[kind]}?dryRun=All&fieldValidation=Strict"
         body = json.dumps(doc, ensure_ascii=False).encode()
-        response = self.http.post(path, content=body, headers={"Content-Type": "application/json"})
+        return self.http.post(path, content=body, headers={"Content-Type": "application/json"})
+
+    def dry_run(self, doc: dict[str, Any]) -> Verdict:
+        response = self.post(doc)
+        if response.status_code == 404:
+            return Verdict(False, frozenset(), (response.json().get("message", ""),), False, served=False)
         if response.is_success:
             return Verdict(True, frozenset(), (), False)
         status = response.json()
@@ -190,12 +233,18 @@ class ApiServer:
                        tuple(sorted(f"{c.get('field', '')}: {c.get('message', '')}" for c in causes)), False)
 
 
-def ours(doc: dict[str, Any], release: str, gates: dict[str, bool]) -> Verdict:
-    """``kubedevice dra validate``'s answer, as its CLI reaches it."""
+def ours(doc: dict[str, Any], config: ServerConfig) -> Verdict:
+    """``kubedevice dra validate --kubernetes-version R --feature-gates G --runtime-config C``'s
+    answer, as its CLI reaches it."""
+    release = config.release
+    gates = features.from_flags(release, config.gates)
     try:
-        obj = models.from_document(json.loads(json.dumps(doc)))
+        obj = models.from_document(json.loads(json.dumps(doc)), "", release)
     except DecodeError as error:
         return Verdict(False, frozenset(), tuple(error.messages), True)
+    api = features.runtime_config(release, config.runtime_config)
+    if unserved := features.not_served(obj.kind, obj.api_version, release, gates, api):
+        return Verdict(False, frozenset(), (unserved,), False, served=False)
     errors = validate(obj, gates, release)
     if not errors:
         return Verdict(True, frozenset(), (), False)
@@ -204,24 +253,24 @@ def ours(doc: dict[str, Any], release: str, gates: dict[str, bool]) -> Verdict:
 
 def agree(server: Verdict, mine: Verdict) -> bool:
     """Same verdict, and for a field-level refusal by both, the same field paths."""
-    if server.accepted != mine.accepted:
+    if server.served != mine.served or server.accepted != mine.accepted:
         return False
-    if server.accepted:
+    if server.accepted or not server.served:
         return True
     if server.decode or mine.decode:
         return server.decode == mine.decode
     return server.fields == mine.fields
 
 
-@pytest.fixture(scope="module", params=list(components.RELEASES))
+@pytest.fixture(scope="module", params=SERVERS, ids=[config.id for config in SERVERS])
 def server(request: pytest.FixtureRequest) -> Iterator[ApiServer]:
     """Every release whose build is cached; the default release always (built if need be)."""
-    release = request.param
-    version = components.RELEASES[release]
-    if release != components.DEFAULT_RELEASE and not (components.cache_dir() / f"kubernetes-{version}").exists():
+    config: ServerConfig = request.param
+    version = components.RELEASES[config.release]
+    if config.release != components.DEFAULT_RELEASE and not (components.cache_dir() / f"kubernetes-{version}").exists():
         pytest.skip(f"kube-apiserver {version} is not built (the default release is the one CI builds)")
     directory = Path(tempfile.mkdtemp(prefix="kd-valdiff-", dir="/tmp"))
-    api = ApiServer(release, directory)
+    api = ApiServer(config, directory)
     try:
         yield api
     finally:
@@ -229,23 +278,25 @@ def server(request: pytest.FixtureRequest) -> Iterator[ApiServer]:
         shutil.rmtree(directory, ignore_errors=True)
 
 
-def _keep(release: str, kind: str, doc: dict[str, Any], server: Verdict, mine: Verdict) -> None:
+def _keep(config: ServerConfig, kind: str, doc: dict[str, Any], server: Verdict, mine: Verdict) -> None:
     CASES_DIR.mkdir(parents=True, exist_ok=True)
     body = json.dumps(doc, sort_keys=True, ensure_ascii=False)
-    name = f"{release}-{kind}-{hashlib.sha256(body.encode()).hexdigest()[:10]}.json"
-    case = {"release": release, "object": doc, "server": server.to_json(), "ours_when_found": mine.to_json()}
+    name = f"{config.release}-{kind}-{hashlib.sha256(body.encode()).hexdigest()[:10]}.json"
+    case = {"release": config.release, "gates": config.gates, "runtime_config": config.runtime_config,
+            "object": doc, "server": server.to_json(), "ours_when_found": mine.to_json()}
     (CASES_DIR / name).write_text(json.dumps(case, ensure_ascii=False, sort_keys=True) + "\n")
 
 
 @pytest.mark.parametrize("kind", list(validgen.BUILDERS))
 def test_generated_objects_agree_with_the_api_server(server: ApiServer, kind: str) -> None:
-    release = server.release
-    gates = features.from_flags(release, GATE_FLAGS[release])
-    if kind == "DeviceTaintRule" and not gates.get("DRADeviceTaintRules"):
-        pytest.skip(f"{release} serves DeviceTaintRules only with gates that change the other kinds (GATE_FLAGS)")
+    config = server.config
+    if kind not in config.kinds:
+        pytest.skip(f"{config.id} compares {', '.join(config.kinds)}")
     disagreements, messages_same, refused_by_both, accepted = [], 0, 0, 0
-    for doc in validgen.generate(kind, COUNT, seed=int(release.split(".")[1])):
-        answer, mine = server.dry_run(doc), ours(doc, release, gates)
+    docs = validgen.generate(kind, COUNT, seed=int(config.release.split(".")[1]), release=config.release)
+    for doc in docs:
+        answer, mine = server.dry_run(doc), ours(doc, config)
+        assert answer.served, f"{config.id} does not serve {doc['apiVersion']} {kind}: nothing would be compared"
         accepted += answer.accepted
         if not answer.accepted and not mine.accepted and not answer.decode and not mine.decode:
             refused_by_both += 1
@@ -254,11 +305,41 @@ def test_generated_objects_agree_with_the_api_server(server: ApiServer, kind: st
             disagreements.append((doc, answer, mine))
     if os.environ.get("KUBEDEVICE_VALIDATION_KEEP"):
         for doc, answer, mine in disagreements:
-            _keep(release, kind, doc, answer, mine)
+            _keep(config, kind, doc, answer, mine)
     rate = f"messages identical on {messages_same}/{refused_by_both} field-level refusals"
-    print(f"{release} {kind}: {COUNT - len(disagreements)}/{COUNT} agree ({accepted} accepted by the server); {rate}")
+    print(f"{config.id} {kind}: {COUNT - len(disagreements)}/{COUNT} agree ({accepted} accepted by the server); {rate}")
     assert not disagreements, "\n".join(
         f"{json.dumps(d, ensure_ascii=False)[:600]}\n  server: {a}\n  ours:   {m}" for d, a, m in disagreements[:5])
+
+
+def _probe(kind: str, api_version: str, release: str) -> dict[str, Any]:
+    """A valid object of ``kind`` (the v1 shape) named as ``api_version``: where the kind is served the
+    server answers it somehow (created, or refused for the shape), where it is not, with a 404."""
+    doc = validgen.BUILDERS[kind](random.Random(0), release)
+    return {**doc, "apiVersion": api_version}
+
+
+def test_served_exactly_where_ours_says(server: ApiServer) -> None:
+    """Every kind in every version: a 404 exactly where ``not_served`` says so for this server's
+    gates and ``--runtime-config``, whatever the gates (the v1alpha3 servers of 1.34 and 1.35 serve
+    DeviceTaintRules with the feature's gates off and on; the defaults server of 1.36 serves them in
+    v1beta2 with DRADeviceTaintRules off)."""
+    config = server.config
+    gates = features.from_flags(config.release, config.gates)
+    api = features.runtime_config(config.release, config.runtime_config)
+    served, wrong = [], []
+    for kind in features.RESOURCES:
+        for version in models.VERSIONS:
+            api_version = f"{features.API_GROUP}/{version}"
+            answer = server.post(_probe(kind, api_version, config.release))
+            mine = features.not_served(kind, api_version, config.release, gates, api)
+            if (answer.status_code == 404) != (mine is not None):
+                wrong.append(f"{api_version} {kind}: server {answer.status_code} {answer.text[:200]}, ours {mine}")
+            if answer.status_code != 404:
+                served.append(f"{version}/{kind}")
+    print(f"{config.id}: served {len(served)} of {len(features.RESOURCES) * len(models.VERSIONS)}: {', '.join(served)}")
+    assert not wrong, "\n".join(wrong)
+    assert served and len(served) < len(features.RESOURCES) * len(models.VERSIONS)  # both answers were seen
 
 
 def _cases() -> list[Any]:
@@ -267,13 +348,16 @@ def _cases() -> list[Any]:
 
 @pytest.mark.parametrize("path", _cases())
 def test_kept_disagreements_now_agree(path: Path, request: pytest.FixtureRequest) -> None:
-    """Each kept case against the server's recorded answer: no server needed, so it runs everywhere."""
+    """Each kept case against the server's recorded answer: no server needed, so it runs everywhere.
+    A case without flags was kept on its release's defaults server (gates then as now ours)."""
     case = json.loads(path.read_text())
     if "xfail" in case:
         request.applymarker(pytest.mark.xfail(reason=case["xfail"], strict=True))
     recorded = case["server"]
     server = Verdict(recorded["accepted"], frozenset(recorded["fields"]), tuple(recorded["messages"]),
-                     recorded["decode"])
-    release = case["release"]
-    mine = ours(case["object"], release, features.from_flags(release, GATE_FLAGS[release]))
+                     recorded["decode"], recorded.get("served", True))
+    defaults = DEFAULTS[case["release"]]
+    config = ServerConfig(defaults.release, "kept", case.get("gates", defaults.gates),
+                          case.get("runtime_config", defaults.runtime_config), ())
+    mine = ours(case["object"], config)
     assert agree(server, mine), f"server: {server}\nours:   {mine}"

@@ -19,7 +19,7 @@ from ..errors import cannot_read, fail
 from . import features, models
 from .allocator import AllocationError, Node, Unallocatable, allocate, allocated_devices
 from .explain import explain, render, requests_using, verdicts_json
-from .models import DecodeError, DeviceClass, DeviceTaintRule, DRAObject, ResourceClaim, ResourceSlice, of_kind
+from .models import DecodeError, DeviceClass, DRAObject, ResourceClaim, ResourceSlice, of_kind
 from .slices import DEFAULT_TAINT_EFFECT, Sharing, SliceError, slices_for
 from .strategy import drop_disabled_fields
 from .validation import Path as FieldPath
@@ -98,15 +98,27 @@ def validate_command(
     ],
     kubernetes_version: KubernetesVersion = features.NEWEST,
     feature_gates: FeatureGates = None,
+    runtime_config: Annotated[
+        str | None,
+        typer.Option(
+            "--runtime-config",
+            metavar="resource.k8s.io/VERSION=BOOL,...",
+            help="The API versions the API server enables, as its own flag: which objects it serves.",
+        ),
+    ] = None,
 ) -> None:
     """Validate DeviceClasses, ResourceSlices, ResourceClaims, ResourceClaimTemplates and
     DeviceTaintRules as the API server of --kubernetes-version would (fields of disabled
     features are dropped, not refused).
 
     Each FILE is YAML or JSON; kinds may be mixed. Prints one line per problem and a summary,
-    all on stdout. Exits 1 if any object is invalid.
+    all on stdout. Exits 1 if any object is invalid. An object the API server would not serve is
+    a problem too: a kind the release lacks in that version, or a version off in --runtime-config
+    (without it the version is taken as enabled, and a DeviceTaintRule as served where its
+    feature's gate is on).
     """
     gates = gates_from_flags(kubernetes_version, feature_gates)
+    api = _api_config(kubernetes_version, runtime_config)
     problems = checked = 0
     documents = [(path, _documents(path)) for path in files]  # an unreadable file: exit 2 before any report
     for path, docs in documents:
@@ -114,15 +126,15 @@ def validate_command(
             where = f"{path}:{line}"
             checked += 1
             try:
-                obj = models.from_document(document, where)
+                obj = models.from_document(document, where, kubernetes_version)
             except DecodeError as error:
                 problems += 1
                 for message in error.messages:
                     typer.echo(f"{where}: {message}")
                 continue
-            if isinstance(obj, DeviceTaintRule) and not gates.get("DRADeviceTaintRules"):
+            if unserved := features.not_served(obj.kind, obj.api_version, kubernetes_version, gates, api):
                 problems += 1
-                typer.echo(f"{where}: {_not_served(obj, kubernetes_version)}")
+                typer.echo(f"{where}: {unserved}")
                 continue
             errors = validate(obj, gates, kubernetes_version)
             problems += bool(errors)
@@ -135,12 +147,14 @@ def validate_command(
     typer.echo(f"{checked} {noun} valid")
 
 
-def _not_served(obj: DeviceTaintRule, release: str) -> str:
-    """The API server registers DeviceTaintRules only with their gate on: to kubectl the kind is unknown."""
-    return (
-        f'no matches for kind "DeviceTaintRule" in version "{obj.api_version}" '
-        f"(DRADeviceTaintRules is off in Kubernetes {release}; --feature-gates DRADeviceTaintRules=true)"
-    )
+def _api_config(release: str, runtime_config: str | None) -> features.APIConfig | None:
+    """The API versions ``--runtime-config`` enables (None: not given), or exit 2 with kube-apiserver's words."""
+    if runtime_config is None:
+        return None
+    try:
+        return features.runtime_config(release, runtime_config)  # the release was checked with the gates
+    except features.RuntimeConfigError as error:
+        fail(f"--runtime-config: {error}")
 
 
 def _one_claim(path: Path | None) -> ResourceClaim | None:

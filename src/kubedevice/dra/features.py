@@ -1,5 +1,5 @@
-"""Kubernetes releases and their DRA feature gates: what ``--kubernetes-version`` and
-``--feature-gates`` mean for ``kubedevice dra``.
+"""Kubernetes releases, their DRA feature gates and the API versions they serve: what
+``--kubernetes-version``, ``--feature-gates`` and ``--runtime-config`` mean for ``kubedevice dra``.
 
 The table is the versioned specs of ``pkg/features/kube_features.go`` (kubernetes v1.36.3 and
 v1.35.4; the 1.37 rows from v1.37's scheduler feature gates, the same specs) for the gates that
@@ -7,12 +7,18 @@ change what the API server accepts, what the scheduler allocates or what CEL dec
 release knows a gate from its first spec on: ``DRAListTypeAttributes`` does not exist in 1.35,
 so naming it there is refused as the 1.35 API server refuses it. Parsing and its messages follow
 ``featuregate.SetWithLogger`` / ``unsafeSetFromMap`` (k8s.io/component-base/featuregate).
+
+No feature gate decides whether the API server serves a kind: ``storage_resource.go`` registers
+each ``resource.k8s.io`` resource wherever its API version is enabled (``--runtime-config``), and
+every gate only changes what is done with the objects (kubernetes v1.34.4 to v1.37.2, found by
+the live differential too). :func:`not_served` says so per release.
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 RELEASES = ("1.34", "1.35", "1.36", "1.37")
 NEWEST = RELEASES[-1]
@@ -173,3 +179,129 @@ def from_flags(release: str, feature_gates: str | None) -> dict[str, bool]:
     """What ``--kubernetes-version`` and ``--feature-gates`` together select."""
     check_release(release)
     return effective(release, parse(feature_gates) if feature_gates else None)
+
+
+# --- the API versions a release serves (kube-apiserver's --runtime-config) ---------------------
+
+API_GROUP = "resource.k8s.io"
+RESOURCES = {"DeviceClass": "deviceclasses", "ResourceSlice": "resourceslices", "ResourceClaim": "resourceclaims",
+             "ResourceClaimTemplate": "resourceclaimtemplates", "DeviceTaintRule": "devicetaintrules"}
+_CORE_KINDS = ("DeviceClass", "ResourceClaim", "ResourceClaimTemplate", "ResourceSlice")
+_BEFORE_136 = {"v1alpha3": ("DeviceTaintRule",), "v1beta1": _CORE_KINDS, "v1beta2": _CORE_KINDS, "v1": _CORE_KINDS}
+_IN_136 = {**_BEFORE_136, "v1beta2": (*_CORE_KINDS, "DeviceTaintRule")}
+API_KINDS: dict[str, dict[str, tuple[str, ...]]] = {
+    "1.34": _BEFORE_136,
+    "1.35": _BEFORE_136,
+    "1.36": _IN_136,
+    "1.37": {**_IN_136, "v1": (*_CORE_KINDS, "DeviceTaintRule")},
+}
+"""Release -> API version -> the kinds of ours its REST storage registers (pkg/registry/resource/rest/
+storage_resource.go; v1alpha3 lost every other kind before 1.34)."""
+DEFAULT_API_VERSIONS = ("v1",)
+"""Enabled unless ``--runtime-config`` says otherwise: alphas and betas are off by default
+(``DefaultAPIResourceConfigSource``, pkg/controlplane/instance.go, 1.34 to 1.37)."""
+
+
+class RuntimeConfigError(ValueError):
+    """A ``--runtime-config`` value kube-apiserver would refuse; the message is its own."""
+
+
+@dataclass(frozen=True)
+class APIConfig:
+    """The ``resource.k8s.io`` part of kube-apiserver's resource config (``serverstorage.ResourceConfig``)."""
+
+    versions: Mapping[str, bool]
+    resources: Mapping[tuple[str, str], bool] = field(default_factory=dict)
+
+    def enabled(self, version: str, resource: str) -> bool:
+        """``ResourceEnabled``: a resource's own setting, else its version's."""
+        explicit = self.resources.get((version, resource))
+        return self.versions.get(version, False) if explicit is None else explicit
+
+
+_VERSION_MATCHERS = (  # groupVersionMatchersOrder of apiserver's resourceconfig/helpers.go
+    ("api/all", re.compile(r".*")),
+    ("api/ga", re.compile(r"v\d+\Z")),
+    ("api/beta", re.compile(r"v\d+beta\d+\Z")),
+    ("api/alpha", re.compile(r"v\d+alpha\d+\Z")),
+)
+
+
+def _configuration_map(value: str) -> dict[str, str]:
+    """``cliflag.ConfigurationMap.Set``: ``key[=value]`` items split at commas, trimmed."""
+    parsed: dict[str, str] = {}
+    for item in value.split(","):
+        if item:
+            key, _, raw = item.partition("=")
+            parsed[key.strip()] = raw.strip()
+    return parsed
+
+
+def runtime_config(release: str, value: str | None) -> APIConfig:
+    """The release's default API versions with ``--runtime-config`` on top, as
+    ``MergeAPIResourceConfigs`` applies it: ``api/all|ga|beta|alpha`` first, then group versions,
+    then single resources. Keys of other groups are not ours to judge and are skipped."""
+    check_release(release)
+    versions = {version: version in DEFAULT_API_VERSIONS for version in API_KINDS[release]}
+    resources: dict[tuple[str, str], bool] = {}
+    overrides = _configuration_map(value or "")
+    for key, pattern in _VERSION_MATCHERS:
+        if key in overrides:
+            if overrides[key] not in ("true", "false"):
+                raise RuntimeConfigError(f"invalid value {key}={overrides[key]}")
+            versions |= {v: overrides[key] == "true" for v in versions if pattern.match(v)}
+    for key, raw in overrides.items():
+        tokens = key.split("/")
+        if key in dict(_VERSION_MATCHERS) or not 2 <= len(tokens) <= 3 or tokens[0] != API_GROUP:
+            continue
+        if tokens[1] not in versions:
+            raise RuntimeConfigError(f"group version {API_GROUP}/{tokens[1]} that has not been registered")
+        enabled = _runtime_bool(key, raw)
+        if len(tokens) == 2:
+            versions[tokens[1]] = enabled
+        elif tokens[2] != tokens[2].lower():
+            raise RuntimeConfigError(
+                f'invalid key {key}: group/version/resource and resource is always lowercase plural, not "{tokens[2]}"'
+            )
+        else:
+            resources[(tokens[1], tokens[2])] = enabled
+    return APIConfig(versions, resources)
+
+
+def _runtime_bool(key: str, raw: str) -> bool:
+    """``getRuntimeConfigValue``: empty is true, else ``strconv.ParseBool``."""
+    if raw in ("", *_TRUE):
+        return True
+    if raw in _FALSE:
+        return False
+    raise RuntimeConfigError(f'invalid value of {key}: {raw}, err: strconv.ParseBool: parsing "{raw}": invalid syntax')
+
+
+def not_served(
+    kind: str, api_version: str, release: str, gates: Mapping[str, bool], api: APIConfig | None = None
+) -> str | None:
+    """Why the API server of ``release`` has no ``kind`` at ``api_version`` (kubectl's "no matches
+    for kind"), or None when it serves it.
+
+    A kind the release has in no such version is never served. With ``api`` (``--runtime-config``
+    given) the answer is exact: served where its version or resource is enabled, whatever the
+    gates. Without it the object's version is taken as enabled, but for a DeviceTaintRule, which
+    is taken as served only where the gate of its feature is on (``DRADeviceTaints`` in 1.34,
+    ``DRADeviceTaintRules`` from 1.35): a guess at a cluster that turns the feature on and
+    enables its API with it, since the kind's versions are all off by default before 1.37.
+    """
+    version = api_version.rpartition("/")[2]
+    head = f'no matches for kind "{kind}" in version "{api_version}"'
+    if kind not in API_KINDS[release].get(version, ()):
+        return f"{head} (Kubernetes {release} has no {kind} in {version})"
+    if api is not None:
+        if api.enabled(version, RESOURCES[kind]):
+            return None
+        return f"{head} (off in --runtime-config; {API_GROUP}/{version}=true enables it)"
+    gate = "DRADeviceTaintRules" if at_least(release, "1.35") else "DRADeviceTaints"
+    if kind != "DeviceTaintRule" or gates.get(gate):
+        return None
+    return (
+        f"{head} ({gate} is off in Kubernetes {release}; --feature-gates {gate}=true, or --runtime-config "
+        f"{API_GROUP}/{version}=true to say the API server serves it)"
+    )

@@ -30,13 +30,14 @@ _NAMED_TYPES = {
     ("DeviceTaint", "effect"): "{pkg}.DeviceTaintEffect",
     ("DeviceToleration", "effect"): "{pkg}.DeviceTaintEffect",
     ("DeviceToleration", "operator"): "{pkg}.DeviceTolerationOperator",
+    ("Condition", "status"): "v1.ConditionStatus",
 }
 # Python model -> Go struct where the names differ.
 _GO_STRUCTS = {"DeviceConfiguration": "DeviceClassConfiguration"}
 # Fields Go holds in an embedded struct: the embedded field's Go name joins the error's path
 # (decode.go: ``d.errorContext.FieldStack = append(..., subv.Type().Field(ind).Name)``).
 _EMBEDDED = {("DeviceConfiguration", "opaque"), ("DeviceClaimConfiguration", "opaque")}
-_CORE_TYPES = {"NodeSelector", "NodeSelectorTerm", "NodeSelectorRequirement", "ObjectMeta"}
+_CORE_TYPES = {"NodeSelector", "NodeSelectorTerm", "NodeSelectorRequirement", "ObjectMeta", "Condition"}  # package v1
 _OLD_STYLE = ("v1alpha3", "v1beta1")
 
 

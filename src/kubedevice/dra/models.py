@@ -25,9 +25,9 @@ from typing_extensions import TypedDict
 
 from ..boundedyaml import BoundedLoader, read_text
 from ..errors import at, cannot_read
-from . import godecode
+from . import features, godecode
 
-GROUP = "resource.k8s.io"
+GROUP = features.API_GROUP
 VERSIONS = ("v1alpha3", "v1beta1", "v1beta2", "v1")
 KINDS = ("DeviceClass", "ResourceSlice", "ResourceClaim", "ResourceClaimTemplate", "DeviceTaintRule")
 # resource.Quantity's parser regex (apimachinery/pkg/api/resource/quantity.go).
@@ -371,9 +371,11 @@ class ResourceClaimTemplate(_Model):
 
 
 class DeviceTaintSelector(_Model):
+    device_class_name: str | None = None  # 1.34's v1alpha3 only (tombstoned in 1.35)
     driver: str | None = None
     pool: str | None = None
     device: str | None = None
+    selectors: list[DeviceSelector] | None = None  # 1.34's v1alpha3 only (tombstoned in 1.35)
 
 
 class DeviceTaintRuleSpec(_Model):
@@ -381,12 +383,30 @@ class DeviceTaintRuleSpec(_Model):
     taint: DeviceTaint = Field(default_factory=DeviceTaint)
 
 
+@_with_config(ConfigDict(extra="forbid"))
+class Condition(TypedDict, total=False):
+    """``metav1.Condition``: decoded strictly, then cleared with the status on create."""
+
+    type: str
+    status: str
+    observedGeneration: int
+    lastTransitionTime: str | None
+    reason: str
+    message: str
+
+
+class DeviceTaintRuleStatus(_Model):
+    """From 1.35 (not in 1.34's v1alpha3); the API server resets it on create (``PrepareForCreate``)."""
+
+    conditions: list[Condition] | None = None
+
+
 class DeviceTaintRule(_Model):
     api_version: str = f"{GROUP}/v1"
     kind: Literal["DeviceTaintRule"] = "DeviceTaintRule"
     metadata: ObjectMeta = Field(default_factory=ObjectMeta)
     spec: DeviceTaintRuleSpec = Field(default_factory=DeviceTaintRuleSpec)
-    status: dict[str, Any] | None = None
+    status: DeviceTaintRuleStatus | None = None
 
 
 # --- core/v1: the Pod and Node fields scheduling with DRA reads -----------------------------
@@ -639,16 +659,20 @@ def _taints(kind: str, spec: dict[str, Any]) -> list[dict[str, Any]]:
     return [taint for device in _each(spec.get("devices")) for taint in _each(device.get("taints"))]
 
 
+def _times(kind: str, doc: dict[str, Any]) -> list[Any]:
+    """``metav1.Time`` values the decoder parses: a device taint's ``timeAdded``
+    (k8s.io/api/resource/v1) and a DeviceTaintRule condition's ``lastTransitionTime``."""
+    spec, status = doc.get("spec"), doc.get("status")
+    times = [taint.get("timeAdded") for taint in _taints(kind, spec)] if isinstance(spec, dict) else []
+    if kind == "DeviceTaintRule" and isinstance(status, dict):
+        times += [condition.get("lastTransitionTime") for condition in _each(status.get("conditions"))]
+    return [value for value in times if value is not None]
+
+
 def _time_errors(kind: str, doc: dict[str, Any]) -> list[str]:
-    """``metav1.Time`` fields the decoder parses: a device taint's ``timeAdded`` (k8s.io/api/resource/v1)."""
-    spec = doc.get("spec")
-    if not isinstance(spec, dict):
-        return []
+    """What Go's ``time.Parse(time.RFC3339, …)`` says about each ``metav1.Time`` that does not parse."""
     errors = []
-    for taint in _taints(kind, spec):
-        value = taint.get("timeAdded")
-        if value is None:
-            continue
+    for value in _times(kind, doc):
         if not isinstance(value, str):
             kind_of = godecode.json_kind(value, "string")
             errors.append(f"json: cannot unmarshal {kind_of} into Go value of type string")
@@ -698,11 +722,38 @@ def _unknown_in_subrequests(kind: str, doc: dict[str, Any]) -> list[str]:
     ]
 
 
-def from_document(document: Any, source: str = "") -> DRAObject:
+_ABSENT = object()  # a key's absence, told apart from ``null``: Go refuses an unknown ``null`` field too
+
+
+def _unknown_in_release(kind: str, version: str, release: str, doc: dict[str, Any]) -> list[str]:
+    """DeviceTaintRule fields the release's Go types lack, removed from ``doc`` (Go skips an unknown
+    field's value, so nothing in it is a type error too).
+
+    1.34's v1alpha3 has ``deviceSelector.deviceClassName`` and ``.selectors`` and no ``status``;
+    1.35 tombstoned the two and added the status, and every later version has its shape
+    (k8s.io/api v0.34.4 and v0.35.4 resource/v1alpha3/types.go).
+    """
+    if kind != "DeviceTaintRule":
+        return []
+    if version == "v1alpha3" and not features.at_least(release, "1.35"):
+        return ['unknown field "status"'] if doc.pop("status", _ABSENT) is not _ABSENT else []
+    spec = doc.get("spec")
+    selector = spec.get("deviceSelector") if isinstance(spec, dict) else None
+    if not isinstance(selector, dict):
+        return []
+    return [
+        f'unknown field "spec.deviceSelector.{name}"'
+        for name in ("deviceClassName", "selectors")
+        if selector.pop(name, _ABSENT) is not _ABSENT
+    ]
+
+
+def from_document(document: Any, source: str = "", release: str = features.NEWEST) -> DRAObject:
     """Decode one parsed YAML/JSON document into its canonical model.
 
     Decoding is strict, as the API server's: no string for an int or a bool, no ``2.0`` for an
-    int (pydantic's strict mode refuses what Go's decoder refuses).
+    int (pydantic's strict mode refuses what Go's decoder refuses). ``release`` picks the Go types
+    where a release's differ (:func:`_unknown_in_release`).
     """
     if not isinstance(document, dict):
         raise DecodeError([f"expected an object with apiVersion and kind, got {type(document).__name__}"], source)
@@ -721,6 +772,7 @@ def from_document(document: Any, source: str = "") -> DRAObject:
     problems = _check_version_fields(kind, version, spec) if isinstance(spec, dict) else []
     canonical = _to_canonical(kind, version, document)
     problems += _unknown_in_subrequests(kind, canonical)  # before nulls go: ``adminAccess: null`` is unknown too
+    problems += _unknown_in_release(kind, version, release, canonical)
     godecode.drop_nulls(_MODELS[kind], canonical)
     try:
         obj = _MODELS[kind].model_validate(canonical, strict=True)

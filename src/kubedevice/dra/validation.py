@@ -1358,24 +1358,32 @@ def validate(obj: DRAObject, gates: Gates | None = None, release: str = features
     if isinstance(stored, ResourceClaimTemplate):
         return validate_resource_claim_template(stored, gated, release)
     if isinstance(stored, DeviceTaintRule):
-        return validate_device_taint_rule(stored, release)
+        return validate_device_taint_rule(stored, gated, release)
     return validate_resource_slice(stored, release)
 
 
-def validate_device_taint_rule(obj: DeviceTaintRule, release: str = features.NEWEST) -> Errors:
-    """``ValidateDeviceTaintRule``: a cluster-scoped name, the selector's driver, pool and device
-    names when given, and the taint as on a device.
+def validate_device_taint_rule(
+    obj: DeviceTaintRule, gates: Gates | None = None, release: str = features.NEWEST
+) -> Errors:
+    """``ValidateDeviceTaintRule``: a cluster-scoped name, the selector's fields when given, and the
+    taint as on a device. 1.34's v1alpha3 selector also has ``deviceClassName`` (a DNS subdomain,
+    even when empty) and CEL ``selectors`` checked as a claim's, in the environment of the gates
+    (kubernetes v1.34.4 validation.go); the decoder refuses both in every later release, and the
+    status, which 1.35 added, is reset on create, so neither reaches validation there.
 
-    Whether the API server serves the kind at all is the caller's question: it needs
-    DRADeviceTaintRules (on from 1.37) and an API version the release enables.
+    Whether the API server serves the kind at all is the caller's question
+    (:func:`kubedevice.dra.features.not_served`): no gate decides it, the API versions enabled do.
     """
     errors = validate_object_meta(obj.metadata, Path("metadata"), False, release)
     selector, path = obj.spec.device_selector, Path("spec").child("deviceSelector")
     if selector is not None:
+        if selector.device_class_name is not None:
+            errors += validate_dns_subdomain(selector.device_class_name, path.child("deviceClassName"))
         if selector.driver is not None:
             errors += validate_driver_name(selector.driver, path.child("driver"), release)
         if selector.pool is not None:
             errors += _validate_pool_name(selector.pool, path.child("pool"))
         if selector.device is not None:
             errors += validate_dns_label(selector.device, path.child("device"))
+        errors += validate_selectors(selector.selectors or [], path.child("selectors"), _gates(gates, release), release)
     return errors + _validate_taint(obj.spec.taint, Path("spec").child("taint"), release)
