@@ -189,12 +189,16 @@ class PyFleet:
         self.plugins = [self.variant.plugin() for _ in range(self.nodes)]
 
     async def start(self) -> None:
-        """Start every node's publisher, ``wave`` at a time (each wave published before the next)."""
+        """Start every node's publisher, ``wave`` at a time (each wave published before the next);
+        print each node's time from its start to its pool published, then the whole time."""
         begin = time.monotonic()
+        latencies: list[float] = []
         for first in range(0, self.nodes, self.wave):
+            started = time.monotonic()
             wave = [self._start(i) for i in range(first, min(first + self.wave, self.nodes))]
             self.running += wave
-            await asyncio.gather(*(n.publisher.published.wait() for n in wave))
+            latencies += await asyncio.gather(*(_published_after(n, started) for n in wave))
+        print("latencies " + ",".join(f"{t:.4f}" for t in latencies), flush=True)
         print(f"published {time.monotonic() - begin:.3f}", flush=True)
 
     def _start(self, i: int) -> PyNode:
@@ -224,6 +228,11 @@ class PyFleet:
         await asyncio.gather(*(n.client.close() for n in self.running))
         self.running = []
         print("stopped", flush=True)
+
+
+async def _published_after(node: PyNode, started: float) -> float:
+    await node.publisher.published.wait()
+    return time.monotonic() - started
 
 
 async def py_worker(args: argparse.Namespace) -> None:
@@ -317,6 +326,8 @@ class Worker:
             stdout=subprocess.PIPE,
             text=True,
         )
+        self.latencies: list[float] = []
+        """Each node's seconds from its start to its pool published, at the last start that printed them."""
 
     def send(self, line: str) -> None:
         assert self.process.stdin is not None
@@ -324,10 +335,13 @@ class Worker:
         self.process.stdin.flush()
 
     def answer(self, until: str) -> float:
-        """The number on the next answer line that starts with ``until``."""
+        """The number on the next answer line that starts with ``until`` (per-node start-up
+        latencies printed before it are kept in ``latencies``)."""
         assert self.process.stdout is not None
         while answer := self.process.stdout.readline():
             words = answer.split()
+            if words[:1] == ["latencies"] and len(words) == 2:
+                self.latencies = [float(t) for t in words[1].split(",")]
             if words[:1] == [until]:
                 return float(words[1]) if len(words) > 1 else 0.0
         code = self.process.wait()
@@ -355,6 +369,9 @@ class Workers:
         for worker, line in zip(self.workers, each, strict=True):
             worker.send(line)
         return max(worker.answer(until) for worker in self.workers)
+
+    def latencies(self) -> list[float]:
+        return sorted(t for worker in self.workers for t in worker.latencies)
 
     def close(self) -> None:
         for worker in self.workers:
@@ -408,6 +425,10 @@ def run_fleet(run: Run, workers: Workers, metrics: Metrics, args: argparse.Names
     result, figures, n, name = Result(), {}, run.nodes, run.fleet
     before = metrics.snapshot()
     figures["start-up s"] = workers.command("start", "published")
+    latencies = workers.latencies()
+    if latencies:
+        figures["start-up per node p50 s"] = percentile(latencies, 0.50)
+        figures["start-up per node p99 s"] = percentile(latencies, 0.99)
     watching = time.monotonic()  # a watch is opened after its list: count every node's in start-up
     while metrics.snapshot()["open watches"] - before["open watches"] < n and time.monotonic() - watching < 120:
         time.sleep(1)

@@ -5,7 +5,9 @@
 //
 //	start                     start every node's controller; prints "started <s>" once every
 //	                          controller's informer has synced and "published <s>" once every
-//	                          pool's slices have been created (from the controllers' own stats)
+//	                          pool's slices have been created (from the controllers' own stats),
+//	                          before it, at the first start, "latencies <s,s,...>": each node's
+//	                          time from its start (client, Node GET) to its slices created
 //	flip <nodes> <hz> <secs>  the first <nodes> nodes flip one device's taint <hz> times a second
 //	                          for <secs> seconds, ending tainted; prints "flipped <n>"
 //	stats                     prints "stats <creates> <updates> <deletes>" summed over the nodes
@@ -47,7 +49,9 @@ type fleet struct {
 	controllers                []*resourceslice.Controller
 	tainted                    []bool // each node's device state, kept over a restart as the hardware is
 	restarted                  bool
+	latencies                  []float64 // each node's seconds from its start to its slices created (first start)
 	cancel                     context.CancelFunc
+	mu                         sync.Mutex
 }
 
 func (f *fleet) resources(node string, tainted bool) *resourceslice.DriverResources {
@@ -85,10 +89,42 @@ func (f *fleet) start() {
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
+	if !f.restarted {
+		f.waitLatencies(begin)
+	}
 	fmt.Printf("published %.3f\n", time.Since(begin).Seconds())
 }
 
+// waitLatencies prints every node's latency once each is known (its watcher goroutine stores it).
+func (f *fleet) waitLatencies(begin time.Time) {
+	texts := make([]string, f.nodes)
+	for i := range f.nodes {
+		for f.latency(i) == 0 && time.Since(begin) < 10*time.Minute {
+			time.Sleep(10 * time.Millisecond)
+		}
+		texts[i] = strconv.FormatFloat(f.latency(i), 'f', 4, 64)
+	}
+	fmt.Printf("latencies %s\n", strings.Join(texts, ","))
+}
+
+func (f *fleet) latency(i int) float64 {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.latencies[i]
+}
+
+// watchCreated records when node i's controller has created all its slices, polled every 10 ms.
+func (f *fleet) watchCreated(i int, began time.Time, controller *resourceslice.Controller) {
+	for controller.GetStats().NumCreates < int64(len(f.slices.Healthy)) && time.Since(began) < 10*time.Minute {
+		time.Sleep(10 * time.Millisecond)
+	}
+	f.mu.Lock()
+	f.latencies[i] = time.Since(began).Seconds()
+	f.mu.Unlock()
+}
+
 func (f *fleet) startOne(ctx context.Context, i int) *resourceslice.Controller {
+	began := time.Now()
 	config, err := clientcmd.BuildConfigFromFlags("", f.kubeconfig)
 	must(err)
 	config.QPS, config.Burst = f.qps, f.burst
@@ -104,6 +140,9 @@ func (f *fleet) startOne(ctx context.Context, i int) *resourceslice.Controller {
 		Resources:  f.resources(name, f.tainted[i]),
 	})
 	must(err)
+	if !f.restarted {
+		go f.watchCreated(i, began, controller)
+	}
 	return controller
 }
 
@@ -164,6 +203,7 @@ func main() {
 	flag.Parse()
 	f.qps = float32(qps)
 	f.tainted = make([]bool, f.nodes)
+	f.latencies = make([]float64, f.nodes)
 	data, err := os.ReadFile(slicesFile)
 	must(err)
 	must(json.Unmarshal(data, &f.slices))
