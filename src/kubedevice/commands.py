@@ -216,6 +216,14 @@ def serve(  # noqa: PLR0917 - typer maps each parameter to an option
             "NAME.present and NAME.count labels, rewritten atomically on every change.",
         ),
     ] = None,
+    all_cpus: Annotated[
+        bool,
+        typer.Option(
+            "--all-cpus",
+            help="Let the daemon's threads run on every CPU it may use. By default they share the one it "
+            "starts on: each gRPC call then crosses threads without a cross-CPU wake-up.",
+        ),
+    ] = False,
 ) -> None:
     """Run the config-driven daemon: serve every configured resource and keep it registered.
 
@@ -243,13 +251,13 @@ def serve(  # noqa: PLR0917 - typer maps each parameter to an option
                  "selectors or the node's ResourceSlice pick where claims go")
 
         paths = (kubelet_dir, cdi_dir, kubeconfig, host_root)
-        dra_options = DraOptions(node or "", *paths, metrics_address, log_level, log_format, claims_dir)
+        dra_options = DraOptions(node or "", *paths, metrics_address, log_level, log_format, claims_dir, all_cpus)
         serve_command(cfg, dra_options, early_signals.received)
     if claims_dir is not None:
         fail("serve: --claims-dir needs a config with a 'dra' section")
     options = DaemonOptions(
         config, plugin_dir, host_root, cdi_dir, metrics_address, log_level, log_format, owner, kubeconfig,
-        features_file, node,
+        features_file, node, all_cpus,
     )
     try:
         code = run_daemon(cfg, options, early_signals.received)

@@ -18,6 +18,7 @@ from ..metrics import Metrics, MetricsServer, Readiness, start_http_server
 from ..plugin.base import Plugin
 from ..plugin.manager import Manager, ManagerHooks, run
 from ..sources.configured import ConfiguredPlugin
+from .affinity import pin_to_one_cpu
 from .features import FeaturesFile
 from .labels import Labels, NodeLabels, connect, describe_change, selection, selector_keys
 from .memory import trimming
@@ -46,6 +47,8 @@ class DaemonOptions:
     """Where to keep an NFD feature file of the served resources (see :mod:`.features`)."""
     node: str | None = None
     """This node's name: resources with a ``node_selector`` are served by its labels (see :mod:`.labels`)."""
+    all_cpus: bool = False
+    """Leave the threads on every allowed CPU instead of one (see :mod:`.affinity`)."""
 
 
 def build_plugins(config: Config, host_root: Path | None = None, cdi_dir: Path | None = None) -> list[Plugin]:
@@ -126,6 +129,8 @@ def run_daemon(
     ``early_signal`` reports a stop signal the command line caught before the loop ran.
     """
     setup_logging(options.log_level, options.log_format)
+    if not options.all_cpus:
+        pin_to_one_cpu()
     labels = connect(config, options.node, options.kubeconfig)  # refuses selectors it cannot evaluate
     features = FeaturesFile(options.features_file) if options.features_file else None
     plugins = build_plugins(selection(labels)(config), options.host_root, options.cdi_dir)

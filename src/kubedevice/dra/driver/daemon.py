@@ -23,6 +23,7 @@ from ...config import Config
 from ...errors import UsageError, fail, os_reason
 from ...logs import setup_logging
 from ...metrics import Metrics, MetricsServer, Readiness, start_http_server
+from ...node.affinity import pin_to_one_cpu
 from ...node.daemon import build_plugins
 from ...node.memory import trimming
 from ...plugin.server import SocketInUse
@@ -51,6 +52,8 @@ class DraOptions:
     claims_dir: Path | None = None
     """Testing without a cluster: claims read from files here, no API server, no ResourceSlices;
     ``status.devices`` patches written to its ``status/`` directory."""
+    all_cpus: bool = False
+    """Leave the threads on every allowed CPU instead of one (see :mod:`kubedevice.node.affinity`)."""
 
 
 def build_driver(config: Config, host_root: Path | None = None) -> DraDriver:
@@ -73,6 +76,8 @@ def run_dra_daemon(
     if options.log_level != "debug":  # the HTTP client logs every request (watch, resync) at INFO
         for name in ("httpx2", "httpcore2"):
             logging.getLogger(name).setLevel(logging.WARNING)
+    if not options.all_cpus:
+        pin_to_one_cpu()
     if config.dra is not None and config.dra.rolling_update and not os.environ.get(POD_UID_ENV):
         raise UsageError(f"dra.rolling_update needs ${POD_UID_ENV} (the downward API's metadata.uid)")
     try:
