@@ -31,7 +31,7 @@ from kubedevice import __version__
 from kubedevice.names import endpoint_for
 from kubedevice.node.hostservice import sockets_served
 
-from . import systemdkit
+from . import systemdkit, unitkit
 from .imagekit import Image
 from .systemdkit import Container
 
@@ -216,9 +216,6 @@ def test_a_real_systemd_starts_the_unit_before_the_kubelet_and_uninstall_leaves_
     record("test_s", round(time.monotonic() - started, 1))
 
 
-HAND_UNIT = Path(__file__).resolve().parents[2] / "deploy" / "systemd" / UNIT
-
-
 @pytest.fixture
 def hand_node(workdir: Path, image: Image) -> Iterator[Container]:
     """A node as docs/deploy.md's "Host service" installs it by hand: ``/opt/kubedevice`` is the
@@ -231,7 +228,7 @@ def hand_node(workdir: Path, image: Image) -> Iterator[Container]:
     (root / "etc/kubedevice").mkdir()
     (root / "etc/kubedevice/config.yaml").write_text(yaml.safe_dump(
         {"resources": [{"name": RESOURCE, "static": {"count": 3, "paths": ["/dev/null"]}}]}))
-    shutil.copyfile(HAND_UNIT, root / "etc/systemd/system" / UNIT)
+    shutil.copyfile(unitkit.UNIT, root / "etc/systemd/system" / UNIT)
     machine = Container(root, workdir / "nspawn.log", binds=[(image.rootfs / "opt/kubedevice", "/opt/kubedevice"),
                                                             (image.rootfs, "/opt/kubelet")])
     try:
