@@ -113,8 +113,11 @@ def measure(kind: str, src: Path, calls: int, cycle_calls: int, callgrind: bool 
         sock, counts = Path(tmp) / "p.sock", Path(tmp) / "callgrind.out"
         valgrind = ["valgrind", "--tool=callgrind", f"--callgrind-out-file={counts}"] if callgrind else []
         child = subprocess.Popen(
-            [*valgrind, sys.executable, __file__, "--serve", kind, str(sock)], stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL if callgrind else None, text=True,
+            [*valgrind, sys.executable, __file__, "--serve", kind, str(sock)],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL if callgrind else None,
+            text=True,
             env={**os.environ, "PYTHONPATH": str(src)},
         )
         assert child.stdin is not None and child.stdout is not None
@@ -161,8 +164,12 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=5, help="interleaved rounds per server")
     parser.add_argument("--calls", type=int, default=4000, help="timed Allocate calls per round")
     parser.add_argument("--baseline", type=Path, metavar="SRC", help="also measure serve from this source tree")
-    parser.add_argument("--callgrind", type=int, metavar="CALLS",
-                        help="instead: count each server's instructions per call under callgrind (minutes)")
+    parser.add_argument(
+        "--callgrind",
+        type=int,
+        metavar="CALLS",
+        help="instead: count each server's instructions per call under callgrind (minutes)",
+    )
     parser.add_argument("--serve", nargs=2, metavar=("KIND", "SOCKET"), help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.serve:
@@ -176,13 +183,16 @@ def main() -> None:
         peers["kd-baseline"] = ("kubedevice", args.baseline.resolve())
     if args.callgrind:
         for name, (kind, tree) in peers.items():
-            print(f"{name:12} {instructions_per_call(kind, tree, args.callgrind):9,.0f} instructions per Allocate,"
-                  " whole server process (callgrind)", flush=True)
+            print(
+                f"{name:12} {instructions_per_call(kind, tree, args.callgrind):9,.0f} instructions per Allocate,"
+                " whole server process (callgrind)",
+                flush=True,
+            )
         return
     results: dict[str, list[dict[str, Any]]] = {name: [] for name in peers}
     names = list(peers)
     for n in range(args.rounds):
-        for name in names[n % len(names):] + names[: n % len(names)]:
+        for name in names[n % len(names) :] + names[: n % len(names)]:
             results[name].append(measure(*peers[name], args.calls, 1000))
     print(f"per Allocate, {args.rounds} rounds of {args.calls} sequential calls (median of rounds, then range)")
     for name, rounds in results.items():
@@ -194,10 +204,12 @@ def main() -> None:
             garbage.update(r["garbage"])
         cyclic = sum(garbage.values()) / (1000 * len(rounds))
         kinds = ", ".join(f"{k} {v / (1000 * len(rounds)):.1f}" for k, v in garbage.most_common(5))
-        print(f"{name:12} server CPU {statistics.median(cpu):5.0f} µs ({min(cpu):.0f}–{max(cpu):.0f})"
-              f"  GC runs per 1,000 calls {statistics.median(runs):4.1f}"
-              f"  pause median {statistics.median(pauses) if pauses else 0:.2f} ms max {max(pauses, default=0):.2f} ms"
-              f"  objects in cycles per call {cyclic:.1f} ({kinds})")
+        print(
+            f"{name:12} server CPU {statistics.median(cpu):5.0f} µs ({min(cpu):.0f}–{max(cpu):.0f})"
+            f"  GC runs per 1,000 calls {statistics.median(runs):4.1f}"
+            f"  pause median {statistics.median(pauses) if pauses else 0:.2f} ms max {max(pauses, default=0):.2f} ms"
+            f"  objects in cycles per call {cyclic:.1f} ({kinds})"
+        )
     print(noise())
 
 

@@ -41,9 +41,14 @@ PEER = ROOT / "tests" / "interop" / "allocator"
 DRIVER = "gpu.example.com"
 NODE = {"name": "node-a", "labels": {"kubernetes.io/hostname": "node-a", "zone": "z1"}}
 GATES = {  # 1.37's DRA defaults (kube_features.go of k8s.io/kubernetes v1.37.2)
-    "DRAAdminAccess": True, "DRAPrioritizedList": True, "DRAPartitionableDevices": True,
-    "DRADeviceTaints": True, "DRADeviceBindingConditions": True, "DRAResourceClaimDeviceStatus": True,
-    "DRAConsumableCapacity": True, "DRAListTypeAttributes": False,
+    "DRAAdminAccess": True,
+    "DRAPrioritizedList": True,
+    "DRAPartitionableDevices": True,
+    "DRADeviceTaints": True,
+    "DRADeviceBindingConditions": True,
+    "DRAResourceClaimDeviceStatus": True,
+    "DRAConsumableCapacity": True,
+    "DRAListTypeAttributes": False,
 }
 POOLS = 125
 PER_POOL = 8
@@ -77,18 +82,27 @@ def _device(pool: int, index: int, memory: int, model: str) -> dict[str, Any]:
 
 def _slice(name: str, pool: int, count: int, spec: dict[str, Any]) -> dict[str, Any]:
     return {
-        "apiVersion": "resource.k8s.io/v1", "kind": "ResourceSlice", "metadata": {"name": name},
-        "spec": {"driver": DRIVER, "pool": {"name": f"pool-{pool}", "generation": 1, "resourceSliceCount": count},
-                 **_node_fields(pool), **spec},
+        "apiVersion": "resource.k8s.io/v1",
+        "kind": "ResourceSlice",
+        "metadata": {"name": name},
+        "spec": {
+            "driver": DRIVER,
+            "pool": {"name": f"pool-{pool}", "generation": 1, "resourceSliceCount": count},
+            **_node_fields(pool),
+            **spec,
+        },
     }
 
 
 def plain_slices() -> list[dict[str, Any]]:
     """125 pools of one slice, eight devices each; one pool in ten has the scarce model."""
     return [
-        _slice(f"pool-{p}", p, 1, {"devices": [
-            _device(p, i, 80, "h100" if p % 10 == 0 else "a100") for i in range(PER_POOL)
-        ]})
+        _slice(
+            f"pool-{p}",
+            p,
+            1,
+            {"devices": [_device(p, i, 80, "h100" if p % 10 == 0 else "a100") for i in range(PER_POOL)]},
+        )
         for p in range(POOLS)
     ]
 
@@ -114,9 +128,12 @@ def _claim(n: int, requests: list[dict[str, Any]], constraints: list[dict[str, A
     devices: dict[str, Any] = {"requests": requests}
     if constraints:
         devices["constraints"] = constraints
-    return {"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaim",
-            "metadata": {"name": f"claim-{n}", "namespace": "default", "uid": f"uid-claim-{n}"},
-            "spec": {"devices": devices}}
+    return {
+        "apiVersion": "resource.k8s.io/v1",
+        "kind": "ResourceClaim",
+        "metadata": {"name": f"claim-{n}", "namespace": "default", "uid": f"uid-claim-{n}"},
+        "spec": {"devices": devices},
+    }
 
 
 def _exact(count: int, expression: str | None = None) -> dict[str, Any]:
@@ -127,8 +144,10 @@ def _exact(count: int, expression: str | None = None) -> dict[str, Any]:
 
 
 def single_claims() -> list[dict[str, Any]]:
-    selector = f"device.attributes['{DRIVER}'].model == 'a100' && device.capacity['{DRIVER}'].memory" \
-               ".compareTo(quantity('10Gi')) >= 0"
+    selector = (
+        f"device.attributes['{DRIVER}'].model == 'a100' && device.capacity['{DRIVER}'].memory"
+        ".compareTo(quantity('10Gi')) >= 0"
+    )
     return [_claim(n, [{"name": "gpu", "exactly": _exact(1, selector)}]) for n in range(CLAIMS)]
 
 
@@ -148,10 +167,20 @@ def first_available_claims() -> list[dict[str, Any]]:
 
 
 def workload(slices: list[dict[str, Any]], claims: list[dict[str, Any]]) -> dict[str, Any]:
-    gpu_class = {"apiVersion": "resource.k8s.io/v1", "kind": "DeviceClass", "metadata": {"name": "gpu"},
-                 "spec": {"selectors": [{"cel": {"expression": f"device.driver == '{DRIVER}'"}}]}}
-    return {"features": GATES, "node": NODE, "classes": [gpu_class], "slices": slices, "claims": claims,
-            "allocated": []}
+    gpu_class = {
+        "apiVersion": "resource.k8s.io/v1",
+        "kind": "DeviceClass",
+        "metadata": {"name": "gpu"},
+        "spec": {"selectors": [{"cel": {"expression": f"device.driver == '{DRIVER}'"}}]},
+    }
+    return {
+        "features": GATES,
+        "node": NODE,
+        "classes": [gpu_class],
+        "slices": slices,
+        "claims": claims,
+        "allocated": [],
+    }
 
 
 WORKLOADS: dict[str, Callable[[], dict[str, Any]]] = {
@@ -165,8 +194,14 @@ WORKLOADS: dict[str, Callable[[], dict[str, Any]]] = {
 
 def go_runs(binary: Path, case: dict[str, Any], runs: int) -> tuple[str, list[float]]:
     """Go's verdict and its own per-run seconds."""
-    done = subprocess.run([str(binary), f"-repeat={runs}"], input=json.dumps(case) + "\n",
-                          capture_output=True, text=True, check=True, timeout=3600)
+    done = subprocess.run(
+        [str(binary), f"-repeat={runs}"],
+        input=json.dumps(case) + "\n",
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=3600,
+    )
     answer = json.loads(done.stdout)
     verdict = "allocated" if "results" in answer else "unschedulable" if "unschedulable" in answer else "error"
     return verdict, [n / 1e9 for n in answer["nanos"]]
@@ -204,8 +239,10 @@ def main() -> None:
     binary = gobuild.build(PEER, ".", "allocdiff-v0.37.2")
     if binary is None:
         sys.exit("Go toolchain not installed: cannot build the scheduler's allocator")
-    print(f"allocate, {POOLS * PER_POOL} devices × {CLAIMS} claims; ms per allocation of all claims "
-          f"(ours {args.runs} runs, Go {args.go_runs}); median, p99")
+    print(
+        f"allocate, {POOLS * PER_POOL} devices × {CLAIMS} claims; ms per allocation of all claims "
+        f"(ours {args.runs} runs, Go {args.go_runs}); median, p99"
+    )
     print(f"{'workload':32} {'verdict':13} {'ours':>19} {'Go v0.37.2':>19} {'ratio (median)':>15}")
     for name, make in WORKLOADS.items():
         if args.only and args.only not in name:

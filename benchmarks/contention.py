@@ -44,9 +44,11 @@ CONDITIONS = ("idle", "hog")
 @contextlib.contextmanager
 def cpu_hog(enabled: bool) -> Iterator[None]:
     """One busy loop per CPU (same nice level as the peers) while the block runs."""
-    procs = [
-        subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(os.cpu_count() or 1)
-    ] if enabled else []
+    procs = (
+        [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(os.cpu_count() or 1)]
+        if enabled
+        else []
+    )
     try:
         yield
     finally:
@@ -69,19 +71,37 @@ def baseline_peer(work: Path, src: Path) -> sbs.PeerStart:
     config = work / "kubedevice.yaml"  # written by sbs.kubedevice_peer
 
     def start(plugin_dir: Path, log: Path) -> contextlib.AbstractAsyncContextManager[int]:
-        return sbs.process(["env", f"PYTHONPATH={src}", sys.executable, "-m", "kubedevice", "serve", "--config",
-                            str(config), "--plugin-dir", str(plugin_dir), "--log-level", "warning"], log)
+        return sbs.process(
+            [
+                "env",
+                f"PYTHONPATH={src}",
+                sys.executable,
+                "-m",
+                "kubedevice",
+                "serve",
+                "--config",
+                str(config),
+                "--plugin-dir",
+                str(plugin_dir),
+                "--log-level",
+                "warning",
+            ],
+            log,
+        )
 
     return start
 
 
 def peers(args: argparse.Namespace, work: Path, stub: Path) -> list[sbs.Peer]:
-    group = [sbs.Peer("kubedevice", "example.com/null", args.devices, sbs.kubedevice_peer(args.devices, work)),
-             sbs.Peer("go-stub", "example.com/null", args.devices, sbs.stub_peer(stub, args.devices)),
-             sbs.Peer("grpcio-bare", "example.com/null", args.devices, bare_peer(args.devices))]
+    group = [
+        sbs.Peer("kubedevice", "example.com/null", args.devices, sbs.kubedevice_peer(args.devices, work)),
+        sbs.Peer("go-stub", "example.com/null", args.devices, sbs.stub_peer(stub, args.devices)),
+        sbs.Peer("grpcio-bare", "example.com/null", args.devices, bare_peer(args.devices)),
+    ]
     if args.baseline:
-        group.append(sbs.Peer("kd-baseline", "example.com/null", args.devices,
-                              baseline_peer(work, args.baseline.resolve())))
+        group.append(
+            sbs.Peer("kd-baseline", "example.com/null", args.devices, baseline_peer(work, args.baseline.resolve()))
+        )
     return group
 
 
@@ -97,14 +117,17 @@ async def run(args: argparse.Namespace, work: Path) -> None:
             loads.append(os.getloadavg()[0])
             with cpu_hog(condition == "hog"):
                 group = results[condition]
-                ordered = group[n % len(group):] + group[: n % len(group)]
+                ordered = group[n % len(group) :] + group[: n % len(group)]
                 for peer in ordered:
                     before = len(peer.allocate_us)
                     await sbs.allocate_round(peer, harness, args, work)
                     p99 = sbs.pct(peer.allocate_us[before:], 99)
                     round_p99s.setdefault((condition, peer.name), []).append(p99)
-                    print(f"round {n + 1} {condition:4}: {peer.name:11} Allocate p50 {peer.round_p50s[-1]:6.0f} µs"
-                          f"  p99 {p99:7.0f} µs", flush=True)
+                    print(
+                        f"round {n + 1} {condition:4}: {peer.name:11} Allocate p50 {peer.round_p50s[-1]:6.0f} µs"
+                        f"  p99 {p99:7.0f} µs",
+                        flush=True,
+                    )
     namespace_error = sbs.gobuild.mount_namespace_error()
     if namespace_error is None and args.restarts:
         with cpu_hog(True):
@@ -123,22 +146,29 @@ def report(results: dict[str, list[sbs.Peer]], round_p99s: dict[tuple[str, str],
     for condition, group in results.items():
         for p in group:
             spread = (max(p.round_p50s) - min(p.round_p50s)) / statistics.median(p.round_p50s) * 100
-            print(f"{condition:9} {p.name:11} {sbs.pct(p.allocate_us, 50):7.0f} {sbs.pct(p.allocate_us, 99):7.0f}"
-                  f" {spread:16.0f}%")
+            print(
+                f"{condition:9} {p.name:11} {sbs.pct(p.allocate_us, 50):7.0f} {sbs.pct(p.allocate_us, 99):7.0f}"
+                f" {spread:16.0f}%"
+            )
     print("\nkubedevice / peer: all samples pooled; then the median and range of the per-round p99 ratios")
     for condition, (ours, *others) in results.items():
         for other in others:
             r50 = sbs.pct(ours.allocate_us, 50) / sbs.pct(other.allocate_us, 50)
             r99 = sbs.pct(ours.allocate_us, 99) / sbs.pct(other.allocate_us, 99)
-            per_round = [a / b for a, b in zip(round_p99s[condition, ours.name], round_p99s[condition, other.name],
-                                                strict=True)]
-            print(f"{condition:9} vs {other.name:11} Allocate p50 {r50:5.2f}x   p99 {r99:5.2f}x"
-                  f"   per-round p99 median {statistics.median(per_round):5.2f}x"
-                  f" ({min(per_round):.2f}–{max(per_round):.2f})")
+            per_round = [
+                a / b for a, b in zip(round_p99s[condition, ours.name], round_p99s[condition, other.name], strict=True)
+            ]
+            print(
+                f"{condition:9} vs {other.name:11} Allocate p50 {r50:5.2f}x   p99 {r99:5.2f}x"
+                f"   per-round p99 median {statistics.median(per_round):5.2f}x"
+                f" ({min(per_round):.2f}–{max(per_round):.2f})"
+            )
     for p in results["hog"]:
         if p.reregister_ms:
-            print(f"re-registration under the hog, {p.name:10}: median {statistics.median(p.reregister_ms):8.1f} ms"
-                  f"  all {sorted(round(v, 1) for v in p.reregister_ms)}")
+            print(
+                f"re-registration under the hog, {p.name:10}: median {statistics.median(p.reregister_ms):8.1f} ms"
+                f"  all {sorted(round(v, 1) for v in p.reregister_ms)}"
+            )
     print(noise())
 
 
@@ -149,8 +179,12 @@ def main() -> None:
     parser.add_argument("--warmup", type=int, default=300, help="untimed Allocate calls first")
     parser.add_argument("--idle", type=float, default=0.5, help="seconds idle after registration")
     parser.add_argument("--devices", type=int, default=2)
-    parser.add_argument("--baseline", type=Path, metavar="SRC",
-                        help="also time kubedevice serve from this source tree (e.g. an older commit's src/)")
+    parser.add_argument(
+        "--baseline",
+        type=Path,
+        metavar="SRC",
+        help="also time kubedevice serve from this source tree (e.g. an older commit's src/)",
+    )
     parser.add_argument("--restarts", type=int, default=2, help="device manager restarts per peer under the hog")
     args = parser.parse_args()
     work = Path(tempfile.mkdtemp(prefix="kd-contention-"))

@@ -106,7 +106,9 @@ def bench_command_startup(runs: int) -> None:
     commands = {
         "bare interpreter (python -c pass)": [sys.executable, "-c", "pass"],
         "serve's dependencies imported (floor)": [
-            sys.executable, "-c", "import grpc, pydantic, yaml, inotify_simple, typer",
+            sys.executable,
+            "-c",
+            "import grpc, pydantic, yaml, inotify_simple, typer",
         ],
         "kubedevice --help": [sys.executable, "-m", "kubedevice", "--help"],
     }

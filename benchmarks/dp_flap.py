@@ -53,10 +53,16 @@ DEFAULT_STATUS_SECONDS = 10.0
 """The kubelet's default ``nodeStatusUpdateFrequency`` (pkg/kubelet/apis/config/v1beta1/defaults.go)."""
 SETTLE_SECONDS = 15.0
 """After a phase's serve starts: its registration's own status change is not the phase's."""
-_PATCHES = re.compile(r'^apiserver_request_total\{(?=[^}]*resource="nodes")(?=[^}]*subresource="status")'
-                      r'(?=[^}]*verb="PATCH")[^}]*\} (\S+)$', re.M)
-_UNHEALTHY = re.compile(rf'^kubedevice_devices\{{(?=[^}}]*health="unhealthy")(?=[^}}]*resource="{RESOURCE}")'
-                        r'[^}]*\} (\S+)$', re.M)
+_PATCHES = re.compile(
+    r'^apiserver_request_total\{(?=[^}]*resource="nodes")(?=[^}]*subresource="status")'
+    r'(?=[^}]*verb="PATCH")[^}]*\} (\S+)$',
+    re.M,
+)
+_UNHEALTHY = re.compile(
+    rf'^kubedevice_devices\{{(?=[^}}]*health="unhealthy")(?=[^}}]*resource="{RESOURCE}")'
+    r"[^}]*\} (\S+)$",
+    re.M,
+)
 
 
 @dataclass
@@ -70,8 +76,12 @@ class Phase:
 PHASES = [
     Phase("steady", "{checks: [{type: exec, argv: [test, -e, MARKER]}]}", flapping=False),
     Phase("flapping", "{checks: [{type: exec, argv: [test, -e, MARKER]}]}", flapping=True),
-    Phase("flapping, undamped", "{checks: [{type: exec, argv: [test, -e, MARKER]}], interval_seconds: 0.5, "
-          "failure_threshold: 1, recovery_threshold: 1}", flapping=True),
+    Phase(
+        "flapping, undamped",
+        "{checks: [{type: exec, argv: [test, -e, MARKER]}], interval_seconds: 0.5, "
+        "failure_threshold: 1, recovery_threshold: 1}",
+        flapping=True,
+    ),
 ]
 
 
@@ -124,8 +134,10 @@ def measure(cluster: Cluster, phase: Phase, work: Path, seconds: float, seed: in
     marker = work / "ok"
     marker.touch()
     config = work / f"{phase.name.replace(' ', '').replace(',', '-')}.yaml"
-    config.write_text(f"resources:\n  - name: {RESOURCE}\n    static: {{count: 1, paths: [/dev/null]}}\n"
-                      f"    health: {phase.health.replace('MARKER', str(marker))}\n")
+    config.write_text(
+        f"resources:\n  - name: {RESOURCE}\n    static: {{count: 1, paths: [/dev/null]}}\n"
+        f"    health: {phase.health.replace('MARKER', str(marker))}\n"
+    )
     daemon = Daemon(cluster, config, work / "serve.log", "--metrics-address", f"127.0.0.1:{metrics_port}")
     flapper = Flapper(marker, seed)
     api = cluster.api()
@@ -159,8 +171,12 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--minutes", type=float, default=2.0, help="the measured time of each phase (default 2)")
     parser.add_argument("--seed", type=int, default=1, help="the flapping's random seed (default 1)")
-    parser.add_argument("--status-every", type=float, default=DEFAULT_STATUS_SECONDS,
-                        help="the kubelet's nodeStatusUpdateFrequency in seconds (default 10, the kubelet's)")
+    parser.add_argument(
+        "--status-every",
+        type=float,
+        default=DEFAULT_STATUS_SECONDS,
+        help="the kubelet's nodeStatusUpdateFrequency in seconds (default 10, the kubelet's)",
+    )
     parser.add_argument("--metrics-port", type=int, default=19464, help="serve's /metrics port on 127.0.0.1")
     args = parser.parse_args()
     for name, value in (("--minutes", args.minutes), ("--status-every", args.status_every)):
@@ -172,20 +188,25 @@ def main() -> int:
     cluster.up(components.ensure_all())
     try:
         # Both set: with only the first, the kubelet would report as often (defaults.go), not every 5 min.
-        cluster.node(1).reconfigure_kubelet({"nodeStatusUpdateFrequency": f"{args.status_every:g}s",
-                                             "nodeStatusReportFrequency": "5m"})
-        results = [(phase, measure(cluster, phase, work, args.minutes * 60, args.seed, args.metrics_port))
-                   for phase in PHASES]
+        cluster.node(1).reconfigure_kubelet(
+            {"nodeStatusUpdateFrequency": f"{args.status_every:g}s", "nodeStatusReportFrequency": "5m"}
+        )
+        results = [
+            (phase, measure(cluster, phase, work, args.minutes * 60, args.seed, args.metrics_port)) for phase in PHASES
+        ]
     finally:
         cluster.down()
         cluster.remove_files()
         shutil.rmtree(work, ignore_errors=True)
-    print(f"kubelet {components.KUBERNETES_VERSION}, node status every {args.status_every:g} s (reported at least "
-          f"every 5 min); {args.minutes:g} min per phase, seed {args.seed}")
+    print(
+        f"kubelet {components.KUBERNETES_VERSION}, node status every {args.status_every:g} s (reported at least "
+        f"every 5 min); {args.minutes:g} min per phase, seed {args.seed}"
+    )
     print(f"{'phase':<22}{'PATCH nodes/status /min':>25}{'health changes /min':>22}{'allocatable changes /min':>27}")
     for phase, counts in results:
-        per_minute = [value / args.minutes for value in (counts.patches, counts.health_changes,
-                                                         counts.allocatable_changes)]
+        per_minute = [
+            value / args.minutes for value in (counts.patches, counts.health_changes, counts.allocatable_changes)
+        ]
         print(f"{phase.name:<22}{per_minute[0]:>25.1f}{per_minute[1]:>22.1f}{per_minute[2]:>27.1f}")
     print(f"the cluster's logs, kept: {cluster.logs}")
     return 0

@@ -38,8 +38,10 @@ DRIVER = "gpu.example.com"
 SELECTORS = {
     "driver": f'device.driver == "{DRIVER}"',
     "attribute": f'device.attributes["{DRIVER}"].model == "a100"',
-    "three clauses": (f'device.driver == "{DRIVER}" && device.attributes["{DRIVER}"].model == "a100"'
-                      f' && device.attributes["{DRIVER}"].cores >= 64'),
+    "three clauses": (
+        f'device.driver == "{DRIVER}" && device.attributes["{DRIVER}"].model == "a100"'
+        f' && device.attributes["{DRIVER}"].cores >= 64'
+    ),
     "quantity": f'device.capacity["{DRIVER}"].memory.compareTo(quantity("40Gi")) >= 0',
     "semver": f'device.attributes["{DRIVER}"].fw.isGreaterThan(semver("1.2.0"))',
     "bind + in": f'cel.bind(a, device.attributes["{DRIVER}"], a.model in ["a100", "h100"] && a.ecc)',
@@ -73,8 +75,9 @@ def make_devices(count: int, seed: int = 7) -> list[dict[str, Any]]:
 
 
 def to_inputs(devices: Sequence[dict[str, Any]]) -> list[DeviceInput]:
-    return [DeviceInput(d["driver"], d["attributes"], {k: v["value"] for k, v in d["capacity"].items()})
-            for d in devices]
+    return [
+        DeviceInput(d["driver"], d["attributes"], {k: v["value"] for k, v in d["capacity"].items()}) for d in devices
+    ]
 
 
 def percentile(values: Sequence[float], q: float) -> float:
@@ -95,7 +98,7 @@ def python_batches(expression: str, devices: Sequence[dict[str, Any]], rounds: i
         gc.collect()  # the garbage of building the inputs is not the evaluation's to collect
         matches = selector.matches
         for start in range(0, len(inputs), BATCH):
-            chunk = inputs[start:start + BATCH]
+            chunk = inputs[start : start + BATCH]
             begin = time.perf_counter_ns()
             for device in chunk:
                 matches(device)
@@ -103,8 +106,9 @@ def python_batches(expression: str, devices: Sequence[dict[str, Any]], rounds: i
     return batches
 
 
-def go_batches(binary: Path, devices: Sequence[dict[str, Any]], rounds: int,
-               expressions: Sequence[str]) -> dict[str, list[int]]:
+def go_batches(
+    binary: Path, devices: Sequence[dict[str, Any]], rounds: int, expressions: Sequence[str]
+) -> dict[str, list[int]]:
     spec = {"expressions": list(expressions), "devices": list(devices), "rounds": rounds, "batch": BATCH}
     with tempfile.NamedTemporaryFile("w", suffix=".json") as handle:
         json.dump(spec, handle)
@@ -124,18 +128,27 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="1,000 devices and one round")
     parser.add_argument("--rounds", type=int, default=5)
-    parser.add_argument("--only", action="append", choices=list(SELECTORS), metavar="SELECTOR",
-                        help="measure only this selector (repeatable)")
+    parser.add_argument(
+        "--only",
+        action="append",
+        choices=list(SELECTORS),
+        metavar="SELECTOR",
+        help="measure only this selector (repeatable)",
+    )
     args = parser.parse_args()
     count, rounds = (1_000, 1) if args.quick else (10_000, args.rounds)
     devices = make_devices(count)
     binary = celgo.go_binary()
     if binary is None:
         print("Go toolchain not installed: Kubernetes side skipped")
-    print(f"{count:,} devices, {rounds} rounds; per-evaluation median/p99 in ns; ratios = ours / Kubernetes"
-          " (throughput, medians)")
-    print(f"{'selector':<14} {'mode':<5} {'evals/s':>11} {'median':>7} {'p99':>7} {'k8s evals/s':>12} {'k8s med':>8}"
-          f" {'ratio':>6} {'med×':>6}  target")
+    print(
+        f"{count:,} devices, {rounds} rounds; per-evaluation median/p99 in ns; ratios = ours / Kubernetes"
+        " (throughput, medians)"
+    )
+    print(
+        f"{'selector':<14} {'mode':<5} {'evals/s':>11} {'median':>7} {'p99':>7} {'k8s evals/s':>12} {'k8s med':>8}"
+        f" {'ratio':>6} {'med×':>6}  target"
+    )
     failed = False
     for name, expression in SELECTORS.items():
         if args.only and name not in args.only:
@@ -151,8 +164,11 @@ def main() -> int:
             ok = (k8s is None or ratio >= 2) and (not simple or rate >= 1e6)
             failed |= not ok
             k8s_cols = f"{k8s[0]:>12,.0f} {k8s[1]:>8.0f}" if k8s else f"{'-':>12} {'-':>8}"
-            print(f"{name:<14} {mode:<5} {rate:>11,.0f} {median:>7.0f} {p99:>7.0f} {k8s_cols} {ratio:>5.1f}×"
-                  f" {median_ratio:>5.1f}×  {target} {'ok' if ok else 'MISSED'}", flush=True)
+            print(
+                f"{name:<14} {mode:<5} {rate:>11,.0f} {median:>7.0f} {p99:>7.0f} {k8s_cols} {ratio:>5.1f}×"
+                f" {median_ratio:>5.1f}×  {target} {'ok' if ok else 'MISSED'}",
+                flush=True,
+            )
     return 1 if failed else 0
 
 

@@ -123,8 +123,10 @@ async def in_process(rounds: int, root: Path, cdi: Path) -> None:
                     prepare.append((middle - start) * 1000)
                     unprepare.append((time.perf_counter() - middle) * 1000)
                 for name, times in (("NodePrepareResources", prepare), ("NodeUnprepareResources", unprepare)):
-                    print(f"  {name:22s} {size:2d} claims: median {statistics.median(times):7.2f} ms, "
-                          f"p99 {percentile(times, 0.99):7.2f} ms ({rounds} rounds)")
+                    print(
+                        f"  {name:22s} {size:2d} claims: median {statistics.median(times):7.2f} ms, "
+                        f"p99 {percentile(times, 0.99):7.2f} ms ({rounds} rounds)"
+                    )
     finally:
         await service.stop()
 
@@ -132,8 +134,9 @@ async def in_process(rounds: int, root: Path, cdi: Path) -> None:
 class BareUnprepare(v1_grpc.DRAPluginServicer):  # type: ignore[misc]
     """grpcio's floor: NodeUnprepareResources answered with the map of empty errors, nothing else."""
 
-    async def NodeUnprepareResources(self, request: v1.NodeUnprepareResourcesRequest,
-                                     context: object) -> v1.NodeUnprepareResourcesResponse:
+    async def NodeUnprepareResources(
+        self, request: v1.NodeUnprepareResourcesRequest, context: object
+    ) -> v1.NodeUnprepareResourcesResponse:
         response = v1.NodeUnprepareResourcesResponse()
         for claim in request.claims:
             response.claims[claim.uid].error = ""
@@ -155,7 +158,8 @@ async def bare_process(socket: Path, log: Path) -> AsyncIterator[DraClient]:
     """The bare server in a process of its own, as both drivers are: a client of it."""
     with log.open("ab") as out:
         process = await asyncio.create_subprocess_exec(
-            sys.executable, __file__, "--serve-bare", str(socket), stdout=out, stderr=out)
+            sys.executable, __file__, "--serve-bare", str(socket), stdout=out, stderr=out
+        )
     try:
         await until(lambda: _true(socket.is_socket() or process.returncode is not None), 30)
         if process.returncode is not None:
@@ -186,8 +190,10 @@ async def bare_floor(rounds: int, root: Path) -> None:
                     start = time.perf_counter()
                     await client.unprepare(refs)
                     times.append((time.perf_counter() - start) * 1000)
-                print(f"  {'bare grpc.aio server':22s} {size:2d} claims: median {statistics.median(times):7.2f} ms, "
-                      f"p99 {percentile(times, 0.99):7.2f} ms (NodeUnprepareResources, no driver code)")
+                print(
+                    f"  {'bare grpc.aio server':22s} {size:2d} claims: median {statistics.median(times):7.2f} ms, "
+                    f"p99 {percentile(times, 0.99):7.2f} ms (NodeUnprepareResources, no driver code)"
+                )
     finally:
         await server.stop(0)
 
@@ -237,8 +243,8 @@ def our_config(path: Path, devices: int) -> None:
     path.write_text(
         f"dra:\n  driver: {OURS}\nresources:\n"
         f"  - name: example.com/bench\n    static: {{count: {devices}, paths: [/dev/null]}}\n"
-        "    env:\n      BENCH_DEVICE: \"{ids}\"\n"
-        "  - name: example.com/hot\n    glob: {paths: [\"/dev/hot*\"]}\n"
+        '    env:\n      BENCH_DEVICE: "{ids}"\n'
+        '  - name: example.com/hot\n    glob: {paths: ["/dev/hot*"]}\n'
     )
 
 
@@ -252,9 +258,26 @@ async def serve_ours(work: Path, cdi: Path, kubeconfig: Path, node: str) -> Asyn
     kubelet_dir = work / "kubelet"
     for made_by_the_kubelet in ("plugins", "plugins_registry"):  # the driver waits for them, never makes them
         (kubelet_dir / made_by_the_kubelet).mkdir(parents=True)
-    argv = [sys.executable, "-m", "kubedevice", "serve", "--config", str(work / "bench.yaml"), "--node", node,
-            "--kubelet-dir", str(kubelet_dir), "--cdi-dir", str(cdi), "--kubeconfig", str(kubeconfig),
-            "--host-root", str(root), "--log-level", "warning"]
+    argv = [
+        sys.executable,
+        "-m",
+        "kubedevice",
+        "serve",
+        "--config",
+        str(work / "bench.yaml"),
+        "--node",
+        node,
+        "--kubelet-dir",
+        str(kubelet_dir),
+        "--cdi-dir",
+        str(cdi),
+        "--kubeconfig",
+        str(kubeconfig),
+        "--host-root",
+        str(root),
+        "--log-level",
+        "warning",
+    ]
     registration = kubelet_dir / "plugins_registry" / f"{OURS}-reg.sock"
     with (work / "serve.log").open("ab") as log:
         process = await asyncio.create_subprocess_exec(*argv, stdout=log, stderr=log)
@@ -288,8 +311,16 @@ async def device_names(api: AsyncClient, node: str, driver: str) -> list[str]:
 async def allocate(api: AsyncClient, namespace: str, peer: Peer, node: str, device: Callable[[int], str]) -> None:
     for size in SIZES:
         peer.claims[size] = [
-            go.ref(await go.allocated_claim(api, namespace, f"{peer.driver.split('.')[0]}-{size}-{i}",
-                                            driver=peer.driver, pool=node, devices=[device(i)]))
+            go.ref(
+                await go.allocated_claim(
+                    api,
+                    namespace,
+                    f"{peer.driver.split('.')[0]}-{size}-{i}",
+                    driver=peer.driver,
+                    pool=node,
+                    devices=[device(i)],
+                )
+            )
             for i in range(size)
         ]
 
@@ -297,8 +328,9 @@ async def allocate(api: AsyncClient, namespace: str, peer: Peer, node: str, devi
 async def against_go(program: Path, kubeconfig: Path, rounds: int, hot_rounds: int, work: Path, cdi: Path) -> None:
     api = AsyncClient(KubeConfig.from_file(kubeconfig), field_manager="kubedevice-bench")
     node = namespace = f"kd-bench-{uuid.uuid4().hex[:6]}"
-    go_options = go.GoDriverOptions(kubeconfig, work / "go" / "kubelet", cdi / "go", node, GO, devices=32,
-                                    api_qps=10_000)
+    go_options = go.GoDriverOptions(
+        kubeconfig, work / "go" / "kubelet", cdi / "go", node, GO, devices=32, api_qps=10_000
+    )
     try:
         async with (
             go.node_and_namespace(api, node, namespace),
@@ -329,7 +361,7 @@ async def against_go(program: Path, kubeconfig: Path, rounds: int, hot_rounds: i
             freeze_harness_heap()
             for r in range(rounds):
                 for size in SIZES:
-                    for peer in timed[r % 3:] + timed[:r % 3]:  # each goes first in turn
+                    for peer in timed[r % 3 :] + timed[: r % 3]:  # each goes first in turn
                         await peer.round(size)
             await asyncio.sleep(2)
             for peer in peers:
@@ -361,14 +393,20 @@ def report(peers: Sequence[Peer], rounds: int) -> None:
         for size in SIZES:
             for peer in peers:
                 times = peer.times[call.lower(), size]
-                print(f"  {f'Node{call}Resources':24} {size:>6}  {peer.name:15} {statistics.median(times):10.2f} "
-                      f"{percentile(times, 0.99):8.2f} {spread(times):12.0f}%")
+                print(
+                    f"  {f'Node{call}Resources':24} {size:>6}  {peer.name:15} {statistics.median(times):10.2f} "
+                    f"{percentile(times, 0.99):8.2f} {spread(times):12.0f}%"
+                )
             a, b = ours.times[call.lower(), size], theirs.times[call.lower(), size]
-            print(f"  {'':24} {'':>6}  {'ratio ours/Go':15} {statistics.median(a) / statistics.median(b):9.2f}× "
-                  f"{percentile(a, 0.99) / percentile(b, 0.99):7.2f}×")
+            print(
+                f"  {'':24} {'':>6}  {'ratio ours/Go':15} {statistics.median(a) / statistics.median(b):9.2f}× "
+                f"{percentile(a, 0.99) / percentile(b, 0.99):7.2f}×"
+            )
     rss = ", ".join(f"{p.name} {p.rss_kib['idle'] / 1024:.1f} / {p.rss_kib['after'] / 1024:.1f}" for p in peers)
-    print(f"  RSS MiB, idle after start / after the calls: {rss}; "
-          f"idle ratio ours/Go {ours.rss_kib['idle'] / theirs.rss_kib['idle']:.2f}×")
+    print(
+        f"  RSS MiB, idle after start / after the calls: {rss}; "
+        f"idle ratio ours/Go {ours.rss_kib['idle'] / theirs.rss_kib['idle']:.2f}×"
+    )
 
 
 def report_floor(ours: Peer, theirs: Peer, bare: Peer) -> None:
@@ -376,16 +414,18 @@ def report_floor(ours: Peer, theirs: Peer, bare: Peer) -> None:
     print("  floor: a bare grpc.aio server in its own process, NodeUnprepareResources only, same rounds:")
     for size in SIZES:
         floor, o, g = (p.times["unprepare", size] for p in (bare, ours, theirs))
-        print(f"  {'':24} {size:>6}  {'bare grpc.aio':15} {statistics.median(floor):10.2f} "
-              f"{percentile(floor, 0.99):8.2f} {spread(floor):12.0f}%   bare/Go "
-              f"{statistics.median(floor) / statistics.median(g):.2f}×, ours/bare "
-              f"{statistics.median(o) / statistics.median(floor):.2f}× (medians)")
+        print(
+            f"  {'':24} {size:>6}  {'bare grpc.aio':15} {statistics.median(floor):10.2f} "
+            f"{percentile(floor, 0.99):8.2f} {spread(floor):12.0f}%   bare/Go "
+            f"{statistics.median(floor) / statistics.median(g):.2f}×, ours/bare "
+            f"{statistics.median(o) / statistics.median(floor):.2f}× (medians)"
+        )
 
 
 def spread(times: Sequence[float]) -> float:
     """(max - min) / median of the medians of BLOCKS consecutive blocks of rounds, in percent."""
     size = max(1, len(times) // BLOCKS)
-    medians = [statistics.median(times[i:i + size]) for i in range(0, size * BLOCKS, size) if times[i:i + size]]
+    medians = [statistics.median(times[i : i + size]) for i in range(0, size * BLOCKS, size) if times[i : i + size]]
     return (max(medians) - min(medians)) / statistics.median(medians) * 100
 
 
@@ -412,11 +452,15 @@ async def hotplug(api: AsyncClient, node: str, host_root: Path, rounds: int) -> 
             path.unlink()
             await until(lambda n=name: _contains(api, node, n, False), 10, HOT_POLL)
             removed.append(time.perf_counter() - start)
-        print(f"\nkubedevice hotplug → ResourceSlice updated in the API server, {label} ({rounds} rounds, "
-              f"polled every {HOT_POLL * 1000:.0f} ms):")
+        print(
+            f"\nkubedevice hotplug → ResourceSlice updated in the API server, {label} ({rounds} rounds, "
+            f"polled every {HOT_POLL * 1000:.0f} ms):"
+        )
         for what, times in (("device added", added), ("device removed", removed)):
-            print(f"  {what:15} median {statistics.median(times) * 1000:6.0f} ms, "
-                  f"p99 {percentile(times, 0.99) * 1000:6.0f} ms, max {max(times) * 1000:6.0f} ms")
+            print(
+                f"  {what:15} median {statistics.median(times) * 1000:6.0f} ms, "
+                f"p99 {percentile(times, 0.99) * 1000:6.0f} ms, max {max(times) * 1000:6.0f} ms"
+            )
 
 
 async def _contains(api: AsyncClient, node: str, name: str, present: bool) -> bool:

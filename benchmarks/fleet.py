@@ -256,7 +256,7 @@ def shares(nodes: int, processes: int) -> list[tuple[int, int]]:
 
 # --- the host side: the cluster, the metrics, the phases ----------------------------------------
 
-METRIC = re.compile(r'^(\w+)\{([^}]*)\} (\S+)$')
+METRIC = re.compile(r"^(\w+)\{([^}]*)\} (\S+)$")
 
 
 class Metrics:
@@ -552,8 +552,14 @@ async def _prepare(client: AsyncClient, namespace: str, run: Run) -> None:
         await asyncio.sleep(0.5)
     expression = f'device.driver == "{run.driver}"'
     with contextlib.suppress(ApiError):  # left by an interrupted run: the same content
-        await client.create(cast(DeviceClass, DeviceClass.from_dict({
-            "metadata": {"name": run.driver}, "spec": {"selectors": [{"cel": {"expression": expression}}]}})))
+        await client.create(
+            cast(
+                DeviceClass,
+                DeviceClass.from_dict(
+                    {"metadata": {"name": run.driver}, "spec": {"selectors": [{"cel": {"expression": expression}}]}}
+                ),
+            )
+        )
     selector = run.variant.selector
     exactly: dict[str, Any] = {"deviceClassName": run.driver}
     if selector is not None:
@@ -856,8 +862,10 @@ def cluster_at(directory: Path | None) -> Iterator[Cluster]:
 def print_table(results: dict[str, Result], variant: Variant, args: argparse.Namespace) -> None:
     nodes = args.nodes
     layout = "8 devices" if variant.name == "flat" else "1 GPU as 8 partitions + the whole (counters)"
-    print(f"\n{variant.name}: {nodes} simulated nodes, {layout} each; kubedevice in {min(args.processes, nodes)} "
-          f"processes; churn: {max(1, nodes // 10)} nodes flipping one device 10/s; {args.pods} pods with claims")
+    print(
+        f"\n{variant.name}: {nodes} simulated nodes, {layout} each; kubedevice in {min(args.processes, nodes)} "
+        f"processes; churn: {max(1, nodes // 10)} nodes flipping one device 10/s; {args.pods} pods with claims"
+    )
     print(f"| {'figure':34} | {'kubedevice':>11} | {'Go resourceslice':>16} | {'ratio':>6} |")
     print(f"|{'-' * 36}|{'-' * 13}:|{'-' * 17}:|{'-' * 7}:|")
     py, go = results.get("kubedevice"), results.get("go")
@@ -876,9 +884,7 @@ def _cell(value: float | None, width: int) -> str:
     return f"{value:{width}.3f}" if value is not None else " " * width
 
 
-def fleet_argv(
-    run: Run, kubeconfig: Path, peer: Path, specs: Path, tokens: Path | None
-) -> list[list[str]]:
+def fleet_argv(run: Run, kubeconfig: Path, peer: Path, specs: Path, tokens: Path | None) -> list[list[str]]:
     """Each process of the fleet: the Go peer is one (its goroutines use every core), the Python
     fleet ``--processes`` of them, each a share of the nodes, starting ``WAVE`` nodes at a time
     between them."""
@@ -936,17 +942,28 @@ def write_specs(scratch: Path, variant: Variant) -> Path:
 def arguments() -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--nodes", type=int, default=1000)
-    parser.add_argument("--variant", choices=("flat", "partitionable", "both"), default="both",
-                        help="the device layout (default: both, one after the other)")
-    parser.add_argument("--processes", type=int, default=os.cpu_count() or 1,
-                        help="processes of the kubedevice fleet, each a share of the nodes (default: the CPUs)")
+    parser.add_argument(
+        "--variant",
+        choices=("flat", "partitionable", "both"),
+        default="both",
+        help="the device layout (default: both, one after the other)",
+    )
+    parser.add_argument(
+        "--processes",
+        type=int,
+        default=os.cpu_count() or 1,
+        help="processes of the kubedevice fleet, each a share of the nodes (default: the CPUs)",
+    )
     parser.add_argument("--pods", type=int, default=1000, help="pods with claims to schedule (0: none)")
     parser.add_argument("--steady", type=float, default=180.0, help="seconds at rest (default 180)")
     parser.add_argument("--churn", type=float, default=30.0, help="seconds of flipping (default 30)")
     parser.add_argument("--cluster-dir", type=Path, help="a cluster started with scripts/cluster.sh up --dir DIR")
     parser.add_argument("--only", choices=tuple(FLEETS), help="run one fleet only")
-    parser.add_argument("--no-tokens", action="store_true",
-                        help="kubedevice's nodes without a service-account token (certificates only: a Node GET each)")
+    parser.add_argument(
+        "--no-tokens",
+        action="store_true",
+        help="kubedevice's nodes without a service-account token (certificates only: a Node GET each)",
+    )
     parser.add_argument("--token-dir", type=Path, help=argparse.SUPPRESS)
     parser.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--first", type=int, default=0, help=argparse.SUPPRESS)

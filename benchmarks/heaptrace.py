@@ -27,8 +27,21 @@ FRAMES = 4
 
 
 class _MallInfo2(ctypes.Structure):
-    _fields_ = [(name, ctypes.c_size_t) for name in (
-        "arena", "ordblks", "smblks", "hblks", "hblkhd", "usmblks", "fsmblks", "uordblks", "fordblks", "keepcost")]
+    _fields_ = [
+        (name, ctypes.c_size_t)
+        for name in (
+            "arena",
+            "ordblks",
+            "smblks",
+            "hblks",
+            "hblkhd",
+            "usmblks",
+            "fsmblks",
+            "uordblks",
+            "fordblks",
+            "keepcost",
+        )
+    ]
 
 
 def _malloc() -> dict[str, int]:
@@ -39,8 +52,11 @@ def _malloc() -> dict[str, int]:
         return {}
     info.restype = _MallInfo2
     got = info()
-    return {"malloc_in_use_kib": got.uordblks // 1024, "malloc_free_kib": got.fordblks // 1024,
-            "malloc_mmap_kib": got.hblkhd // 1024}
+    return {
+        "malloc_in_use_kib": got.uordblks // 1024,
+        "malloc_free_kib": got.fordblks // 1024,
+        "malloc_mmap_kib": got.hblkhd // 1024,
+    }
 
 
 _OWN = [tracemalloc.Filter(False, tracemalloc.__file__), tracemalloc.Filter(False, __file__)]
@@ -50,11 +66,20 @@ def _record(out: Path, started: float, baseline: Any) -> None:
     snapshot = tracemalloc.take_snapshot().filter_traces(_OWN)
     grown = [stat for stat in snapshot.compare_to(baseline, "traceback") if stat.size_diff > 0][:10]
     current, _peak = tracemalloc.get_traced_memory()
-    row = {"at": round(time.monotonic() - started, 1), "rss_kib": sample(os.getpid(), 0).rss_kib,
-           "python_kib": current // 1024,
-           **_malloc(),
-           "grown": [{"kib": stat.size_diff // 1024, "count": stat.count_diff,
-                      "where": [f"{frame.filename}:{frame.lineno}" for frame in stat.traceback]} for stat in grown]}
+    row = {
+        "at": round(time.monotonic() - started, 1),
+        "rss_kib": sample(os.getpid(), 0).rss_kib,
+        "python_kib": current // 1024,
+        **_malloc(),
+        "grown": [
+            {
+                "kib": stat.size_diff // 1024,
+                "count": stat.count_diff,
+                "where": [f"{frame.filename}:{frame.lineno}" for frame in stat.traceback],
+            }
+            for stat in grown
+        ],
+    }
     with out.open("a") as handle:
         handle.write(json.dumps(row) + "\n")
 

@@ -119,15 +119,20 @@ def main() -> int:
         wait_for("bench devices", lambda: cluster.api().resource(cluster.node_name, KD_RESOURCE) == (8, 8), 30.0)
         kd = race(cluster, KD_RESOURCE, 3, args.rounds)
         daemon.stop()
-        cluster.spawn("sample-device-plugin", [str(cluster.binaries.kube("sample-device-plugin"))],
-                      env={"PLUGIN_SOCK_DIR": "/var/lib/kubelet/device-plugins"})
+        cluster.spawn(
+            "sample-device-plugin",
+            [str(cluster.binaries.kube("sample-device-plugin"))],
+            env={"PLUGIN_SOCK_DIR": "/var/lib/kubelet/device-plugins"},
+        )
         wait_for("sample devices", lambda: cluster.api().resource(cluster.node_name, SAMPLE_RESOURCE) == (2, 2), 30.0)
         sample = race(cluster, SAMPLE_RESOURCE, 1, args.rounds)
         cluster.stop("sample-device-plugin")
     finally:
         cluster.down()
-    print(f"serve start → allocatable in the Node object: median {statistics.median(start):.2f} s "
-          f"(min {min(start):.2f}, max {max(start):.2f}, n={len(start)})")
+    print(
+        f"serve start → allocatable in the Node object: median {statistics.median(start):.2f} s "
+        f"(min {min(start):.2f}, max {max(start):.2f}, n={len(start)})"
+    )
     print(f"{'after a kubelet restart':<28}{'kubedevice':>14}{'sample plugin':>16}")
     print(f"{'re-registered (median)':<28}{_median(kd[0]):>14}{_median(sample[0]):>16}")
     print(f"{'pods admitted / created':<28}{f'{kd[1]}/{kd[2]}':>14}{f'{sample[1]}/{sample[2]}':>16}")

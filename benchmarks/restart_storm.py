@@ -42,8 +42,18 @@ async def storm(restarts: int, work: Path) -> None:
     await sim.start()
     log = (work / "daemon.log").open("wb")
     daemon = await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "kubedevice", "serve", "--config", str(work / "config.yaml"),
-        "--plugin-dir", str(plugin_dir), "--log-level", "warning", stdout=log, stderr=subprocess.STDOUT,
+        sys.executable,
+        "-m",
+        "kubedevice",
+        "serve",
+        "--config",
+        str(work / "config.yaml"),
+        "--plugin-dir",
+        str(plugin_dir),
+        "--log-level",
+        "warning",
+        stdout=log,
+        stderr=subprocess.STDOUT,
     )
     registered_ms: list[float] = []
     restored_ms: list[float] = []
@@ -64,7 +74,7 @@ async def storm(restarts: int, work: Path) -> None:
             restored_ms.append((time.monotonic() - since) * 1000)
             latest = max(r.received_at for r in sim.registrations if r.received_at >= since)
             registered_ms.append((latest - since) * 1000)
-            del sim.registrations[:-len(RESOURCES)]  # bounded memory on our side
+            del sim.registrations[: -len(RESOURCES)]  # bounded memory on our side
             if n % 20 == 0:
                 samples.append(sample(daemon.pid, n))
         took = time.monotonic() - started
@@ -76,8 +86,10 @@ async def storm(restarts: int, work: Path) -> None:
     print(f"{restarts} kubelet restarts in {took:.1f} s; {len(RESOURCES)} resources each")
     print(f"  re-registered: {len(registered_ms)} of {restarts} (missed {missed} within {TIMEOUT:g} s)")
     for label, values in (("Register (last resource)", registered_ms), ("devices allocatable again", restored_ms)):
-        print(f"  {label:26} ms: p50 {percentile(values, 0.5):7.2f}  p99 {percentile(values, 0.99):7.2f}"
-              f"  max {max(values):7.2f}")
+        print(
+            f"  {label:26} ms: p50 {percentile(values, 0.5):7.2f}  p99 {percentile(values, 0.99):7.2f}"
+            f"  max {max(values):7.2f}"
+        )
     print(trend(samples, 1000, "restarts"))
     print(noise())
 

@@ -71,8 +71,21 @@ def kubedevice_peer(devices: int, work: Path, profile: Path | None = None) -> Pe
     python = [sys.executable, "-m", "cProfile", "-o", str(profile)] if profile else [sys.executable]
 
     def start(plugin_dir: Path, log: Path) -> contextlib.AbstractAsyncContextManager[int]:
-        return process([*python, "-m", "kubedevice", "serve", "--config", str(config),
-                        "--plugin-dir", str(plugin_dir), "--log-level", "warning"], log)
+        return process(
+            [
+                *python,
+                "-m",
+                "kubedevice",
+                "serve",
+                "--config",
+                str(config),
+                "--plugin-dir",
+                str(plugin_dir),
+                "--log-level",
+                "warning",
+            ],
+            log,
+        )
 
     return start
 
@@ -111,8 +124,20 @@ async def allocate_round(peer: Peer, harness_bin: Path, args: argparse.Namespace
     """Register the peer, read its idle RSS, then time Allocate calls."""
     with tempfile.TemporaryDirectory(prefix="kd-bench-") as tmp:
         plugin_dir = Path(tmp)
-        argv = [str(harness_bin), "bench-allocate", "-dir", str(plugin_dir), "-n", str(args.calls),
-                "-warmup", str(args.warmup), "-idle", f"{args.idle}s", "-timeout", "300s"]
+        argv = [
+            str(harness_bin),
+            "bench-allocate",
+            "-dir",
+            str(plugin_dir),
+            "-n",
+            str(args.calls),
+            "-warmup",
+            str(args.warmup),
+            "-idle",
+            f"{args.idle}s",
+            "-timeout",
+            "300s",
+        ]
         async with harness(argv, work / f"bench-{peer.name}.log") as go:
             await go.next("serving")
             async with peer.start(plugin_dir, work / f"{peer.name}.log") as pid:
@@ -128,9 +153,23 @@ async def reregister_round(peer: Peer, harness_bin: Path, args: argparse.Namespa
     """Restart the real device manager; time until the peer's devices are allocatable again."""
     with tempfile.TemporaryDirectory(prefix="kd-bench-") as tmp:
         plugin_dir = Path(tmp)
-        argv = gobuild.in_kubelet_dir(plugin_dir, [
-            str(harness_bin), "devicemanager", "-resource", peer.resource, "-devices", str(peer.devices),
-            "-request", "0", "-restarts", str(args.restarts), "-timeout", "60s"])
+        argv = gobuild.in_kubelet_dir(
+            plugin_dir,
+            [
+                str(harness_bin),
+                "devicemanager",
+                "-resource",
+                peer.resource,
+                "-devices",
+                str(peer.devices),
+                "-request",
+                "0",
+                "-restarts",
+                str(args.restarts),
+                "-timeout",
+                "60s",
+            ],
+        )
         async with harness(argv, work / f"dm-{peer.name}.log") as go:
             await go.next("kubelet_started")
             async with peer.start(plugin_dir, work / f"{peer.name}.log"):
@@ -154,8 +193,10 @@ def report(peers: list[Peer], reregister: bool) -> None:
     print(f"{'peer':12} {'p50':>8} {'p99':>8} {'round p50 spread':>18} {'RSS MiB':>8}")
     for p in peers:
         spread = (max(p.round_p50s) - min(p.round_p50s)) / statistics.median(p.round_p50s) * 100
-        print(f"{p.name:12} {pct(p.allocate_us, 50):8.0f} {pct(p.allocate_us, 99):8.0f} "
-              f"{spread:17.0f}% {statistics.median(p.rss_kib) / 1024:8.1f}")
+        print(
+            f"{p.name:12} {pct(p.allocate_us, 50):8.0f} {pct(p.allocate_us, 99):8.0f} "
+            f"{spread:17.0f}% {statistics.median(p.rss_kib) / 1024:8.1f}"
+        )
     if reregister:
         print("\nRe-registration after a restart of the real device manager (ms, kubelet.sock to allocatable)")
         for p in peers:
@@ -165,15 +206,21 @@ def report(peers: list[Peer], reregister: bool) -> None:
         r50 = pct(ours.allocate_us, 50) / pct(other.allocate_us, 50)
         r99 = pct(ours.allocate_us, 99) / pct(other.allocate_us, 99)
         rss = statistics.median(ours.rss_kib) / statistics.median(other.rss_kib)
-        print(f"vs {other.name:9} Allocate p50 {r50:5.2f}x ({verdict(r50, TARGETS['allocate_p50'])}), "
-              f"p99 {r99:5.2f}x ({verdict(r99, TARGETS['allocate_p99'])}), "
-              f"idle RSS {rss:5.2f}x ({verdict(rss, TARGETS['rss'])})")
+        print(
+            f"vs {other.name:9} Allocate p50 {r50:5.2f}x ({verdict(r50, TARGETS['allocate_p50'])}), "
+            f"p99 {r99:5.2f}x ({verdict(r99, TARGETS['allocate_p99'])}), "
+            f"idle RSS {rss:5.2f}x ({verdict(rss, TARGETS['rss'])})"
+        )
         if reregister:
             speedup = statistics.median(other.reregister_ms) / statistics.median(ours.reregister_ms)
-            print(f"{'':12} re-registration {speedup:7.0f}x faster "
-                  f"({verdict(speedup, TARGETS['reregister_speedup'], lower_is_better=False)})")
-    print(f"\nNoise: {os.cpu_count()} CPUs shared; load average {os.getloadavg()[0]:.2f} at the end. "
-          "Treat ratios within the round-p50 spread as equal.")
+            print(
+                f"{'':12} re-registration {speedup:7.0f}x faster "
+                f"({verdict(speedup, TARGETS['reregister_speedup'], lower_is_better=False)})"
+            )
+    print(
+        f"\nNoise: {os.cpu_count()} CPUs shared; load average {os.getloadavg()[0]:.2f} at the end. "
+        "Treat ratios within the round-p50 spread as equal."
+    )
 
 
 async def run(args: argparse.Namespace, work: Path) -> None:
@@ -181,17 +228,22 @@ async def run(args: argparse.Namespace, work: Path) -> None:
     if harness_bin is None or sample_bin is None or stub_bin is None:
         raise SystemExit("Go toolchain not found: install Go to build the peers")
     namespace_error = gobuild.mount_namespace_error()
-    peers = [Peer("kubedevice", "example.com/null", args.devices, kubedevice_peer(args.devices, work)),
-             Peer("go-stub", "example.com/null", args.devices, stub_peer(stub_bin, args.devices))]
+    peers = [
+        Peer("kubedevice", "example.com/null", args.devices, kubedevice_peer(args.devices, work)),
+        Peer("go-stub", "example.com/null", args.devices, stub_peer(stub_bin, args.devices)),
+    ]
     if namespace_error is None:
         peers.append(Peer("sample", gobuild.SAMPLE_RESOURCE, 2, sample_peer(sample_bin)))
     else:
         print(f"sample plugin and re-registration skipped: {namespace_error}")
     for n in range(args.rounds):
-        for peer in peers[n % len(peers):] + peers[: n % len(peers)]:
+        for peer in peers[n % len(peers) :] + peers[: n % len(peers)]:
             await allocate_round(peer, harness_bin, args, work)
-            print(f"round {n + 1}: {peer.name} Allocate p50 {peer.round_p50s[-1]:.0f} µs, "
-                  f"RSS {peer.rss_kib[-1] / 1024:.1f} MiB", flush=True)
+            print(
+                f"round {n + 1}: {peer.name} Allocate p50 {peer.round_p50s[-1]:.0f} µs, "
+                f"RSS {peer.rss_kib[-1] / 1024:.1f} MiB",
+                flush=True,
+            )
     reregister = namespace_error is None and args.restarts > 0
     if reregister:
         for peer in peers:

@@ -79,8 +79,21 @@ async def soak(minutes: float, work: Path, heap: Path | None) -> None:
     log = (work / "daemon.log").open("wb")
     traced = [str(HERE / "heaptrace.py"), str(heap)] if heap else []
     daemon = await asyncio.create_subprocess_exec(
-        sys.executable, *traced, "-m", "kubedevice", "serve", "--config", str(work / "config.yaml"), "--plugin-dir",
-        str(plugin_dir), "--host-root", str(host), "--log-level", "warning", stdout=log, stderr=subprocess.STDOUT,
+        sys.executable,
+        *traced,
+        "-m",
+        "kubedevice",
+        "serve",
+        "--config",
+        str(work / "config.yaml"),
+        "--plugin-dir",
+        str(plugin_dir),
+        "--host-root",
+        str(host),
+        "--log-level",
+        "warning",
+        stdout=log,
+        stderr=subprocess.STDOUT,
     )
     rng = random.Random(1)
     present: set[int] = set()
@@ -103,8 +116,11 @@ async def soak(minutes: float, work: Path, heap: Path | None) -> None:
                 next_sample += 10
             if time.monotonic() >= next_report:  # a partial record survives an interrupted hour
                 last = samples[-1]
-                print(f"  {last.at / 60:5.1f} min: {steps} steps, {missed} missed, RSS {last.rss_kib / 1024:.1f} MiB,"
-                      f" threads {last.threads}, fds {last.fds}", flush=True)
+                print(
+                    f"  {last.at / 60:5.1f} min: {steps} steps, {missed} missed, RSS {last.rss_kib / 1024:.1f} MiB,"
+                    f" threads {last.threads}, fds {last.fds}",
+                    flush=True,
+                )
                 next_report += 300
             _churn(rng, host, flags, present, unhealthy)
             steps += 1
@@ -127,8 +143,10 @@ async def soak(minutes: float, work: Path, heap: Path | None) -> None:
         log.close()
     print(f"soak {minutes:g} min: {steps} steps of hotplug churn + health flips, {missed} missed updates")
     print(f"  converged ms: p50 {percentile(converge_ms, 0.5):7.1f}  p99 {percentile(converge_ms, 0.99):7.1f}")
-    print(f"  Allocate under churn µs ({len(latencies)} calls): p50 {percentile(latencies, 0.5):7.0f}"
-          f"  p99 {percentile(latencies, 0.99):7.0f}")
+    print(
+        f"  Allocate under churn µs ({len(latencies)} calls): p50 {percentile(latencies, 0.5):7.0f}"
+        f"  p99 {percentile(latencies, 0.99):7.0f}"
+    )
     print(trend(samples, 3600, "s"))
     if heap:
         print(heap_trend(heap))
@@ -145,8 +163,10 @@ def heap_trend(heap: Path) -> str:
     for key in ("rss_kib", "python_kib", "malloc_in_use_kib", "malloc_free_kib", "malloc_mmap_kib"):
         if key in rows[0]:
             ys = [row[key] / 1024 for row in rows]
-            lines.append(f"    {key[:-4]:<14} first {ys[0]:7.1f}  last {ys[-1]:7.1f} MiB"
-                         f"  slope {slope(xs, ys) * 3600:+7.3f} MiB per 3600 s")
+            lines.append(
+                f"    {key[:-4]:<14} first {ys[0]:7.1f}  last {ys[-1]:7.1f} MiB"
+                f"  slope {slope(xs, ys) * 3600:+7.3f} MiB per 3600 s"
+            )
     for grown in rows[-1]["grown"][:5]:
         where = " <- ".join(grown["where"][-2:])
         lines.append(f"    grew {grown['kib']:6d} KiB in {grown['count']:+6d} blocks at {where}")

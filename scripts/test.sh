@@ -18,6 +18,7 @@ if [ -z "${VIRTUAL_ENV:-}" ]; then
     . .venv/bin/activate
 fi
 python3 -m ruff check src tests benchmarks
+python3 -m ruff format --check src tests benchmarks
 python3 -m mypy src
 if [ "$#" -gt 0 ] || [ "${KUBEDEVICE_SERIAL_TESTS:-}" = 1 ]; then
     exec python3 -m pytest "$@"

@@ -51,8 +51,18 @@ def serving(directory: Path, dra: bool, *extra: str) -> subprocess.Popen[bytes]:
     if dra:
         for made_by_the_kubelet in ("plugins", "plugins_registry", "claims"):
             (directory / made_by_the_kubelet).mkdir()
-        args = ["--config", str(ROOT / "examples" / "dra-null.yaml"), "--node", "n1", "--kubelet-dir",
-                str(directory), "--cdi-dir", str(directory / "cdi"), "--claims-dir", str(directory / "claims")]
+        args = [
+            "--config",
+            str(ROOT / "examples" / "dra-null.yaml"),
+            "--node",
+            "n1",
+            "--kubelet-dir",
+            str(directory),
+            "--cdi-dir",
+            str(directory / "cdi"),
+            "--claims-dir",
+            str(directory / "claims"),
+        ]
         served = directory / "plugins_registry"
     else:
         args = ["--config", str(ROOT / "examples" / "null.yaml"), "--plugin-dir", str(directory)]
@@ -102,9 +112,17 @@ def test_all_cpus_leaves_the_kernels_choice(plugin_dir: Path, dra: bool) -> None
 def test_a_process_allowed_one_cpu_is_left_alone() -> None:
     """Nothing to choose: the affinity stays as it is, and the answer says so."""
     [cpu] = sorted(ALLOWED)[:1]
-    probe = (f"import os; os.sched_setaffinity(0, {{{cpu}}}); from kubedevice.node.affinity import pin_to_one_cpu; "
-             "print(pin_to_one_cpu(), sorted(os.sched_getaffinity(0)))")
-    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=60, check=False,
-                          env={**os.environ, "PYTHONPATH": str(ROOT / "src")})
+    probe = (
+        f"import os; os.sched_setaffinity(0, {{{cpu}}}); from kubedevice.node.affinity import pin_to_one_cpu; "
+        "print(pin_to_one_cpu(), sorted(os.sched_getaffinity(0)))"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", probe],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+        env={**os.environ, "PYTHONPATH": str(ROOT / "src")},
+    )
     assert done.returncode == 0, done.stderr
     assert done.stdout.split(None, 1) == ["None", f"[{cpu}]\n"]

@@ -29,8 +29,12 @@ MADE = {
     "node2/kubelet.kubeconfig": 700,
     "node3/cni/bin/kubedevice-veth": 900,
 }
-KEPT = {"logs/kubelet.log": 4096 * 2, "ns/var-log/pods/default_p_uid/main/0.log": 4096,
-        "logs/kubedevice-node-2-kubelet.log": 4096, "node2/ns/var-log/pods/default_q_uid/main/0.log": 4096}
+KEPT = {
+    "logs/kubelet.log": 4096 * 2,
+    "ns/var-log/pods/default_p_uid/main/0.log": 4096,
+    "logs/kubedevice-node-2-kubelet.log": 4096,
+    "node2/ns/var-log/pods/default_q_uid/main/0.log": 4096,
+}
 FOREIGN = {"notes.txt": 10, "mine/data.bin": 4096}
 """Not made by ``up``: the user's own files in the same directory."""
 
@@ -59,7 +63,8 @@ def test_removes_what_up_made_and_keeps_the_logs_and_foreign_files(cluster_dir: 
     assert result is not None
     removed, kept = result
     assert sorted(str(p.relative_to(cluster_dir)) for p in cluster_dir.rglob("*") if p.is_file()) == sorted(
-        [*KEPT, *FOREIGN, MARKER])
+        [*KEPT, *FOREIGN, MARKER]
+    )
     assert not (cluster_dir / "etcd").exists() and not (cluster_dir / "ns" / "var-lib").exists()
     assert removed >= sum(MADE.values()) and kept >= sum(KEPT.values())
     assert Cluster(cluster_dir).disk_usage() == before - removed
@@ -98,8 +103,10 @@ def test_down_says_what_it_stopped_removed_and_kept(cluster_dir: Path, capsys: p
     assert main(["down", "--dir", str(cluster_dir)]) == 0
     _, removed = capsys.readouterr().out.splitlines()
     assert removed.startswith("removed: 0.") and "kept the logs for debugging" in removed
-    assert f"{cluster_dir / 'logs'} and {cluster_dir / 'ns' / 'var-log' / 'pods'}, " \
-           f"{cluster_dir / 'node2' / 'ns' / 'var-log' / 'pods'}" in removed
+    assert (
+        f"{cluster_dir / 'logs'} and {cluster_dir / 'ns' / 'var-log' / 'pods'}, "
+        f"{cluster_dir / 'node2' / 'ns' / 'var-log' / 'pods'}" in removed
+    )
     assert not (cluster_dir / "etcd").exists() and (cluster_dir / "logs" / "kubelet.log").is_file()
 
 
@@ -112,8 +119,9 @@ def test_down_in_a_directory_up_did_not_make(tmp_path: Path, capsys: pytest.Capt
 
 
 @pytest.mark.parametrize("nodes", ["0", "6"])
-def test_up_refuses_a_node_count_out_of_range_in_one_line(tmp_path: Path, nodes: str,
-                                                          capsys: pytest.CaptureFixture[str]) -> None:
+def test_up_refuses_a_node_count_out_of_range_in_one_line(
+    tmp_path: Path, nodes: str, capsys: pytest.CaptureFixture[str]
+) -> None:
     assert main(["up", "--dir", str(tmp_path), "--nodes", nodes]) == 2
     assert capsys.readouterr().err == f"kubedevice: --nodes: {nodes} is not between 1 and 5\n"
     assert list(tmp_path.iterdir()) == []  # refused before anything was made

@@ -63,16 +63,20 @@ def test_the_kubelet_follows_the_version_skew_policy(apiserver: str, kubelet: st
 
 
 def test_cluster_sh_refuses_a_kubelet_newer_than_the_control_plane_in_one_line(
-        capsys: pytest.CaptureFixture[str]) -> None:
+    capsys: pytest.CaptureFixture[str],
+) -> None:
     assert main(["up", "--version", "1.36", "--kubelet-version", "1.37", "--dir", "/nonexistent/kd"]) == 2
-    assert capsys.readouterr().err == ("kubedevice: --kubelet-version: a kubelet v1.37.2 may not be newer than the "
-                                       "API server v1.36.3 (upgrade the control plane first)\n")
+    assert capsys.readouterr().err == (
+        "kubedevice: --kubelet-version: a kubelet v1.37.2 may not be newer than the "
+        "API server v1.36.3 (upgrade the control plane first)\n"
+    )
 
 
 def test_a_skewed_kubelet_is_refused_before_anything_starts(tmp_path: Path) -> None:
     cluster = Cluster(tmp_path / "cluster")
     unused = Path("/nonexistent")
     with pytest.raises(ClusterError, match=r"^kubelet version: a kubelet v1\.37\.2 may not be newer"):
-        cluster.up(components.Binaries(unused, unused, unused, unused, unused), version="v1.36.3",
-                   kubelet_version="v1.37.2")
+        cluster.up(
+            components.Binaries(unused, unused, unused, unused, unused), version="v1.36.3", kubelet_version="v1.37.2"
+        )
     assert not (tmp_path / "cluster").exists() or not any((tmp_path / "cluster").iterdir())

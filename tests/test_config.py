@@ -107,8 +107,9 @@ def test_dra_refuses_index_in_container_paths() -> None:
     refused = r"resources\[0\]: container_path '/dev/t\{index\}' uses \{index\}, which a DRA driver"
     with pytest.raises(ConfigError, match=refused):
         parse_config(text)
-    mount = text.replace("    container_path: '/dev/t{index}'\n",
-                         "    mounts: [{host_path: /sys, container_path: '/sys/t{index}'}]\n")
+    mount = text.replace(
+        "    container_path: '/dev/t{index}'\n", "    mounts: [{host_path: /sys, container_path: '/sys/t{index}'}]\n"
+    )
     with pytest.raises(ConfigError, match=r"mounts\[0\]\.container_path"):
         parse_config(mount)
     assert parse_config(text.replace("{index}", "{name}")).resources[0].container_path == "/dev/t{name}"

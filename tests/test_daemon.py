@@ -355,8 +355,17 @@ def test_a_socket_path_of_exactly_107_bytes_is_served(tmp_path: Path) -> None:
 
 
 def serve_args(config: Path, plugin_dir: Path, *extra: str) -> list[str]:
-    return [sys.executable, "-m", "kubedevice", "serve", "--config", str(config), "--plugin-dir", str(plugin_dir),
-            *extra]
+    return [
+        sys.executable,
+        "-m",
+        "kubedevice",
+        "serve",
+        "--config",
+        str(config),
+        "--plugin-dir",
+        str(plugin_dir),
+        *extra,
+    ]
 
 
 def sigterm_caught(pid: int) -> bool:
@@ -403,8 +412,12 @@ def test_a_second_serve_or_a_file_at_the_endpoint_is_refused_in_one_line(tmp_pat
             await eventually(endpoint.is_socket, "first serve listening")
             inode = endpoint.stat().st_ino
             second = await asyncio.to_thread(
-                subprocess.run, serve_args(daemon.config, daemon.plugin_dir, "--host-root", str(daemon.host)),
-                capture_output=True, text=True, timeout=60, check=False,
+                subprocess.run,
+                serve_args(daemon.config, daemon.plugin_dir, "--host-root", str(daemon.host)),
+                capture_output=True,
+                text=True,
+                timeout=60,
+                check=False,
             )
             assert second.returncode == 1, second.stderr
             assert second.stderr.strip() == (
@@ -420,7 +433,10 @@ def test_a_second_serve_or_a_file_at_the_endpoint_is_refused_in_one_line(tmp_pat
     endpoint.write_text("someone else's file\n")
     result = subprocess.run(
         serve_args(tmp_path / "config.yaml", tmp_path / "plugins", "--host-root", str(tmp_path / "host")),
-        capture_output=True, text=True, timeout=60, check=False,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
     )
     assert result.returncode == 1
     assert result.stderr.strip() == f"kubedevice: {endpoint} exists and is not a socket: refusing to replace it"
@@ -532,8 +548,12 @@ def test_ready_for_systemd_once_the_plugins_are_served(tmp_path: Path) -> None:
         plugin_dir.mkdir()
         config = tmp_path / "config.yaml"
         config.write_text(config_text(NULL))
-        proc = subprocess.Popen(serve_args(config, plugin_dir), stderr=subprocess.PIPE, text=True,
-                                env={**os.environ, "NOTIFY_SOCKET": str(notify)})
+        proc = subprocess.Popen(
+            serve_args(config, plugin_dir),
+            stderr=subprocess.PIPE,
+            text=True,
+            env={**os.environ, "NOTIFY_SOCKET": str(notify)},
+        )
         try:
             assert listener.recv(64) == b"READY=1"
             assert (plugin_dir / endpoint_for(NULL)).is_socket()  # served before READY, not after

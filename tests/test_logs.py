@@ -68,12 +68,14 @@ def test_text_format_appends_logfmt_fields_quoting_only_when_needed() -> None:
     out = io.StringIO()
     setup_logging("info", "text", out)
     logging.getLogger("kubedevice.health").warning(
-        "device unhealthy", extra={"resource": R, "device": "null-0", "reason": "not present", "empty": ""})
+        "device unhealthy", extra={"resource": R, "device": "null-0", "reason": "not present", "empty": ""}
+    )
     (line,) = lines(out)
     stamp, level, rest = line.split(maxsplit=2)
     assert stamp.endswith("Z") and level == "WARNING"
-    assert rest == ('kubedevice.health: device unhealthy resource=example.com/null device=null-0 '
-                    'reason="not present" empty=""')
+    assert rest == (
+        'kubedevice.health: device unhealthy resource=example.com/null device=null-0 reason="not present" empty=""'
+    )
 
 
 def test_level_filters_and_is_case_insensitive() -> None:
@@ -103,17 +105,23 @@ def test_other_handlers_are_left_alone() -> None:
     assert theirs in logging.getLogger().handlers
 
 
-@pytest.mark.parametrize(("level", "fmt", "message"), [
-    ("loud", "text", "log level 'loud'"), ("info", "xml", "log format 'xml'"),
-])
+@pytest.mark.parametrize(
+    ("level", "fmt", "message"),
+    [
+        ("loud", "text", "log level 'loud'"),
+        ("info", "xml", "log format 'xml'"),
+    ],
+)
 def test_bad_level_or_format_is_a_clear_error(level: str, fmt: str, message: str) -> None:
     with pytest.raises(ValueError, match=message):
         setup_logging(level, fmt, io.StringIO())  # type: ignore[arg-type]
 
 
 def test_default_stream_is_stderr_so_stdout_stays_clean() -> None:
-    code = ("import logging; from kubedevice.logs import setup_logging; setup_logging('info', 'json');"
-            "logging.getLogger('kubedevice').info('hello', extra={'resource': 'r'})")
+    code = (
+        "import logging; from kubedevice.logs import setup_logging; setup_logging('info', 'json');"
+        "logging.getLogger('kubedevice').info('hello', extra={'resource': 'r'})"
+    )
     result = subprocess.run([sys.executable, "-c", code], check=True, capture_output=True, text=True)
     assert result.stdout == ""
     assert json.loads(result.stderr)["resource"] == "r"
@@ -121,8 +129,14 @@ def test_default_stream_is_stderr_so_stdout_stays_clean() -> None:
 
 @pytest.mark.parametrize(
     "created",
-    [1_700_000_000.0, 1_700_000_000.0004, 1_700_000_000.9995, 1_700_000_000.9999996, 1_700_000_001.5,
-     3_762_938_088.996],
+    [
+        1_700_000_000.0,
+        1_700_000_000.0004,
+        1_700_000_000.9995,
+        1_700_000_000.9999996,
+        1_700_000_001.5,
+        3_762_938_088.996,
+    ],
 )
 def test_the_cached_second_formats_each_instant_as_datetime_does(created: float) -> None:
     """The time is the seconds of the last record (cached) and this record's milliseconds, rounded

@@ -66,8 +66,7 @@ libc.malloc_stats()
 
 
 def arenas(mode: str) -> int:
-    done = subprocess.run([sys.executable, "-c", THREADS, mode], capture_output=True, text=True, check=True,
-                          timeout=60)
+    done = subprocess.run([sys.executable, "-c", THREADS, mode], capture_output=True, text=True, check=True, timeout=60)
     return sum(line.startswith("Arena ") for line in done.stderr.splitlines())
 
 

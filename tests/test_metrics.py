@@ -22,8 +22,9 @@ R = "example.com/null"
 Samples = dict[tuple[str, frozenset[tuple[str, str]]], float]
 
 
-def fetch(port: int, path: str, method: str = "GET",
-          headers: dict[str, str] | None = None) -> tuple[int, dict[str, str], bytes]:
+def fetch(
+    port: int, path: str, method: str = "GET", headers: dict[str, str] | None = None
+) -> tuple[int, dict[str, str], bytes]:
     request = urllib.request.Request(f"http://127.0.0.1:{port}{path}", method=method, headers=headers or {})
     try:
         with urllib.request.urlopen(request, timeout=5) as response:
@@ -33,17 +34,24 @@ def fetch(port: int, path: str, method: str = "GET",
 
 
 def parse(body: bytes) -> Samples:
-    return {(s.name, frozenset(s.labels.items())): s.value
-            for family in text_string_to_metric_families(body.decode()) for s in family.samples}
+    return {
+        (s.name, frozenset(s.labels.items())): s.value
+        for family in text_string_to_metric_families(body.decode())
+        for s in family.samples
+    }
 
 
 def value(samples: Samples, name: str, **labels: str) -> float:
     return samples.get((name, frozenset(labels.items())), 0.0)
 
 
-def serve(body: Callable[[MetricsServer, Metrics, Readiness], Awaitable[None]],
-          metrics: Metrics | None = None, resources: tuple[str, ...] = (R,)) -> None:
+def serve(
+    body: Callable[[MetricsServer, Metrics, Readiness], Awaitable[None]],
+    metrics: Metrics | None = None,
+    resources: tuple[str, ...] = (R,),
+) -> None:
     """Run ``body`` against a server on an ephemeral loopback port, then close it."""
+
     async def main() -> None:
         m = Metrics() if metrics is None else metrics
         readiness = Readiness(resources)
@@ -52,6 +60,7 @@ def serve(body: Callable[[MetricsServer, Metrics, Readiness], Awaitable[None]],
             await body(server, m, readiness)
         finally:
             await server.close()
+
     asyncio.run(main())
 
 
@@ -65,27 +74,56 @@ async def scrape(server: MetricsServer) -> Samples:
 # Each event, the call that records it, and the sample that must move by exactly one.
 EVENTS: list[tuple[str, Callable[[Metrics], None], str, dict[str, str]]] = [
     ("allocation", lambda m: m.allocation(R, "ok"), "kubedevice_allocations_total", {"resource": R, "result": "ok"}),
-    ("allocation rejected", lambda m: m.allocation(R, "invalid_argument"), "kubedevice_allocations_total",
-     {"resource": R, "result": "invalid_argument"}),
-    ("preferred", lambda m: m.preferred_allocation(R, "ok"), "kubedevice_preferred_allocations_total",
-     {"resource": R, "result": "ok"}),
-    ("registration", lambda m: m.registration(R, "ok"), "kubedevice_registrations_total",
-     {"resource": R, "result": "ok"}),
-    ("registration error", lambda m: m.registration(R, "error"), "kubedevice_registrations_total",
-     {"resource": R, "result": "error"}),
+    (
+        "allocation rejected",
+        lambda m: m.allocation(R, "invalid_argument"),
+        "kubedevice_allocations_total",
+        {"resource": R, "result": "invalid_argument"},
+    ),
+    (
+        "preferred",
+        lambda m: m.preferred_allocation(R, "ok"),
+        "kubedevice_preferred_allocations_total",
+        {"resource": R, "result": "ok"},
+    ),
+    (
+        "registration",
+        lambda m: m.registration(R, "ok"),
+        "kubedevice_registrations_total",
+        {"resource": R, "result": "ok"},
+    ),
+    (
+        "registration error",
+        lambda m: m.registration(R, "error"),
+        "kubedevice_registrations_total",
+        {"resource": R, "result": "error"},
+    ),
     ("kubelet restart", lambda m: m.kubelet_restart(), "kubedevice_kubelet_restarts_total", {}),
-    ("hotplug", lambda m: m.hotplug(R, "removed"), "kubedevice_hotplug_events_total",
-     {"resource": R, "action": "removed"}),
-    ("health", lambda m: m.health_check_failure(R, "presence"), "kubedevice_health_check_failures_total",
-     {"resource": R, "check": "presence"}),
-    ("rpc", lambda m: m.observe_rpc(R, "Allocate", 0.0004), "kubedevice_rpc_duration_seconds_count",
-     {"resource": R, "method": "Allocate"}),
+    (
+        "hotplug",
+        lambda m: m.hotplug(R, "removed"),
+        "kubedevice_hotplug_events_total",
+        {"resource": R, "action": "removed"},
+    ),
+    (
+        "health",
+        lambda m: m.health_check_failure(R, "presence"),
+        "kubedevice_health_check_failures_total",
+        {"resource": R, "check": "presence"},
+    ),
+    (
+        "rpc",
+        lambda m: m.observe_rpc(R, "Allocate", 0.0004),
+        "kubedevice_rpc_duration_seconds_count",
+        {"resource": R, "method": "Allocate"},
+    ),
 ]
 
 
 @pytest.mark.parametrize(("event", "record", "name", "labels"), EVENTS, ids=[e[0] for e in EVENTS])
 def test_each_metric_moves_by_one_when_its_event_happens(
-        event: str, record: Callable[[Metrics], None], name: str, labels: dict[str, str]) -> None:
+    event: str, record: Callable[[Metrics], None], name: str, labels: dict[str, str]
+) -> None:
     async def body(server: MetricsServer, m: Metrics, _: Readiness) -> None:
         m.registration(R, "rejected")  # the resource is known, so its label sets exist
         before = await scrape(server)
@@ -95,6 +133,7 @@ def test_each_metric_moves_by_one_when_its_event_happens(
         changed = {key for key in after if after[key] != before.get(key) and key[0].startswith("kubedevice_")}
         moved_names = {key[0] for key in changed if not key[0].endswith("_created")}
         assert moved_names <= {name, name.replace("_count", "_sum"), name.replace("_count", "_bucket")}
+
     serve(body)
 
 
@@ -110,6 +149,7 @@ def test_devices_gauge_follows_health_and_label_sets_start_at_zero() -> None:
         samples = await scrape(server)
         assert value(samples, "kubedevice_devices", resource=R, health="healthy") == 4
         assert ("kubedevice_devices", frozenset({"resource": R, "health": "unhealthy"}.items())) in samples
+
     serve(body)
 
 
@@ -122,8 +162,10 @@ def test_rpc_histogram_resolves_sub_millisecond_latencies() -> None:
         assert value(samples, bucket, resource=R, method="Allocate", le="0.00025") == 1
         assert value(samples, bucket, resource=R, method="Allocate", le="0.0005") == 2
         assert value(samples, bucket, resource=R, method="Allocate", le="+Inf") == 3
-        assert value(samples, "kubedevice_rpc_duration_seconds_sum", resource=R, method="Allocate") == \
-            pytest.approx(0.0036)
+        assert value(samples, "kubedevice_rpc_duration_seconds_sum", resource=R, method="Allocate") == pytest.approx(
+            0.0036
+        )
+
     serve(body)
 
 
@@ -139,6 +181,7 @@ def test_forget_drops_a_removed_resources_series_only() -> None:
         assert R not in resources
         m.observe_rpc(R, "Allocate", 0.001)  # a resource that comes back is counted afresh
         assert value(await scrape(server), "kubedevice_rpc_duration_seconds_count", resource=R, method="Allocate") == 1
+
     serve(body)
 
 
@@ -147,6 +190,7 @@ def test_process_metrics_and_build_info_are_exposed() -> None:
         samples = await scrape(server)
         assert value(samples, "process_resident_memory_bytes") > 1_000_000
         assert value(samples, "kubedevice_build_info", version=kubedevice.__version__) == 1
+
     serve(body)
 
 
@@ -154,11 +198,13 @@ def test_openmetrics_is_served_when_the_scraper_asks_for_it() -> None:
     async def body(server: MetricsServer, m: Metrics, _: Readiness) -> None:
         m.kubelet_restart()
         status, headers, raw = await asyncio.to_thread(
-            fetch, server.port, "/metrics", "GET", {"Accept": "application/openmetrics-text; version=1.0.0"})
+            fetch, server.port, "/metrics", "GET", {"Accept": "application/openmetrics-text; version=1.0.0"}
+        )
         assert status == 200
         assert headers["Content-Type"].startswith("application/openmetrics-text")
         assert raw.endswith(b"# EOF\n")
         assert b"kubedevice_kubelet_restarts_total 1.0" in raw
+
     serve(body)
 
 
@@ -192,6 +238,7 @@ def test_readyz_flips_on_registration_and_on_kubelet_restart() -> None:
         assert text.splitlines()[-1] == b"readyz check failed"
         status, _h, text = await asyncio.to_thread(fetch, server.port, "/healthz")
         assert (status, text) == (200, b"ok\n")  # liveness does not depend on registration
+
     serve(body, resources=(R, other))
 
 
@@ -215,6 +262,7 @@ def test_http_edges_head_post_unknown_path_and_query() -> None:
         assert (status, headers["Allow"]) == (405, "GET, HEAD")
         assert (await asyncio.to_thread(fetch, server.port, "/nope"))[0] == 404
         assert (await asyncio.to_thread(fetch, server.port, "/readyz?verbose"))[0] == 503
+
     serve(body)
 
 
@@ -231,6 +279,7 @@ def test_garbage_and_oversized_requests_close_the_connection_and_server_keeps_se
         reply = await asyncio.to_thread(raw, server.port, b"NONSENSE\r\n\r\n")
         assert reply.startswith(b"HTTP/1.1 400 ")
         assert (await asyncio.to_thread(fetch, server.port, "/healthz"))[0] == 200
+
     serve(body)
 
 
@@ -247,20 +296,29 @@ def test_disabled_metrics_serve_probes_but_no_metrics() -> None:
         readiness.set_registered(R, True)
         assert (await asyncio.to_thread(fetch, server.port, "/metrics"))[0] == 404
         assert (await asyncio.to_thread(fetch, server.port, "/readyz"))[0] == 200
+
     serve(body, metrics=disabled)
 
 
 def test_the_library_does_not_import_prometheus_client_unless_metrics_are_on() -> None:
-    code = ("import sys, kubedevice, kubedevice.metrics as m; m.Metrics.disabled(); m.Readiness(['a']);"
-            "print('prometheus_client' in sys.modules); m.Metrics(); print('prometheus_client' in sys.modules)")
+    code = (
+        "import sys, kubedevice, kubedevice.metrics as m; m.Metrics.disabled(); m.Readiness(['a']);"
+        "print('prometheus_client' in sys.modules); m.Metrics(); print('prometheus_client' in sys.modules)"
+    )
     out = subprocess.run([sys.executable, "-c", code], check=True, capture_output=True, text=True).stdout
     assert out.split() == ["False", "True"]
 
 
-@pytest.mark.parametrize(("address", "expected"), [
-    (":9500", (None, 9500)), ("0.0.0.0:9500", ("0.0.0.0", 9500)), ("127.0.0.1:0", ("127.0.0.1", 0)),
-    ("[::1]:8080", ("::1", 8080)), ("localhost:1", ("localhost", 1)),
-])
+@pytest.mark.parametrize(
+    ("address", "expected"),
+    [
+        (":9500", (None, 9500)),
+        ("0.0.0.0:9500", ("0.0.0.0", 9500)),
+        ("127.0.0.1:0", ("127.0.0.1", 0)),
+        ("[::1]:8080", ("::1", 8080)),
+        ("localhost:1", ("localhost", 1)),
+    ],
+)
 def test_parse_address(address: str, expected: tuple[str | None, int]) -> None:
     assert parse_address(address) == expected
 
@@ -279,4 +337,5 @@ def test_bind_failure_raises_instead_of_serving_nothing() -> None:
             port = taken.getsockname()[1]
             with pytest.raises(OSError):
                 await start_http_server(f"127.0.0.1:{port}", Metrics.disabled(), Readiness([]))
+
     asyncio.run(main())

@@ -41,18 +41,21 @@ resources:
 # --- the rule ---------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize(("selector", "labels", "expected"), [
-    ({}, None, True),  # no selector: every node, even before its labels are known
-    ({}, {"a": "1"}, True),
-    ({"a": "1"}, None, False),  # labels not read yet: no selected resource is served
-    ({"a": "1"}, {}, False),
-    ({"a": "1"}, {"a": "1", "b": "2"}, True),  # extra labels do not matter
-    ({"a": "1", "b": "2"}, {"a": "1"}, False),  # every pair must hold
-    ({"a": "1"}, {"a": "2"}, False),
-    ({"a": ""}, {"a": ""}, True),  # an empty value is a value, as in Kubernetes
-    ({"a": ""}, {}, False),  # and not the same as no label
-    ({"A": "x"}, {"a": "x"}, False),  # keys and values are case-sensitive
-])
+@pytest.mark.parametrize(
+    ("selector", "labels", "expected"),
+    [
+        ({}, None, True),  # no selector: every node, even before its labels are known
+        ({}, {"a": "1"}, True),
+        ({"a": "1"}, None, False),  # labels not read yet: no selected resource is served
+        ({"a": "1"}, {}, False),
+        ({"a": "1"}, {"a": "1", "b": "2"}, True),  # extra labels do not matter
+        ({"a": "1", "b": "2"}, {"a": "1"}, False),  # every pair must hold
+        ({"a": "1"}, {"a": "2"}, False),
+        ({"a": ""}, {"a": ""}, True),  # an empty value is a value, as in Kubernetes
+        ({"a": ""}, {}, False),  # and not the same as no label
+        ({"A": "x"}, {"a": "x"}, False),  # keys and values are case-sensitive
+    ],
+)
 def test_matching_is_a_pods_node_selector(selector: Labels, labels: Labels | None, expected: bool) -> None:
     assert matches(selector, labels) is expected
 
@@ -91,27 +94,37 @@ def selector_config(selector: str) -> str:
     return f"resources:\n  - name: {NULL}\n    static: {{count: 1}}\n    node_selector: {selector}\n"
 
 
-@pytest.mark.parametrize("selector", [
-    '{kubernetes.io/arch: arm64}', '{"feature.node.kubernetes.io/pci-10de.present": "true"}',
-    '{a: ""}', '{A-b_c.d: "V-1_2.3"}', '{' + "k" * 63 + ": " + "v" * 63 + '}', "{}",
-])
+@pytest.mark.parametrize(
+    "selector",
+    [
+        "{kubernetes.io/arch: arm64}",
+        '{"feature.node.kubernetes.io/pci-10de.present": "true"}',
+        '{a: ""}',
+        '{A-b_c.d: "V-1_2.3"}',
+        "{" + "k" * 63 + ": " + "v" * 63 + "}",
+        "{}",
+    ],
+)
 def test_valid_selectors_are_accepted_as_written(selector: str) -> None:
     parsed = parse_config(selector_config(selector)).resources[0].node_selector
     assert all(isinstance(v, str) for v in parsed.values())
 
 
-@pytest.mark.parametrize(("selector", "complaint"), [
-    ("{gpu: true}", "node_selector.gpu: True must be quoted: label values are strings, YAML read a bool"),
-    ("{cores: 8}", "node_selector.cores: 8 must be quoted"),
-    ('{"-gpu": x}', "label key '-gpu' is not a valid label key: name part '-gpu'"),
-    ('{"Example.com/gpu": x}', "prefix part 'Example.com' must be a lowercase RFC 1123 subdomain"),
-    ('{"a/b/c": x}', "at most one '/'"),
-    ('{"": x}', "name part must be non-empty"),
-    ('{gpu: "-x"}', "label 'gpu': value '-x' must be empty or consist of"),
-    ("{gpu: " + "v" * 64 + "}", "must be no more than 63 characters"),
-    ("{" + "k" * 64 + ": x}", "name part must be no more than 63 characters"),
-    ("[gpu]", "node_selector"),
-])
+@pytest.mark.parametrize(
+    ("selector", "complaint"),
+    [
+        ("{gpu: true}", "node_selector.gpu: True must be quoted: label values are strings, YAML read a bool"),
+        ("{cores: 8}", "node_selector.cores: 8 must be quoted"),
+        ('{"-gpu": x}', "label key '-gpu' is not a valid label key: name part '-gpu'"),
+        ('{"Example.com/gpu": x}', "prefix part 'Example.com' must be a lowercase RFC 1123 subdomain"),
+        ('{"a/b/c": x}', "at most one '/'"),
+        ('{"": x}', "name part must be non-empty"),
+        ('{gpu: "-x"}', "label 'gpu': value '-x' must be empty or consist of"),
+        ("{gpu: " + "v" * 64 + "}", "must be no more than 63 characters"),
+        ("{" + "k" * 64 + ": x}", "name part must be no more than 63 characters"),
+        ("[gpu]", "node_selector"),
+    ],
+)
 def test_invalid_selectors_fail_in_one_line_naming_the_field(selector: str, complaint: str) -> None:
     with pytest.raises(ConfigError) as caught:
         parse_config(selector_config(selector))
@@ -119,8 +132,19 @@ def test_invalid_selectors_fail_in_one_line_naming_the_field(selector: str, comp
     assert "\n" not in message and "resources[0].node_selector" in message and complaint in message, message
 
 
-@pytest.mark.parametrize(("value", "ok"), [("", True), ("a", True), ("a.b-c_d", True), ("-a", False),
-                                           ("a-", False), ("a b", False), ("x" * 63, True), ("x" * 64, False)])
+@pytest.mark.parametrize(
+    ("value", "ok"),
+    [
+        ("", True),
+        ("a", True),
+        ("a.b-c_d", True),
+        ("-a", False),
+        ("a-", False),
+        ("a b", False),
+        ("x" * 63, True),
+        ("x" * 64, False),
+    ],
+)
 def test_label_value_rule_is_kubernetes_is_valid_label_value(value: str, ok: bool) -> None:
     assert (label_value_error(value) is None) is ok
 
@@ -128,16 +152,22 @@ def test_label_value_rule_is_kubernetes_is_valid_label_value(value: str, ok: boo
 # --- start-up refusals ------------------------------------------------------------------------
 
 
-def serve(tmp_path: Path, config: str, *args: str,
-          env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+def serve(
+    tmp_path: Path, config: str, *args: str, env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
     path = tmp_path / "config.yaml"
     path.write_text(config)
     # No credentials to find by accident: no in-cluster account here, no $KUBECONFIG, an empty home.
     clean = {k: v for k, v in os.environ.items() if k not in ("KUBECONFIG", "NODE_NAME")}
     clean |= {"HOME": str(tmp_path), **(env or {})}
-    return subprocess.run([sys.executable, "-m", "kubedevice", "serve", "--config", str(path),
-                           "--plugin-dir", str(tmp_path), *args], capture_output=True, text=True, timeout=60,
-                          check=False, env=clean)
+    return subprocess.run(
+        [sys.executable, "-m", "kubedevice", "serve", "--config", str(path), "--plugin-dir", str(tmp_path), *args],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+        env=clean,
+    )
 
 
 def test_a_selector_without_a_node_name_is_refused_in_one_line(tmp_path: Path) -> None:
@@ -191,8 +221,9 @@ def test_a_label_change_starts_and_stops_resources_and_leaves_the_others_alone(t
         sim = KubeletSimulator(plugin_dir, grace_period=1.0)
         await sim.start()
         manager = Manager(build_plugins(choose(config), host, tmp_path / "cdi"), plugin_dir)
-        reloader = Reloader(tmp_path / "config.yaml", config, manager,
-                            lambda c: build_plugins(c, host, tmp_path / "cdi"), select=choose)
+        reloader = Reloader(
+            tmp_path / "config.yaml", config, manager, lambda c: build_plugins(c, host, tmp_path / "cdi"), select=choose
+        )
         await manager.start()
         try:
             await sim.wait_until(lambda: sim.allocatable() == {NULL: 4}, TIMEOUT)
@@ -211,8 +242,9 @@ def test_a_label_change_starts_and_stops_resources_and_leaves_the_others_alone(t
                     labels["example.com/accelerator"] = "fpga"
                     await reloader.reselect("test")
                     assert await asyncio.wait_for(ending, TIMEOUT) == ["Unhealthy", "Unhealthy"]
-                await sim.wait_until(lambda: sim.allocatable().get(FPGA) == 3 and not sim.allocatable().get(GPU),
-                                     TIMEOUT)
+                await sim.wait_until(
+                    lambda: sim.allocatable().get(FPGA) == 3 and not sim.allocatable().get(GPU), TIMEOUT
+                )
                 assert not (plugin_dir / endpoint_for(GPU)).exists()
                 assert manager.registered(NULL) and not stream.done()  # same stream, same registration
                 assert reloader.reloads == 0
@@ -230,7 +262,10 @@ def test_discover_says_a_selected_resource_depends_on_the_node(tmp_path: Path) -
     run = [sys.executable, "-m", "kubedevice", "discover", "--config", str(path), "--host-root", "/"]
     document = json.loads(subprocess.run([*run, "--json"], capture_output=True, text=True, check=True, env=env).stdout)
     selectors = {r["name"]: r.get("nodeSelector") for r in document["resources"]}
-    assert selectors == {GPU: {"example.com/accelerator": "gpu", "zone": "a"},
-                         FPGA: {"example.com/accelerator": "fpga"}, NULL: None}
+    assert selectors == {
+        GPU: {"example.com/accelerator": "gpu", "zone": "a"},
+        FPGA: {"example.com/accelerator": "fpga"},
+        NULL: None,
+    }
     table = subprocess.run(run, capture_output=True, text=True, check=True, env=env).stdout
     assert "only on nodes labelled example.com/accelerator=fpga" in table and table.count("(node-dependent)") == 2

@@ -28,19 +28,24 @@ resources:
 P, D, G, U = Seen.PRESENT, Seen.DELETING, Seen.GONE, Seen.UNKNOWN
 
 
-@pytest.mark.parametrize(("history", "remove"), [
-    ([P, G], True),  # background deletion: the watch saw it go
-    ([P, D], True),  # foreground deletion: still there, being deleted
-    ([P, G, U], True),  # the final check failed (uninstall already took our account): the watch decides
-    ([P, D, G, U], True),
-    ([P], False),  # a restart or rolling update: it is still there
-    ([P, U], False),
-    ([P, G, P], False),  # re-created meanwhile (a quick reinstall): its pods need the specs
-    ([], False), ([U], False), ([U, U], False),  # never reached the API server: keep
-    ([G], False), ([U, G], False),  # never seen present: a wrong --owner-daemonset keeps everything
-])
-def test_only_a_daemonset_seen_present_then_gone_or_deleting_means_uninstall(history: list[Seen],
-                                                                              remove: bool) -> None:
+@pytest.mark.parametrize(
+    ("history", "remove"),
+    [
+        ([P, G], True),  # background deletion: the watch saw it go
+        ([P, D], True),  # foreground deletion: still there, being deleted
+        ([P, G, U], True),  # the final check failed (uninstall already took our account): the watch decides
+        ([P, D, G, U], True),
+        ([P], False),  # a restart or rolling update: it is still there
+        ([P, U], False),
+        ([P, G, P], False),  # re-created meanwhile (a quick reinstall): its pods need the specs
+        ([], False),
+        ([U], False),
+        ([U, U], False),  # never reached the API server: keep
+        ([G], False),
+        ([U, G], False),  # never seen present: a wrong --owner-daemonset keeps everything
+    ],
+)
+def test_only_a_daemonset_seen_present_then_gone_or_deleting_means_uninstall(history: list[Seen], remove: bool) -> None:
     assert uninstalled(history) is remove
 
 
@@ -51,8 +56,12 @@ def write_specs(cdi: Path) -> dict[str, Path]:
     other_release.sync({"x": {"env": ["X=1"]}})
     foreign = cdi / "vendor.json"
     foreign.write_text("{}")
-    return {"ours-a": ours.path_for("a"), "ours-b": ours.path_for("b"), "other": other_release.path_for("x"),
-            "foreign": foreign}
+    return {
+        "ours-a": ours.path_for("a"),
+        "ours-b": ours.path_for("b"),
+        "other": other_release.path_for("x"),
+        "foreign": foreign,
+    }
 
 
 def test_removal_takes_only_the_specs_of_this_configs_cdi_resources(tmp_path: Path) -> None:
@@ -83,8 +92,21 @@ def serve(tmp: Path, *extra: str) -> list[str]:
     (tmp / "plugins").mkdir(exist_ok=True)
     config = tmp / "config.yaml"
     config.write_text(CONFIG)
-    return [sys.executable, "-m", "kubedevice", "serve", "--config", str(config), "--plugin-dir", str(tmp / "plugins"),
-            "--host-root", str(tmp / "host"), "--cdi-dir", str(tmp / "cdi"), *extra]
+    return [
+        sys.executable,
+        "-m",
+        "kubedevice",
+        "serve",
+        "--config",
+        str(config),
+        "--plugin-dir",
+        str(tmp / "plugins"),
+        "--host-root",
+        str(tmp / "host"),
+        "--cdi-dir",
+        str(tmp / "cdi"),
+        *extra,
+    ]
 
 
 def test_serve_keeps_its_specs_when_the_api_server_cannot_say(tmp_path: Path) -> None:
@@ -116,13 +138,24 @@ current-context: c
 
 
 def test_serve_refuses_the_owner_option_for_dra_and_a_malformed_one(tmp_path: Path) -> None:
-    bad = subprocess.run(serve(tmp_path, "--owner-daemonset", "nope"), check=False, capture_output=True, text=True,
-                         timeout=60)
+    bad = subprocess.run(
+        serve(tmp_path, "--owner-daemonset", "nope"), check=False, capture_output=True, text=True, timeout=60
+    )
     assert bad.returncode == 2 and bad.stderr.strip().endswith("--owner-daemonset 'nope' must be NAMESPACE/NAME")
     dra = tmp_path / "dra.yaml"
     dra.write_text("dra: {driver: null.example.com}\n" + CONFIG)
-    argv = [sys.executable, "-m", "kubedevice", "serve", "--config", str(dra), "--node", "n",
-            "--owner-daemonset", "a/b"]
+    argv = [
+        sys.executable,
+        "-m",
+        "kubedevice",
+        "serve",
+        "--config",
+        str(dra),
+        "--node",
+        "n",
+        "--owner-daemonset",
+        "a/b",
+    ]
     done = subprocess.run(argv, check=False, capture_output=True, text=True, timeout=60)
     assert done.returncode == 2 and "--owner-daemonset is for device plugins" in done.stderr
     assert len(done.stderr.strip().splitlines()) == 1

@@ -21,7 +21,6 @@ if TYPE_CHECKING:
     from .config import Config
 
 
-
 def _click_error(name: str) -> Any:
     """click's ``UsageError`` or ``ClickException``, reached through a name every typer exports.
 
@@ -138,9 +137,7 @@ def _main(
     """Kubernetes device plugins: serve devices, simulate the kubelet, check plugins, DRA tools."""
 
 
-ConfigOption = Annotated[
-    Path, typer.Option("--config", "-c", help="YAML config file.", dir_okay=False, metavar="FILE")
-]
+ConfigOption = Annotated[Path, typer.Option("--config", "-c", help="YAML config file.", dir_okay=False, metavar="FILE")]
 PluginDirOption = Annotated[
     Path | None,
     typer.Option(
@@ -247,8 +244,10 @@ def serve(  # noqa: PLR0917 - typer maps each parameter to an option
         if features_file is not None:
             fail("--features-file is for device plugins: a DRA driver publishes its devices in ResourceSlices")
         if any(r.node_selector for r in cfg.resources):
-            fail("node_selector is for device plugins: a DRA driver publishes every device, and DeviceClass "
-                 "selectors or the node's ResourceSlice pick where claims go")
+            fail(
+                "node_selector is for device plugins: a DRA driver publishes every device, and DeviceClass "
+                "selectors or the node's ResourceSlice pick where claims go"
+            )
 
         paths = (kubelet_dir, cdi_dir, kubeconfig, host_root)
         dra_options = DraOptions(node or "", *paths, metrics_address, log_level, log_format, claims_dir, all_cpus)
@@ -256,8 +255,18 @@ def serve(  # noqa: PLR0917 - typer maps each parameter to an option
     if claims_dir is not None:
         fail("serve: --claims-dir needs a config with a 'dra' section")
     options = DaemonOptions(
-        config, plugin_dir, host_root, cdi_dir, metrics_address, log_level, log_format, owner, kubeconfig,
-        features_file, node, all_cpus,
+        config,
+        plugin_dir,
+        host_root,
+        cdi_dir,
+        metrics_address,
+        log_level,
+        log_format,
+        owner,
+        kubeconfig,
+        features_file,
+        node,
+        all_cpus,
     )
     try:
         code = run_daemon(cfg, options, early_signals.received)

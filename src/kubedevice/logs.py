@@ -15,8 +15,14 @@ from collections.abc import Iterator
 from datetime import UTC, datetime
 from typing import Any, Literal, TextIO
 
-LEVELS = {"debug": logging.DEBUG, "info": logging.INFO, "warning": logging.WARNING, "warn": logging.WARNING,
-          "error": logging.ERROR, "critical": logging.CRITICAL}
+LEVELS = {
+    "debug": logging.DEBUG,
+    "info": logging.INFO,
+    "warning": logging.WARNING,
+    "warn": logging.WARNING,
+    "error": logging.ERROR,
+    "critical": logging.CRITICAL,
+}
 # Attributes every LogRecord has; anything else on a record came from ``extra``.
 _STANDARD = frozenset(vars(logging.LogRecord("", 0, "", 0, "", None, None))) | {"message", "asctime"}
 
@@ -50,8 +56,12 @@ class JsonFormatter(logging.Formatter):
     """One JSON object per line: time, level, logger, msg, then the extra fields."""
 
     def format(self, record: logging.LogRecord) -> str:
-        entry: dict[str, Any] = {"time": _timestamp(record), "level": record.levelname.lower(),
-                                 "logger": record.name, "msg": record.getMessage()}
+        entry: dict[str, Any] = {
+            "time": _timestamp(record),
+            "level": record.levelname.lower(),
+            "logger": record.name,
+            "msg": record.getMessage(),
+        }
         for key, value in extra_fields(record).items():
             entry.setdefault(key, value)
         if record.exc_info:

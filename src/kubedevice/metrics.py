@@ -46,26 +46,43 @@ class Metrics:
             prom.ProcessCollector(registry=reg)
             prom.PlatformCollector(registry=reg)
             prom.GCCollector(registry=reg)
-        prom.Gauge("kubedevice_build_info", "Version of the running kubedevice.", ["version"],
-                   registry=reg).labels(__version__).set(1)
-        self._devices = prom.Gauge("kubedevice_devices", "Devices advertised to the kubelet, by health.",
-                                   ["resource", "health"], registry=reg)
-        self._allocations = prom.Counter("kubedevice_allocations", "Allocate calls by result.",
-                                         ["resource", "result"], registry=reg)
-        self._preferred = prom.Counter("kubedevice_preferred_allocations",
-                                       "GetPreferredAllocation calls by result.",
-                                       ["resource", "result"], registry=reg)
-        self._rpc = prom.Histogram("kubedevice_rpc_duration_seconds", "Time to answer a device plugin RPC.",
-                                   ["resource", "method"], buckets=RPC_BUCKETS, registry=reg)
-        self._registrations = prom.Counter("kubedevice_registrations", "Register calls to the kubelet by result.",
-                                           ["resource", "result"], registry=reg)
-        self._kubelet_restarts = prom.Counter("kubedevice_kubelet_restarts",
-                                              "Kubelet restarts seen (its socket re-created).", registry=reg)
-        self._hotplug = prom.Counter("kubedevice_hotplug_events", "Devices that appeared or disappeared.",
-                                     ["resource", "action"], registry=reg)
-        self._health_failures = prom.Counter("kubedevice_health_check_failures",
-                                             "Health checks that found a device unhealthy.",
-                                             ["resource", "check"], registry=reg)
+        prom.Gauge("kubedevice_build_info", "Version of the running kubedevice.", ["version"], registry=reg).labels(
+            __version__
+        ).set(1)
+        self._devices = prom.Gauge(
+            "kubedevice_devices", "Devices advertised to the kubelet, by health.", ["resource", "health"], registry=reg
+        )
+        self._allocations = prom.Counter(
+            "kubedevice_allocations", "Allocate calls by result.", ["resource", "result"], registry=reg
+        )
+        self._preferred = prom.Counter(
+            "kubedevice_preferred_allocations",
+            "GetPreferredAllocation calls by result.",
+            ["resource", "result"],
+            registry=reg,
+        )
+        self._rpc = prom.Histogram(
+            "kubedevice_rpc_duration_seconds",
+            "Time to answer a device plugin RPC.",
+            ["resource", "method"],
+            buckets=RPC_BUCKETS,
+            registry=reg,
+        )
+        self._registrations = prom.Counter(
+            "kubedevice_registrations", "Register calls to the kubelet by result.", ["resource", "result"], registry=reg
+        )
+        self._kubelet_restarts = prom.Counter(
+            "kubedevice_kubelet_restarts", "Kubelet restarts seen (its socket re-created).", registry=reg
+        )
+        self._hotplug = prom.Counter(
+            "kubedevice_hotplug_events", "Devices that appeared or disappeared.", ["resource", "action"], registry=reg
+        )
+        self._health_failures = prom.Counter(
+            "kubedevice_health_check_failures",
+            "Health checks that found a device unhealthy.",
+            ["resource", "check"],
+            registry=reg,
+        )
         self._seen: set[str] = set()
         self._seen_lock = threading.Lock()
         # Every labelled child, by (metric, resource, label): ``labels()`` takes a lock and
@@ -247,8 +264,7 @@ class MetricsServer:
         self._server: asyncio.Server | None = None
 
     async def listen(self, host: str | None, port: int) -> None:
-        self._server = await asyncio.start_server(self.handle, host, port, limit=MAX_REQUEST_HEAD,
-                                                  reuse_address=True)
+        self._server = await asyncio.start_server(self.handle, host, port, limit=MAX_REQUEST_HEAD, reuse_address=True)
 
     @property
     def port(self) -> int:
@@ -300,8 +316,10 @@ class MetricsServer:
     def _readyz(self) -> tuple[int, dict[str, str], bytes]:
         """Kubernetes' verbose readyz style: one [+]/[-] line per resource, then the verdict."""
         detail = self._readiness.detail()
-        lines = [f"[{'+' if ok else '-'}]{name} {'registered' if ok else 'not registered'}"
-                 for name, ok in sorted(detail.items())]
+        lines = [
+            f"[{'+' if ok else '-'}]{name} {'registered' if ok else 'not registered'}"
+            for name, ok in sorted(detail.items())
+        ]
         ready = all(detail.values())
         lines.append("readyz check passed" if ready else "readyz check failed")
         return (200 if ready else 503), {"Content-Type": _TEXT}, ("\n".join(lines) + "\n").encode()

@@ -58,8 +58,10 @@ def label_value_error(value: str) -> str | None:
     if len(value) > 63:
         return f"value {value!r} must be no more than 63 characters"
     if value and not QUALIFIED_NAME_PART.match(value):
-        return (f"value {value!r} must be empty or consist of alphanumeric characters, '-', '_' or '.', "
-                "and must start and end with an alphanumeric character")
+        return (
+            f"value {value!r} must be empty or consist of alphanumeric characters, '-', '_' or '.', "
+            "and must start and end with an alphanumeric character"
+        )
     return None
 
 

@@ -136,7 +136,7 @@ def test_a_driver_the_kubelet_would_refuse_fails_registration(node: Node) -> Non
     report, tiny = run(_check_tiny(node, Faults(services=["v1alpha4.Node"])))
     services = result(report, "dra.registration.services")
     assert services.status is Status.FAIL
-    assert "none of services supported by the plugin ([\"v1alpha4.Node\"]) are supported by the kubelet" in (
+    assert 'none of services supported by the plugin (["v1alpha4.Node"]) are supported by the kubelet' in (
         services.detail
     )
     assert [(s.plugin_registered, s.error) for s in tiny.statuses] == [(False, services.detail)]

@@ -41,8 +41,12 @@ cluster_module = pytest.importorskip("kubedevice.testing.cluster", reason="the r
 components = pytest.importorskip("kubedevice.testing.components")
 scenarios = pytest.importorskip("kubedevice.testing.scenarios")
 Cluster = cluster_module.Cluster
-wait_for, device_pod, unique, delete_pods = (scenarios.wait_for, scenarios.device_pod, scenarios.unique,
-                                             scenarios.delete_pods)
+wait_for, device_pod, unique, delete_pods = (
+    scenarios.wait_for,
+    scenarios.device_pod,
+    scenarios.unique,
+    scenarios.delete_pods,
+)
 
 TEST_IMAGE = cluster_module.TEST_IMAGE
 REPO = Path(__file__).resolve().parents[2]
@@ -74,12 +78,19 @@ def start(directory: Path, nodes: int = 1) -> Any:
     cluster = Cluster(directory)
     cluster.up(components.ensure_all(), nodes=nodes)
     api = cluster.api()
-    api.request("POST", "/apis/rbac.authorization.k8s.io/v1/clusterrolebindings", {
-        "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding",
-        "metadata": {"name": "e2e-controller-manager"},
-        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "cluster-admin"},
-        "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "User",
-                      "name": "system:kube-controller-manager"}]})
+    api.request(
+        "POST",
+        "/apis/rbac.authorization.k8s.io/v1/clusterrolebindings",
+        {
+            "apiVersion": "rbac.authorization.k8s.io/v1",
+            "kind": "ClusterRoleBinding",
+            "metadata": {"name": "e2e-controller-manager"},
+            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "cluster-admin"},
+            "subjects": [
+                {"apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": "system:kube-controller-manager"}
+            ],
+        },
+    )
     for node in cluster.nodes():
         in_namespace(node, "mount --make-shared /dev")
     return cluster
@@ -107,8 +118,13 @@ def api_access(cluster: Any) -> dict[str, Any]:
     the ``kubernetes`` Service's address leads nowhere; the node's network (where the API server
     listens on 127.0.0.1) and the in-cluster variables pointing there do."""
     port = str(cluster.state().ports.apiserver)
-    return {"hostNetwork": True, "extraEnv": [{"name": "KUBERNETES_SERVICE_HOST", "value": "127.0.0.1"},
-                                              {"name": "KUBERNETES_SERVICE_PORT", "value": port}]}
+    return {
+        "hostNetwork": True,
+        "extraEnv": [
+            {"name": "KUBERNETES_SERVICE_HOST", "value": "127.0.0.1"},
+            {"name": "KUBERNETES_SERVICE_PORT", "value": port},
+        ],
+    }
 
 
 def stop(cluster: Any) -> None:
@@ -129,8 +145,13 @@ def in_namespace(cluster: Any, script: str) -> str:
     """A shell script in the node's mount namespace (where /var/lib/kubelet and /run are the node's);
     ``cluster`` is the cluster (its first node) or one of its nodes (``cluster.node(K)``)."""
     pid = cluster.namespace_pid
-    done = subprocess.run(["nsenter", "-t", str(pid), "-m", "-p", "sh", "-ec", script], capture_output=True, text=True,
-                          timeout=60, check=False)
+    done = subprocess.run(
+        ["nsenter", "-t", str(pid), "-m", "-p", "sh", "-ec", script],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
     assert done.returncode == 0, done.stderr
     return done.stdout
 
@@ -138,8 +159,13 @@ def in_namespace(cluster: Any, script: str) -> str:
 def ctr(cluster: Any, *args: str) -> str:
     """``ctr`` on the containerd of ``cluster`` (its first node) or of one of its nodes."""
     binary = getattr(cluster, "cluster", cluster).binaries.containerd / "ctr"
-    done = subprocess.run([str(binary), "--address", str(cluster.containerd_socket), "-n", "k8s.io", *args],
-                          capture_output=True, text=True, timeout=300, check=False)
+    done = subprocess.run(
+        [str(binary), "--address", str(cluster.containerd_socket), "-n", "k8s.io", *args],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
     assert done.returncode == 0, done.stderr[-2000:]
     return done.stdout
 
@@ -166,9 +192,12 @@ def as_token(cluster: Any, token: str, method: str, path: str, body: Any = None)
     """One request to the API server authenticated by ``token`` only (no client certificate), as a
     pod holding that token would send it: (status, body)."""
     context = ssl.create_default_context(cafile=str(cluster.dir / "pki" / "ca.crt"))
-    request = urllib.request.Request(cluster.api().server + path, method=method,
-                                     data=None if body is None else json.dumps(body).encode(),
-                                     headers={"Authorization": f"Bearer {token}", "Content-Type": "application/json"})
+    request = urllib.request.Request(
+        cluster.api().server + path,
+        method=method,
+        data=None if body is None else json.dumps(body).encode(),
+        headers={"Authorization": f"Bearer {token}", "Content-Type": "application/json"},
+    )
     try:
         with urllib.request.urlopen(request, context=context, timeout=10) as response:
             return response.status, response.read().decode()
@@ -209,8 +238,9 @@ def _container_cgroups(pid: int) -> list[Path]:
         for line in Path(f"/proc/{pid}/cgroup").read_text().splitlines():
             path = line.split(":", 2)[2]
             if re.fullmatch(r"[0-9a-f]{64}", Path(path).name):
-                found += [d / path.lstrip("/") for d in Path("/sys/fs/cgroup").iterdir()
-                          if (d / path.lstrip("/")).is_dir()]
+                found += [
+                    d / path.lstrip("/") for d in Path("/sys/fs/cgroup").iterdir() if (d / path.lstrip("/")).is_dir()
+                ]
     return found
 
 
@@ -232,14 +262,20 @@ def reboot(cluster: Any, before_kubelet: Callable[[], None] = lambda: None) -> f
     while any(Path(f"/proc/{pid}").exists() for pid in victims) and time.monotonic() < deadline:
         time.sleep(0.05)
     _remove(cgroups)  # a reboot leaves none; left, the kubelet's cAdvisor stalls on them for a minute
-    in_namespace(cluster, r"""
+    in_namespace(
+        cluster,
+        r"""
         awk '$5 ~ "^/run/(containerd|netns)/" {print $5}' /proc/self/mountinfo | sort -r | while read -r m; do
             umount -l "$m"; done
-        rm -rf /run/containerd /run/netns""")
+        rm -rf /run/containerd /run/netns""",
+    )
     state = cluster.state()
     bins = cluster.binaries
-    cluster.spawn("containerd", [str(bins.containerd / "containerd"),
-                                 f"--config={cluster.dir / 'config' / 'containerd.toml'}"], state)
+    cluster.spawn(
+        "containerd",
+        [str(bins.containerd / "containerd"), f"--config={cluster.dir / 'config' / 'containerd.toml'}"],
+        state,
+    )
     deadline = time.monotonic() + 30
     while not cluster.containerd_socket.exists():
         assert time.monotonic() < deadline, "containerd did not come back"

@@ -40,8 +40,13 @@ def find_or_build_helm() -> str:
     on_path = shutil.which("helm")
     if on_path and _version_of(on_path).startswith(HELM_VERSION):
         return on_path
-    built = gobuild.install("helm.sh/helm/v3/cmd/helm", HELM_VERSION, "helm",
-                            {"GOFLAGS": "-trimpath", "CGO_ENABLED": "0"}, timeout=INSTALL_TIMEOUT)
+    built = gobuild.install(
+        "helm.sh/helm/v3/cmd/helm",
+        HELM_VERSION,
+        "helm",
+        {"GOFLAGS": "-trimpath", "CGO_ENABLED": "0"},
+        timeout=INSTALL_TIMEOUT,
+    )
     if built is None:
         pytest.fail(f"Helm {HELM_VERSION} is needed: install Go (to build it) or set KUBEDEVICE_HELM")
     return str(built)
@@ -52,15 +57,22 @@ class Helm:
 
     def __init__(self, binary: str, home: Path) -> None:
         self.binary = binary
-        self.env = {**os.environ, "HELM_CACHE_HOME": str(home / "cache"), "HELM_CONFIG_HOME": str(home / "config"),
-                    "HELM_DATA_HOME": str(home / "data"), "KUBECONFIG": str(home / "no-kubeconfig")}
+        self.env = {
+            **os.environ,
+            "HELM_CACHE_HOME": str(home / "cache"),
+            "HELM_CONFIG_HOME": str(home / "config"),
+            "HELM_DATA_HOME": str(home / "data"),
+            "KUBECONFIG": str(home / "no-kubeconfig"),
+        }
 
     def run(self, *args: str) -> subprocess.CompletedProcess[str]:
-        return subprocess.run([self.binary, *args], check=False, env=self.env, capture_output=True, text=True,
-                              timeout=120)
+        return subprocess.run(
+            [self.binary, *args], check=False, env=self.env, capture_output=True, text=True, timeout=120
+        )
 
-    def template(self, *sets: str, values: Sequence[Path] = (), namespace: str = "kube-system",
-                 release: str = "kubedevice") -> list[dict[str, Any]]:
+    def template(
+        self, *sets: str, values: Sequence[Path] = (), namespace: str = "kube-system", release: str = "kubedevice"
+    ) -> list[dict[str, Any]]:
         """Render the chart; every ``sets`` item is a ``--set`` expression."""
         args = ["template", release, str(CHART), "--namespace", namespace, "--kube-version", "1.34.0"]
         args += [arg for item in sets for arg in ("--set", item)]
@@ -99,5 +111,7 @@ def validate_all(docs: list[dict[str, Any]], versions: Sequence[str] | None = No
                 kubernetes_validate.validate(doc, version, strict=True)
             except kubernetes_validate.ValidationError as error:
                 where = "/".join(str(part) for part in error.path)
-                pytest.fail(f"{doc['kind']}/{doc['metadata']['name']} invalid for Kubernetes {version} "
-                            f"at {where}: {error.message}")
+                pytest.fail(
+                    f"{doc['kind']}/{doc['metadata']['name']} invalid for Kubernetes {version} "
+                    f"at {where}: {error.message}"
+                )

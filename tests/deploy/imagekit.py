@@ -49,8 +49,14 @@ def build(dist: Path, arch: str = "amd64") -> Path:
     require_tools()
     # amd64 is built as users build it, with no --arch: what the default does is what is tested.
     argv = ["bash", str(IMAGE_SH)] if arch == "amd64" else ["bash", str(IMAGE_SH), "--arch", arch]
-    result = subprocess.run(argv, env={**os.environ, "KUBEDEVICE_DIST": str(dist)},
-                            capture_output=True, text=True, timeout=BUILD_TIMEOUT, check=False)
+    result = subprocess.run(
+        argv,
+        env={**os.environ, "KUBEDEVICE_DIST": str(dist)},
+        capture_output=True,
+        text=True,
+        timeout=BUILD_TIMEOUT,
+        check=False,
+    )
     assert result.returncode == 0, result.stderr[-4000:]
     suffix = "" if arch == "amd64" else f"-{arch}"
     archive = dist / f"kubedevice-{version()}{suffix}.oci.tar"
@@ -88,8 +94,9 @@ def unpack(archive: Path, dest: Path) -> Image:
     index = json.loads((layout / "index.json").read_text())
     (entry,) = index["manifests"]
     tag = entry["annotations"]["org.opencontainers.image.ref.name"]
-    subprocess.run(["umoci", "unpack", "--image", f"{layout}:{tag}", str(bundle)], check=True,
-                   capture_output=True, timeout=300)
+    subprocess.run(
+        ["umoci", "unpack", "--image", f"{layout}:{tag}", str(bundle)], check=True, capture_output=True, timeout=300
+    )
 
     def blob(digest: str) -> dict[str, Any]:
         loaded: dict[str, Any] = json.loads((layout / "blobs" / digest.replace(":", "/")).read_text())
@@ -116,9 +123,27 @@ exec chroot --userspec="$user" "$root" "$@"
 def sandboxed(image: Image, *argv: str, timeout: float = 60) -> subprocess.CompletedProcess[str]:
     """``argv`` in the sandbox, as the user of umoci's runtime spec (the image's USER)."""
     user = image.runtime_spec()["process"]["user"]
-    return subprocess.run(["unshare", "--mount", "--pid", "--fork", "--propagation", "private",
-                           "sh", "-ec", SANDBOX, "sandbox", str(image.rootfs), f"{user['uid']}:{user['gid']}", *argv],
-                          capture_output=True, text=True, timeout=timeout, check=False)
+    return subprocess.run(
+        [
+            "unshare",
+            "--mount",
+            "--pid",
+            "--fork",
+            "--propagation",
+            "private",
+            "sh",
+            "-ec",
+            SANDBOX,
+            "sandbox",
+            str(image.rootfs),
+            f"{user['uid']}:{user['gid']}",
+            *argv,
+        ],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        check=False,
+    )
 
 
 def run(image: Image, *args: str, timeout: float = 60) -> subprocess.CompletedProcess[str]:

@@ -83,9 +83,24 @@ class Container:
 
     def boot(self, timeout: float = 90) -> None:
         """Start the container and return once its systemd finished starting up (its boot jobs done)."""
-        argv = ["systemd-nspawn", "--quiet", "-D", str(self.root), "-M", self.name, "--boot",
-                "--register=no", "--keep-unit", "--private-network", "--console=pipe",
-                "--resolv-conf=off", "--timezone=off", "--link-journal=no", "--bind-ro=/usr", *self.binds]
+        argv = [
+            "systemd-nspawn",
+            "--quiet",
+            "-D",
+            str(self.root),
+            "-M",
+            self.name,
+            "--boot",
+            "--register=no",
+            "--keep-unit",
+            "--private-network",
+            "--console=pipe",
+            "--resolv-conf=off",
+            "--timezone=off",
+            "--link-journal=no",
+            "--bind-ro=/usr",
+            *self.binds,
+        ]
         self.booted_at = time.monotonic()
         with self.log.open("ab") as out:
             out.write(f"--- {' '.join(argv)}\n".encode())
@@ -126,8 +141,13 @@ class Container:
 
     def run(self, *argv: str, check: bool = True, timeout: float = 60) -> subprocess.CompletedProcess[str]:
         """``argv`` in the container's namespaces."""
-        done = subprocess.run(["nsenter", "-t", str(self.leader), "-m", "-u", "-i", "-n", "-p", "--", *argv],
-                              capture_output=True, text=True, timeout=timeout, check=False)
+        done = subprocess.run(
+            ["nsenter", "-t", str(self.leader), "-m", "-u", "-i", "-n", "-p", "--", *argv],
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+            check=False,
+        )
         if check and done.returncode != 0:
             raise AssertionError(f"{' '.join(argv)} failed ({done.returncode}): {done.stdout}{done.stderr}")
         return done

@@ -16,18 +16,32 @@ from kubedevice.metrics import parse_address
 
 from .helmkit import CHART, Helm, by_kind, one, validate_all
 
-ALL_OPTIONS = ("resourceSlices.enabled=true", "metrics.podMonitor.enabled=true",
-               "metrics.serviceMonitor.enabled=true", "hostRoot.mountAll=true", "rollOnConfigChange=true",
-               "podAnnotations.team=devices", "extraArgs={--log-level,debug}",
-               "imagePullSecrets[0].name=regcred", "nfd.enabled=true")
+ALL_OPTIONS = (
+    "resourceSlices.enabled=true",
+    "metrics.podMonitor.enabled=true",
+    "metrics.serviceMonitor.enabled=true",
+    "hostRoot.mountAll=true",
+    "rollOnConfigChange=true",
+    "podAnnotations.team=devices",
+    "extraArgs={--log-level,debug}",
+    "imagePullSecrets[0].name=regcred",
+    "nfd.enabled=true",
+)
 DRA = ("dra.enabled=true", "dra.driverName=null.example.com")
 CLASSES = ("dra.deviceClasses[0].name=null.example.com", "dra.deviceClasses[0].extendedResourceName=example.com/null")
-SELECTOR = ("config.resources[0].name=example.com/gpu", "config.resources[0].static.count=1",
-            "config.resources[0].node_selector.example\\.com/accelerator=gpu")
-VALUE_SETS = {"defaults": (), "all-options": ALL_OPTIONS, "no-monitoring-ns": ("fullnameOverride=kd",),
-              "node-selector": (*SELECTOR, "cdi.removeOnUninstall=false"),
-              "dra": DRA, "dra-all-options": (*DRA, *ALL_OPTIONS, *CLASSES, "dra.rollingUpdate=true",
-                                  "dra.kubeletDir=/k")}
+SELECTOR = (
+    "config.resources[0].name=example.com/gpu",
+    "config.resources[0].static.count=1",
+    "config.resources[0].node_selector.example\\.com/accelerator=gpu",
+)
+VALUE_SETS = {
+    "defaults": (),
+    "all-options": ALL_OPTIONS,
+    "no-monitoring-ns": ("fullnameOverride=kd",),
+    "node-selector": (*SELECTOR, "cdi.removeOnUninstall=false"),
+    "dra": DRA,
+    "dra-all-options": (*DRA, *ALL_OPTIONS, *CLASSES, "dra.rollingUpdate=true", "dra.kubeletDir=/k"),
+}
 
 
 NFD_DIR = "/etc/kubernetes/node-feature-discovery/features.d"
@@ -50,8 +64,9 @@ def mounts(docs: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
     return {m["mountPath"]: {**m, "volume": volumes[m["name"]]} for m in container(docs)["volumeMounts"]}
 
 
-@pytest.mark.parametrize("sets", [(), ALL_OPTIONS, DRA, (*DRA, *CLASSES)],
-                         ids=["defaults", "all-options", "dra", "dra-classes"])
+@pytest.mark.parametrize(
+    "sets", [(), ALL_OPTIONS, DRA, (*DRA, *CLASSES)], ids=["defaults", "all-options", "dra", "dra-classes"]
+)
 def test_helm_lint_strict_passes(helm: Helm, sets: tuple[str, ...]) -> None:
     args = [arg for item in sets for arg in ("--set", item)]
     result = helm.run("lint", "--strict", "--kube-version", "1.34.0", str(CHART), *args)
@@ -86,9 +101,21 @@ def test_daemonset_has_the_node_agent_essentials(helm: Helm) -> None:
 def test_container_command_is_the_documented_serve_line(helm: Helm) -> None:
     c = container(helm.template())
     assert [*c["command"], *c["args"]] == [
-        "kubedevice", "serve", "--config", "/etc/kubedevice/config.yaml", "--host-root", "/host",
-        "--metrics-address", ":9500", "--log-format", "json", "--log-level", "info",
-        "--owner-daemonset", "kube-system/kubedevice"]
+        "kubedevice",
+        "serve",
+        "--config",
+        "/etc/kubedevice/config.yaml",
+        "--host-root",
+        "/host",
+        "--metrics-address",
+        ":9500",
+        "--log-format",
+        "json",
+        "--log-level",
+        "info",
+        "--owner-daemonset",
+        "kube-system/kubedevice",
+    ]
 
 
 def test_probes_and_ports_point_at_the_metrics_server(helm: Helm) -> None:
@@ -140,9 +167,18 @@ def test_configmap_carries_a_config_the_daemon_accepts_with_the_mounted_paths(he
 
 def test_custom_resources_from_a_values_file_reach_the_config(helm: Helm, tmp_path: Path) -> None:
     values = tmp_path / "values.yaml"
-    values.write_text(yaml.safe_dump({"config": {"resources": [
-        {"name": "example.com/null", "static": {"count": 2, "paths": ["/dev/null"]}},
-        {"name": "example.com/tty", "glob": {"paths": ["/dev/ttyUSB*"]}}]}}))
+    values.write_text(
+        yaml.safe_dump(
+            {
+                "config": {
+                    "resources": [
+                        {"name": "example.com/null", "static": {"count": 2, "paths": ["/dev/null"]}},
+                        {"name": "example.com/tty", "glob": {"paths": ["/dev/ttyUSB*"]}},
+                    ]
+                }
+            }
+        )
+    )
     config = parse_config(one(helm.template(values=[values]), "ConfigMap")["data"]["config.yaml"])
     assert [r.name for r in config.resources] == ["example.com/null", "example.com/tty"]
 
@@ -164,12 +200,18 @@ def test_uninstall_clean_up_may_only_read_and_watch_its_own_daemonset(helm: Helm
     assert not by_kind(docs, "ClusterRole") and not by_kind(docs, "ClusterRoleBinding")
     role, binding = one(docs, "Role"), one(docs, "RoleBinding")
     assert role["metadata"]["namespace"] == binding["metadata"]["namespace"] == "devices"
-    assert role["rules"] == [{"apiGroups": ["apps"], "resources": ["daemonsets"],
-                              "resourceNames": [daemonset["metadata"]["name"]], "verbs": ["get", "watch"]}]
+    assert role["rules"] == [
+        {
+            "apiGroups": ["apps"],
+            "resources": ["daemonsets"],
+            "resourceNames": [daemonset["metadata"]["name"]],
+            "verbs": ["get", "watch"],
+        }
+    ]
     assert binding["roleRef"]["name"] == role["metadata"]["name"]
-    assert binding["subjects"] == [{"kind": "ServiceAccount", "name": account["metadata"]["name"],
-                                    "namespace": "devices"}]
-
+    assert binding["subjects"] == [
+        {"kind": "ServiceAccount", "name": account["metadata"]["name"], "namespace": "devices"}
+    ]
 
 
 NODE_READER = [{"apiGroups": [""], "resources": ["nodes"], "verbs": ["get", "list", "watch"]}]
@@ -187,8 +229,9 @@ def test_a_node_selector_in_the_config_grants_reading_nodes_and_the_node_name(he
     account, role, binding = one(docs, "ServiceAccount"), one(docs, "ClusterRole"), one(docs, "ClusterRoleBinding")
     assert role["rules"] == NODE_READER and not by_kind(docs, "Role")
     assert binding["roleRef"]["name"] == role["metadata"]["name"]
-    assert binding["subjects"] == [{"kind": "ServiceAccount", "name": account["metadata"]["name"],
-                                    "namespace": "devices"}]
+    assert binding["subjects"] == [
+        {"kind": "ServiceAccount", "name": account["metadata"]["name"], "namespace": "devices"}
+    ]
     assert pod_spec(docs)["automountServiceAccountToken"] is True
     assert pod_spec(docs)["serviceAccountName"] == account["metadata"]["name"]
     env = {e["name"]: e["valueFrom"]["fieldRef"]["fieldPath"] for e in container(docs)["env"]}
@@ -203,6 +246,7 @@ def test_nodes_are_read_only_when_needed(helm: Helm) -> None:
     assert len(by_kind(with_uninstall, "ServiceAccount")) == 1
     # DRA mode refuses node_selector (serve says so): no grant for it there.
     assert not node_reader(helm.template(*DRA, "nodeLabels.enabled=true"))
+
 
 # --- DRA mode ----------------------------------------------------------------------------------
 
@@ -225,12 +269,17 @@ def test_dra_mode_runs_serve_for_its_node_without_the_uninstall_flag(helm: Helm)
 
 def test_dra_mode_mounts_only_the_plugin_watcher_its_plugin_dir_cdi_and_the_host_view(helm: Helm) -> None:
     docs = helm.template(*DRA)
-    host_paths = {path: m["volume"]["hostPath"]["path"] for path, m in mounts(docs).items()
-                  if "hostPath" in m["volume"]}
-    assert host_paths == {"/var/lib/kubelet/plugins_registry": "/var/lib/kubelet/plugins_registry",
-                          "/var/lib/kubelet/plugins": "/var/lib/kubelet/plugins",
-                          "/var/run/cdi": "/var/run/cdi", "/host/dev": "/dev", "/host/sys": "/sys",
-                          "/host/run/udev": "/run/udev"}
+    host_paths = {
+        path: m["volume"]["hostPath"]["path"] for path, m in mounts(docs).items() if "hostPath" in m["volume"]
+    }
+    assert host_paths == {
+        "/var/lib/kubelet/plugins_registry": "/var/lib/kubelet/plugins_registry",
+        "/var/lib/kubelet/plugins": "/var/lib/kubelet/plugins",
+        "/var/run/cdi": "/var/run/cdi",
+        "/host/dev": "/dev",
+        "/host/sys": "/sys",
+        "/host/run/udev": "/run/udev",
+    }
 
 
 def test_dra_mode_rbac_is_exactly_what_the_driver_calls(helm: Helm) -> None:
@@ -238,14 +287,19 @@ def test_dra_mode_rbac_is_exactly_what_the_driver_calls(helm: Helm) -> None:
     account, role, binding = one(docs, "ServiceAccount"), one(docs, "ClusterRole"), one(docs, "ClusterRoleBinding")
     assert pod_spec(docs)["serviceAccountName"] == account["metadata"]["name"]
     assert pod_spec(docs)["automountServiceAccountToken"] is True
-    granted = {(g, r): sorted(rule["verbs"]) for rule in role["rules"] for g in rule["apiGroups"]
-               for r in rule["resources"]}
+    granted = {
+        (g, r): sorted(rule["verbs"]) for rule in role["rules"] for g in rule["apiGroups"] for r in rule["resources"]
+    }
     # publisher.py: list, watch, create, replace (update), delete slices and get the Node;
     # claims.py: get a claim. No patch, no deletecollection, no get of slices.
-    assert granted == {("resource.k8s.io", "resourceslices"): ["create", "delete", "list", "update", "watch"],
-                       ("resource.k8s.io", "resourceclaims"): ["get"], ("", "nodes"): ["get"]}
-    assert binding["subjects"] == [{"kind": "ServiceAccount", "name": account["metadata"]["name"],
-                                    "namespace": "devices"}]
+    assert granted == {
+        ("resource.k8s.io", "resourceslices"): ["create", "delete", "list", "update", "watch"],
+        ("resource.k8s.io", "resourceclaims"): ["get"],
+        ("", "nodes"): ["get"],
+    }
+    assert binding["subjects"] == [
+        {"kind": "ServiceAccount", "name": account["metadata"]["name"], "namespace": "devices"}
+    ]
     assert not by_kind(docs, "Role")
 
 
@@ -270,8 +324,9 @@ def test_dra_mode_needs_a_driver_name(helm: Helm) -> None:
     version = ("--kube-version", "1.34.0")
     result = helm.run("template", "x", str(CHART), *version, "--set", "dra.enabled=true")
     assert result.returncode != 0 and "dra.driverName is required" in result.stderr
-    result = helm.run("template", "x", str(CHART), *version, "--set", "dra.enabled=true",
-                      "--set", "dra.driverName=Bad_Name")
+    result = helm.run(
+        "template", "x", str(CHART), *version, "--set", "dra.enabled=true", "--set", "dra.driverName=Bad_Name"
+    )
     assert result.returncode != 0 and "/dra/driverName" in result.stderr
 
 
@@ -288,8 +343,7 @@ dra:
 """
 
 
-def test_dra_mode_ships_the_device_classes_asked_for_selecting_the_drivers_devices(
-        helm: Helm, tmp_path: Path) -> None:
+def test_dra_mode_ships_the_device_classes_asked_for_selecting_the_drivers_devices(helm: Helm, tmp_path: Path) -> None:
     """Each class selects ``device.driver == driverName`` first, then its own selectors; only the
     one given an extendedResourceName carries it. The API server's validation (``dra validate``) and
     the OpenAPI schema of 1.37 accept them."""
@@ -307,8 +361,13 @@ def test_dra_mode_ships_the_device_classes_asked_for_selecting_the_drivers_devic
     validate_all([extended, first], ("1.37.0",))
     rendered = tmp_path / "classes.yaml"
     rendered.write_text(yaml.safe_dump_all([extended, first]))
-    checked = subprocess.run([sys.executable, "-m", "kubedevice", "dra", "validate", str(rendered)],
-                             capture_output=True, text=True, check=False, timeout=60)
+    checked = subprocess.run(
+        [sys.executable, "-m", "kubedevice", "dra", "validate", str(rendered)],
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=60,
+    )
     assert checked.returncode == 0, checked.stdout + checked.stderr
 
 
@@ -317,18 +376,27 @@ def test_device_classes_only_in_dra_mode_and_none_by_default(helm: Helm) -> None
     assert not by_kind(helm.template(*CLASSES), "DeviceClass")  # no driver to select
 
 
-@pytest.mark.parametrize(("bad", "complaint"), [
-    ("dra.deviceClasses[0].extendedResourceName=null", "/dra/deviceClasses/0/extendedResourceName"),
-    ("dra.deviceClasses[0].extendedResourceName=kubernetes.io/null", "/dra/deviceClasses/0/extendedResourceName"),
-    ("dra.deviceClasses[0].extendedResourceName=Example.com/null", "/dra/deviceClasses/0/extendedResourceName"),
-    ("dra.deviceClasses[0].name=Null_Class", "/dra/deviceClasses/0/name"),
-    ("dra.deviceClasses[0].extendedName=example.com/null", "extendedName"),
-])
+@pytest.mark.parametrize(
+    ("bad", "complaint"),
+    [
+        ("dra.deviceClasses[0].extendedResourceName=null", "/dra/deviceClasses/0/extendedResourceName"),
+        ("dra.deviceClasses[0].extendedResourceName=kubernetes.io/null", "/dra/deviceClasses/0/extendedResourceName"),
+        ("dra.deviceClasses[0].extendedResourceName=Example.com/null", "/dra/deviceClasses/0/extendedResourceName"),
+        ("dra.deviceClasses[0].name=Null_Class", "/dra/deviceClasses/0/name"),
+        ("dra.deviceClasses[0].extendedName=example.com/null", "extendedName"),
+    ],
+)
 def test_device_class_values_are_checked_naming_the_key(helm: Helm, bad: str, complaint: str) -> None:
     """The extended resource name as the API server's IsExtendedResourceName takes it: domain-qualified,
     not in kubernetes.io (pkg/apis/resource/validation, validateDeviceClassSpec)."""
-    result = helm.run("template", "x", str(CHART), "--kube-version", "1.34.0", *(a for s in (*DRA, *CLASSES[:1], bad)
-                                                                                for a in ("--set", s)))
+    result = helm.run(
+        "template",
+        "x",
+        str(CHART),
+        "--kube-version",
+        "1.34.0",
+        *(a for s in (*DRA, *CLASSES[:1], bad) for a in ("--set", s)),
+    )
     assert result.returncode != 0
     assert complaint in result.stderr, result.stderr
 
@@ -341,10 +409,12 @@ def test_resource_slices_get_a_least_privilege_service_account(helm: Helm) -> No
     assert spec["automountServiceAccountToken"] is True
     role, binding = one(docs, "ClusterRole"), one(docs, "ClusterRoleBinding")
     assert binding["roleRef"]["name"] == role["metadata"]["name"]
-    assert binding["subjects"] == [{"kind": "ServiceAccount", "name": account["metadata"]["name"],
-                                    "namespace": "devices"}]
-    granted = {(group, resource) for rule in role["rules"] for group in rule["apiGroups"]
-               for resource in rule["resources"]}
+    assert binding["subjects"] == [
+        {"kind": "ServiceAccount", "name": account["metadata"]["name"], "namespace": "devices"}
+    ]
+    granted = {
+        (group, resource) for rule in role["rules"] for group in rule["apiGroups"] for resource in rule["resources"]
+    }
     assert granted == {("resource.k8s.io", "resourceslices"), ("", "nodes")}
     nodes = next(r for r in role["rules"] if r["resources"] == ["nodes"])
     assert nodes["verbs"] == ["get"]
@@ -385,15 +455,26 @@ def test_config_checksum_rolls_pods_only_when_asked(helm: Helm) -> None:
     assert "checksum/config" not in annotations()
     first = annotations("rollOnConfigChange=true")["checksum/config"]
     assert annotations("rollOnConfigChange=true", "podLabels.a=b")["checksum/config"] == first
-    second = annotations("rollOnConfigChange=true", "config.resources[0].static.count=8",
-                         "config.resources[0].name=example.com/null", "config.resources[0].static.paths={/dev/null}")
+    second = annotations(
+        "rollOnConfigChange=true",
+        "config.resources[0].static.count=8",
+        "config.resources[0].name=example.com/null",
+        "config.resources[0].static.paths={/dev/null}",
+    )
     assert second["checksum/config"] != first
 
 
-@pytest.mark.parametrize(("bad", "complaint"), [
-    ("metrics.port=99999", "/metrics/port"), ("log.format=xml", "/log/format"), ("pluginDir=relative", "/pluginDir"),
-    ("typo=1", "typo"), ("config.resources=null", "resources"), ("hostRoot.path=/", "/hostRoot/path"),
-])
+@pytest.mark.parametrize(
+    ("bad", "complaint"),
+    [
+        ("metrics.port=99999", "/metrics/port"),
+        ("log.format=xml", "/log/format"),
+        ("pluginDir=relative", "/pluginDir"),
+        ("typo=1", "typo"),
+        ("config.resources=null", "resources"),
+        ("hostRoot.path=/", "/hostRoot/path"),
+    ],
+)
 def test_values_schema_rejects_bad_values_naming_the_key(helm: Helm, bad: str, complaint: str) -> None:
     result = helm.run("template", "x", str(CHART), "--set", bad)
     assert result.returncode != 0
@@ -417,8 +498,15 @@ def test_least_privilege_under_every_option(helm: Helm, sets: tuple[str, ...]) -
     assert security["privileged"] is False and "add" not in security["capabilities"]
     assert security["capabilities"]["drop"] == ["ALL"] and security["allowPrivilegeEscalation"] is False
     assert security["readOnlyRootFilesystem"] is True
-    writable = {"/var/lib/kubelet/device-plugins", "/var/run/cdi", "/var/lib/kubelet/plugins_registry",
-                "/var/lib/kubelet/plugins", "/k/plugins_registry", "/k/plugins", NFD_DIR}
+    writable = {
+        "/var/lib/kubelet/device-plugins",
+        "/var/run/cdi",
+        "/var/lib/kubelet/plugins_registry",
+        "/var/lib/kubelet/plugins",
+        "/k/plugins_registry",
+        "/k/plugins",
+        NFD_DIR,
+    }
     for path, mount in mounts(docs).items():
         host = mount["volume"].get("hostPath")
         if host is None:

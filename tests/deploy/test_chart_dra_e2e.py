@@ -39,10 +39,20 @@ def record(key: str, value: Any) -> None:
 
 
 def values() -> dict[str, Any]:
-    return {"image": {"pullPolicy": "Never"}, "log": {"level": "debug"},
-            "dra": {"enabled": True, "driverName": DRIVER},
-            "config": {"resources": [{"name": "example.com/null", "static": {"count": 4, "paths": ["/dev/null"]},
-                                      "env": {"NULL_DEVICE": "{ids}"}}]}}
+    return {
+        "image": {"pullPolicy": "Never"},
+        "log": {"level": "debug"},
+        "dra": {"enabled": True, "driverName": DRIVER},
+        "config": {
+            "resources": [
+                {
+                    "name": "example.com/null",
+                    "static": {"count": 4, "paths": ["/dev/null"]},
+                    "env": {"NULL_DEVICE": "{ids}"},
+                }
+            ]
+        },
+    }
 
 
 @pytest.fixture(scope="module")
@@ -73,6 +83,7 @@ class Release:
             pods = [p for p in self.pods() if not p["metadata"].get("deletionTimestamp")]
             statuses = [s for p in pods for s in p["status"].get("containerStatuses", [])]
             return pods[0] if len(pods) == 1 and statuses and "running" in statuses[0]["state"] else None
+
         return wait_for("the driver's pod to run", found, timeout, interval=0.2)
 
     def ready(self, name: str) -> bool:
@@ -139,8 +150,12 @@ def test_dra_install_publishes_from_the_pod_and_a_claim_is_prepared(release: Rel
     # The driver prepared it: our CDI spec is on the node and containerd injected its env.
     spec = release.cluster.cdi_dir / f"kubedevice-dra-{DRIVER}-{claim['metadata']['uid']}.json"
     assert spec.exists()
-    log = wait_for("the container's output", lambda: clusterkit.scenarios.container_log(
-        release.cluster, api.pod(workload)), 30, 0.2)
+    log = wait_for(
+        "the container's output",
+        lambda: clusterkit.scenarios.container_log(release.cluster, api.pod(workload)),
+        30,
+        0.2,
+    )
     assert f"NULL_DEVICE={result['device']}" in log, log
     api.delete_pod(workload, grace=1)
     wait_for("the pod gone", lambda: api.pod(workload) is None, 60, 0.2)
@@ -153,11 +168,17 @@ def token_for(release: Release, pod: dict[str, Any] | None) -> str:
     """``kubectl create token SA [--bound-object-kind Pod --bound-object-name POD]``: a TokenRequest."""
     spec: dict[str, Any] = {"audiences": ["https://kubernetes.default.svc"], "expirationSeconds": 600}
     if pod is not None:
-        spec["boundObjectRef"] = {"apiVersion": "v1", "kind": "Pod", "name": pod["metadata"]["name"],
-                                  "uid": pod["metadata"]["uid"]}
+        spec["boundObjectRef"] = {
+            "apiVersion": "v1",
+            "kind": "Pod",
+            "name": pod["metadata"]["name"],
+            "uid": pod["metadata"]["uid"],
+        }
     answer = release.api.request(
-        "POST", f"/api/v1/namespaces/{NAMESPACE}/serviceaccounts/{SERVICE_ACCOUNT}/token",
-        {"apiVersion": "authentication.k8s.io/v1", "kind": "TokenRequest", "spec": spec})
+        "POST",
+        f"/api/v1/namespaces/{NAMESPACE}/serviceaccounts/{SERVICE_ACCOUNT}/token",
+        {"apiVersion": "authentication.k8s.io/v1", "kind": "TokenRequest", "spec": spec},
+    )
     token: str = answer["status"]["token"]
     return token
 
@@ -166,9 +187,17 @@ def slice_for(node: str) -> dict[str, Any]:
     """A slice of another driver name: the running driver would delete one of its own that it did
     not publish (which is its job, and not what this test is about)."""
     name = unique("policy")
-    return {"apiVersion": "resource.k8s.io/v1", "kind": "ResourceSlice", "metadata": {"name": name},
-            "spec": {"driver": "policy-test.example.com", "nodeName": node, "pool": {"name": name, "generation": 1,
-                                                                   "resourceSliceCount": 1}, "devices": []}}
+    return {
+        "apiVersion": "resource.k8s.io/v1",
+        "kind": "ResourceSlice",
+        "metadata": {"name": name},
+        "spec": {
+            "driver": "policy-test.example.com",
+            "nodeName": node,
+            "pool": {"name": name, "generation": 1, "resourceSliceCount": 1},
+            "devices": [],
+        },
+    }
 
 
 def test_admission_policy_keeps_the_driver_to_its_own_nodes_slices(release: Release) -> None:
@@ -217,8 +246,10 @@ def test_uninstall_removes_the_slices_and_leaves_nothing_of_ours(release: Releas
     left = sorted(p.name for p in ours.iterdir()) if ours.exists() else []
     record("left_in_plugin_dir", left)
     assert left == [] and not ours.exists(), left  # no claim prepared: no checkpoint kept
-    for path in (f"/apis/rbac.authorization.k8s.io/v1/clusterroles/{FULLNAME}",
-                 f"/apis/rbac.authorization.k8s.io/v1/clusterrolebindings/{FULLNAME}",
-                 f"/apis/admissionregistration.k8s.io/v1/validatingadmissionpolicies/resourceslices-policy-{FULLNAME}",
-                 f"/api/v1/namespaces/{NAMESPACE}/serviceaccounts/{SERVICE_ACCOUNT}"):
+    for path in (
+        f"/apis/rbac.authorization.k8s.io/v1/clusterroles/{FULLNAME}",
+        f"/apis/rbac.authorization.k8s.io/v1/clusterrolebindings/{FULLNAME}",
+        f"/apis/admissionregistration.k8s.io/v1/validatingadmissionpolicies/resourceslices-policy-{FULLNAME}",
+        f"/api/v1/namespaces/{NAMESPACE}/serviceaccounts/{SERVICE_ACCOUNT}",
+    ):
         assert release.api.get(path) is None, path

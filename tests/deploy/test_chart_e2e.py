@@ -41,11 +41,16 @@ def record(key: str, value: Any) -> None:
 
 
 def values(count: int = DEVICES) -> dict[str, Any]:
-    return {"image": {"pullPolicy": "Never"},
-            "log": {"level": "debug"},
-            "config": {"resources": [
+    return {
+        "image": {"pullPolicy": "Never"},
+        "log": {"level": "debug"},
+        "config": {
+            "resources": [
                 {"name": RESOURCE, "static": {"count": count, "paths": ["/dev/null"]}},
-                {"name": CDI_RESOURCE, "static": {"count": 2, "paths": ["/dev/zero"]}, "cdi": {}}]}}
+                {"name": CDI_RESOURCE, "static": {"count": 2, "paths": ["/dev/zero"]}, "cdi": {}},
+            ]
+        },
+    }
 
 
 @pytest.fixture(scope="module")
@@ -77,8 +82,12 @@ class Chart:
         self.helm(verb, RELEASE, str(CHART), "--values", str(path), *extra)
 
     def daemon_pods(self, terminating: bool = False) -> list[dict[str, Any]]:
-        return [p for p in self.api.pods(NAMESPACE) if p["metadata"]["name"].startswith(f"{RELEASE}-")
-                and (terminating or not p["metadata"].get("deletionTimestamp"))]
+        return [
+            p
+            for p in self.api.pods(NAMESPACE)
+            if p["metadata"]["name"].startswith(f"{RELEASE}-")
+            and (terminating or not p["metadata"].get("deletionTimestamp"))
+        ]
 
     def running_daemon(self, timeout: float = 120) -> dict[str, Any]:
         def ready() -> dict[str, Any] | None:
@@ -87,6 +96,7 @@ class Chart:
             if len(pods) == 1 and statuses and "running" in statuses[0]["state"]:
                 return pods[0]
             return None
+
         return wait_for("the DaemonSet's pod to run", ready, timeout, interval=0.2)
 
     def ready(self, name: str) -> bool:
@@ -141,11 +151,13 @@ def container(api: Any, name: str) -> dict[str, Any] | None:
 
 def wait_running(api: Any, names: list[str], timeout: float = 90) -> dict[str, str]:
     """Container ID of each pod once all run."""
+
     def ids() -> dict[str, str] | None:
         found = {n: (container(api, n) or {}) for n in names}
         if all("running" in c.get("state", {}) for c in found.values()):
             return {n: c["containerID"] for n, c in found.items()}
         return None
+
     return wait_for(f"{len(names)} device pods to run", ids, timeout, interval=0.2)
 
 
@@ -206,8 +218,13 @@ def test_rolling_update_to_a_new_tag_loses_no_device_pod(chart: Chart) -> None:
     names = RESULTS["keep"]
     before = wait_running(chart.api, names)
     version = imagekit.version()
-    clusterkit.ctr(chart.cluster, "images", "tag", f"docker.io/kubedevice/kubedevice:{version}",
-                   f"docker.io/kubedevice/kubedevice:{version}-next")
+    clusterkit.ctr(
+        chart.cluster,
+        "images",
+        "tag",
+        f"docker.io/kubedevice/kubedevice:{version}",
+        f"docker.io/kubedevice/kubedevice:{version}-next",
+    )
     old = chart.running_daemon()
     socket = chart.cluster.plugin_dir / f"kubedevice-{RESOURCE.replace('/', '_')}.sock"
     assert socket.exists()
@@ -239,14 +256,17 @@ def test_uninstall_drops_allocatable_and_removes_our_sockets(chart: Chart) -> No
     log = PodLog(chart, chart.running_daemon())
     # The clean-up needs the daemon to have seen its DaemonSet (a pod uninstalled before its first
     # look keeps its specs, docs/deploy.md); under load that look can come seconds after start.
-    wait_for("the daemon to see its DaemonSet", lambda: f"DaemonSet {NAMESPACE}/{RELEASE}: present" in log.read(False),
-             60, interval=0.2)
+    wait_for(
+        "the daemon to see its DaemonSet",
+        lambda: f"DaemonSet {NAMESPACE}/{RELEASE}: present" in log.read(False),
+        60,
+        interval=0.2,
+    )
     chart.helm("uninstall", RELEASE, "--wait", "--timeout", "90s")
     wait_for("the pod to be gone", lambda: not chart.daemon_pods(terminating=True), 90, interval=0.2)
     wait_for("allocatable 0", lambda: chart.capacity()[1] == 0 and chart.capacity(CDI_RESOURCE)[1] == 0, 60)
     RESULTS["last_log"] = log.read()
-    assert sorted(p.name for p in chart.cluster.plugin_dir.iterdir()) == ["kubelet.sock",
-                                                                           "kubelet_internal_checkpoint"]
+    assert sorted(p.name for p in chart.cluster.plugin_dir.iterdir()) == ["kubelet.sock", "kubelet_internal_checkpoint"]
 
 
 def test_uninstall_removes_our_cdi_specs(chart: Chart) -> None:
@@ -266,6 +286,7 @@ PODS = 6
 
 def _after_reboot(api: Any, names: list[str], before: dict[str, str], timeout: float = 120) -> dict[str, str]:
     """Each pod's fate after the reboot: 'Running' in a new container, or its failure reason."""
+
     def settled() -> dict[str, str] | None:
         fates: dict[str, str] = {}
         for name in names:
@@ -279,6 +300,7 @@ def _after_reboot(api: Any, names: list[str], before: dict[str, str], timeout: f
             else:
                 return None
         return fates
+
     return wait_for("every pod to come back or fail", settled, timeout, interval=0.5)
 
 
@@ -304,8 +326,18 @@ def test_node_reboot_with_the_host_service_loses_no_pod(chart: Chart, tmp_path: 
     cluster, api = chart.cluster, chart.api
     config = tmp_path / "config.yaml"
     config.write_text(json.dumps({"resources": values()["config"]["resources"][:1]}))
-    argv = [sys.executable, "-m", "kubedevice", "serve", "--config", str(config),
-            "--plugin-dir", "/var/lib/kubelet/device-plugins", "--cdi-dir", "/run/cdi"]
+    argv = [
+        sys.executable,
+        "-m",
+        "kubedevice",
+        "serve",
+        "--config",
+        str(config),
+        "--plugin-dir",
+        "/var/lib/kubelet/device-plugins",
+        "--cdi-dir",
+        "/run/cdi",
+    ]
     src = str(Path(__file__).resolve().parents[2] / "src")
 
     notify = tmp_path / "notify"

@@ -81,10 +81,23 @@ def test_the_rendered_install_command_runs(helm: Helm, tmp_path: Path) -> None:
     systemctl.write_text(f'#!/bin/sh\necho "$*" >> {calls}\n')
     systemctl.chmod(0o755)
     assert init["args"][init["args"].index("--systemctl") + 1] == "nsenter -t 1 -m -u -i -n -p -- systemctl"
-    overrides = ["--host-root", str(node), "--config", str(config), "--image-root", str(image),
-                 "--systemctl", str(systemctl)]
-    done = subprocess.run([sys.executable, "-m", *init["command"], *init["args"], *overrides],
-                          capture_output=True, text=True, timeout=60, check=False)
+    overrides = [
+        "--host-root",
+        str(node),
+        "--config",
+        str(config),
+        "--image-root",
+        str(image),
+        "--systemctl",
+        str(systemctl),
+    ]
+    done = subprocess.run(
+        [sys.executable, "-m", *init["command"], *init["args"], *overrides],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
     assert done.returncode == 0, done.stderr
     assert calls.read_text().splitlines() == ["daemon-reload", "restart kubedevice.service"]
     unit = (node / "etc/systemd/system/kubedevice.service").read_text()
@@ -94,14 +107,18 @@ def test_the_rendered_install_command_runs(helm: Helm, tmp_path: Path) -> None:
     assert f"/dev:{cfg['host_root']}/dev " in unit
 
 
-@pytest.mark.parametrize(("sets", "complaint"), [
-    (("dra.enabled=true", "dra.driverName=null.example.com"), "hostService.enabled: the host service has no API"),
-    (("resourceSlices.enabled=true",), "hostService.enabled: the host service has no API"),
-    (("cdi.removeOnUninstall=false",), "hostService.enabled needs cdi.removeOnUninstall"),
-    (("hostService.nodeRoot=node",), "/hostService/nodeRoot"),
-])
-def test_what_a_host_service_cannot_do_is_refused_naming_the_key(helm: Helm, sets: tuple[str, ...],
-                                                                  complaint: str) -> None:
+@pytest.mark.parametrize(
+    ("sets", "complaint"),
+    [
+        (("dra.enabled=true", "dra.driverName=null.example.com"), "hostService.enabled: the host service has no API"),
+        (("resourceSlices.enabled=true",), "hostService.enabled: the host service has no API"),
+        (("cdi.removeOnUninstall=false",), "hostService.enabled needs cdi.removeOnUninstall"),
+        (("hostService.nodeRoot=node",), "/hostService/nodeRoot"),
+    ],
+)
+def test_what_a_host_service_cannot_do_is_refused_naming_the_key(
+    helm: Helm, sets: tuple[str, ...], complaint: str
+) -> None:
     args = [arg for item in (*ON, *sets) for arg in ("--set", item)]
     result = helm.run("template", "x", str(CHART), "--kube-version", "1.34.0", *args)
     assert result.returncode != 0 and complaint in result.stderr, result.stderr

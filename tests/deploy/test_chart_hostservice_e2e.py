@@ -56,8 +56,11 @@ done
 code=$(cat "$dir/done.$id"); rm -f "$dir/done.$id"; exit "$code"
 """
 # Files a node already has where ours go, which the install and uninstall must leave alone.
-FOREIGN = {"etc/systemd/system/other.service": "[Service]\nExecStart=/bin/true\n",
-           "etc/kubedevice/notes.txt": "the admin's\n", "opt/other/tool": "#!/bin/sh\n"}
+FOREIGN = {
+    "etc/systemd/system/other.service": "[Service]\nExecStart=/bin/true\n",
+    "etc/kubedevice/notes.txt": "the admin's\n",
+    "opt/other/tool": "#!/bin/sh\n",
+}
 RESULTS: dict[str, Any] = {}
 
 
@@ -128,8 +131,9 @@ class Systemd:
             notify.bind(str(self.scratch / "sock"))
             notify.settimeout(60)
             script = unitkit.installed_unit_script(self.node, self._source, self.scratch)
-            self.pid = self.cluster.spawn("kubedevice-unit", ["unshare", "--mount", "--propagation", "private",
-                                                              "sh", "-ec", script])
+            self.pid = self.cluster.spawn(
+                "kubedevice-unit", ["unshare", "--mount", "--propagation", "private", "sh", "-ec", script]
+            )
             try:
                 assert notify.recv(64) == b"READY=1"
             except TimeoutError:
@@ -191,16 +195,22 @@ def see_plugin_dir(cluster: Any, node: Path) -> None:
 
 
 def values(cluster: Any, node: Path) -> dict[str, Any]:
-    return {"image": {"pullPolicy": "Never"}, "cdi": {"dir": "/run/cdi"},
-            "hostService": {"enabled": True, "nodeRoot": str(node), "systemctl": f"sh /node/{SPOOL}/systemctl"},
-            "config": {"resources": [{"name": RESOURCE, "static": {"count": DEVICES, "paths": ["/dev/null"]}}]},
-            **clusterkit.api_access(cluster)}
+    return {
+        "image": {"pullPolicy": "Never"},
+        "cdi": {"dir": "/run/cdi"},
+        "hostService": {"enabled": True, "nodeRoot": str(node), "systemctl": f"sh /node/{SPOOL}/systemctl"},
+        "config": {"resources": [{"name": RESOURCE, "static": {"count": DEVICES, "paths": ["/dev/null"]}}]},
+        **clusterkit.api_access(cluster),
+    }
 
 
 def daemon_pod(api: Any) -> dict[str, Any] | None:
     """The DaemonSet's pod once its main container runs and is Ready."""
-    pods = [p for p in api.pods(NAMESPACE) if p["metadata"]["name"].startswith(f"{RELEASE}-")
-            and not p["metadata"].get("deletionTimestamp")]
+    pods = [
+        p
+        for p in api.pods(NAMESPACE)
+        if p["metadata"]["name"].startswith(f"{RELEASE}-") and not p["metadata"].get("deletionTimestamp")
+    ]
     for pod in pods:
         conditions = pod["status"].get("conditions", [])
         if any(c["type"] == "Ready" and c["status"] == "True" for c in conditions):
@@ -264,7 +274,8 @@ def fates(api: Any, names: list[str], before: dict[str, str]) -> dict[str, str] 
 
 
 def test_reboot_with_the_charts_host_service_loses_no_pod_and_uninstall_removes_it(
-        cluster: Any, node: Path, image_archive: Path, helm: Helm, tmp_path_factory: pytest.TempPathFactory) -> None:
+    cluster: Any, node: Path, image_archive: Path, helm: Helm, tmp_path_factory: pytest.TempPathFactory
+) -> None:
     api = cluster.api()
     clusterkit.import_image(cluster, image_archive)
     see_plugin_dir(cluster, node)
@@ -288,12 +299,23 @@ def test_reboot_with_the_charts_host_service_loses_no_pod_and_uninstall_removes_
             top = sorted({p for p in written if not p.startswith("opt/kubedevice/")})
             record("written_on_node", top)
             units = "etc/systemd/system"
-            assert top == ["etc/kubedevice/config.yaml", f"{units}/{UNIT}", f"{units}/kubelet.service.wants",
-                           f"{units}/kubelet.service.wants/{UNIT}", f"{units}/multi-user.target.wants/{UNIT}",
-                           "opt/kubedevice"], top
+            assert top == [
+                "etc/kubedevice/config.yaml",
+                f"{units}/{UNIT}",
+                f"{units}/kubelet.service.wants",
+                f"{units}/kubelet.service.wants/{UNIT}",
+                f"{units}/multi-user.target.wants/{UNIT}",
+                "opt/kubedevice",
+            ], top
             assert (node / f"opt/kubedevice/{__version__}/rootfs/opt/kubedevice/bin/kubedevice").exists()
-            record("rootfs_mib", int(subprocess.run(["du", "-sm", str(node / "opt/kubedevice")], capture_output=True,
-                                                    text=True, check=True).stdout.split()[0]))
+            record(
+                "rootfs_mib",
+                int(
+                    subprocess.run(
+                        ["du", "-sm", str(node / "opt/kubedevice")], capture_output=True, text=True, check=True
+                    ).stdout.split()[0]
+                ),
+            )
 
             names = [unique("dev") for _ in range(PODS)]
             for name in names:
@@ -317,15 +339,19 @@ def test_reboot_with_the_charts_host_service_loses_no_pod_and_uninstall_removes_
             old = pod["status"]["containerStatuses"][0]["containerID"]
             again = wait_for("the supervising pod back", lambda: restarted(api, old), 180, interval=0.5)
             record("reboot_daemon_pod_ready_s", round(time.monotonic() - kubelet_started, 1))
-            assert again and systemd.calls[calls:calls + 2] == ["daemon-reload", f"start {UNIT}"], systemd.calls
+            assert again and systemd.calls[calls : calls + 2] == ["daemon-reload", f"start {UNIT}"], systemd.calls
             assert sorted(files(node) - foreign) == written, "the second install rewrote nothing"
             delete_pods(api, names)
 
             logs = open_logs(cluster, again)
             # The uninstall needs the supervisor to have seen its DaemonSet (a pod uninstalled
             # before its first look keeps the unit, as the daemon keeps its CDI specs: docs/deploy.md).
-            wait_for("the supervisor to see its DaemonSet",
-                     lambda: f"DaemonSet {NAMESPACE}/{RELEASE}: present" in read_logs(logs, close=False), 60, 0.2)
+            wait_for(
+                "the supervisor to see its DaemonSet",
+                lambda: f"DaemonSet {NAMESPACE}/{RELEASE}: present" in read_logs(logs, close=False),
+                60,
+                0.2,
+            )
             started = time.monotonic()
             done = helm.run(*run_helm, "uninstall", RELEASE, "--wait", "--timeout", "120s")
             assert done.returncode == 0, done.stderr
@@ -334,8 +360,12 @@ def test_reboot_with_the_charts_host_service_loses_no_pod_and_uninstall_removes_
             except AssertionError as err:
                 raise AssertionError(f"{err}; the supervisor's log:\n{read_logs(logs)[-4000:]}") from None
             assert f"stop {UNIT}" in systemd.calls, systemd.calls
-            wait_for("the pod gone", lambda: not any(p["metadata"]["name"].startswith(f"{RELEASE}-")
-                                                     for p in api.pods(NAMESPACE)), 120, interval=0.2)
+            wait_for(
+                "the pod gone",
+                lambda: not any(p["metadata"]["name"].startswith(f"{RELEASE}-") for p in api.pods(NAMESPACE)),
+                120,
+                interval=0.2,
+            )
             record("uninstall_s", round(time.monotonic() - started, 1))
             supervisor = read_logs(logs)
             wait_for("allocatable 0", lambda: capacity(cluster, api)[1] == 0, 60)

@@ -55,8 +55,13 @@ def _helm(helm: Helm, cluster: Any, *args: str, check: bool = True) -> None:
 def _kubectl(cluster: Any, *args: str) -> str:
     """The real kubectl of the cluster's release (``cordon``, ``drain`` and ``label`` as users run them)."""
     kubectl = clusterkit.components.kubectl(cluster.state().kubernetes_version)
-    done = subprocess.run([str(kubectl), "--kubeconfig", str(cluster.kubeconfig), *args], capture_output=True,
-                          text=True, timeout=300, check=False)
+    done = subprocess.run(
+        [str(kubectl), "--kubeconfig", str(cluster.kubeconfig), *args],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
     assert done.returncode == 0, (args, done.stdout[-2000:], done.stderr[-2000:])
     return done.stdout
 
@@ -73,15 +78,20 @@ def _daemon_pods(cluster: Any, prefix: str = f"{RELEASE}-") -> list[dict[str, An
 
 def _running_on_every_node(cluster: Any, prefix: str = f"{RELEASE}-") -> dict[str, dict[str, Any]] | None:
     pods = [pod for pod in _daemon_pods(cluster, prefix) if not pod["metadata"].get("deletionTimestamp")]
-    running = {pod["spec"].get("nodeName"): pod for pod in pods
-               if any("running" in status["state"] for status in pod["status"].get("containerStatuses", []))}
+    running = {
+        pod["spec"].get("nodeName"): pod
+        for pod in pods
+        if any("running" in status["state"] for status in pod["status"].get("containerStatuses", []))
+    }
     return running if len(pods) == len(running) == len(cluster.nodes()) else None
 
 
 def _identity(pods: dict[str, dict[str, Any]]) -> dict[str, tuple[str, list[int]]]:
     """Node → its daemon pod's UID and restart counts: equal before and after = the same pod, never restarted."""
-    return {node: (pod["metadata"]["uid"], [s["restartCount"] for s in pod["status"]["containerStatuses"]])
-            for node, pod in pods.items()}
+    return {
+        node: (pod["metadata"]["uid"], [s["restartCount"] for s in pod["status"]["containerStatuses"]])
+        for node, pod in pods.items()
+    }
 
 
 @pytest.fixture(scope="module")
@@ -89,16 +99,30 @@ def plugins(fleet: Any, helm: Helm, tmp_path_factory: pytest.TempPathFactory) ->
     """The chart in device-plugin mode: ``RESOURCE`` on every node, ``ZONED`` only where the Node
     has the label ``ZONE_LABEL=a`` (none has it at install)."""
     started = time.monotonic()
-    _install(helm, fleet, RELEASE, {"config": {"resources": [
-        {"name": RESOURCE, "static": {"count": DEVICES, "paths": ["/dev/null"]}},
-        {"name": ZONED, "static": {"count": 1, "paths": ["/dev/null"]}, "node_selector": {ZONE_LABEL: "a"}}]}},
-        tmp_path_factory.mktemp("values"))
+    _install(
+        helm,
+        fleet,
+        RELEASE,
+        {
+            "config": {
+                "resources": [
+                    {"name": RESOURCE, "static": {"count": DEVICES, "paths": ["/dev/null"]}},
+                    {"name": ZONED, "static": {"count": 1, "paths": ["/dev/null"]}, "node_selector": {ZONE_LABEL: "a"}},
+                ]
+            }
+        },
+        tmp_path_factory.mktemp("values"),
+    )
     try:
         wait_for("a daemon pod running on every node", lambda: _running_on_every_node(fleet), 180, 0.5)
         api = fleet.api()
         for node in fleet.nodes():
-            wait_for(f"{RESOURCE} on {node.name}", lambda n=node: api.resource(n.name, RESOURCE) == (DEVICES, DEVICES),
-                     60, 0.2)
+            wait_for(
+                f"{RESOURCE} on {node.name}",
+                lambda n=node: api.resource(n.name, RESOURCE) == (DEVICES, DEVICES),
+                60,
+                0.2,
+            )
         print(f"install to capacity on {len(fleet.nodes())} nodes: {time.monotonic() - started:.1f} s")
         yield fleet
     finally:
@@ -116,9 +140,12 @@ def test_the_daemonset_serves_every_node(plugins: Any) -> None:
     pods = {name: unique("fleet") for name in names}
     for name, pod in pods.items():
         api.create_pod(device_pod(pod, {RESOURCE: DEVICES}, name))
-    wait_for("a device pod running on every node",
-             lambda: all((api.pod(p) or {}).get("status", {}).get("phase") == "Running" for p in pods.values()),
-             90, 0.2)
+    wait_for(
+        "a device pod running on every node",
+        lambda: all((api.pod(p) or {}).get("status", {}).get("phase") == "Running" for p in pods.values()),
+        90,
+        0.2,
+    )
     delete_pods(api, list(pods.values()))
 
 
@@ -162,23 +189,45 @@ def _deployment(name: str, replicas: int) -> dict[str, Any]:
     node does not count (``nodeTaintsPolicy: Honor``): so the first three are one per node, and a
     drained node's pods go to the others. No toleration: a cordoned node takes none of them."""
     labels = {"app": name}
-    container = {"name": "main", "image": clusterkit.TEST_IMAGE, "imagePullPolicy": "Never",
-                 "resources": {"limits": {RESOURCE: "1"}, "requests": {RESOURCE: "1"}}}
-    spread = {"maxSkew": 1, "topologyKey": "kubernetes.io/hostname", "whenUnsatisfiable": "DoNotSchedule",
-              "labelSelector": {"matchLabels": labels}, "nodeTaintsPolicy": "Honor"}
-    return {"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": name},
-            "spec": {"replicas": replicas, "selector": {"matchLabels": labels},
-                     "template": {"metadata": {"labels": labels},
-                                  "spec": {"containers": [container], "automountServiceAccountToken": False,
-                                           "terminationGracePeriodSeconds": 1,
-                                           "topologySpreadConstraints": [spread]}}}}
+    container = {
+        "name": "main",
+        "image": clusterkit.TEST_IMAGE,
+        "imagePullPolicy": "Never",
+        "resources": {"limits": {RESOURCE: "1"}, "requests": {RESOURCE: "1"}},
+    }
+    spread = {
+        "maxSkew": 1,
+        "topologyKey": "kubernetes.io/hostname",
+        "whenUnsatisfiable": "DoNotSchedule",
+        "labelSelector": {"matchLabels": labels},
+        "nodeTaintsPolicy": "Honor",
+    }
+    return {
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "metadata": {"name": name},
+        "spec": {
+            "replicas": replicas,
+            "selector": {"matchLabels": labels},
+            "template": {
+                "metadata": {"labels": labels},
+                "spec": {
+                    "containers": [container],
+                    "automountServiceAccountToken": False,
+                    "terminationGracePeriodSeconds": 1,
+                    "topologySpreadConstraints": [spread],
+                },
+            },
+        },
+    }
 
 
 def _placed(cluster: Any, app: str, replicas: int) -> dict[str, int] | None:
     """Node → how many of the app's pods run there, once ``replicas`` run and no other is left."""
     pods = [pod for pod in cluster.api().pods() if pod["metadata"].get("labels", {}).get("app") == app]
-    running = [pod for pod in pods if pod["status"].get("phase") == "Running"
-               and not pod["metadata"].get("deletionTimestamp")]
+    running = [
+        pod for pod in pods if pod["status"].get("phase") == "Running" and not pod["metadata"].get("deletionTimestamp")
+    ]
     if len(pods) != len(running) or len(running) != replicas:
         return None
     counts: dict[str, int] = {}
@@ -188,16 +237,25 @@ def _placed(cluster: Any, app: str, replicas: int) -> dict[str, int] | None:
 
 
 def _scale(cluster: Any, name: str, replicas: int) -> None:
-    cluster.api().request("PUT", f"{DEPLOYMENTS}/{name}/scale", {
-        "apiVersion": "autoscaling/v1", "kind": "Scale", "metadata": {"name": name, "namespace": "default"},
-        "spec": {"replicas": replicas}})
+    cluster.api().request(
+        "PUT",
+        f"{DEPLOYMENTS}/{name}/scale",
+        {
+            "apiVersion": "autoscaling/v1",
+            "kind": "Scale",
+            "metadata": {"name": name, "namespace": "default"},
+            "spec": {"replicas": replicas},
+        },
+    )
 
 
 def test_a_drained_node_keeps_its_daemon_and_takes_pods_again_after_uncordon(plugins: Any) -> None:
     api = plugins.api()
     drained = plugins.node(2)
-    hostnames = {node.name: (api.node(node.name) or {})["metadata"]["labels"].get("kubernetes.io/hostname")
-                 for node in plugins.nodes()}
+    hostnames = {
+        node.name: (api.node(node.name) or {})["metadata"]["labels"].get("kubernetes.io/hostname")
+        for node in plugins.nodes()
+    }
     assert len(set(hostnames.values())) == len(hostnames), hostnames  # the spread's topology: one per node
     name = "drain"
     api.request("POST", DEPLOYMENTS, _deployment(name, 3))
@@ -217,8 +275,9 @@ def test_a_drained_node_keeps_its_daemon_and_takes_pods_again_after_uncordon(plu
         _kubectl(plugins, "uncordon", drained.name)
         # Every device wanted: the drained node's two free ones are the only ones left for the new pods.
         _scale(plugins, name, DEVICES * len(plugins.nodes()))
-        full = wait_for("a pod on every device", lambda: _placed(plugins, name, DEVICES * len(plugins.nodes())),
-                        90, 0.2)
+        full = wait_for(
+            "a pod on every device", lambda: _placed(plugins, name, DEVICES * len(plugins.nodes())), 90, 0.2
+        )
         assert full == {node.name: DEVICES for node in plugins.nodes()}, full
         assert _identity(_running_on_every_node(plugins) or {}) == daemons
     finally:
@@ -232,8 +291,9 @@ def test_uninstall_leaves_no_pod_device_or_socket(plugins: Any, helm: Helm) -> N
     _helm(helm, plugins, "uninstall", RELEASE, "--wait")
     wait_for("no daemon pod left", lambda: not _daemon_pods(plugins) or None, 90, 0.5)
     for node in plugins.nodes():  # no node keeps a device of ours once its plugin's socket is gone
-        wait_for(f"no allocatable {RESOURCE} on {node.name}",
-                 lambda n=node: api.resource(n.name, RESOURCE)[1] == 0, 60, 0.2)
+        wait_for(
+            f"no allocatable {RESOURCE} on {node.name}", lambda n=node: api.resource(n.name, RESOURCE)[1] == 0, 60, 0.2
+        )
     for node in plugins.nodes():  # our sockets gone from every node: only the kubelet's files remain
         assert sorted(p.name for p in node.plugin_dir.iterdir()) == ["kubelet.sock", "kubelet_internal_checkpoint"]
 
@@ -247,21 +307,38 @@ def _slices_by_node(cluster: Any) -> dict[str, list[dict[str, Any]]] | None:
     found: dict[str, list[dict[str, Any]]] = {}
     for item in _slices(cluster):
         found.setdefault(item["spec"].get("nodeName", ""), []).append(item)
-    complete = all(sum(len(s["spec"].get("devices", [])) for s in found.get(node.name, [])) == DRA_DEVICES
-                   for node in cluster.nodes())
+    complete = all(
+        sum(len(s["spec"].get("devices", [])) for s in found.get(node.name, [])) == DRA_DEVICES
+        for node in cluster.nodes()
+    )
     return found if complete else None
 
 
 @pytest.fixture(scope="module")
 def dra(fleet: Any, helm: Helm, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
     """The chart in DRA mode (as tests/deploy/test_chart_dra_e2e.py installs it) on all three nodes."""
-    _install(helm, fleet, DRA_RELEASE, {
-        "dra": {"enabled": True, "driverName": DRIVER},
-        "config": {"resources": [{"name": "example.com/null", "static": {"count": DRA_DEVICES, "paths": ["/dev/null"]},
-                                  "env": {"NULL_DEVICE": "{ids}"}}]}}, tmp_path_factory.mktemp("dra-values"))
+    _install(
+        helm,
+        fleet,
+        DRA_RELEASE,
+        {
+            "dra": {"enabled": True, "driverName": DRIVER},
+            "config": {
+                "resources": [
+                    {
+                        "name": "example.com/null",
+                        "static": {"count": DRA_DEVICES, "paths": ["/dev/null"]},
+                        "env": {"NULL_DEVICE": "{ids}"},
+                    }
+                ]
+            },
+        },
+        tmp_path_factory.mktemp("dra-values"),
+    )
     try:
-        wait_for("a driver pod running on every node", lambda: _running_on_every_node(fleet, f"{DRA_FULLNAME}-"),
-                 180, 0.5)
+        wait_for(
+            "a driver pod running on every node", lambda: _running_on_every_node(fleet, f"{DRA_FULLNAME}-"), 180, 0.5
+        )
         yield fleet
     finally:
         _helm(helm, fleet, "uninstall", DRA_RELEASE, "--wait", check=False)
@@ -281,23 +358,34 @@ def test_dra_every_node_publishes_its_own_slices_and_prepares_a_claim(dra: Any) 
         for node in dra.nodes():  # one claim's pod per node: every node's driver prepares one
             workload = workloads[node.name] = unique("dra-fleet")
             template, pod = clusterkit.claim_objects(workload)
-            pod["spec"]["affinity"] = {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {
-                "nodeSelectorTerms": [{"matchFields": [{"key": "metadata.name", "operator": "In",
-                                                        "values": [node.name]}]}]}}}
+            pod["spec"]["affinity"] = {
+                "nodeAffinity": {
+                    "requiredDuringSchedulingIgnoredDuringExecution": {
+                        "nodeSelectorTerms": [
+                            {"matchFields": [{"key": "metadata.name", "operator": "In", "values": [node.name]}]}
+                        ]
+                    }
+                }
+            }
             api.request("POST", "/apis/resource.k8s.io/v1/namespaces/default/resourceclaimtemplates", template)
             api.create_pod(pod)
         for node in dra.nodes():
             workload = workloads[node.name]
-            outcome = wait_for(f"the claim's pod on {node.name}",
-                               lambda w=workload: clusterkit.scenarios.pod_outcome(api, w), 120, 0.2)
+            outcome = wait_for(
+                f"the claim's pod on {node.name}", lambda w=workload: clusterkit.scenarios.pod_outcome(api, w), 120, 0.2
+            )
             assert outcome[0] == "Running", outcome
             claims = api.request("GET", "/apis/resource.k8s.io/v1/namespaces/default/resourceclaims")["items"]
             (claim,) = [c for c in claims if c["metadata"]["name"].startswith(workload)]
             (result,) = claim["status"]["allocation"]["devices"]["results"]
             assert (result["driver"], result["pool"]) == (DRIVER, node.name), result
             assert (node.cdi_dir / f"kubedevice-dra-{DRIVER}-{claim['metadata']['uid']}.json").exists()
-            log = wait_for("the container's output", lambda w=workload, n=node: clusterkit.scenarios.container_log(
-                n, api.pod(w)), 30, 0.2)
+            log = wait_for(
+                "the container's output",
+                lambda w=workload, n=node: clusterkit.scenarios.container_log(n, api.pod(w)),
+                30,
+                0.2,
+            )
             assert f"NULL_DEVICE={result['device']}" in log, log
     finally:
         delete_pods(api, list(workloads.values()), timeout=90)
@@ -305,21 +393,27 @@ def test_dra_every_node_publishes_its_own_slices_and_prepares_a_claim(dra: Any) 
             api.request("DELETE", f"/apis/resource.k8s.io/v1/namespaces/default/resourceclaimtemplates/{workload}")
         api.request("DELETE", f"/apis/resource.k8s.io/v1/deviceclasses/{DRIVER}")
     for node in dra.nodes():  # unprepared on every node
-        wait_for(f"no claim's CDI spec on {node.name}", lambda n=node: not list(n.cdi_dir.glob("kubedevice-dra-*")),
-                 30, 0.2)
+        wait_for(
+            f"no claim's CDI spec on {node.name}", lambda n=node: not list(n.cdi_dir.glob("kubedevice-dra-*")), 30, 0.2
+        )
 
 
 def _projected_token(node: Any, pod: dict[str, Any]) -> str:
     """The token the node's kubelet projected into the pod (kube-api-access-*), read on the node:
     the kubelet asks for it with a TokenRequest bound to the pod, so it carries the pod's node."""
-    return clusterkit.in_namespace(node, f"cat /var/lib/kubelet/pods/{pod['metadata']['uid']}"
-                                         "/volumes/kubernetes.io~projected/kube-api-access-*/token").strip()
+    return clusterkit.in_namespace(
+        node,
+        f"cat /var/lib/kubelet/pods/{pod['metadata']['uid']}/volumes/kubernetes.io~projected/kube-api-access-*/token",
+    ).strip()
 
 
 def _refused(answer: tuple[int, str], writer: str, node: str) -> bool:
     status, body = answer
-    return status in (403, 422) and "ValidatingAdmissionPolicy" in body and (
-        f"on node '{writer}' may not write ResourceSlices of node '{node}'" in body)
+    return (
+        status in (403, 422)
+        and "ValidatingAdmissionPolicy" in body
+        and (f"on node '{writer}' may not write ResourceSlices of node '{node}'" in body)
+    )
 
 
 def test_the_admission_policy_holds_each_nodes_real_token_to_its_own_slices(dra: Any) -> None:
@@ -333,8 +427,13 @@ def test_the_admission_policy_holds_each_nodes_real_token_to_its_own_slices(dra:
     pods = _running_on_every_node(dra, f"{DRA_FULLNAME}-") or {}
     for writer, victim in ((dra.node(2), dra.node(3)), (dra.node(3), dra.node(1))):
         token = _projected_token(writer, pods[writer.name])
-        status, body = clusterkit.as_token(dra, token, "POST", "/apis/authentication.k8s.io/v1/selfsubjectreviews",
-                                           {"apiVersion": "authentication.k8s.io/v1", "kind": "SelfSubjectReview"})
+        status, body = clusterkit.as_token(
+            dra,
+            token,
+            "POST",
+            "/apis/authentication.k8s.io/v1/selfsubjectreviews",
+            {"apiVersion": "authentication.k8s.io/v1", "kind": "SelfSubjectReview"},
+        )
         assert status == 201, (status, body)
         user = json.loads(body)["status"]["userInfo"]
         assert user["username"] == f"system:serviceaccount:{NAMESPACE}:{DRA_FULLNAME}", user
@@ -358,9 +457,17 @@ def test_the_admission_policy_holds_each_nodes_real_token_to_its_own_slices(dra:
 def _slice_for(node: str) -> dict[str, Any]:
     """A slice of another driver name: the running driver deletes slices of its own that it did not publish."""
     name = unique("policy")
-    return {"apiVersion": "resource.k8s.io/v1", "kind": "ResourceSlice", "metadata": {"name": name},
-            "spec": {"driver": "policy-test.example.com", "nodeName": node,
-                     "pool": {"name": name, "generation": 1, "resourceSliceCount": 1}, "devices": []}}
+    return {
+        "apiVersion": "resource.k8s.io/v1",
+        "kind": "ResourceSlice",
+        "metadata": {"name": name},
+        "spec": {
+            "driver": "policy-test.example.com",
+            "nodeName": node,
+            "pool": {"name": name, "generation": 1, "resourceSliceCount": 1},
+            "devices": [],
+        },
+    }
 
 
 def test_dra_uninstall_removes_every_nodes_slices(dra: Any, helm: Helm) -> None:

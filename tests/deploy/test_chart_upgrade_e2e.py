@@ -54,8 +54,9 @@ def previous_image() -> Path:
     if found:
         return found[0]
     imagekit.require_tools()
-    stamp = subprocess.run(["git", "-C", str(REPO), "log", "-1", "--format=%ct", PREVIOUS],
-                           capture_output=True, text=True, check=False)
+    stamp = subprocess.run(
+        ["git", "-C", str(REPO), "log", "-1", "--format=%ct", PREVIOUS], capture_output=True, text=True, check=False
+    )
     if stamp.returncode != 0:
         clusterkit.unavailable(f"commit {PREVIOUS} is not in this clone's history: {stamp.stderr.strip()}")
     partial = cached.with_name(cached.name + ".partial")
@@ -64,8 +65,15 @@ def previous_image() -> Path:
         archive = subprocess.run(["git", "-C", str(REPO), "archive", PREVIOUS], capture_output=True, check=True)
         subprocess.run(["tar", "-x", "-C", tree], input=archive.stdout, check=True)
         env = {**os.environ, "KUBEDEVICE_DIST": str(partial), "SOURCE_DATE_EPOCH": stamp.stdout.strip()}
-        built = subprocess.run(["bash", "scripts/image.sh"], cwd=tree, env=env, capture_output=True, text=True,
-                               timeout=imagekit.BUILD_TIMEOUT, check=False)
+        built = subprocess.run(
+            ["bash", "scripts/image.sh"],
+            cwd=tree,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=imagekit.BUILD_TIMEOUT,
+            check=False,
+        )
     assert built.returncode == 0, built.stderr[-4000:]
     partial.rename(cached)
     (archive_path,) = cached.glob("kubedevice-*.oci.tar")
@@ -176,8 +184,12 @@ def test_chart_upgrade_keeps_pods_claims_and_files_and_uninstall_leaves_nothing(
     api.request("POST", "/apis/resource.k8s.io/v1/deviceclasses", device_class)
     claim_pod = unique("up-dra")
     claim = releases.claim_pod(claim_pod)
-    wait_for("the device pods to run", lambda: all(
-        (api.pod(n) or {}).get("status", {}).get("phase") == "Running" for n in workload), 90, 0.2)
+    wait_for(
+        "the device pods to run",
+        lambda: all((api.pod(n) or {}).get("status", {}).get("phase") == "Running" for n in workload),
+        90,
+        0.2,
+    )
     pods = {name: api.pod(name)["metadata"]["uid"] for name in [*workload, claim_pod]}
     spec = releases.spec(claim)
     spec_bytes = spec.read_bytes()
@@ -206,8 +218,12 @@ def test_chart_upgrade_keeps_pods_claims_and_files_and_uninstall_leaves_nothing(
     more = [unique("up-dp-new"), unique("up-dp-new")]
     for name in more:
         api.create_pod(device_pod(name, {RESOURCE: 1}))
-    wait_for("the new device pods to run", lambda: all(
-        (api.pod(n) or {}).get("status", {}).get("phase") == "Running" for n in more), 90, 0.2)
+    wait_for(
+        "the new device pods to run",
+        lambda: all((api.pod(n) or {}).get("status", {}).get("phase") == "Running" for n in more),
+        90,
+        0.2,
+    )
     fresh = releases.claim_pod(unique("up-dra-new"))
     assert releases.spec(fresh).exists()
     assert sorted(ckpt.load(releases.checkpoint(), boot)[0].claims) == sorted([claim, fresh])
@@ -218,16 +234,27 @@ def test_chart_upgrade_keeps_pods_claims_and_files_and_uninstall_leaves_nothing(
     delete_pods(api, [*workload, *more, *claim_pods])
     # the driver removes a call's CDI specs before it records the unprepare in its checkpoint
     # (both before it answers): wait for both
-    wait_for("the claims' CDI specs removed and unrecorded", lambda: not releases.spec(claim).exists()
-             and not releases.spec(fresh).exists() and ckpt.load(releases.checkpoint(), boot)[0].claims == {},
-             60, 0.2)
+    wait_for(
+        "the claims' CDI specs removed and unrecorded",
+        lambda: (
+            not releases.spec(claim).exists()
+            and not releases.spec(fresh).exists()
+            and ckpt.load(releases.checkpoint(), boot)[0].claims == {}
+        ),
+        60,
+        0.2,
+    )
     for template in claim_pods:
         api.request("DELETE", f"/apis/resource.k8s.io/v1/namespaces/default/resourceclaimtemplates/{template}")
     api.request("DELETE", f"/apis/resource.k8s.io/v1/deviceclasses/{DRIVER}")
     for release in (DP, DRA):
         releases.helm("uninstall", release, "--wait", "--timeout", "90s")
-    wait_for("no daemon pod left", lambda: not [p for p in api.pods(NAMESPACE)
-                                                if p["metadata"]["name"].startswith("kd-up-")], 90, 0.5)
+    wait_for(
+        "no daemon pod left",
+        lambda: not [p for p in api.pods(NAMESPACE) if p["metadata"]["name"].startswith("kd-up-")],
+        90,
+        0.5,
+    )
     wait_for("our slices gone", lambda: not releases.slices(), 90, 0.5)
     wait_for(f"no allocatable {RESOURCE}", lambda: api.resource(node, RESOURCE)[1] == 0, 60, 0.2)
     kubelet = Path(releases.cluster.kubelet_dir)

@@ -80,8 +80,9 @@ def named(found: list[Stage], name: str) -> Stage:
 def test_build_and_runtime_share_a_debian_slim_base_whose_python_meets_requires_python() -> None:
     _, found = stages()
     assert [stage.name for stage in found] == ["base", "build", "runtime"]
-    assert named(found, "build").base == named(found, "runtime").base == "base", \
+    assert named(found, "build").base == named(found, "runtime").base == "base", (
         "the copied virtualenv links to the base stage's interpreter"
+    )
     match = re.fullmatch(r"debian:(\w+)-slim", found[0].base)
     assert match, found[0].base
     floor = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]["requires-python"]
@@ -137,11 +138,12 @@ def test_entrypoint_is_the_console_script_and_cmd_is_the_daemonset_line() -> Non
     (cmd,) = final.all("CMD")
     scripts = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]["scripts"]
     assert exec_form(entrypoint) == ["kubedevice"] and "kubedevice" in scripts
-    daemonset = next(d for d in yaml.safe_load_all((MANIFESTS / "kubedevice.yaml").read_text())
-                     if d and d["kind"] == "DaemonSet")
+    daemonset = next(
+        d for d in yaml.safe_load_all((MANIFESTS / "kubedevice.yaml").read_text()) if d and d["kind"] == "DaemonSet"
+    )
     (container,) = daemonset["spec"]["template"]["spec"]["containers"]
     args = container["args"]
-    assert exec_form(cmd) == args[:len(exec_form(cmd))]
+    assert exec_form(cmd) == args[: len(exec_form(cmd))]
     assert any("PATH=/opt/kubedevice/bin:" in env for env in final.all("ENV"))
     (expose,) = final.all("EXPOSE")
     assert expose == args[args.index("--metrics-address") + 1].lstrip(":")
@@ -167,16 +169,36 @@ def ignore_patterns() -> list[str]:
     return [line.strip() for line in lines if line.strip() and not line.startswith("#")]
 
 
-@pytest.mark.parametrize("path", ["pyproject.toml", "README.md", "src/kubedevice/__init__.py",
-                                  "src/kubedevice/metrics.py", "src/kubedevice/api/api.proto",
-                                  "src/kubedevice/py.typed", "requirements/run.txt", "MANIFEST.in"])
+@pytest.mark.parametrize(
+    "path",
+    [
+        "pyproject.toml",
+        "README.md",
+        "src/kubedevice/__init__.py",
+        "src/kubedevice/metrics.py",
+        "src/kubedevice/api/api.proto",
+        "src/kubedevice/py.typed",
+        "requirements/run.txt",
+        "MANIFEST.in",
+    ],
+)
 def test_build_context_keeps_what_the_build_needs(path: str) -> None:
     assert not dockerignore_excludes(path, ignore_patterns())
 
 
-@pytest.mark.parametrize("path", [".git/HEAD", "tests/test_metrics.py", "benchmarks/x.py", "deploy/manifests/a.yaml",
-                                  "src/kubedevice/__pycache__/x.pyc", "src/kubedevice.egg-info/PKG-INFO",
-                                  ".mypy_cache/x", "Dockerfile"])
+@pytest.mark.parametrize(
+    "path",
+    [
+        ".git/HEAD",
+        "tests/test_metrics.py",
+        "benchmarks/x.py",
+        "deploy/manifests/a.yaml",
+        "src/kubedevice/__pycache__/x.pyc",
+        "src/kubedevice.egg-info/PKG-INFO",
+        ".mypy_cache/x",
+        "Dockerfile",
+    ],
+)
 def test_build_context_leaves_out_everything_else(path: str) -> None:
     assert dockerignore_excludes(path, ignore_patterns())
 

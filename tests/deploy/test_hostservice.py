@@ -25,15 +25,21 @@ from kubedevice.node.hostservice_cli import Supervisor
 
 from . import unitkit
 
-CONFIG = {"plugin_dir": "/var/lib/kubelet/device-plugins", "host_root": "/host", "cdi_dir": "/var/run/cdi",
-          "resources": [{"name": "example.com/null", "static": {"count": 2, "paths": ["/dev/null"]}}]}
-OURS = sorted([
-    "etc/kubedevice/config.yaml",
-    "etc/systemd/system/kubedevice.service",
-    "etc/systemd/system/kubelet.service.wants/kubedevice.service",
-    "etc/systemd/system/multi-user.target.wants/kubedevice.service",
-    "opt/kubedevice",
-])
+CONFIG = {
+    "plugin_dir": "/var/lib/kubelet/device-plugins",
+    "host_root": "/host",
+    "cdi_dir": "/var/run/cdi",
+    "resources": [{"name": "example.com/null", "static": {"count": 2, "paths": ["/dev/null"]}}],
+}
+OURS = sorted(
+    [
+        "etc/kubedevice/config.yaml",
+        "etc/systemd/system/kubedevice.service",
+        "etc/systemd/system/kubelet.service.wants/kubedevice.service",
+        "etc/systemd/system/multi-user.target.wants/kubedevice.service",
+        "opt/kubedevice",
+    ]
+)
 
 
 def tree(root: Path) -> set[str]:
@@ -47,7 +53,8 @@ def node(tmp_path: Path) -> Path:
     (root / "etc" / "systemd" / "system" / "multi-user.target.wants").mkdir(parents=True)
     (root / "etc" / "systemd" / "system" / "containerd.service").write_text("[Unit]\n")  # not ours
     (root / "etc" / "systemd" / "system" / "multi-user.target.wants" / "containerd.service").symlink_to(
-        "/etc/systemd/system/containerd.service")
+        "/etc/systemd/system/containerd.service"
+    )
     return root
 
 
@@ -82,29 +89,70 @@ def systemctl(tmp_path: Path) -> tuple[str, Path]:
 
 
 def cli(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "kubedevice", "host-service", *args], capture_output=True,
-                          text=True, timeout=60, check=False)
+    return subprocess.run(
+        [sys.executable, "-m", "kubedevice", "host-service", *args],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
 
 
 def install(node: Path, image: Path, config: Path, systemctl: tuple[str, Path]) -> subprocess.CompletedProcess[str]:
-    return cli("install", "--host-root", str(node), "--image-root", str(image), "--config", str(config),
-               "--systemctl", systemctl[0])
+    return cli(
+        "install",
+        "--host-root",
+        str(node),
+        "--image-root",
+        str(image),
+        "--config",
+        str(config),
+        "--systemctl",
+        systemctl[0],
+    )
 
 
-def test_install_writes_exactly_the_unit_config_links_and_runtime(node: Path, image: Path, config: Path,
-                                                                 systemctl: tuple[str, Path]) -> None:
+def test_install_writes_exactly_the_unit_config_links_and_runtime(
+    node: Path, image: Path, config: Path, systemctl: tuple[str, Path]
+) -> None:
     before = tree(node)
     done = install(node, image, config, systemctl)
     assert done.returncode == 0, done.stderr
     rootfs = f"opt/kubedevice/{__version__}/rootfs"
     copied = {f"{rootfs}/{p}" for p in tree(image)}
-    mount_points = {f"{rootfs}/{p}" for p in ("proc", "sys", "dev", "run", "tmp", "etc", "etc/kubedevice", "var",
-                                              "var/lib", "var/lib/kubelet", "var/lib/kubelet/device-plugins",
-                                              "var/run", "var/run/cdi", "host", "host/dev", "host/sys", "host/run",
-                                              "host/run/udev")}
-    dirs = {"etc/kubedevice", "etc/systemd/system/kubelet.service.wants", "opt", "opt/kubedevice",
-            f"opt/kubedevice/{__version__}", f"opt/kubedevice/{__version__}/.complete",
-            "opt/kubedevice/.kubedevice-host-service", rootfs}
+    mount_points = {
+        f"{rootfs}/{p}"
+        for p in (
+            "proc",
+            "sys",
+            "dev",
+            "run",
+            "tmp",
+            "etc",
+            "etc/kubedevice",
+            "var",
+            "var/lib",
+            "var/lib/kubelet",
+            "var/lib/kubelet/device-plugins",
+            "var/run",
+            "var/run/cdi",
+            "host",
+            "host/dev",
+            "host/sys",
+            "host/run",
+            "host/run/udev",
+        )
+    }
+    dirs = {
+        "etc/kubedevice",
+        "etc/systemd/system/kubelet.service.wants",
+        "opt",
+        "opt/kubedevice",
+        f"opt/kubedevice/{__version__}",
+        f"opt/kubedevice/{__version__}/.complete",
+        "opt/kubedevice/.kubedevice-host-service",
+        rootfs,
+    }
     assert tree(node) - before == {*OURS, *copied, *mount_points, *dirs}
     assert systemctl[1].read_text().splitlines() == ["daemon-reload", "restart kubedevice.service"]
     # The copy is the image's: its files, links and modes.
@@ -124,8 +172,9 @@ def test_install_writes_exactly_the_unit_config_links_and_runtime(node: Path, im
     assert config_body(node / "etc/kubedevice/config.yaml") == config.read_bytes()
 
 
-def test_a_second_install_copies_nothing_and_only_starts(node: Path, image: Path, config: Path,
-                                                         systemctl: tuple[str, Path]) -> None:
+def test_a_second_install_copies_nothing_and_only_starts(
+    node: Path, image: Path, config: Path, systemctl: tuple[str, Path]
+) -> None:
     assert install(node, image, config, systemctl).returncode == 0
     marker = node / "opt" / "kubedevice" / __version__ / ".complete"
     stamp = marker.stat().st_ino
@@ -134,8 +183,9 @@ def test_a_second_install_copies_nothing_and_only_starts(node: Path, image: Path
     assert systemctl[1].read_text().splitlines()[2:] == ["daemon-reload", "start kubedevice.service"]
 
 
-def test_uninstall_leaves_nothing_of_ours_and_keeps_foreign_files(node: Path, image: Path, config: Path,
-                                                                  systemctl: tuple[str, Path]) -> None:
+def test_uninstall_leaves_nothing_of_ours_and_keeps_foreign_files(
+    node: Path, image: Path, config: Path, systemctl: tuple[str, Path]
+) -> None:
     before = tree(node)
     assert install(node, image, config, systemctl).returncode == 0
     foreign = node / "etc" / "kubedevice" / "notes.txt"  # someone else's file in a directory we use
@@ -151,8 +201,9 @@ def test_uninstall_leaves_nothing_of_ours_and_keeps_foreign_files(node: Path, im
     assert len(systemctl[1].read_text().splitlines()) == 4
 
 
-def test_uninstall_keeps_a_config_replaced_by_hand(node: Path, image: Path, config: Path,
-                                                   systemctl: tuple[str, Path]) -> None:
+def test_uninstall_keeps_a_config_replaced_by_hand(
+    node: Path, image: Path, config: Path, systemctl: tuple[str, Path]
+) -> None:
     assert install(node, image, config, systemctl).returncode == 0
     (node / "etc/kubedevice/config.yaml").write_text("resources: []\n")
     assert cli("uninstall", "--host-root", str(node), "--systemctl", systemctl[0]).returncode == 0
@@ -160,8 +211,9 @@ def test_uninstall_keeps_a_config_replaced_by_hand(node: Path, image: Path, conf
     assert not (node / "etc/systemd/system/kubedevice.service").exists()
 
 
-def test_install_refuses_a_unit_installed_by_hand(node: Path, image: Path, config: Path,
-                                                  systemctl: tuple[str, Path]) -> None:
+def test_install_refuses_a_unit_installed_by_hand(
+    node: Path, image: Path, config: Path, systemctl: tuple[str, Path]
+) -> None:
     hand = node / "etc/systemd/system/kubedevice.service"
     hand.write_text("[Unit]\nDescription=by hand\n")
     done = install(node, image, config, systemctl)
@@ -171,8 +223,9 @@ def test_install_refuses_a_unit_installed_by_hand(node: Path, image: Path, confi
     assert not (node / "opt" / "kubedevice").exists() and not systemctl[1].exists()
 
 
-def test_install_without_systemd_fails_in_one_line(node: Path, image: Path, config: Path,
-                                                   systemctl: tuple[str, Path]) -> None:
+def test_install_without_systemd_fails_in_one_line(
+    node: Path, image: Path, config: Path, systemctl: tuple[str, Path]
+) -> None:
     (node / "run" / "systemd" / "system").rmdir()
     done = install(node, image, config, systemctl)
     assert done.returncode == 2, done.stderr
@@ -180,9 +233,9 @@ def test_install_without_systemd_fails_in_one_line(node: Path, image: Path, conf
     assert not (node / "opt" / "kubedevice").exists() and not systemctl[1].exists()
 
 
-def test_supervisor_syncs_the_config_reloads_and_reports_served_sockets(node: Path, image: Path, config: Path,
-                                                                        systemctl: tuple[str, Path],
-                                                                        tmp_path: Path) -> None:
+def test_supervisor_syncs_the_config_reloads_and_reports_served_sockets(
+    node: Path, image: Path, config: Path, systemctl: tuple[str, Path], tmp_path: Path
+) -> None:
     assert install(node, image, config, systemctl).returncode == 0
     ready = tmp_path / "ready"
     short = Path(tempfile.mkdtemp(prefix="kd-")) / "n"  # socket paths must stay under 108 bytes
@@ -216,9 +269,9 @@ def test_supervisor_syncs_the_config_reloads_and_reports_served_sockets(node: Pa
     shutil.rmtree(short.parent)
 
 
-def test_supervisor_stops_on_sigterm_and_keeps_the_unit_without_an_owner(node: Path, image: Path, config: Path,
-                                                                          systemctl: tuple[str, Path],
-                                                                          tmp_path: Path) -> None:
+def test_supervisor_stops_on_sigterm_and_keeps_the_unit_without_an_owner(
+    node: Path, image: Path, config: Path, systemctl: tuple[str, Path], tmp_path: Path
+) -> None:
     assert install(node, image, config, systemctl).returncode == 0
     supervisor = Supervisor(Layout(node, __version__), config, Systemctl(systemctl[0]), tmp_path / "ready")
 
@@ -238,8 +291,9 @@ def test_a_mount_point_behind_an_absolute_link_of_the_image_is_left_to_systemd(n
     (image / "var").mkdir()
     (image / "var" / "run").symlink_to("/run")
     outside = Path("/run") / f"kd-test-{os.getpid()}"
-    paths = Paths(plugin_dir="/var/lib/kubelet/device-plugins", cdi_dir=f"/var/run/{outside.name}/cdi",
-                  host_root="/host")
+    paths = Paths(
+        plugin_dir="/var/lib/kubelet/device-plugins", cdi_dir=f"/var/run/{outside.name}/cdi", host_root="/host"
+    )
     layout = Layout(node, __version__)
     try:
         assert copy_runtime(image, layout, paths)

@@ -28,8 +28,12 @@ from .imagekit import Image
 
 pytestmark = pytest.mark.image
 
-CONFIG = {"plugin_dir": "/var/lib/kubelet/device-plugins", "host_root": "/host", "cdi_dir": "/var/run/cdi",
-          "resources": [{"name": "example.com/null", "static": {"count": 3, "paths": ["/dev/null"]}}]}
+CONFIG = {
+    "plugin_dir": "/var/lib/kubelet/device-plugins",
+    "host_root": "/host",
+    "cdi_dir": "/var/run/cdi",
+    "resources": [{"name": "example.com/null", "static": {"count": 3, "paths": ["/dev/null"]}}],
+}
 
 
 @pytest.fixture
@@ -50,15 +54,34 @@ def _source(path: str, node: Path, plugin_dir: Path, cdi_dir: Path) -> str:
     return str(node / path.lstrip("/"))
 
 
-def test_the_installed_unit_runs_the_copied_image_and_registers_after_ready(image: Image, tmp_path: Path,
-                                                                           short_tmp: Path) -> None:
+def test_the_installed_unit_runs_the_copied_image_and_registers_after_ready(
+    image: Image, tmp_path: Path, short_tmp: Path
+) -> None:
     node = tmp_path / "node"
     (node / "run/systemd/system").mkdir(parents=True)
     config = tmp_path / "config.yaml"
     config.write_text(yaml.safe_dump(CONFIG))
-    done = subprocess.run([sys.executable, "-m", "kubedevice", "host-service", "install", "--host-root", str(node),
-                           "--image-root", str(image.rootfs), "--config", str(config), "--systemctl", "true"],
-                          capture_output=True, text=True, timeout=600, check=False)
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "kubedevice",
+            "host-service",
+            "install",
+            "--host-root",
+            str(node),
+            "--image-root",
+            str(image.rootfs),
+            "--config",
+            str(config),
+            "--systemctl",
+            "true",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=False,
+    )
     assert done.returncode == 0, done.stderr
     assert (node / f"opt/kubedevice/{__version__}/rootfs/usr/bin/python3").exists()
     plugin_dir, cdi_dir = short_tmp / "device-plugins", short_tmp / "cdi"
@@ -70,8 +93,11 @@ def test_the_installed_unit_runs_the_copied_image_and_registers_after_ready(imag
         notify.settimeout(60)
         script = unitkit.installed_unit_script(node, lambda path: _source(path, node, plugin_dir, cdi_dir), short_tmp)
         with log.open("wb") as out:
-            daemon = subprocess.Popen(["unshare", "--mount", "--net", "--propagation", "private", "sh", "-ec", script],
-                                      stdout=out, stderr=subprocess.STDOUT)
+            daemon = subprocess.Popen(
+                ["unshare", "--mount", "--net", "--propagation", "private", "sh", "-ec", script],
+                stdout=out,
+                stderr=subprocess.STDOUT,
+            )
         try:
             try:
                 assert notify.recv(64) == b"READY=1"

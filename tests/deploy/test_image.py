@@ -22,8 +22,10 @@ def test_archive_is_named_for_containerd_and_for_oci_tools(image: Image) -> None
     assert (image.layout / "oci-layout").read_text().strip() == '{"imageLayoutVersion":"1.0.0"}'
     (entry,) = image.index["manifests"]
     version = imagekit.version()
-    assert entry["annotations"] == {"io.containerd.image.name": f"docker.io/{imagekit.NAME}:{version}",
-                                    "org.opencontainers.image.ref.name": version}
+    assert entry["annotations"] == {
+        "io.containerd.image.name": f"docker.io/{imagekit.NAME}:{version}",
+        "org.opencontainers.image.ref.name": version,
+    }
     assert image.config["os"] == "linux"
 
 
@@ -35,11 +37,13 @@ def test_the_default_is_linux_amd64(image: Image) -> None:
 
 def test_two_layers_the_base_then_only_the_virtualenv(image: Image) -> None:
     base, venv = image.manifest["layers"]
-    listing = subprocess.run(["tar", "-tzf", str(image.blob(venv["digest"]))], capture_output=True, text=True,
-                             check=True, timeout=60).stdout.split()
+    listing = subprocess.run(
+        ["tar", "-tzf", str(image.blob(venv["digest"]))], capture_output=True, text=True, check=True, timeout=60
+    ).stdout.split()
     assert listing and all(re.fullmatch(rf"(opt/|{VENV}(/.*)?)", path.removeprefix("./")) for path in listing)
-    base_listing = subprocess.run(["tar", "-tzf", str(image.blob(base["digest"]))], capture_output=True, text=True,
-                                  check=True, timeout=60).stdout.split()
+    base_listing = subprocess.run(
+        ["tar", "-tzf", str(image.blob(base["digest"]))], capture_output=True, text=True, check=True, timeout=60
+    ).stdout.split()
     assert "usr/bin/python3.11" in {path.removeprefix("./") for path in base_listing}
 
 
@@ -60,8 +64,10 @@ def test_image_config_matches_the_dockerfile(image: Image) -> None:
 def test_the_same_debian_packages_as_the_dockerfile() -> None:
     script = imagekit.IMAGE_SH.read_text()
     _, found = stages()
-    installs = {stage.name: re.findall(r"--no-install-recommends ([\w.+-]+(?: [\w.+-]+)*)", " ".join(stage.all("RUN")))
-                for stage in found}
+    installs = {
+        stage.name: re.findall(r"--no-install-recommends ([\w.+-]+(?: [\w.+-]+)*)", " ".join(stage.all("RUN")))
+        for stage in found
+    }
     assert installs["base"] == re.findall(r"^BASE_PACKAGES=(.*)$", script, re.M)
     assert installs["build"] == re.findall(r"^BUILD_PACKAGES=(.*)$", script, re.M)
     (suite,) = re.findall(r"^SUITE=(\w+)$", script, re.M)
@@ -85,8 +91,7 @@ def test_no_pip_no_compiler_no_cache(image: Image) -> None:
 def test_the_virtualenv_is_byte_compiled_for_a_read_only_root(image: Image) -> None:
     sources = list((image.rootfs / SITE).rglob("*.py"))
     assert len(sources) > 500
-    missing = [src for src in sources
-               if not list((src.parent / "__pycache__").glob(f"{src.stem}.cpython-311*.pyc"))]
+    missing = [src for src in sources if not list((src.parent / "__pycache__").glob(f"{src.stem}.cpython-311*.pyc"))]
     assert not missing, missing[:5]
 
 

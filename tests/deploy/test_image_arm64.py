@@ -152,10 +152,16 @@ def test_compiled_extensions_are_pips_aarch64_wheels(image: Image) -> None:
 
 def locked_pins(python_version: str) -> dict[str, str]:
     """requirements/run.txt's pins whose markers hold on linux/aarch64 with the image's Python."""
-    environment = {"sys_platform": "linux", "platform_system": "Linux", "platform_machine": "aarch64",
-                   "os_name": "posix", "implementation_name": "cpython",
-                   "platform_python_implementation": "CPython",
-                   "python_version": ".".join(python_version.split(".")[:2]), "python_full_version": python_version}
+    environment = {
+        "sys_platform": "linux",
+        "platform_system": "Linux",
+        "platform_machine": "aarch64",
+        "os_name": "posix",
+        "implementation_name": "cpython",
+        "platform_python_implementation": "CPython",
+        "python_version": ".".join(python_version.split(".")[:2]),
+        "python_full_version": python_version,
+    }
     pins: dict[str, str] = {}
     for line in (REPO / "requirements" / "run.txt").read_text().splitlines():
         match = re.match(r"([A-Za-z0-9._-]+)==(\S+)(?: ; ([^\\]+))?", line)
@@ -178,15 +184,18 @@ def test_installed_versions_are_the_locked_pins(image: Image) -> None:
 def test_the_aarch64_interpreter_runs_the_extensions(image: Image) -> None:
     """Under qemu-user (binfmt_misc): the image's own python3.11, an aarch64 process, imports every
     compiled extension kubedevice uses."""
-    code = ("import platform, grpc, msgspec, pydantic_core, re2, yaml, google.protobuf.message;"
-            "print(platform.machine(), yaml.__with_libyaml__)")
+    code = (
+        "import platform, grpc, msgspec, pydantic_core, re2, yaml, google.protobuf.message;"
+        "print(platform.machine(), yaml.__with_libyaml__)"
+    )
     result = imagekit.sandboxed(image, f"/{VENV}/bin/python", "-c", code, timeout=120)
     assert result.returncode == 0, result.stderr
     assert result.stdout.split() == ["aarch64", "True"]
 
 
 def test_an_unknown_arch_is_refused_in_one_line() -> None:
-    result = subprocess.run(["bash", str(imagekit.IMAGE_SH), "--arch", "riscv64"], capture_output=True, text=True,
-                            timeout=30, check=False)
+    result = subprocess.run(
+        ["bash", str(imagekit.IMAGE_SH), "--arch", "riscv64"], capture_output=True, text=True, timeout=30, check=False
+    )
     assert result.returncode == 2
     assert result.stderr == "image.sh: --arch: 'riscv64' is not one of amd64, arm64\n"

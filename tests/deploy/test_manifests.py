@@ -15,21 +15,39 @@ from .helmkit import Helm, load_manifests, one, validate_all
 CHART_ONLY_LABELS = ("helm.sh/chart", "app.kubernetes.io/managed-by")
 
 
-DRA_SETS = ("dra.enabled=true", "dra.driverName=null.example.com", "dra.deviceClasses[0].name=null.example.com",
-            "dra.deviceClasses[0].extendedResourceName=example.com/null")
+DRA_SETS = (
+    "dra.enabled=true",
+    "dra.driverName=null.example.com",
+    "dra.deviceClasses[0].name=null.example.com",
+    "dra.deviceClasses[0].extendedResourceName=example.com/null",
+)
 # The plain manifests let a hand-edited ConfigMap use node_selector without editing RBAC.
 PLAIN_SETS = ("nodeLabels.enabled=true",)
 
 
 def test_plain_manifests_validate_against_kubernetes_openapi() -> None:
     docs = load_manifests()
-    assert [d["kind"] for d in docs] == ["ServiceAccount", "ConfigMap", "ClusterRole", "ClusterRoleBinding", "Role",
-                                         "RoleBinding", "DaemonSet"]
+    assert [d["kind"] for d in docs] == [
+        "ServiceAccount",
+        "ConfigMap",
+        "ClusterRole",
+        "ClusterRoleBinding",
+        "Role",
+        "RoleBinding",
+        "DaemonSet",
+    ]
     validate_all(docs)
     dra = load_manifests("kubedevice-dra.yaml")
-    assert [d["kind"] for d in dra] == ["ServiceAccount", "ConfigMap", "ClusterRole", "ClusterRoleBinding",
-                                        "DaemonSet", "DeviceClass", "ValidatingAdmissionPolicy",
-                                        "ValidatingAdmissionPolicyBinding"]
+    assert [d["kind"] for d in dra] == [
+        "ServiceAccount",
+        "ConfigMap",
+        "ClusterRole",
+        "ClusterRoleBinding",
+        "DaemonSet",
+        "DeviceClass",
+        "ValidatingAdmissionPolicy",
+        "ValidatingAdmissionPolicyBinding",
+    ]
     validate_all(dra, ("1.37.0",))
 
 
@@ -59,8 +77,9 @@ def test_every_flag_in_the_container_command_is_known_to_the_cli() -> None:
     assert container["command"] == ["kubedevice"]
     subcommand, *args = container["args"]
     env = {**os.environ, "COLUMNS": "200", "TERM": "dumb"}
-    help_text = subprocess.run([sys.executable, "-m", "kubedevice", subcommand, "--help"], check=True,
-                               capture_output=True, text=True, env=env).stdout
+    help_text = subprocess.run(
+        [sys.executable, "-m", "kubedevice", subcommand, "--help"], check=True, capture_output=True, text=True, env=env
+    ).stdout
     for flag in (arg for arg in args if arg.startswith("--")):
         assert flag in help_text, f"kubedevice {subcommand} has no {flag}"
 
@@ -70,9 +89,13 @@ def test_plain_manifests_may_read_nodes_for_node_selector_and_nothing_more() -> 
     docs = load_manifests()
     role, binding, account = one(docs, "ClusterRole"), one(docs, "ClusterRoleBinding"), one(docs, "ServiceAccount")
     assert role["rules"] == [{"apiGroups": [""], "resources": ["nodes"], "verbs": ["get", "list", "watch"]}]
-    assert binding["roleRef"] == {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole",
-                                  "name": role["metadata"]["name"]}
-    assert binding["subjects"] == [{"kind": "ServiceAccount", "name": account["metadata"]["name"],
-                                    "namespace": "kube-system"}]
+    assert binding["roleRef"] == {
+        "apiGroup": "rbac.authorization.k8s.io",
+        "kind": "ClusterRole",
+        "name": role["metadata"]["name"],
+    }
+    assert binding["subjects"] == [
+        {"kind": "ServiceAccount", "name": account["metadata"]["name"], "namespace": "kube-system"}
+    ]
     (container,) = one(docs, "DaemonSet")["spec"]["template"]["spec"]["containers"]
     assert container["env"] == [{"name": "NODE_NAME", "valueFrom": {"fieldRef": {"fieldPath": "spec.nodeName"}}}]

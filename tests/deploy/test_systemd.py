@@ -38,15 +38,36 @@ def test_systemd_analyze_verify_accepts_the_unit(image: Image) -> None:
     if not shutil.which("systemd-analyze"):
         pytest.skip("systemd-analyze not installed; the unit is still parsed and run by the other tests")
     venv = image.rootfs / "opt" / "kubedevice"
-    script = ('mount -t tmpfs tmpfs /opt && mkdir /opt/kubedevice && mount --bind "$1" /opt/kubedevice && '
-              'exec systemd-analyze verify "$2"')
-    result = subprocess.run(["unshare", "--mount", "--propagation", "private", "sh", "-ec", script, "verify",
-                             str(venv), str(unitkit.UNIT)], capture_output=True, text=True, timeout=60, check=False)
+    script = (
+        'mount -t tmpfs tmpfs /opt && mkdir /opt/kubedevice && mount --bind "$1" /opt/kubedevice && '
+        'exec systemd-analyze verify "$2"'
+    )
+    result = subprocess.run(
+        ["unshare", "--mount", "--propagation", "private", "sh", "-ec", script, "verify", str(venv), str(unitkit.UNIT)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
     assert result.returncode == 0 and not result.stderr.strip(), result.stderr
     # ... and it does look: without the virtualenv the same unit is refused.
-    missing = subprocess.run(["unshare", "--mount", "--propagation", "private", "sh", "-ec",
-                              'mount -t tmpfs tmpfs /opt && exec systemd-analyze verify "$1"', "verify",
-                              str(unitkit.UNIT)], capture_output=True, text=True, timeout=60, check=False)
+    missing = subprocess.run(
+        [
+            "unshare",
+            "--mount",
+            "--propagation",
+            "private",
+            "sh",
+            "-ec",
+            'mount -t tmpfs tmpfs /opt && exec systemd-analyze verify "$1"',
+            "verify",
+            str(unitkit.UNIT),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
     assert missing.returncode != 0 and "/opt/kubedevice/bin/kubedevice" in missing.stderr
 
 

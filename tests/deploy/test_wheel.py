@@ -129,8 +129,13 @@ def test_readme_opens_with_the_demo_and_the_test_command() -> None:
 
 def test_readme_demo_command_runs_in_a_fresh_checkout(tmp_path: Path) -> None:
     """The README's first command, as written, in a copy of the checkout with no venv active."""
-    files = subprocess.run(["git", "-C", str(REPO), "ls-files", "-co", "--exclude-standard", "-z"],
-                           check=True, capture_output=True).stdout.decode().split("\0")
+    files = (
+        subprocess.run(
+            ["git", "-C", str(REPO), "ls-files", "-co", "--exclude-standard", "-z"], check=True, capture_output=True
+        )
+        .stdout.decode()
+        .split("\0")
+    )
     checkout = tmp_path / "kubedevice"
     for name in filter(None, files):
         source = REPO / name
@@ -143,8 +148,9 @@ def test_readme_demo_command_runs_in_a_fresh_checkout(tmp_path: Path) -> None:
     env = {k: v for k, v in os.environ.items() if k not in {"PYTHONPATH", "VIRTUAL_ENV"}}
     env["PATH"] = os.pathsep.join(p for p in env.get("PATH", "").split(os.pathsep) if not p.startswith(sys.prefix))
     demo, _ = readme_commands()
-    done = subprocess.run(["bash", "-c", demo], cwd=checkout, env=env, capture_output=True, text=True,
-                          timeout=600, check=False)
+    done = subprocess.run(
+        ["bash", "-c", demo], cwd=checkout, env=env, capture_output=True, text=True, timeout=600, check=False
+    )
     assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
     assert "demo finished" in done.stdout
     assert (checkout / ".venv" / "bin" / "kubedevice").exists()

@@ -52,13 +52,15 @@ def _script(service: dict[str, list[str]], root: Path, plugin_dir: Path) -> str:
     writable = service["ReadWritePaths"][0].split()
     assert PLUGIN_DIR in writable, "the kubelet's plugin directory must stay writable"
     q = shlex.quote
-    lines = [f"root={q(str(root))}",
-             "ip link set lo up",  # a network namespace of its own: the metrics port is free
-             'mount --bind "$root" "$root"',
-             'mount -t proc proc "$root/proc"',
-             'mount -t tmpfs -o mode=755,size=1m tmpfs "$root/dev"',
-             'for n in null zero random urandom; do : >"$root/dev/$n"; mount --bind "/dev/$n" "$root/dev/$n"; done',
-             'mount -t tmpfs -o mode=1777,size=16m tmpfs "$root/tmp"']
+    lines = [
+        f"root={q(str(root))}",
+        "ip link set lo up",  # a network namespace of its own: the metrics port is free
+        'mount --bind "$root" "$root"',
+        'mount -t proc proc "$root/proc"',
+        'mount -t tmpfs -o mode=755,size=1m tmpfs "$root/dev"',
+        'for n in null zero random urandom; do : >"$root/dev/$n"; mount --bind "/dev/$n" "$root/dev/$n"; done',
+        'mount -t tmpfs -o mode=1777,size=16m tmpfs "$root/tmp"',
+    ]
     for path in writable:
         source = f"--bind {q(str(plugin_dir))}" if path == PLUGIN_DIR else "-t tmpfs tmpfs"
         lines += [f'mkdir -p "$root"{q(path)}', f'mount {source} "$root"{q(path)}']
@@ -68,8 +70,7 @@ def _script(service: dict[str, list[str]], root: Path, plugin_dir: Path) -> str:
     env = [f"PATH={SYSTEMD_PATH}", *(item for value in service.get("Environment", []) for item in shlex.split(value))]
     (start,) = service["ExecStart"]
     confine = ["setpriv", "--bounding-set=-all", "--inh-caps=-all", "--ambient-caps=-all", "--no-new-privs"]
-    lines.append(" ".join(["exec chroot", '"$root"', *confine, "env", "-i", *map(q, env),
-                           *map(q, shlex.split(start))]))
+    lines.append(" ".join(["exec chroot", '"$root"', *confine, "env", "-i", *map(q, env), *map(q, shlex.split(start))]))
     return "\n".join(lines)
 
 
@@ -78,8 +79,11 @@ def start(host: Path, plugin_dir: Path, log: Path) -> subprocess.Popen[bytes]:
     service = parse(UNIT.read_text())["Service"]
     script = _script(service, host, plugin_dir)
     with log.open("wb") as out:
-        return subprocess.Popen(["unshare", "--mount", "--net", "--propagation", "private", "sh", "-ec", script],
-                                stdout=out, stderr=subprocess.STDOUT)
+        return subprocess.Popen(
+            ["unshare", "--mount", "--net", "--propagation", "private", "sh", "-ec", script],
+            stdout=out,
+            stderr=subprocess.STDOUT,
+        )
 
 
 def installed_unit_script(node: Path, source: Callable[[str], str], notify_dir: Path) -> str:
@@ -96,12 +100,18 @@ def installed_unit_script(node: Path, source: Callable[[str], str], notify_dir: 
     assert "ExecStartPre" not in service, "not emulated: systemd runs it in the sandbox being set up"
     lines = ["ip link set lo up"]  # a no-op on the node's network; needed in a fresh one
     root = str(node / service["RootDirectory"][0].lstrip("/"))
-    lines += [f"root={q(root)}", 'mount --bind "$root" "$root"', 'mount -t proc proc "$root/proc"',
-              'mount --rbind /sys "$root/sys"', 'mount -t tmpfs -o mode=755,size=1m tmpfs "$root/dev"',
-              'for n in null zero random urandom; do : >"$root/dev/$n"; mount --bind "/dev/$n" "$root/dev/$n"; done',
-              'mount -t tmpfs -o mode=1777,size=16m tmpfs "$root/tmp"',
-              'mount -t tmpfs -o mode=755,size=16m tmpfs "$root/run"',
-              'mkdir "$root/run/notify"', f'mount --bind {q(str(notify_dir))} "$root/run/notify"']
+    lines += [
+        f"root={q(root)}",
+        'mount --bind "$root" "$root"',
+        'mount -t proc proc "$root/proc"',
+        'mount --rbind /sys "$root/sys"',
+        'mount -t tmpfs -o mode=755,size=1m tmpfs "$root/dev"',
+        'for n in null zero random urandom; do : >"$root/dev/$n"; mount --bind "/dev/$n" "$root/dev/$n"; done',
+        'mount -t tmpfs -o mode=1777,size=16m tmpfs "$root/tmp"',
+        'mount -t tmpfs -o mode=755,size=16m tmpfs "$root/run"',
+        'mkdir "$root/run/notify"',
+        f'mount --bind {q(str(notify_dir))} "$root/run/notify"',
+    ]
     for key, options in (("BindPaths", "bind"), ("BindReadOnlyPaths", "bind,ro")):
         for entry in " ".join(service.get(key, [])).split():
             optional = entry.startswith("-")
@@ -114,10 +124,11 @@ def installed_unit_script(node: Path, source: Callable[[str], str], notify_dir: 
             lines += [f'mkdir -p "$root"{q(target)}', f'mount --rbind {q(where)} "$root"{q(target)}']
             if options.endswith("ro"):
                 lines.append(f'mount -o remount,bind,ro "$root"{q(target)}')
-    env = ["NOTIFY_SOCKET=/run/notify/sock",
-           *(item for value in service.get("Environment", []) for item in shlex.split(value))]
+    env = [
+        "NOTIFY_SOCKET=/run/notify/sock",
+        *(item for value in service.get("Environment", []) for item in shlex.split(value)),
+    ]
     (start,) = service["ExecStart"]
     confine = ["setpriv", "--bounding-set=-all", "--inh-caps=-all", "--ambient-caps=-all", "--no-new-privs"]
-    lines.append(" ".join(["exec chroot", '"$root"', *confine, "env", "-i", *map(q, env),
-                           *map(q, shlex.split(start))]))
+    lines.append(" ".join(["exec chroot", '"$root"', *confine, "env", "-i", *map(q, env), *map(q, shlex.split(start))]))
     return "\n".join(lines)

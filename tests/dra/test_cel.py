@@ -23,8 +23,14 @@ from kubedevice.dra.cel import (
 DRIVER = "gpu.example.com"
 GPU = DeviceInput(
     DRIVER,
-    {"model": {"string": "a100"}, "cores": {"int": 108}, "ecc": {"bool": True}, "fw": {"version": "1.2.3"},
-     "numa.example.com/node": {"int": 1}, "ids": {"ints": [1, 2]}},
+    {
+        "model": {"string": "a100"},
+        "cores": {"int": 108},
+        "ecc": {"bool": True},
+        "fw": {"version": "1.2.3"},
+        "numa.example.com/node": {"int": 1},
+        "ids": {"ints": [1, 2]},
+    },
     {"memory": "40Gi", "numa.example.com/slots": "4"},
 )
 COMPILERS = [compile_selector, compile_general]
@@ -35,78 +41,87 @@ def evaluate(expression: str, device: DeviceInput = GPU, **kwargs: object) -> bo
 
 
 @pytest.mark.parametrize("compile_fn", COMPILERS)
-@pytest.mark.parametrize(("expression", "expected"), [
-    # From the Kubernetes DRA documentation (DeviceClass / ResourceClaim selectors).
-    (f'device.driver == "{DRIVER}"', True),
-    (f'device.attributes["{DRIVER}"].model == "a100"', True),
-    (f'device.capacity["{DRIVER}"].memory.compareTo(quantity("10Gi")) >= 0', True),
-    (f'device.attributes["{DRIVER}"].fw.isGreaterThan(semver("1.0.0"))', True),
-    # Names without a domain belong to the driver's domain; other domains stay separate.
-    (f'device.attributes["{DRIVER}"].cores > 100 && device.attributes["numa.example.com"].node == 1', True),
-    ('device.capacity["numa.example.com"].slots == quantity("4")', True),
-    # An unknown domain is an empty map, not an error.
-    ('device.attributes["nowhere.example.com"].size() == 0', True),
-    ('has(device.attributes.nowhere)', True),
-    ('"nowhere" in device.attributes', False),
-    (f'"model" in device.attributes["{DRIVER}"]', True),
-    # && / || absorb errors when the other side decides.
-    (f'device.attributes["{DRIVER}"].missing == 1 || true', True),
-    (f'false && device.attributes["{DRIVER}"].missing == 1', False),
-    ('cel.bind(q, quantity("1.5"), q.isGreaterThan(quantity("1")) && !q.isInteger())', True),
-    ('"a,b".split(",").join("-") == "a-b" && "ABC".lowerAscii() == "abc"', True),
-    ('"x12".find("[0-9]+") == "12" && "gpu-0".matches("^gpu-[0-9]$")', True),
-    ('optional.of(1).orValue(2) == 1 && !optional.none().hasValue()', True),
-    (f'device.attributes["{DRIVER}"].?missing.orValue("x") == "x"', True),
-    ('[3, 1, 2].max() == 3 && [1, 2].sum() == 3 && ![2, 1].isSorted()', True),
-])
+@pytest.mark.parametrize(
+    ("expression", "expected"),
+    [
+        # From the Kubernetes DRA documentation (DeviceClass / ResourceClaim selectors).
+        (f'device.driver == "{DRIVER}"', True),
+        (f'device.attributes["{DRIVER}"].model == "a100"', True),
+        (f'device.capacity["{DRIVER}"].memory.compareTo(quantity("10Gi")) >= 0', True),
+        (f'device.attributes["{DRIVER}"].fw.isGreaterThan(semver("1.0.0"))', True),
+        # Names without a domain belong to the driver's domain; other domains stay separate.
+        (f'device.attributes["{DRIVER}"].cores > 100 && device.attributes["numa.example.com"].node == 1', True),
+        ('device.capacity["numa.example.com"].slots == quantity("4")', True),
+        # An unknown domain is an empty map, not an error.
+        ('device.attributes["nowhere.example.com"].size() == 0', True),
+        ("has(device.attributes.nowhere)", True),
+        ('"nowhere" in device.attributes', False),
+        (f'"model" in device.attributes["{DRIVER}"]', True),
+        # && / || absorb errors when the other side decides.
+        (f'device.attributes["{DRIVER}"].missing == 1 || true', True),
+        (f'false && device.attributes["{DRIVER}"].missing == 1', False),
+        ('cel.bind(q, quantity("1.5"), q.isGreaterThan(quantity("1")) && !q.isInteger())', True),
+        ('"a,b".split(",").join("-") == "a-b" && "ABC".lowerAscii() == "abc"', True),
+        ('"x12".find("[0-9]+") == "12" && "gpu-0".matches("^gpu-[0-9]$")', True),
+        ("optional.of(1).orValue(2) == 1 && !optional.none().hasValue()", True),
+        (f'device.attributes["{DRIVER}"].?missing.orValue("x") == "x"', True),
+        ("[3, 1, 2].max() == 3 && [1, 2].sum() == 3 && ![2, 1].isSorted()", True),
+    ],
+)
 def test_selector(compile_fn: object, expression: str, expected: bool) -> None:
     assert compile_fn(expression).matches(GPU) is expected  # type: ignore[operator]
 
 
-@pytest.mark.parametrize(("expression", "expected"), [
-    # Kubernetes' answers (observed with the Go reference program).
-    ('quantity("1000m").isInteger()', False),
-    ('quantity("1").isInteger()', True),
-    ('quantity("1.5").isInteger()', False),
-    ('quantity("1Ki").asInteger() == 1024', True),
-    ('quantity("0.1n").isGreaterThan(quantity("0"))', True),
-    ('quantity("99999999999999999999").isInteger()', False),
-    ('quantity("1e3").asInteger() == 1000', True),
-    ('quantity("9223372036854775807").add(1).isInteger()', False),
-    ('quantity("1.G").asInteger() == 1000000000', True),
-    ('quantity("2Ki").asApproximateFloat() == 2048.0', True),
-    ('sign(quantity("-5m")) == -1', True),
-    ('quantity("1Gi").sub(quantity("1Gi")).isInteger()', True),
-    ('quantity("100Ei") == quantity("9223372036854775807")', True),
-    ('isQuantity("1.2.3")', False),
-    ('semver("1.2.3-rc.1").isLessThan(semver("1.2.3"))', True),
-    ('semver("1.2.3-alpha.10").isGreaterThan(semver("1.2.3-alpha.9"))', True),
-    ('semver("1.2.3-alpha").isLessThan(semver("1.2.3-alpha.1"))', True),
-    ('semver("1.2.3+a") == semver("1.2.3+b")', True),
-    ('isSemver("v1.2", true)', True),
-    ('isSemver("v1.2")', False),
-    ('isSemver("1.2.3-01")', False),
-    ('semver("v01.02.03", true).minor() == 2', True),
-    ('isSemver("1.2-rc.1", true)', False),
-])
+@pytest.mark.parametrize(
+    ("expression", "expected"),
+    [
+        # Kubernetes' answers (observed with the Go reference program).
+        ('quantity("1000m").isInteger()', False),
+        ('quantity("1").isInteger()', True),
+        ('quantity("1.5").isInteger()', False),
+        ('quantity("1Ki").asInteger() == 1024', True),
+        ('quantity("0.1n").isGreaterThan(quantity("0"))', True),
+        ('quantity("99999999999999999999").isInteger()', False),
+        ('quantity("1e3").asInteger() == 1000', True),
+        ('quantity("9223372036854775807").add(1).isInteger()', False),
+        ('quantity("1.G").asInteger() == 1000000000', True),
+        ('quantity("2Ki").asApproximateFloat() == 2048.0', True),
+        ('sign(quantity("-5m")) == -1', True),
+        ('quantity("1Gi").sub(quantity("1Gi")).isInteger()', True),
+        ('quantity("100Ei") == quantity("9223372036854775807")', True),
+        ('isQuantity("1.2.3")', False),
+        ('semver("1.2.3-rc.1").isLessThan(semver("1.2.3"))', True),
+        ('semver("1.2.3-alpha.10").isGreaterThan(semver("1.2.3-alpha.9"))', True),
+        ('semver("1.2.3-alpha").isLessThan(semver("1.2.3-alpha.1"))', True),
+        ('semver("1.2.3+a") == semver("1.2.3+b")', True),
+        ('isSemver("v1.2", true)', True),
+        ('isSemver("v1.2")', False),
+        ('isSemver("1.2.3-01")', False),
+        ('semver("v01.02.03", true).minor() == 2', True),
+        ('isSemver("1.2-rc.1", true)', False),
+    ],
+)
 def test_kubernetes_library_answers(expression: str, expected: bool) -> None:
     assert evaluate(expression) is expected
 
 
-@pytest.mark.parametrize("expression", [
-    "device.driver == 1",                       # no matching overload
-    "device.nosuchfield",                       # undefined field
-    "undefinedVariable",                        # undeclared reference
-    '"abc"',                                    # result must be bool (or the attribute type)
-    '"abc".matches("[")',                       # invalid regex literal
-    'int("x") == 1',                            # conversion of a literal fails while planning
-    f'device.attributes["{DRIVER}"].ids.exists(x, x == 1)',  # attributes are google.protobuf.Any here
-    'device.allowMultipleAllocations',          # gated by DRAConsumableCapacity
-    '[1, 2].includes(1)',                       # gated by DRAListTypeAttributes
-    "1 +",
-    "(" * 251 + "true" + ")" * 251,
-    "1 + " * 300 + "1 > 0",
-])
+@pytest.mark.parametrize(
+    "expression",
+    [
+        "device.driver == 1",  # no matching overload
+        "device.nosuchfield",  # undefined field
+        "undefinedVariable",  # undeclared reference
+        '"abc"',  # result must be bool (or the attribute type)
+        '"abc".matches("[")',  # invalid regex literal
+        'int("x") == 1',  # conversion of a literal fails while planning
+        f'device.attributes["{DRIVER}"].ids.exists(x, x == 1)',  # attributes are google.protobuf.Any here
+        "device.allowMultipleAllocations",  # gated by DRAConsumableCapacity
+        "[1, 2].includes(1)",  # gated by DRAListTypeAttributes
+        "1 +",
+        "(" * 251 + "true" + ")" * 251,
+        "1 + " * 300 + "1 > 0",
+    ],
+)
 def test_compile_errors(expression: str) -> None:
     with pytest.raises(CompileError) as info:
         compile_selector(expression, env="NewExpressions")
@@ -125,17 +140,20 @@ def test_feature_gates_and_stored_expressions() -> None:
 
 
 @pytest.mark.parametrize("compile_fn", COMPILERS)
-@pytest.mark.parametrize("expression", [
-    f'device.attributes["{DRIVER}"].missing == 1',            # no such key
-    f'device.attributes["{DRIVER}"].model',                    # non-bool result
-    f'device.attributes["{DRIVER}"].model > 1',                # string vs int ordering
-    f'device.attributes["{DRIVER}"].fw == "1.2.3"',            # semver compared with a string
-    'quantity("bad").isInteger()',
-    '9223372036854775807 + 1 > 0',
-    '1 / 0 == 0',
-    '[1, 2][5] == 1',
-    'optional.none().value() == 1',
-])
+@pytest.mark.parametrize(
+    "expression",
+    [
+        f'device.attributes["{DRIVER}"].missing == 1',  # no such key
+        f'device.attributes["{DRIVER}"].model',  # non-bool result
+        f'device.attributes["{DRIVER}"].model > 1',  # string vs int ordering
+        f'device.attributes["{DRIVER}"].fw == "1.2.3"',  # semver compared with a string
+        'quantity("bad").isInteger()',
+        "9223372036854775807 + 1 > 0",
+        "1 / 0 == 0",
+        "[1, 2][5] == 1",
+        "optional.none().value() == 1",
+    ],
+)
 def test_runtime_errors(compile_fn: object, expression: str) -> None:
     selector = compile_fn(expression)  # type: ignore[operator]
     with pytest.raises(EvalError) as info:
@@ -160,27 +178,33 @@ def test_cost_limit_stops_expensive_expression_quickly() -> None:
 
 
 @pytest.mark.parametrize("compile_fn", COMPILERS)
-@pytest.mark.parametrize(("expression", "expected"), [
-    # Kubernetes' regexes are RE2 (Go's regexp), not Python's re.
-    ('"abc\\n".matches("abc$")', False),
-    ('"abc".matches("abc$") && "abc".matches("c\\\\z")', True),
-    ('"ab1".matches("^[[:alpha:]]+[[:digit:]]$")', True),
-    ('"é".matches("^\\\\pL$")', True),
-    ('"a.b".matches("\\\\Qa.b\\\\E") && !"axb".matches("^\\\\Qa.b\\\\E$")', True),
-    ('"axxb".findAll("x*") == ["", "xx", ""]', True),        # Go skips an empty match after a match
-    ('"aaa".findAll("a", 2) == ["a", "a"] && "ab".find("z") == ""', True),
-])
+@pytest.mark.parametrize(
+    ("expression", "expected"),
+    [
+        # Kubernetes' regexes are RE2 (Go's regexp), not Python's re.
+        ('"abc\\n".matches("abc$")', False),
+        ('"abc".matches("abc$") && "abc".matches("c\\\\z")', True),
+        ('"ab1".matches("^[[:alpha:]]+[[:digit:]]$")', True),
+        ('"é".matches("^\\\\pL$")', True),
+        ('"a.b".matches("\\\\Qa.b\\\\E") && !"axb".matches("^\\\\Qa.b\\\\E$")', True),
+        ('"axxb".findAll("x*") == ["", "xx", ""]', True),  # Go skips an empty match after a match
+        ('"aaa".findAll("a", 2) == ["a", "a"] && "ab".find("z") == ""', True),
+    ],
+)
 def test_regex_is_re2(compile_fn: object, expression: str, expected: bool) -> None:
     assert compile_fn(expression).matches(GPU) is expected  # type: ignore[operator]
 
 
-@pytest.mark.parametrize("expression", [
-    '"ab".matches("a(?=b)")',          # lookahead: not RE2
-    '"aa".matches("(a)\\\\1")',       # backreference: not RE2
-    '"ab".find("(")',                  # the find/findAll regex optimisation compiles constant patterns
-    '"ab".findAll("[", 1).size() == 0',
-    'matches("(", "x")',               # ValidateRegexLiterals checks the first argument of global matches
-])
+@pytest.mark.parametrize(
+    "expression",
+    [
+        '"ab".matches("a(?=b)")',  # lookahead: not RE2
+        '"aa".matches("(a)\\\\1")',  # backreference: not RE2
+        '"ab".find("(")',  # the find/findAll regex optimisation compiles constant patterns
+        '"ab".findAll("[", 1).size() == 0',
+        'matches("(", "x")',  # ValidateRegexLiterals checks the first argument of global matches
+    ],
+)
 def test_invalid_constant_regex_is_a_compile_error(expression: str) -> None:
     with pytest.raises(CompileError):
         compile_selector(expression)
@@ -200,15 +224,24 @@ def test_compile_once_and_errors_are_cel_errors() -> None:
 
 
 def test_top_level_clauses() -> None:
-    assert top_level_clauses('a == 1 && (b || c) && d.e(f && g)') == ["a == 1", "b || c", "d.e(f && g)"]
+    assert top_level_clauses("a == 1 && (b || c) && d.e(f && g)") == ["a == 1", "b || c", "d.e(f && g)"]
     assert top_level_clauses("a || b") == ["a || b"]
     assert top_level_clauses("a &&") == ["a &&"]
 
 
-@pytest.mark.parametrize(("text", "value", "integer"), [
-    ("1Gi", 1 << 30, 1 << 30), ("1.5", 1.5, None), ("100m", 0.1, None), ("1e3", 1000, 1000),
-    ("-2Ki", -2048, -2048), ("0.1n", 1e-9, None), ("Ki", 0, 0), ("+5", 5, 5),
-])
+@pytest.mark.parametrize(
+    ("text", "value", "integer"),
+    [
+        ("1Gi", 1 << 30, 1 << 30),
+        ("1.5", 1.5, None),
+        ("100m", 0.1, None),
+        ("1e3", 1000, 1000),
+        ("-2Ki", -2048, -2048),
+        ("0.1n", 1e-9, None),
+        ("Ki", 0, 0),
+        ("+5", 5, 5),
+    ],
+)
 def test_quantity_parse(text: str, value: float, integer: int | None) -> None:
     q = parse_quantity(text)
     assert float(q.value) == pytest.approx(value)

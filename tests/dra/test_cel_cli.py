@@ -33,10 +33,15 @@ def ask(process: subprocess.Popen[str], line: str) -> dict[str, Any]:
 
 
 def test_answers_line_by_line(cel_process: subprocess.Popen[str]) -> None:
-    device = {"driver": "gpu.example.com", "attributes": {"model": {"string": "a100"}, "fw": {"version": "1.2.3"}},
-              "capacity": {"memory": {"value": "40Gi"}}}
-    selector = ('device.attributes["gpu.example.com"].model == "a100" && '
-                'device.capacity["gpu.example.com"].memory.isGreaterThan(quantity("1Gi"))')
+    device = {
+        "driver": "gpu.example.com",
+        "attributes": {"model": {"string": "a100"}, "fw": {"version": "1.2.3"}},
+        "capacity": {"memory": {"value": "40Gi"}},
+    }
+    selector = (
+        'device.attributes["gpu.example.com"].model == "a100" && '
+        'device.capacity["gpu.example.com"].memory.isGreaterThan(quantity("1Gi"))'
+    )
     assert ask(cel_process, json.dumps({"expression": selector, **device})) == {"result": True}
     assert ask(cel_process, json.dumps({"expression": 'device.driver == "x"', **device})) == {"result": False}
     compile_error = ask(cel_process, json.dumps({"expression": "device.driver ==", **device}))
@@ -93,24 +98,46 @@ def test_unknown_feature_gate_is_a_usage_error() -> None:
 
 
 def test_help_documents_the_line_formats() -> None:
-    done = subprocess.run([sys.executable, "-m", "kubedevice", "dra", "cel", "--help"], capture_output=True,
-                          text=True, check=True, env={**os.environ, "COLUMNS": "100"})
-    for text in ('"expression"', '"attributes"', '"capacity"', '"env"', "StoredExpressions", '"features"',
-                 '{"result": true}', '"error": "compile" or "runtime"', '"error": "input"'):
+    done = subprocess.run(
+        [sys.executable, "-m", "kubedevice", "dra", "cel", "--help"],
+        capture_output=True,
+        text=True,
+        check=True,
+        env={**os.environ, "COLUMNS": "100"},
+    )
+    for text in (
+        '"expression"',
+        '"attributes"',
+        '"capacity"',
+        '"env"',
+        "StoredExpressions",
+        '"features"',
+        '{"result": true}',
+        '"error": "compile" or "runtime"',
+        '"error": "input"',
+    ):
         assert text in done.stdout
 
 
-@pytest.mark.parametrize("line", [
-    "not json", "[1, 2]", '{"driver": "x"}', '{"expression": "true", "attributes": [1]}',
-    '{"expression": "true", "capacity": {"m": {"value": 5}}}', '{"expression": "true", "env": "Other"}',
-    # what Go could not decode into a DeviceAttribute either
-    '{"expression": "true", "attributes": {"a": {"int": "5"}}}',
-    '{"expression": "true", "attributes": {"a": {"int": true}}}',
-    '{"expression": "true", "attributes": {"a": {"ints": [1, "x"]}}}',
-    '{"expression": "true", "attributes": {"a": {"strings": "x"}}}',
-])
+@pytest.mark.parametrize(
+    "line",
+    [
+        "not json",
+        "[1, 2]",
+        '{"driver": "x"}',
+        '{"expression": "true", "attributes": [1]}',
+        '{"expression": "true", "capacity": {"m": {"value": 5}}}',
+        '{"expression": "true", "env": "Other"}',
+        # what Go could not decode into a DeviceAttribute either
+        '{"expression": "true", "attributes": {"a": {"int": "5"}}}',
+        '{"expression": "true", "attributes": {"a": {"int": true}}}',
+        '{"expression": "true", "attributes": {"a": {"ints": [1, "x"]}}}',
+        '{"expression": "true", "attributes": {"a": {"strings": "x"}}}',
+    ],
+)
 def test_malformed_lines_get_an_error_line_and_the_command_continues(
-        cel_process: subprocess.Popen[str], line: str) -> None:
+    cel_process: subprocess.Popen[str], line: str
+) -> None:
     answer = ask(cel_process, line)
     assert set(answer) == {"error", "message"} and answer["message"]
     assert ask(cel_process, json.dumps({"expression": "1 < 2", "driver": "d"})) == {"result": True}

@@ -9,29 +9,113 @@ from hypothesis import strategies as st
 
 from kubedevice.dra.cel import CELError, DeviceInput, compile_general, compile_selector
 
-DEVICE = DeviceInput("gpu.example.com", {
-    "model": {"string": "a100"}, "cores": {"int": 80}, "ecc": {"bool": True}, "fw": {"version": "1.2.3"},
-    "ids": {"ints": [3, 1, 2]}, "tags": {"strings": ["a", "b"]}, "ip": {"string": "10.1.2.3"},
-}, {"memory": "40Gi"})
+DEVICE = DeviceInput(
+    "gpu.example.com",
+    {
+        "model": {"string": "a100"},
+        "cores": {"int": 80},
+        "ecc": {"bool": True},
+        "fw": {"version": "1.2.3"},
+        "ids": {"ints": [3, 1, 2]},
+        "tags": {"strings": ["a", "b"]},
+        "ip": {"string": "10.1.2.3"},
+    },
+    {"memory": "40Gi"},
+)
 FUZZ = settings(max_examples=400, deadline=5000, suppress_health_check=[HealthCheck.too_slow])
 
-ATOMS = st.sampled_from([
-    "1", "-1", "2u", "1.5", "0.0 / 0.0", '"a100"', '""', 'b"x"', "true", "null", "[]", "[1, 2]", '{"a": 1}',
-    "device.driver", 'device.attributes["gpu.example.com"].model', 'device.attributes["gpu.example.com"].ids',
-    'device.attributes["gpu.example.com"].fw', 'device.capacity["gpu.example.com"].memory', "device.attributes",
-    'quantity("1Gi")', 'semver("1.0.0")', 'ip("10.0.0.1")', 'cidr("10.0.0.0/8")', 'url("https://x.io/a")',
-    "optional.none()", "optional.of(1)", "dyn(1)", "x", "lists.range(3)", 'device.attributes["x"]',
-])
-UNARY = st.sampled_from(["!@", "-@", "(@)", "size(@)", "dyn(@)", "@.size()", "has(@.a)", "@.?a",
-                         "@[0]", '@["a"]', "@.all(x, x)", "@.exists(x, x > 1)", "@.map(x, x + 1)",
-                         "@.filter(x, x)", "cel.bind(x, @, x)", "@.sort()", "@.distinct()", "@.flatten()",
-                         "@.includes(1)", "@.min()", "@.sum()", "@.isSorted()", "@.matches(\"a+\")",
-                         "@.all(i, v, i < 2)", "@.transformList(i, v, v)", "@.containsIP(\"10.1.1.1\")",
-                         "@.family()", "@.getHost()", "string(@)", "int(@)", "@.orValue(0)",
-                         "@.compareTo(quantity(\"1\"))", "@.isGreaterThan(@)", "@.split(\",\")"])
-BINARY = st.sampled_from(["@ && @", "@ || @", "@ == @", "@ != @", "@ < @", "@ + @", "@ * @",
-                          "@ / @", "@ % @", "@ in @", "@ ? @ : @", "[@, @]", "{@: @}",
-                          "sets.contains(@, @)", "@.indexOf(@)", "@.add(@)"])
+ATOMS = st.sampled_from(
+    [
+        "1",
+        "-1",
+        "2u",
+        "1.5",
+        "0.0 / 0.0",
+        '"a100"',
+        '""',
+        'b"x"',
+        "true",
+        "null",
+        "[]",
+        "[1, 2]",
+        '{"a": 1}',
+        "device.driver",
+        'device.attributes["gpu.example.com"].model',
+        'device.attributes["gpu.example.com"].ids',
+        'device.attributes["gpu.example.com"].fw',
+        'device.capacity["gpu.example.com"].memory',
+        "device.attributes",
+        'quantity("1Gi")',
+        'semver("1.0.0")',
+        'ip("10.0.0.1")',
+        'cidr("10.0.0.0/8")',
+        'url("https://x.io/a")',
+        "optional.none()",
+        "optional.of(1)",
+        "dyn(1)",
+        "x",
+        "lists.range(3)",
+        'device.attributes["x"]',
+    ]
+)
+UNARY = st.sampled_from(
+    [
+        "!@",
+        "-@",
+        "(@)",
+        "size(@)",
+        "dyn(@)",
+        "@.size()",
+        "has(@.a)",
+        "@.?a",
+        "@[0]",
+        '@["a"]',
+        "@.all(x, x)",
+        "@.exists(x, x > 1)",
+        "@.map(x, x + 1)",
+        "@.filter(x, x)",
+        "cel.bind(x, @, x)",
+        "@.sort()",
+        "@.distinct()",
+        "@.flatten()",
+        "@.includes(1)",
+        "@.min()",
+        "@.sum()",
+        "@.isSorted()",
+        '@.matches("a+")',
+        "@.all(i, v, i < 2)",
+        "@.transformList(i, v, v)",
+        '@.containsIP("10.1.1.1")',
+        "@.family()",
+        "@.getHost()",
+        "string(@)",
+        "int(@)",
+        "@.orValue(0)",
+        '@.compareTo(quantity("1"))',
+        "@.isGreaterThan(@)",
+        '@.split(",")',
+    ]
+)
+BINARY = st.sampled_from(
+    [
+        "@ && @",
+        "@ || @",
+        "@ == @",
+        "@ != @",
+        "@ < @",
+        "@ + @",
+        "@ * @",
+        "@ / @",
+        "@ % @",
+        "@ in @",
+        "@ ? @ : @",
+        "[@, @]",
+        "{@: @}",
+        "sets.contains(@, @)",
+        "@.indexOf(@)",
+        "@.add(@)",
+    ]
+)
 
 
 @st.composite
@@ -57,7 +141,7 @@ def _outcome(compile_fn: object, text: str) -> str:
         return "runtime"
 
 
-PIECES = [*'()[]{}.,?:!<>=&|+-*/%"\'`\\ab1_0eExu \n', " in ", "device", ".?", "[?", '"""', "0x", "cel.bind(", "has("]
+PIECES = [*"()[]{}.,?:!<>=&|+-*/%\"'`\\ab1_0eExu \n", " in ", "device", ".?", "[?", '"""', "0x", "cel.bind(", "has("]
 
 
 @FUZZ
@@ -74,8 +158,9 @@ def test_generated_expressions_agree_on_both_paths(text: str) -> None:
 
 
 @FUZZ
-@given(st.from_regex(r'"([^"\\]|\\[abfnrtv\\"\'?]|\\x[0-9a-f]{2}|\\u[0-9a-f]{4})*"', fullmatch=True),
-       st.text(max_size=20))
+@given(
+    st.from_regex(r'"([^"\\]|\\[abfnrtv\\"\'?]|\\x[0-9a-f]{2}|\\u[0-9a-f]{4})*"', fullmatch=True), st.text(max_size=20)
+)
 def test_string_literals_and_regex_arguments(literal: str, pattern: str) -> None:
     escaped = pattern.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n").replace("\r", "\\r")
     _outcome(compile_selector, f'{literal}.matches("{escaped}")')

@@ -16,10 +16,37 @@ from kubedevice.cel import regex
 from kubedevice.cel.values import Err
 
 PATTERNS = [
-    "b", "^a", "a$", "x*", "", "\\b", "(?m)^", "a\\z", "a|ab", "(?U)a+", "a{2,}", ".", "[^a]",
-    "[[:alpha:]]+", "\\pL+", "\\p{Han}+", "é+", "(?i)É", "日本", "\\Q.*\\E", "\ud800", ".\ud800.",
+    "b",
+    "^a",
+    "a$",
+    "x*",
+    "",
+    "\\b",
+    "(?m)^",
+    "a\\z",
+    "a|ab",
+    "(?U)a+",
+    "a{2,}",
+    ".",
+    "[^a]",
+    "[[:alpha:]]+",
+    "\\pL+",
+    "\\p{Han}+",
+    "é+",
+    "(?i)É",
+    "日本",
+    "\\Q.*\\E",
+    "\ud800",
+    ".\ud800.",
     # refused, as Go refuses them: the error text must not depend on the path either
-    "a(", "[a", "(?=a)", "a**", "\\C", "x{1001}", "(?P<n>a", "\\",
+    "a(",
+    "[a",
+    "(?=a)",
+    "a**",
+    "\\C",
+    "x{1001}",
+    "(?P<n>a",
+    "\\",
 ]
 TEXTS = ["", "ab", "a\n", "abc\n", "aaa", "éÉé b", "xx ax", "日本語 a", "a\ud800b", ".*x", "\ud800"]
 LIMITS = [-1, 0, 1, 2]
@@ -58,10 +85,16 @@ def _answers(name: str) -> list[Any]:
             out.append((pattern, regex.error(pattern), regex.is_valid(pattern)))
             match = regex.matcher(pattern)
             for text in TEXTS:
-                out.append((pattern, text, _attempt(regex.matches, text, pattern), _attempt(regex.find, text, pattern),
-                            None if match is None else match(text)))
-                out.extend((pattern, text, limit, _attempt(regex.find_all, text, pattern, limit))
-                           for limit in LIMITS)
+                out.append(
+                    (
+                        pattern,
+                        text,
+                        _attempt(regex.matches, text, pattern),
+                        _attempt(regex.find, text, pattern),
+                        None if match is None else match(text),
+                    )
+                )
+                out.extend((pattern, text, limit, _attempt(regex.find_all, text, pattern, limit)) for limit in LIMITS)
     return out
 
 

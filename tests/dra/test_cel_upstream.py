@@ -17,16 +17,22 @@ import pytest
 
 from kubedevice.dra.cel import CELError, DeviceInput, compile_general, compile_selector
 
-CASES = [json.loads(line) for line in
-         (Path(__file__).parent / "data" / "cel_upstream_cases.jsonl").read_text().splitlines()]
+CASES = [
+    json.loads(line) for line in (Path(__file__).parent / "data" / "cel_upstream_cases.jsonl").read_text().splitlines()
+]
 
 
 def _runs() -> list[Any]:
     runs = []
     for case in CASES:
-        gates = [case["features"]] if case["features"] is not None else [
-            {"DRAListTypeAttributes": lists, "DRAConsumableCapacity": consumable}
-            for lists, consumable in itertools.product((True, False), repeat=2)]
+        gates = (
+            [case["features"]]
+            if case["features"] is not None
+            else [
+                {"DRAListTypeAttributes": lists, "DRAConsumableCapacity": consumable}
+                for lists, consumable in itertools.product((True, False), repeat=2)
+            ]
+        )
         envs = [case["env"]] if case["env"] is not None else ["NewExpressions", "StoredExpressions"]
         for features, env, path in itertools.product(gates, envs, ("fast", "general")):
             flags = ",".join(k for k, on in sorted(features.items()) if on) or "no-gates"

@@ -21,8 +21,14 @@ def kube_features_go(version: str) -> Path:
     defaults that is never compared with the source proves nothing."""
     why = "no go on PATH"
     if shutil.which("go"):
-        done = subprocess.run(["go", "mod", "download", "-json", f"k8s.io/kubernetes@{version}"],
-                              capture_output=True, text=True, timeout=600, check=False, cwd="/")
+        done = subprocess.run(
+            ["go", "mod", "download", "-json", f"k8s.io/kubernetes@{version}"],
+            capture_output=True,
+            text=True,
+            timeout=600,
+            check=False,
+            cwd="/",
+        )
         try:
             source = Path(json.loads(done.stdout)["Dir"]) / "pkg" / "features" / "kube_features.go"
         except (ValueError, KeyError):

@@ -347,9 +347,7 @@ def test_lengths_are_counted_in_bytes() -> None:
         "spec.config[0].opaque.driver: Too long: may not be more than 63 bytes"
     )
     # 1.37's declarative MaxLength counts 32 characters: only the format is wrong.
-    assert [m.split(": ")[1] for m in messages(device_class({"config": [opaque(driver=driver)]}))] == [
-        "Invalid value"
-    ]
+    assert [m.split(": ")[1] for m in messages(device_class({"config": [opaque(driver=driver)]}))] == ["Invalid value"]
 
 
 def test_extended_resource_name_counts_the_requests_prefix() -> None:

@@ -342,8 +342,12 @@ def test_a_1_34_core_slice_is_valid_in_every_release(release: str) -> None:
 
 def taint_rule(spec: dict[str, Any], version: str = "v1", name: str = "r") -> Any:
     return from_document(
-        {"apiVersion": f"resource.k8s.io/{version}", "kind": "DeviceTaintRule", "metadata": {"name": name},
-         "spec": spec}
+        {
+            "apiVersion": f"resource.k8s.io/{version}",
+            "kind": "DeviceTaintRule",
+            "metadata": {"name": name},
+            "spec": spec,
+        }
     )
 
 
@@ -437,9 +441,12 @@ def test_the_cli_passes_the_release_down(tmp_path: Path) -> None:
     path.write_text("apiVersion: resource.k8s.io/v1\nkind: DeviceClass\nmetadata: {generateName: Gen-}\nspec: {}\n")
     runner = CliRunner()
     line = 'metadata.generateName: Invalid value: "Gen-"'
-    for flags, refused in (([], False), (["--kubernetes-version", "1.35"], False),
-                           (["--kubernetes-version", "1.34"], True),
-                           (["--kubernetes-version", "1.34", "--feature-gates", "DRAConsumableCapacity=true"], True)):
+    for flags, refused in (
+        ([], False),
+        (["--kubernetes-version", "1.35"], False),
+        (["--kubernetes-version", "1.34"], True),
+        (["--kubernetes-version", "1.34", "--feature-gates", "DRAConsumableCapacity=true"], True),
+    ):
         result = runner.invoke(app, ["validate", str(path), *flags])
         assert result.exit_code == 1, result.output  # the generated name is invalid everywhere
         assert (line in result.output) == refused, (flags, result.output)

@@ -32,15 +32,29 @@ SUBDOMAIN_MSG = (
     "'[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*')"
 )
 GOOD_134 = {
-    "deviceSelector": {"deviceClassName": "gpu.example.com", "driver": "gpu.example.com", "pool": "node-1",
-                       "device": "gpu-0", "selectors": [{"cel": {"expression": 'device.driver == "gpu.example.com"'}}]},
+    "deviceSelector": {
+        "deviceClassName": "gpu.example.com",
+        "driver": "gpu.example.com",
+        "pool": "node-1",
+        "device": "gpu-0",
+        "selectors": [{"cel": {"expression": 'device.driver == "gpu.example.com"'}}],
+    },
     "taint": {"key": "example.com/maintenance", "effect": "NoExecute"},
 }
 
 
 def rule(spec: dict[str, Any], release: str, version: str = "v1alpha3", **extra: Any) -> DeviceTaintRule:
-    obj = from_document({"apiVersion": f"resource.k8s.io/{version}", "kind": "DeviceTaintRule",
-                         "metadata": {"name": "r"}, "spec": spec, **extra}, "", release)
+    obj = from_document(
+        {
+            "apiVersion": f"resource.k8s.io/{version}",
+            "kind": "DeviceTaintRule",
+            "metadata": {"name": "r"},
+            "spec": spec,
+            **extra,
+        },
+        "",
+        release,
+    )
     assert isinstance(obj, DeviceTaintRule)
     return obj
 
@@ -89,15 +103,25 @@ def test_later_releases_refuse_the_tombstoned_fields(release: str, field: str) -
 
 
 def test_the_status_is_unknown_in_1_34_and_reset_later() -> None:
-    condition = {"type": "EvictionInProgress", "status": "True", "lastTransitionTime": "2026-01-01T00:00:00Z",
-                 "reason": "r", "message": "m", "observedGeneration": 1}
+    condition = {
+        "type": "EvictionInProgress",
+        "status": "True",
+        "lastTransitionTime": "2026-01-01T00:00:00Z",
+        "reason": "r",
+        "message": "m",
+        "observedGeneration": 1,
+    }
     with pytest.raises(DecodeError) as caught:
         rule(GOOD_134, "1.34", status={"conditions": [condition]})
     assert caught.value.messages == ['unknown field "status"']
     spec = {"taint": GOOD_134["taint"]}
     assert messages(rule(spec, "1.35", status={"conditions": [condition]}), "1.35") == []
-    for bad in ({"conditions": [{**condition, "lastTransitionTime": "yesterday"}]},
-                {"conditions": [{**condition, "status": 1}]}, {"conditions": "x"}, {"x": 1}):
+    for bad in (
+        {"conditions": [{**condition, "lastTransitionTime": "yesterday"}]},
+        {"conditions": [{**condition, "status": 1}]},
+        {"conditions": "x"},
+        {"x": 1},
+    ):
         with pytest.raises(DecodeError):
             rule(spec, "1.35", status=bad)
 
@@ -110,8 +134,14 @@ def _go_module(module: str) -> Path:
     skipped without Go or the module proxy, failed under CI (a table never compared proves nothing)."""
     why = "no go on PATH"
     if shutil.which("go"):
-        done = subprocess.run(["go", "mod", "download", "-json", module], capture_output=True, text=True,
-                              timeout=600, check=False, cwd="/")
+        done = subprocess.run(
+            ["go", "mod", "download", "-json", module],
+            capture_output=True,
+            text=True,
+            timeout=600,
+            check=False,
+            cwd="/",
+        )
         try:
             return Path(json.loads(done.stdout)["Dir"])
         except (ValueError, KeyError):
@@ -161,10 +191,15 @@ def test_runtime_config_as_kube_apiserver_merges_it() -> None:
         ("api/beta=yes", "invalid value api/beta=yes"),
         ("api/all", "invalid value api/all="),
         ("resource.k8s.io/v2=true", "group version resource.k8s.io/v2 that has not been registered"),
-        ("resource.k8s.io/v1alpha3=on",
-         'invalid value of resource.k8s.io/v1alpha3: on, err: strconv.ParseBool: parsing "on": invalid syntax'),
-        ("resource.k8s.io/v1alpha3/DeviceTaintRules=true", "invalid key resource.k8s.io/v1alpha3/DeviceTaintRules: "
-         'group/version/resource and resource is always lowercase plural, not "DeviceTaintRules"'),
+        (
+            "resource.k8s.io/v1alpha3=on",
+            'invalid value of resource.k8s.io/v1alpha3: on, err: strconv.ParseBool: parsing "on": invalid syntax',
+        ),
+        (
+            "resource.k8s.io/v1alpha3/DeviceTaintRules=true",
+            "invalid key resource.k8s.io/v1alpha3/DeviceTaintRules: "
+            'group/version/resource and resource is always lowercase plural, not "DeviceTaintRules"',
+        ),
     ],
 )
 def test_runtime_config_refusals_say_what_kube_apiserver_says(value: str, message: str) -> None:
@@ -182,8 +217,10 @@ def test_served_with_a_runtime_config_whatever_the_gates() -> None:
         off = features.not_served("DeviceTaintRule", "resource.k8s.io/v1alpha3", "1.34", on, default)
         assert off is not None and "resource.k8s.io/v1alpha3=true enables it" in off
     missing = features.not_served("DeviceTaintRule", "resource.k8s.io/v1beta2", "1.35", {}, alpha)
-    assert missing == ('no matches for kind "DeviceTaintRule" in version "resource.k8s.io/v1beta2" '
-                       "(Kubernetes 1.35 has no DeviceTaintRule in v1beta2)")
+    assert missing == (
+        'no matches for kind "DeviceTaintRule" in version "resource.k8s.io/v1beta2" '
+        "(Kubernetes 1.35 has no DeviceTaintRule in v1beta2)"
+    )
     old = features.not_served("ResourceClaim", "resource.k8s.io/v1alpha3", "1.34", {}, None)
     assert old is not None and "has no ResourceClaim in v1alpha3" in old
 
@@ -204,8 +241,16 @@ def test_without_a_runtime_config_the_features_gate_is_taken_as_the_answer(relea
 
 def test_validate_with_a_runtime_config(tmp_path: Path) -> None:
     path = tmp_path / "rule.yaml"
-    path.write_text(json.dumps({"apiVersion": "resource.k8s.io/v1alpha3", "kind": "DeviceTaintRule",
-                                "metadata": {"name": "r"}, "spec": GOOD_134}))
+    path.write_text(
+        json.dumps(
+            {
+                "apiVersion": "resource.k8s.io/v1alpha3",
+                "kind": "DeviceTaintRule",
+                "metadata": {"name": "r"},
+                "spec": GOOD_134,
+            }
+        )
+    )
     runner = CliRunner()
     release = ["--kubernetes-version", "1.34"]
     guessed = runner.invoke(app, ["validate", str(path), *release])
@@ -214,12 +259,24 @@ def test_validate_with_a_runtime_config(tmp_path: Path) -> None:
     assert gated.exit_code == 0, gated.output
     exact = runner.invoke(app, ["validate", str(path), *release, "--runtime-config", "resource.k8s.io/v1alpha3=true"])
     assert exact.exit_code == 0, exact.output
-    default = runner.invoke(app, ["validate", str(path), *release, "--runtime-config", "resource.k8s.io/v1beta2=true",
-                                  "--feature-gates", "DRADeviceTaints=true"])
+    default = runner.invoke(
+        app,
+        [
+            "validate",
+            str(path),
+            *release,
+            "--runtime-config",
+            "resource.k8s.io/v1beta2=true",
+            "--feature-gates",
+            "DRADeviceTaints=true",
+        ],
+    )
     assert default.exit_code == 1
     assert f'{path}:1: no matches for kind "DeviceTaintRule" in version "resource.k8s.io/v1alpha3"' in default.output
-    later = runner.invoke(app, ["validate", str(path), "--kubernetes-version", "1.35", "--runtime-config",
-                                "resource.k8s.io/v1alpha3=true"])
+    later = runner.invoke(
+        app,
+        ["validate", str(path), "--kubernetes-version", "1.35", "--runtime-config", "resource.k8s.io/v1alpha3=true"],
+    )
     assert later.exit_code == 1 and 'unknown field "spec.deviceSelector.deviceClassName"' in later.output
     bad = runner.invoke(app, ["validate", str(path), "--runtime-config", "api/alpha=maybe"])
     assert bad.exit_code == 2 and "--runtime-config: invalid value api/alpha=maybe" in bad.output

@@ -120,12 +120,15 @@ async def _real_refusal(plugin_dir: Path, version: str, resource: str) -> str:
     async with grpc.aio.insecure_channel(f"unix://{plugin_dir}/kubelet.sock") as channel:
         with pytest.raises(grpc.aio.AioRpcError) as refused:
             await pb_grpc.RegistrationStub(channel).Register(
-                pb.RegisterRequest(version=version, endpoint="scripted.sock", resource_name=resource), timeout=15)
+                pb.RegisterRequest(version=version, endpoint="scripted.sock", resource_name=resource), timeout=15
+            )
     return str(refused.value.details())
 
 
-@pytest.mark.parametrize(("tweak", "check_id"), [({"version": "v1alpha1"}, "registration.version"),
-                                                 ({"resource": "no-domain"}, "registration.resource_name")])
+@pytest.mark.parametrize(
+    ("tweak", "check_id"),
+    [({"version": "v1alpha1"}, "registration.version"), ({"resource": "no-domain"}, "registration.resource_name")],
+)
 def test_registration_the_real_kubelet_refuses_fails_check_for_the_same_reason(
     cluster: Cluster, short_tmp: Path, tweak: dict[str, str], check_id: str
 ) -> None:

@@ -19,8 +19,9 @@ SCRIPT = Path(__file__).resolve().parents[2] / "scripts" / "cluster.sh"
 
 def test_interrupted_up_leaves_nothing_while_another_cluster_runs(cluster: Cluster, short_tmp: Path) -> None:
     directory = short_tmp / "second"
-    up = subprocess.Popen([str(SCRIPT), "up", "--dir", str(directory)], stdout=subprocess.PIPE,
-                          stderr=subprocess.PIPE, text=True)
+    up = subprocess.Popen(
+        [str(SCRIPT), "up", "--dir", str(directory)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    )
     state_file = directory / "state.json"
     deadline = time.monotonic() + 120
     while time.monotonic() < deadline:  # interrupt once the node's processes are starting

@@ -48,10 +48,14 @@ def probing_pod(name: str, resource: str, count: int, paths: list[str]) -> dict[
 def probe(cluster: Cluster, pod_name: str, paths: list[str]) -> dict[str, str]:
     """Per path: ``ok`` or the error the container met writing to it."""
     api = cluster.api()
-    pod = wait_for("pod running", lambda: (p := api.pod(pod_name)) and p["status"].get("phase") == "Running" and p,
-                   60.0)
-    log = wait_for("every write's outcome",
-                   lambda: (t := container_log(cluster, pod)) and t.count("write ") >= len(paths) and t, 20.0)
+    pod = wait_for(
+        "pod running", lambda: (p := api.pod(pod_name)) and p["status"].get("phase") == "Running" and p, 60.0
+    )
+    log = wait_for(
+        "every write's outcome",
+        lambda: (t := container_log(cluster, pod)) and t.count("write ") >= len(paths) and t,
+        20.0,
+    )
     outcomes = [line.removeprefix("write ") for line in log.splitlines() if line.startswith("write ")]
     return {line.split(": ", 1)[0]: line.split(": ", 1)[1] for line in outcomes}
 
@@ -77,15 +81,23 @@ def test_by_id_names_and_container_path_templates_reach_the_container(cluster: C
     names = [unique("by-id"), unique("indexed")]
     try:
         api = cluster.api()
-        wait_for("both resources", lambda: api.resource(cluster.node_name, "example.com/e2e-by-id") == (1, 1)
-                 and api.resource(cluster.node_name, "example.com/e2e-indexed") == (2, 2), 10.0)
+        wait_for(
+            "both resources",
+            lambda: (
+                api.resource(cluster.node_name, "example.com/e2e-by-id") == (1, 1)
+                and api.resource(cluster.node_name, "example.com/e2e-indexed") == (2, 2)
+            ),
+            10.0,
+        )
         api.create_pod(probing_pod(names[0], "example.com/e2e-by-id", 1, [str(stable), str(tty)]))
         api.create_pod(probing_pod(names[1], "example.com/e2e-indexed", 2, ["/dev/serial0", "/dev/serial1"]))
         seen = probe(cluster, names[0], [str(stable), str(tty)])
         assert seen[str(stable)] == "ok", seen  # the stable name, as matched
         assert "no such file" in seen[str(tty)], seen  # not the node it resolves to on the host
-        assert probe(cluster, names[1], ["/dev/serial0", "/dev/serial1"]) == {"/dev/serial0": "ok",
-                                                                            "/dev/serial1": "ok"}
+        assert probe(cluster, names[1], ["/dev/serial0", "/dev/serial1"]) == {
+            "/dev/serial0": "ok",
+            "/dev/serial1": "ok",
+        }
     finally:
         delete_pods(cluster.api(), names)
         assert daemon.stop() == 0, daemon.tail
@@ -107,8 +119,9 @@ def test_a_label_change_on_the_real_node_adds_and_removes_a_resource(cluster: Cl
         client.patch(Node, cluster.node_name, {"metadata": {"labels": {label: value}}}, patch_type=PatchType.MERGE)
 
     api = cluster.api()
-    daemon = Daemon(cluster, config, short_tmp / "serve.log", "--node", cluster.node_name,
-                    "--kubeconfig", str(cluster.kubeconfig))
+    daemon = Daemon(
+        cluster, config, short_tmp / "serve.log", "--node", cluster.node_name, "--kubeconfig", str(cluster.kubeconfig)
+    )
     try:
         wait_for("the unselected resource", lambda: api.resource(cluster.node_name, always) == (1, 1), 10.0)
         assert api.resource(cluster.node_name, resource) == (0, 0), daemon.tail
@@ -155,9 +168,11 @@ def test_a_usb_tty_found_by_vendor_and_product_reaches_the_container(
     tty = host.usb_class_node(name, "ttyUSB57")
     stack.enter_context(node_on_this_machine(Path(tty)))
     config = short_tmp / "config.yaml"
-    config.write_text('resources:\n  - name: example.com/e2e-cp2102\n'
-                      '    usb: {vendor: "10c4", product: "ea60", nodes: [tty]}\n'
-                      '    env: {SERIALS: "{serials}"}\n')
+    config.write_text(
+        "resources:\n  - name: example.com/e2e-cp2102\n"
+        '    usb: {vendor: "10c4", product: "ea60", nodes: [tty]}\n'
+        '    env: {SERIALS: "{serials}"}\n'
+    )
     daemon = Daemon(cluster, config, short_tmp / "serve.log", "--host-root", str(host.root))
     pod_name = unique("usb-tty")
     try:
@@ -181,13 +196,18 @@ def test_a_udev_matched_tty_appears_at_its_by_id_name(
     name = host.usb_device(1, 6, "0403", "6001", serial="A10K1XYZ")
     tty = host.usb_class_node(name, "ttyUSB58")
     by_id = "/dev/serial/by-id/usb-FTDI_KD_e2e_A10K1XYZ-if00-port0"
-    host.udev_entry(tty, links=["/dev/serial/by-path/pci-0000:00:14.0-usb-0:6:1.0-port0", by_id],
-                    properties={"ID_VENDOR_ID": "0403", "ID_SERIAL_SHORT": "A10K1XYZ"})
+    host.udev_entry(
+        tty,
+        links=["/dev/serial/by-path/pci-0000:00:14.0-usb-0:6:1.0-port0", by_id],
+        properties={"ID_VENDOR_ID": "0403", "ID_SERIAL_SHORT": "A10K1XYZ"},
+    )
     stack.enter_context(node_on_this_machine(Path(tty)))
     config = short_tmp / "config.yaml"
-    config.write_text('resources:\n  - name: example.com/e2e-ftdi\n'
-                      '    udev: {subsystem: tty, match: {ID_VENDOR_ID: "0403", ID_SERIAL_SHORT: "A10K1*"}}\n'
-                      '    container_path: "{devlink}"\n')
+    config.write_text(
+        "resources:\n  - name: example.com/e2e-ftdi\n"
+        '    udev: {subsystem: tty, match: {ID_VENDOR_ID: "0403", ID_SERIAL_SHORT: "A10K1*"}}\n'
+        '    container_path: "{devlink}"\n'
+    )
     daemon = Daemon(cluster, config, short_tmp / "serve.log", "--host-root", str(host.root))
     pod_name = unique("udev-tty")
     try:

@@ -420,12 +420,20 @@ def test_a_tainted_device_is_not_given_to_a_new_pod(
         request["tolerations"] = [{"key": f"{TAINTED}/unhealthy", "operator": "Exists", "effect": "NoSchedule"}]
         client.create(ResourceClaimTemplate.from_dict(tolerating))
         client.create(Pod.from_dict(pod_document(f"{name}-tol", target.namespace, f"{template}-tol")))
-        wait_for("the tolerating pod scheduled", lambda: client.get(Pod, f"{name}-tol", namespace=target.namespace).spec.nodeName, 60)  # noqa: E501
+        wait_for(
+            "the tolerating pod scheduled",
+            lambda: client.get(Pod, f"{name}-tol", namespace=target.namespace).spec.nodeName,
+            60,
+        )
         client.delete(Pod, f"{name}-tol", namespace=target.namespace, grace_period=0)
         marker.touch()
         healed = time.monotonic()
         wait_for("the taint cleared", lambda: tainted(target, TAINTED) == [], 3)
-        wait_for("the pod scheduled on the recovered device", lambda: client.get(Pod, name, namespace=target.namespace).spec.nodeName, 60)  # noqa: E501
+        wait_for(
+            "the pod scheduled on the recovered device",
+            lambda: client.get(Pod, name, namespace=target.namespace).spec.nodeName,
+            60,
+        )
         print(f"unhealthy to taint in the API server: {taint_seconds:.2f} s; "
               f"recovery to pod scheduled: {time.monotonic() - healed:.2f} s; scheduler said: {message}")  # fmt: skip
     finally:

@@ -130,9 +130,7 @@ async def test_the_go_driver_refuses_replaced_and_unallocated_claims_as_a_call_e
             assert list(options.cdi_dir.iterdir()) == []
 
 
-async def test_claim_files_hold_the_objects_the_api_server_serves(
-    cluster: Cluster, short_tmp: Path
-) -> None:
+async def test_claim_files_hold_the_objects_the_api_server_serves(cluster: Cluster, short_tmp: Path) -> None:
     """The files the harness writes for file-based tools (``kubedevice check --dra --claims``) read back as
     the very claims the drivers fetch from the API server."""
     node = namespace = f"kd-files-{uuid.uuid4().hex[:8]}"
@@ -140,8 +138,9 @@ async def test_claim_files_hold_the_objects_the_api_server_serves(
     try:
         async with go.node_and_namespace(client, node, namespace):
             objects = [
-                await go.allocated_claim(client, namespace, f"c{i}", driver=DRIVER, pool=node,
-                                         devices=[f"device-0{j}" for j in range(i + 1)])
+                await go.allocated_claim(
+                    client, namespace, f"c{i}", driver=DRIVER, pool=node, devices=[f"device-0{j}" for j in range(i + 1)]
+                )
                 for i in range(2)
             ]
             go.write_claim_files(short_tmp / "claims", objects)

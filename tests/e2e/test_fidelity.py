@@ -41,7 +41,8 @@ async def _register(plugin_dir: Path, version: str, resource: str) -> str:
     async with grpc.aio.insecure_channel(f"unix://{plugin_dir}/kubelet.sock") as channel:
         try:
             await pb_grpc.RegistrationStub(channel).Register(
-                pb.RegisterRequest(version=version, endpoint="fidelity.sock", resource_name=resource), timeout=15)
+                pb.RegisterRequest(version=version, endpoint="fidelity.sock", resource_name=resource), timeout=15
+            )
         except grpc.aio.AioRpcError as err:
             return f"{err.code().name}: {err.details()}"
     return ""
@@ -101,8 +102,11 @@ def _real(cluster: Cluster, config: Path, log: Path) -> dict[str, object]:
         seen["unknown"] = _run_pod(cluster, {"example.com/e2e-never-registered": 1})
         cluster.restart_kubelet()  # returns once the kubelet answers healthz
         seen["right_after_restart"] = _run_pod(cluster, {RESOURCE: 1})
-        wait_for("devices after the restart", lambda: api.node_ready(cluster.node_name)
-                 and api.resource(cluster.node_name, RESOURCE) == (3, 2), 30.0)
+        wait_for(
+            "devices after the restart",
+            lambda: api.node_ready(cluster.node_name) and api.resource(cluster.node_name, RESOURCE) == (3, 2),
+            30.0,
+        )
         seen["capacity_after_restart"] = api.resource(cluster.node_name, RESOURCE)
         seen["bad_registrations"] = [asyncio.run(_register(cluster.plugin_dir, *bad)) for bad in BAD_REGISTRATIONS]
         daemon.signal(signal.SIGTERM)

@@ -69,8 +69,14 @@ def _cached(release: str) -> bool:
 RELEASES = [release for release in CHAIN if _cached(release)]
 """The chain's releases that can run here: the default always (CI builds it, or fails), the others
 when their build is cached (tests/interop/test_validation_apiserver.py decides so for its 1.37)."""
-STEPS = RELEASES[1:] or [pytest.param("", marks=pytest.mark.skip(
-    reason=f"an upgrade needs two releases of {', '.join(CHAIN)} built; only {', '.join(RELEASES)} is"))]
+STEPS = RELEASES[1:] or [
+    pytest.param(
+        "",
+        marks=pytest.mark.skip(
+            reason=f"an upgrade needs two releases of {', '.join(CHAIN)} built; only {', '.join(RELEASES)} is"
+        ),
+    )
+]
 """Each step upgrades the kubelet to this release from the one before it in :data:`RELEASES`."""
 
 
@@ -102,13 +108,17 @@ class Node:
     def claim_calls(self, ref: str) -> tuple[int, int]:
         """(prepares, unprepares) of claim ``namespace/name`` in the driver's log."""
         text = self.driver_log.read_text(errors="replace")
-        return (len(re.findall(rf"(?<!un)prepared claim {re.escape(ref)} ", text)),
-                len(re.findall(rf"unprepared claim {re.escape(ref)} ", text)))
+        return (
+            len(re.findall(rf"(?<!un)prepared claim {re.escape(ref)} ", text)),
+            len(re.findall(rf"unprepared claim {re.escape(ref)} ", text)),
+        )
 
     def files(self) -> dict[str, str]:
         """SHA-256 of the driver's checkpoint and of the live claim's CDI spec."""
-        paths = [self.cluster.kubelet_dir / "plugins" / DRIVER / "checkpoint.json",
-                 self.cluster.cdi_dir / f"kubedevice-dra-{DRIVER}-{self.claim['metadata']['uid']}.json"]
+        paths = [
+            self.cluster.kubelet_dir / "plugins" / DRIVER / "checkpoint.json",
+            self.cluster.cdi_dir / f"kubedevice-dra-{DRIVER}-{self.claim['metadata']['uid']}.json",
+        ]
         return {path.name: hashlib.sha256(path.read_bytes()).hexdigest() for path in paths}
 
     def slice_devices(self) -> int:
@@ -137,14 +147,35 @@ def _serving(cluster: Cluster, directory: Path) -> Iterator[Node]:
     config = directory / "plugin.yaml"
     config.write_text(f"resources:\n  - name: {RESOURCE}\n    static: {{count: {DEVICES}, paths: [/dev/null]}}\n")
     state = Node(cluster, Daemon(cluster, config, directory / "plugin.log"))
-    cluster.node(1).spawn("kubedevice-dra", [
-        sys.executable, "-m", "kubedevice", "serve", "--config", str(REPO / "examples" / "dra-null.yaml"),
-        "--node", cluster.node_name, "--kubelet-dir", "/var/lib/kubelet", "--cdi-dir", "/run/cdi",
-        "--kubeconfig", str(cluster.kubeconfig), "--log-level", "info"], env=PYTHONPATH)
+    cluster.node(1).spawn(
+        "kubedevice-dra",
+        [
+            sys.executable,
+            "-m",
+            "kubedevice",
+            "serve",
+            "--config",
+            str(REPO / "examples" / "dra-null.yaml"),
+            "--node",
+            cluster.node_name,
+            "--kubelet-dir",
+            "/var/lib/kubelet",
+            "--cdi-dir",
+            "/run/cdi",
+            "--kubeconfig",
+            str(cluster.kubeconfig),
+            "--log-level",
+            "info",
+        ],
+        env=PYTHONPATH,
+    )
     api = cluster.api()
     try:
-        api.request("POST", "/apis/resource.k8s.io/v1/deviceclasses",
-                    yaml.safe_load((REPO / "examples" / "dra-null-class.yaml").read_text()))
+        api.request(
+            "POST",
+            "/apis/resource.k8s.io/v1/deviceclasses",
+            yaml.safe_load((REPO / "examples" / "dra-null-class.yaml").read_text()),
+        )
         wait_for("the plugin's devices", lambda: api.resource(cluster.node_name, RESOURCE) == (DEVICES, DEVICES), 30)
         wait_for("the driver's 4 devices published", lambda: state.slice_devices() == 4, 60)
         state.device_pods = [unique("dp"), unique("dp")]
@@ -166,9 +197,14 @@ def _create_claim_pod(cluster: Cluster) -> str:
     """A pod with a claim from a ResourceClaimTemplate of examples/dra-null-class.yaml's class, left to
     the scheduler; its name."""
     api, name = cluster.api(), unique("claim")
-    api.request("POST", "/apis/resource.k8s.io/v1/namespaces/default/resourceclaimtemplates", {
-        "metadata": {"name": name},
-        "spec": {"spec": {"devices": {"requests": [{"name": "null", "exactly": {"deviceClassName": DRIVER}}]}}}})
+    api.request(
+        "POST",
+        "/apis/resource.k8s.io/v1/namespaces/default/resourceclaimtemplates",
+        {
+            "metadata": {"name": name},
+            "spec": {"spec": {"devices": {"requests": [{"name": "null", "exactly": {"deviceClassName": DRIVER}}]}}},
+        },
+    )
     pod = device_pod(name, {})
     pod["spec"]["resourceClaims"] = [{"name": "null", "resourceClaimTemplateName": name}]
     pod["spec"]["containers"][0]["resources"] = {"claims": [{"name": "null"}]}
@@ -179,8 +215,9 @@ def _create_claim_pod(cluster: Cluster) -> str:
 def _claim_of(cluster: Cluster, pod_name: str) -> dict[str, Any]:
     pod = cluster.api().pod(pod_name) or {}
     [status] = pod["status"]["resourceClaimStatuses"]
-    return dict(cluster.api().get(f"/apis/resource.k8s.io/v1/namespaces/default/resourceclaims/"
-                                  f"{status['resourceClaimName']}"))
+    return dict(
+        cluster.api().get(f"/apis/resource.k8s.io/v1/namespaces/default/resourceclaims/{status['resourceClaimName']}")
+    )
 
 
 def _containers(cluster: Cluster, names: list[str]) -> dict[str, tuple[str, str, list[tuple[str, int]]]]:
@@ -189,8 +226,11 @@ def _containers(cluster: Cluster, names: list[str]) -> dict[str, tuple[str, str,
     for name in names:
         pod = cluster.api().pod(name) or {"metadata": {}, "status": {}}
         statuses = pod["status"].get("containerStatuses", [])
-        found[name] = (pod["metadata"].get("uid", ""), pod["status"].get("phase", ""),
-                       [(c.get("containerID", ""), c["restartCount"]) for c in statuses])
+        found[name] = (
+            pod["metadata"].get("uid", ""),
+            pod["status"].get("phase", ""),
+            [(c.get("containerID", ""), c["restartCount"]) for c in statuses],
+        )
     return found
 
 
@@ -214,18 +254,26 @@ def upgrade(node: Node, request: pytest.FixtureRequest) -> Upgrade:
     """One step of the chain, done once for the tests below: swap the kubelet, then wait until both
     paths have registered with the new one."""
     cluster = node.cluster
-    step = Upgrade(cluster.node(1).kubelet_version, components.RELEASES[request.param],
-                   _containers(cluster, [*node.device_pods, node.claim_pod]), node.files(), node.registrations())
+    step = Upgrade(
+        cluster.node(1).kubelet_version,
+        components.RELEASES[request.param],
+        _containers(cluster, [*node.device_pods, node.claim_pod]),
+        node.files(),
+        node.registrations(),
+    )
     assert node.kubelet_version() == step.old
-    assert all(uid and phase == "Running" and containers and all(cid for cid, _ in containers)
-               for uid, phase, containers in step.before_pods.values()), step.before_pods
+    assert all(
+        uid and phase == "Running" and containers and all(cid for cid, _ in containers)
+        for uid, phase, containers in step.before_pods.values()
+    ), step.before_pods
     assert node.claim_calls(node.claim_ref) == (1, 0)
     plugin, dra = step.before_registrations
     step.started = time.monotonic()
     step.healthy_after_s = cluster.node(1).upgrade_kubelet(request.param)
     assert cluster.node(1).kubelet_version == step.new
-    wait_for("both paths registered with the new kubelet",
-             lambda: node.registrations() == (plugin + 1, dra + 1), 60, 0.1)
+    wait_for(
+        "both paths registered with the new kubelet", lambda: node.registrations() == (plugin + 1, dra + 1), 60, 0.1
+    )
     step.registered_after_s = time.monotonic() - step.started
     return step
 
@@ -233,12 +281,17 @@ def upgrade(node: Node, request: pytest.FixtureRequest) -> Upgrade:
 def test_the_node_runs_the_new_kubelet_and_both_paths_registered_again(node: Node, upgrade: Upgrade) -> None:
     api = node.cluster.api()
     wait_for(f"the Node to report kubelet {upgrade.new}", lambda: node.kubelet_version() == upgrade.new, 30)
-    wait_for("the plugin's devices advertised again",
-             lambda: api.resource(node.cluster.node_name, RESOURCE) == (DEVICES, DEVICES), 30)
+    wait_for(
+        "the plugin's devices advertised again",
+        lambda: api.resource(node.cluster.node_name, RESOURCE) == (DEVICES, DEVICES),
+        30,
+    )
     # The new kubelet deletes its node's slices when it starts; the driver publishes them again.
     wait_for("the driver's 4 devices published again", lambda: node.slice_devices() == 4, 60)
-    print(f"{upgrade.old} -> {upgrade.new}: the new kubelet answered healthz {upgrade.healthy_after_s:.1f} s after "
-          f"its start; both plugins registered {upgrade.registered_after_s:.1f} s after it")
+    print(
+        f"{upgrade.old} -> {upgrade.new}: the new kubelet answered healthz {upgrade.healthy_after_s:.1f} s after "
+        f"its start; both plugins registered {upgrade.registered_after_s:.1f} s after it"
+    )
 
 
 def test_new_pods_with_a_device_and_a_claim_start_after_the_upgrade(node: Node, upgrade: Upgrade) -> None:

@@ -40,8 +40,13 @@ def _on_node(node: Node, pid_name: str, *argv: str, mount: bool = False) -> subp
     state = node.cluster.state()
     assert state is not None
     spaces = ["-n", "-m"] if mount else ["-n"]
-    return subprocess.run(["nsenter", "-t", str(node.pids(state)[pid_name]), *spaces, *argv],
-                          capture_output=True, text=True, timeout=10, check=False)
+    return subprocess.run(
+        ["nsenter", "-t", str(node.pids(state)[pid_name]), *spaces, *argv],
+        capture_output=True,
+        text=True,
+        timeout=10,
+        check=False,
+    )
 
 
 def test_every_node_has_a_network_and_directories_of_its_own_without_routes(multinode: Cluster) -> None:
@@ -59,7 +64,8 @@ def test_every_node_has_a_network_and_directories_of_its_own_without_routes(mult
         routes = _on_node(node, "kubelet", "ip", "-4", "route", "show", "table", "all")
         main = [line for line in routes.stdout.splitlines() if not re.match(r"(local|broadcast) ", line)]
         assert routes.returncode == 0 and all(
-            re.fullmatch(rf"10\.88\.\d+\.\d+ dev kd\d+ scope link src {NODE_IP} ?", line) for line in main), main
+            re.fullmatch(rf"10\.88\.\d+\.\d+ dev kd\d+ scope link src {NODE_IP} ?", line) for line in main
+        ), main
         for address in ("192.0.2.1", "8.8.8.8"):  # the host's gateway, the internet
             lookup = _on_node(node, "kubelet", "ip", "-4", "route", "get", address)
             assert lookup.returncode != 0 and "unreachable" in lookup.stderr, (node.name, address, lookup)
@@ -81,9 +87,22 @@ def plugins(multinode: Cluster, tmp_path_factory: pytest.TempPathFactory) -> Ite
     config.write_text((REPO / "examples" / "null.yaml").read_text().replace("count: 4", "count: 1"))
     assert "count: 1" in config.read_text()
     for node in multinode.nodes():
-        node.spawn("kubedevice-plugin", [
-            sys.executable, "-m", "kubedevice", "serve", "--config", str(config),
-            "--plugin-dir", "/var/lib/kubelet/device-plugins", "--cdi-dir", "/run/cdi"], env=PYTHONPATH)
+        node.spawn(
+            "kubedevice-plugin",
+            [
+                sys.executable,
+                "-m",
+                "kubedevice",
+                "serve",
+                "--config",
+                str(config),
+                "--plugin-dir",
+                "/var/lib/kubelet/device-plugins",
+                "--cdi-dir",
+                "/run/cdi",
+            ],
+            env=PYTHONPATH,
+        )
     yield multinode
     for node in multinode.nodes():
         node.stop("kubedevice-plugin")
@@ -97,21 +116,41 @@ def test_every_node_has_the_capacity_of_its_own_plugin(plugins: Cluster) -> None
 
 def _deployment(name: str, replicas: int) -> dict[str, Any]:
     labels = {"app": name}
-    container = {"name": "main", "image": TEST_IMAGE, "imagePullPolicy": "Never",
-                 "resources": {"limits": {RESOURCE: "1"}, "requests": {RESOURCE: "1"}}}
-    return {"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": name},
-            "spec": {"replicas": replicas, "selector": {"matchLabels": labels},
-                     "template": {"metadata": {"labels": labels},
-                                  "spec": {"containers": [container], "automountServiceAccountToken": False,
-                                           "terminationGracePeriodSeconds": 1}}}}
+    container = {
+        "name": "main",
+        "image": TEST_IMAGE,
+        "imagePullPolicy": "Never",
+        "resources": {"limits": {RESOURCE: "1"}, "requests": {RESOURCE: "1"}},
+    }
+    return {
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "metadata": {"name": name},
+        "spec": {
+            "replicas": replicas,
+            "selector": {"matchLabels": labels},
+            "template": {
+                "metadata": {"labels": labels},
+                "spec": {
+                    "containers": [container],
+                    "automountServiceAccountToken": False,
+                    "terminationGracePeriodSeconds": 1,
+                },
+            },
+        },
+    }
 
 
 def _pods_of(cluster: Cluster, app: str, phase: str | None = None) -> list[dict[str, Any]]:
     """The app's pods not being deleted: in ``phase``, or (None) in any phase but Failed, which the
     ReplicaSet replaces (a pod the kubelet refused at admission)."""
-    return [pod for pod in cluster.api().pods() if pod["metadata"].get("labels", {}).get("app") == app
-            and not pod["metadata"].get("deletionTimestamp")
-            and (pod["status"].get("phase") == phase if phase else pod["status"].get("phase") != "Failed")]
+    return [
+        pod
+        for pod in cluster.api().pods()
+        if pod["metadata"].get("labels", {}).get("app") == app
+        and not pod["metadata"].get("deletionTimestamp")
+        and (pod["status"].get("phase") == phase if phase else pod["status"].get("phase") != "Failed")
+    ]
 
 
 def _running_by_node(cluster: Cluster, app: str) -> dict[str, dict[str, Any]] | None:
@@ -137,9 +176,16 @@ def spread(plugins: Cluster) -> Iterator[str]:
 def _scale(cluster: Cluster, name: str, replicas: int) -> None:
     """Through the scale subresource, without a resourceVersion: the deployment controller updates
     the Deployment's status all the time, and a PUT of the whole object would conflict."""
-    cluster.api().request("PUT", f"{DEPLOYMENTS}/{name}/scale", {
-        "apiVersion": "autoscaling/v1", "kind": "Scale", "metadata": {"name": name, "namespace": "default"},
-        "spec": {"replicas": replicas}})
+    cluster.api().request(
+        "PUT",
+        f"{DEPLOYMENTS}/{name}/scale",
+        {
+            "apiVersion": "autoscaling/v1",
+            "kind": "Scale",
+            "metadata": {"name": name, "namespace": "default"},
+            "spec": {"replicas": replicas},
+        },
+    )
 
 
 def test_a_deployment_spreads_over_the_nodes_by_free_devices(plugins: Cluster, spread: str) -> None:
@@ -148,6 +194,7 @@ def test_a_deployment_spreads_over_the_nodes_by_free_devices(plugins: Cluster, s
     # A fourth pod finds no free device on any node: the scheduler says so and leaves it pending.
     _scale(plugins, spread, 4)
     try:
+
         def unschedulable() -> str | None:
             for pod in _pods_of(plugins, spread):
                 for condition in pod["status"].get("conditions") or []:
@@ -179,8 +226,10 @@ def test_one_nodes_kubelet_restarts_while_the_others_keep_serving(plugins: Clust
     assert all(again[n]["metadata"]["uid"] == before[n]["metadata"]["uid"] for n in again if n != restarted.name)
     # The restarted kubelet may refuse a replacement it admits in its first seconds
     # (UnexpectedAdmissionError, the restart race of docs/real-cluster.md); the ReplicaSet's next runs.
-    refused = [(pod["spec"].get("nodeName"), pod["status"].get("reason"), pod["status"].get("message"))
-               for pod in _pods_of(plugins, spread, "Failed")]
+    refused = [
+        (pod["spec"].get("nodeName"), pod["status"].get("reason"), pod["status"].get("message"))
+        for pod in _pods_of(plugins, spread, "Failed")
+    ]
     assert all(node == restarted.name for node, _, _ in refused), refused
     print(f"node 2's kubelet answered healthz {healthy_after:.1f} s after its restart; refused: {refused}")
 
@@ -202,10 +251,26 @@ def test_a_deleted_node_loses_its_slices_to_the_garbage_collector(multinode: Clu
     kept, gone = multinode.node(2), multinode.node(3)
     api = multinode.api()
     for node in (kept, gone):
-        node.spawn("kubedevice-dra", [
-            sys.executable, "-m", "kubedevice", "serve", "--config", str(REPO / "examples" / "dra-null.yaml"),
-            "--node", node.name, "--kubelet-dir", "/var/lib/kubelet", "--cdi-dir", "/run/cdi",
-            "--kubeconfig", str(multinode.kubeconfig)], env=PYTHONPATH)
+        node.spawn(
+            "kubedevice-dra",
+            [
+                sys.executable,
+                "-m",
+                "kubedevice",
+                "serve",
+                "--config",
+                str(REPO / "examples" / "dra-null.yaml"),
+                "--node",
+                node.name,
+                "--kubelet-dir",
+                "/var/lib/kubelet",
+                "--cdi-dir",
+                "/run/cdi",
+                "--kubeconfig",
+                str(multinode.kubeconfig),
+            ],
+            env=PYTHONPATH,
+        )
     try:
         for node in (kept, gone):
             wait_for(f"{node.name}'s slices", lambda n=node: _slices(multinode, n.name), 60, 0.2)
@@ -222,8 +287,12 @@ def test_a_deleted_node_loses_its_slices_to_the_garbage_collector(multinode: Clu
         time.sleep(2)
         assert [s["metadata"]["uid"] for s in _slices(multinode, gone.name)] == [owned["metadata"]["uid"]]
         api.request("DELETE", f"/api/v1/nodes/{gone.name}")
-        wait_for("the garbage collector to delete node 3's slices",
-                 lambda: not _slices(multinode, gone.name) or None, 60, 0.2)
+        wait_for(
+            "the garbage collector to delete node 3's slices",
+            lambda: not _slices(multinode, gone.name) or None,
+            60,
+            0.2,
+        )
         # The other nodes keep theirs, untouched; no slice of the driver names the deleted node.
         assert {s["metadata"]["uid"] for s in _slices(multinode, kept.name)} == kept_slices
         every = api.get(f"{SLICES}?fieldSelector=spec.driver={DRA_DRIVER}")["items"]
@@ -238,8 +307,12 @@ def test_an_up_interrupted_while_a_further_node_starts_leaves_nothing(multinode:
     """Next to the running 3-node cluster: a second `up --nodes 3` SIGTERMed once node 3's containerd
     is starting stops what it started on every node, and nothing of it stays on the host."""
     directory = short_tmp / "second"
-    up = subprocess.Popen([str(SCRIPT), "up", "--dir", str(directory), "--nodes", "3"], stdout=subprocess.PIPE,
-                          stderr=subprocess.PIPE, text=True)
+    up = subprocess.Popen(
+        [str(SCRIPT), "up", "--dir", str(directory), "--nodes", "3"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     second = Cluster(directory)
 
     def node3_starting() -> bool:

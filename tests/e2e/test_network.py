@@ -23,8 +23,13 @@ COMPONENTS = ("etcd", "kube-apiserver", "kube-scheduler", "kube-controller-manag
 def _in_cluster_net(cluster: Cluster, *argv: str) -> subprocess.CompletedProcess[str]:
     state = cluster.state()
     assert state is not None
-    return subprocess.run(["nsenter", "-t", str(state.pids["kubelet"]), "-n", *argv], capture_output=True,
-                          text=True, timeout=10, check=False)
+    return subprocess.run(
+        ["nsenter", "-t", str(state.pids["kubelet"]), "-n", *argv],
+        capture_output=True,
+        text=True,
+        timeout=10,
+        check=False,
+    )
 
 
 def _assert_isolated(cluster: Cluster) -> None:
@@ -50,8 +55,11 @@ def test_every_component_runs_in_a_private_network_without_routes(cluster: Clust
 
 
 def _probe_failures(cluster: Cluster, name: str) -> list[str]:
-    return [event["message"] for event in cluster.api().events()
-            if event["involvedObject"]["name"] == name and event["reason"] == "Unhealthy"]
+    return [
+        event["message"]
+        for event in cluster.api().events()
+        if event["involvedObject"]["name"] == name and event["reason"] == "Unhealthy"
+    ]
 
 
 def test_a_probe_on_the_pod_ip_reaches_the_pod_and_nothing_else(cluster: Cluster) -> None:

@@ -83,9 +83,24 @@ async def test_labels_start_and_stop_resources_and_leave_the_others_streaming(
     (short_tmp / "config.yaml").write_text(CONFIG)
     sim = KubeletSimulator(plugin_dir, grace_period=1.0)
     await sim.start()
-    args = [sys.executable, "-m", "kubedevice", "serve", "--config", str(short_tmp / "config.yaml"),
-            "--plugin-dir", str(plugin_dir), "--host-root", str(host), "--cdi-dir", str(short_tmp / "cdi"),
-            "--node", name, "--kubeconfig", str(cluster.kubeconfig)]
+    args = [
+        sys.executable,
+        "-m",
+        "kubedevice",
+        "serve",
+        "--config",
+        str(short_tmp / "config.yaml"),
+        "--plugin-dir",
+        str(plugin_dir),
+        "--host-root",
+        str(host),
+        "--cdi-dir",
+        str(short_tmp / "cdi"),
+        "--node",
+        name,
+        "--kubeconfig",
+        str(cluster.kubeconfig),
+    ]
     with log.open("wb") as out:
         proc = subprocess.Popen(args, stdout=out, stderr=subprocess.STDOUT)
     try:
@@ -105,8 +120,17 @@ async def test_labels_start_and_stop_resources_and_leave_the_others_streaming(
             await asyncio.to_thread(client.delete, Node, name)
             await until(lambda: "was deleted; keeping its last known labels" in log.read_text(), "deletion", log)
             assert sim.allocatable().get(ZONED) == 2 and not stream.done()
-            await asyncio.to_thread(client.create, Node.from_dict({"metadata": {"name": name, "labels": {
-                "kubedevice.test/zone": "a", "kubedevice.test/accelerator": "gpu"}}}))
+            await asyncio.to_thread(
+                client.create,
+                Node.from_dict(
+                    {
+                        "metadata": {
+                            "name": name,
+                            "labels": {"kubedevice.test/zone": "a", "kubedevice.test/accelerator": "gpu"},
+                        }
+                    }
+                ),
+            )
             await until(lambda: sim.allocatable() == {ZONED: 2, GPU: 3}, "gpu back with the new Node", log)
 
             assert not stream.done(), "the untouched resource's stream was closed"
@@ -119,10 +143,12 @@ async def test_labels_start_and_stop_resources_and_leave_the_others_streaming(
     text = log.read_text()
     assert code == 0, text
     changes = [line for line in text.splitlines() if "node labels changed" in line]
-    assert any("kubedevice.test/accelerator=gpu (was unset)" in line and f"started {GPU}" in line
-               for line in changes), text
-    assert any("kubedevice.test/accelerator=fpga (was 'gpu')" in line and f"stopped {GPU}" in line
-               for line in changes), text
+    assert any(
+        "kubedevice.test/accelerator=gpu (was unset)" in line and f"started {GPU}" in line for line in changes
+    ), text
+    assert any(
+        "kubedevice.test/accelerator=fpga (was 'gpu')" in line and f"stopped {GPU}" in line for line in changes
+    ), text
     assert not any("unrelated" in line for line in changes), text
     assert any("kubedevice.test/zone unset (was 'a')" in line and f"stopped {ZONED}" in line for line in changes)
 

@@ -38,8 +38,12 @@ def root_only_node(directory: Path) -> Path:
 
 def nonroot_pod(name: str, resource: str, groups: list[int]) -> dict[str, Any]:
     pod = device_pod(name, {resource: 1})
-    pod["spec"]["securityContext"] = {"runAsUser": 1000, "runAsGroup": 1000, "runAsNonRoot": True,
-                                      "supplementalGroups": groups}
+    pod["spec"]["securityContext"] = {
+        "runAsUser": 1000,
+        "runAsGroup": 1000,
+        "runAsNonRoot": True,
+        "supplementalGroups": groups,
+    }
     (container,) = pod["spec"]["containers"]
     container["args"] = ["--write", IN_CONTAINER]
     container["securityContext"] = {"allowPrivilegeEscalation": False, "capabilities": {"drop": ["ALL"]}}
@@ -49,19 +53,25 @@ def nonroot_pod(name: str, resource: str, groups: list[int]) -> dict[str, Any]:
 def probe(cluster: Cluster, pod_name: str) -> dict[str, str]:
     """The container's own report: its ids, the node's owner and mode, the write's outcome."""
     api = cluster.api()
-    pod = wait_for("pod running", lambda: (p := api.pod(pod_name)) and p["status"].get("phase") == "Running" and p,
-                   60.0)
+    pod = wait_for(
+        "pod running", lambda: (p := api.pod(pod_name)) and p["status"].get("phase") == "Running" and p, 60.0
+    )
     log = wait_for("the write's outcome", lambda: (t := container_log(cluster, pod)) and "write " in t and t, 20.0)
-    return {line.split(" ", 1)[0]: line.split(" ", 1)[1] for line in log.splitlines()
-            if line.startswith(("id ", "stat ", "write "))}
+    return {
+        line.split(" ", 1)[0]: line.split(" ", 1)[1]
+        for line in log.splitlines()
+        if line.startswith(("id ", "stat ", "write "))
+    }
 
 
 def test_device_plugin_path_with_ownership_from_security_context(cluster: Cluster, short_tmp: Path) -> None:
     resource = "example.com/e2e-owned"
     node = root_only_node(short_tmp)
     config = short_tmp / "config.yaml"
-    config.write_text(f"resources:\n  - name: {resource}\n    static: {{count: 1, paths: [{node}]}}\n"
-                      f"    container_path: {IN_CONTAINER}\n")
+    config.write_text(
+        f"resources:\n  - name: {resource}\n    static: {{count: 1, paths: [{node}]}}\n"
+        f"    container_path: {IN_CONTAINER}\n"
+    )
     daemon = Daemon(cluster, config, short_tmp / "serve.log")
     name = unique("nonroot-dp")
     try:
@@ -81,10 +91,12 @@ def test_cdi_device_ownership_gives_the_pod_its_group(cluster: Cluster, short_tm
     resource = "example.com/e2e-owned-cdi"
     node = root_only_node(short_tmp)
     config = short_tmp / "config.yaml"
-    config.write_text(f"resources:\n  - name: {resource}\n    static: {{count: 1, paths: [{node}]}}\n"
-                      f"    container_path: {IN_CONTAINER}\n"
-                      "    cdi: {kind: kubedevice.test/owned, mode: cri}\n"
-                      "    device_ownership: {uid: 0, gid: 3000, mode: '0660'}\n")
+    config.write_text(
+        f"resources:\n  - name: {resource}\n    static: {{count: 1, paths: [{node}]}}\n"
+        f"    container_path: {IN_CONTAINER}\n"
+        "    cdi: {kind: kubedevice.test/owned, mode: cri}\n"
+        "    device_ownership: {uid: 0, gid: 3000, mode: '0660'}\n"
+    )
     daemon = Daemon(cluster, config, short_tmp / "serve.log")
     name = unique("nonroot-cdi")
     try:

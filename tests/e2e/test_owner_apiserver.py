@@ -46,12 +46,21 @@ def namespace(cluster: Cluster) -> Iterator[tuple[Client, str]]:
 def daemonset(name: str, finalizers: list[str]) -> Any:
     """A DaemonSet that selects no node, so no pod ever runs."""
     labels = {"app": name}
-    return DaemonSet.from_dict({
-        "metadata": {"name": name, "finalizers": finalizers},
-        "spec": {"selector": {"matchLabels": labels}, "template": {
-            "metadata": {"labels": labels},
-            "spec": {"nodeSelector": {"kubedevice.test/none": "none"},
-                     "containers": [{"name": "main", "image": TEST_IMAGE}]}}}})
+    return DaemonSet.from_dict(
+        {
+            "metadata": {"name": name, "finalizers": finalizers},
+            "spec": {
+                "selector": {"matchLabels": labels},
+                "template": {
+                    "metadata": {"labels": labels},
+                    "spec": {
+                        "nodeSelector": {"kubedevice.test/none": "none"},
+                        "containers": [{"name": "main", "image": TEST_IMAGE}],
+                    },
+                },
+            },
+        }
+    )
 
 
 async def until(watch: OwnerWatch, state: Seen) -> None:
@@ -65,8 +74,9 @@ def our_specs(directory: Path) -> list[Path]:
     return sorted(directory.glob("kubedevice-*.json"))
 
 
-async def test_background_deletion_is_an_uninstall(cluster: Cluster, namespace: tuple[Client, str],
-                                                   tmp_path: Path) -> None:
+async def test_background_deletion_is_an_uninstall(
+    cluster: Cluster, namespace: tuple[Client, str], tmp_path: Path
+) -> None:
     client, ns = namespace
     client.create(daemonset("kd", []), namespace=ns)
     specs = our_specs(tmp_path)
@@ -86,8 +96,9 @@ async def test_background_deletion_is_an_uninstall(cluster: Cluster, namespace: 
     await watch.close()
 
 
-async def test_a_deletion_held_by_a_finalizer_is_an_uninstall_already(cluster: Cluster,
-                                                                      namespace: tuple[Client, str]) -> None:
+async def test_a_deletion_held_by_a_finalizer_is_an_uninstall_already(
+    cluster: Cluster, namespace: tuple[Client, str]
+) -> None:
     client, ns = namespace
     client.create(daemonset("held", [HOLD]), namespace=ns)
     watch = OwnerWatch(OwnerRef(ns, "held"), cluster.kubeconfig)
@@ -99,13 +110,15 @@ async def test_a_deletion_held_by_a_finalizer_is_an_uninstall_already(cluster: C
         assert await watch.check() is Seen.DELETING and uninstalled(watch.history)
     finally:
         task.cancel()
-        await asyncio.to_thread(client.patch, DaemonSet, "held", {"metadata": {"finalizers": []}},
-                                namespace=ns, patch_type=PatchType.MERGE)
+        await asyncio.to_thread(
+            client.patch, DaemonSet, "held", {"metadata": {"finalizers": []}}, namespace=ns, patch_type=PatchType.MERGE
+        )
         await watch.close()
 
 
-async def test_a_daemonset_never_seen_is_no_uninstall(cluster: Cluster, namespace: tuple[Client, str],
-                                                      tmp_path: Path) -> None:
+async def test_a_daemonset_never_seen_is_no_uninstall(
+    cluster: Cluster, namespace: tuple[Client, str], tmp_path: Path
+) -> None:
     _, ns = namespace
     specs = our_specs(tmp_path)
     watch = OwnerWatch(OwnerRef(ns, "wrong-name"), cluster.kubeconfig)

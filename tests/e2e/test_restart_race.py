@@ -65,12 +65,16 @@ def test_sample_device_plugin_loses_pods_created_right_after_a_restart(cluster: 
     """The same scenario on k8s.io/kubernetes/test/images/sample-device-plugin: proof that the
     scenario catches a slow re-registration (and the comparison benchmarks/real_kubelet.py reports)."""
     api = cluster.api()
-    cluster.spawn("sample-device-plugin", [str(cluster.binaries.kube("sample-device-plugin"))],
-                  env={"PLUGIN_SOCK_DIR": "/var/lib/kubelet/device-plugins"})
+    cluster.spawn(
+        "sample-device-plugin",
+        [str(cluster.binaries.kube("sample-device-plugin"))],
+        env={"PLUGIN_SOCK_DIR": "/var/lib/kubelet/device-plugins"},
+    )
     keeper = ""
     try:
-        wait_for("the sample plugin's 2 devices", lambda: api.resource(cluster.node_name, SAMPLE_RESOURCE) == (2, 2),
-                 20.0)
+        wait_for(
+            "the sample plugin's 2 devices", lambda: api.resource(cluster.node_name, SAMPLE_RESOURCE) == (2, 2), 20.0
+        )
         keeper = _keeper(cluster, SAMPLE_RESOURCE)
         result = kubelet_restart_round(cluster, SAMPLE_RESOURCE, pods=1)
         assert result.admission_errors == 1, result

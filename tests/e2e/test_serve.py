@@ -51,8 +51,9 @@ def test_capacity_within_two_seconds_then_pod_with_two_devices_sees_env(cluster:
         api = cluster.api()
         name = unique("two-devices")
         api.create_pod(device_pod(name, {resource: 2}))  # placed by the real scheduler
-        pod = wait_for("pod running", lambda: (p := api.pod(name)) and p["status"].get("phase") == "Running" and p,
-                       60.0)
+        pod = wait_for(
+            "pod running", lambda: (p := api.pod(name)) and p["status"].get("phase") == "Running" and p, 60.0
+        )
         assert pod["spec"]["nodeName"] == cluster.node_name
         log = wait_for("container log", lambda: container_log(cluster, pod), 10.0)
         granted = dict(line.split("=", 1) for line in log.splitlines() if "=" in line)
@@ -109,11 +110,13 @@ def test_sighup_reload_keeps_untouched_resource_pods_running(cluster: Cluster, s
     api = cluster.api()
     name = unique("kept")
     try:
-        wait_for("both resources", lambda: resource_is(cluster, kept, 2, 2) and resource_is(cluster, changed, 2, 2),
-                 10.0)
+        wait_for(
+            "both resources", lambda: resource_is(cluster, kept, 2, 2) and resource_is(cluster, changed, 2, 2), 10.0
+        )
         api.create_pod(device_pod(name, {kept: 1}))
-        pod = wait_for("pod running", lambda: (p := api.pod(name)) and p["status"].get("phase") == "Running" and p,
-                       60.0)
+        pod = wait_for(
+            "pod running", lambda: (p := api.pod(name)) and p["status"].get("phase") == "Running" and p, 60.0
+        )
         null_config(config, {kept: 2, changed: 5}, short_tmp)
         daemon.signal(signal.SIGHUP)
         try:

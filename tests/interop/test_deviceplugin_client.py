@@ -52,8 +52,9 @@ class Accelerators(Plugin):
         super().__init__(devices=DEVICES)
         self.pre_started: list[list[str]] = []
 
-    def preferred_allocation(self, available: Sequence[Device], must_include: Sequence[Device],
-                             size: int) -> Sequence[str]:
+    def preferred_allocation(
+        self, available: Sequence[Device], must_include: Sequence[Device], size: int
+    ) -> Sequence[str]:
         rest = sorted((d.id for d in available if d not in must_include), reverse=True)
         return [d.id for d in must_include] + rest[: size - len(must_include)]
 
@@ -62,18 +63,21 @@ class Accelerators(Plugin):
 
 
 def device_json(device: Device, health: Health | None = None) -> dict[str, Any]:
-    return {"id": device.id, "health": (health or device.health).value,
-            "numa_nodes": list(device.numa_nodes) or None}
+    return {"id": device.id, "health": (health or device.health).value, "numa_nodes": list(device.numa_nodes) or None}
 
 
 def allocation_json(allocation: ContainerAllocation) -> dict[str, Any]:
     return {
         "envs": dict(allocation.envs),
         "annotations": dict(allocation.annotations),
-        "mounts": [{"container_path": m.container_path, "host_path": m.host_path, "read_only": m.read_only}
-                   for m in allocation.mounts],
-        "devices": [{"container_path": d.container_path, "host_path": d.host_path, "permissions": d.permissions}
-                    for d in allocation.devices],
+        "mounts": [
+            {"container_path": m.container_path, "host_path": m.host_path, "read_only": m.read_only}
+            for m in allocation.mounts
+        ],
+        "devices": [
+            {"container_path": d.container_path, "host_path": d.host_path, "permissions": d.permissions}
+            for d in allocation.devices
+        ],
         "cdi_devices": list(allocation.cdi_devices),
     }
 
@@ -101,7 +105,9 @@ def test_go_client_decodes_every_rpc(start_harness: StartHarness, plugin_dir: Pa
             try:
                 register = await go.next("register")
                 assert register == {
-                    "event": "register", "version": "v1beta1", "endpoint": endpoint_for(RESOURCE),
+                    "event": "register",
+                    "version": "v1beta1",
+                    "endpoint": endpoint_for(RESOURCE),
                     "resource_name": RESOURCE,
                     "options": {"pre_start_required": True, "get_preferred_allocation_available": True},
                 }

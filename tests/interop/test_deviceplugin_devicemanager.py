@@ -33,30 +33,40 @@ EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 
 def make_devices() -> list[Device]:
     return [
-        Device(f"gpu{n}", numa_nodes=(n % 2,), grant=ContainerAllocation(
-            envs={f"GPU_{n}": f"gpu{n}"},
-            mounts=[Mount(f"/opt/gpu{n}", f"/gpu/{n}", read_only=True)],
-            devices=[DeviceSpec(f"/dev/gpu{n}", permissions="rw")],
-            annotations={f"example.com/gpu{n}": "1"},
-            cdi_devices=[f"example.com/gpu=gpu{n}"],
-        ))
+        Device(
+            f"gpu{n}",
+            numa_nodes=(n % 2,),
+            grant=ContainerAllocation(
+                envs={f"GPU_{n}": f"gpu{n}"},
+                mounts=[Mount(f"/opt/gpu{n}", f"/gpu/{n}", read_only=True)],
+                devices=[DeviceSpec(f"/dev/gpu{n}", permissions="rw")],
+                annotations={f"example.com/gpu{n}": "1"},
+                cdi_devices=[f"example.com/gpu=gpu{n}"],
+            ),
+        )
         for n in range(3)
     ] + [Device("gpu3", Health.UNHEALTHY)]
 
 
 def run_options(allocation: ContainerAllocation) -> dict[str, Any]:
     return {
-        "envs": dict(allocation.envs), "annotations": dict(allocation.annotations),
-        "mounts": [{"container_path": m.container_path, "host_path": m.host_path, "read_only": m.read_only}
-                   for m in allocation.mounts],
-        "devices": [{"container_path": d.container_path, "host_path": d.host_path, "permissions": d.permissions}
-                    for d in allocation.devices],
+        "envs": dict(allocation.envs),
+        "annotations": dict(allocation.annotations),
+        "mounts": [
+            {"container_path": m.container_path, "host_path": m.host_path, "read_only": m.read_only}
+            for m in allocation.mounts
+        ],
+        "devices": [
+            {"container_path": d.container_path, "host_path": d.host_path, "permissions": d.permissions}
+            for d in allocation.devices
+        ],
         "cdi_devices": list(allocation.cdi_devices),
     }
 
 
-def test_real_device_manager_with_kubedevice(mount_namespace: None, start_harness: StartHarness,
-                                             plugin_dir: Path) -> None:
+def test_real_device_manager_with_kubedevice(
+    mount_namespace: None, start_harness: StartHarness, plugin_dir: Path
+) -> None:
     devices = make_devices()
     plugin = Plugin(RESOURCE, devices)
     healthy = [d for d in devices if d.healthy]
@@ -64,9 +74,21 @@ def test_real_device_manager_with_kubedevice(mount_namespace: None, start_harnes
 
     async def main() -> None:
         manager = Manager([plugin], plugin_dir)
-        args = ("devicemanager", "-resource", RESOURCE, "-devices", str(len(devices)),
-                "-healthy", str(len(healthy)), "-request", "2",
-                "-restarts", "2", "-timeout", "20s")
+        args = (
+            "devicemanager",
+            "-resource",
+            RESOURCE,
+            "-devices",
+            str(len(devices)),
+            "-healthy",
+            str(len(healthy)),
+            "-request",
+            "2",
+            "-restarts",
+            "2",
+            "-timeout",
+            "20s",
+        )
         async with start_harness(*args, kubelet_dir=plugin_dir) as go:
             await go.next("kubelet_started")
             await manager.start()
@@ -96,14 +118,27 @@ def test_real_device_manager_with_kubedevice(mount_namespace: None, start_harnes
     asyncio.run(main())
 
 
-def test_simulator_reads_real_device_manager_checkpoint(mount_namespace: None, start_harness: StartHarness,
-                                                       plugin_dir: Path) -> None:
+def test_simulator_reads_real_device_manager_checkpoint(
+    mount_namespace: None, start_harness: StartHarness, plugin_dir: Path
+) -> None:
     """A checkpoint written by the real device manager reads back the same in our simulator."""
 
     async def main() -> None:
         manager = Manager([Plugin(RESOURCE, make_devices())], plugin_dir)
-        async with start_harness("devicemanager", "-resource", RESOURCE, "-devices", "4", "-healthy", "3",
-                                 "-request", "2", "-restarts", "0", kubelet_dir=plugin_dir) as go:
+        async with start_harness(
+            "devicemanager",
+            "-resource",
+            RESOURCE,
+            "-devices",
+            "4",
+            "-healthy",
+            "3",
+            "-request",
+            "2",
+            "-restarts",
+            "0",
+            kubelet_dir=plugin_dir,
+        ) as go:
             await go.next("kubelet_started")
             await manager.start()
             try:
@@ -119,8 +154,9 @@ def test_simulator_reads_real_device_manager_checkpoint(mount_namespace: None, s
     asyncio.run(main())
 
 
-def test_real_device_manager_reads_simulator_checkpoint(mount_namespace: None, start_harness: StartHarness,
-                                                       plugin_dir: Path) -> None:
+def test_real_device_manager_reads_simulator_checkpoint(
+    mount_namespace: None, start_harness: StartHarness, plugin_dir: Path
+) -> None:
     """The reverse: the device manager restores what the simulator admitted and checkpointed."""
 
     async def main() -> None:
@@ -134,9 +170,22 @@ def test_real_device_manager_reads_simulator_checkpoint(mount_namespace: None, s
         finally:
             await sim.stop()
         try:
-            async with start_harness("devicemanager", "-resource", RESOURCE, "-devices", "4", "-healthy", "3",
-                                     "-request", "2", "-restarts", "0", "-restored-pod", "pod-sim-1",
-                                     kubelet_dir=plugin_dir) as go:
+            async with start_harness(
+                "devicemanager",
+                "-resource",
+                RESOURCE,
+                "-devices",
+                "4",
+                "-healthy",
+                "3",
+                "-request",
+                "2",
+                "-restarts",
+                "0",
+                "-restored-pod",
+                "pod-sim-1",
+                kubelet_dir=plugin_dir,
+            ) as go:
                 restored = await go.next("restored")
                 await go.next("done")
         finally:
@@ -147,7 +196,7 @@ def test_real_device_manager_reads_simulator_checkpoint(mount_namespace: None, s
     asyncio.run(main())
 
 
-CHARS = "ab-_./0<&>\"\\ \n\t\x01\x7fé设😀\u2028"
+CHARS = 'ab-_./0<&>"\\ \n\t\x01\x7fé设😀\u2028'
 
 
 def random_text(rng: random.Random) -> str:
@@ -156,27 +205,45 @@ def random_text(rng: random.Random) -> str:
 
 def random_data(rng: random.Random) -> checkpoint.CheckpointData:
     entries = [
-        checkpoint.Entry(random_text(rng), random_text(rng), random_text(rng),
-                         {rng.choice([-1, 0, 1, 2, 10, 2**63 - 1, -(2**63)]): [random_text(rng)
-                                                                              for _ in range(rng.randrange(0, 3))]
-                          for _ in range(rng.randrange(0, 4))},
-                         rng.randbytes(rng.randrange(0, 8)))
+        checkpoint.Entry(
+            random_text(rng),
+            random_text(rng),
+            random_text(rng),
+            {
+                rng.choice([-1, 0, 1, 2, 10, 2**63 - 1, -(2**63)]): [
+                    random_text(rng) for _ in range(rng.randrange(0, 3))
+                ]
+                for _ in range(rng.randrange(0, 4))
+            },
+            rng.randbytes(rng.randrange(0, 8)),
+        )
         for _ in range(rng.randrange(0, 4))
     ]
-    return checkpoint.CheckpointData(entries, {random_text(rng): [random_text(rng) for _ in range(rng.randrange(0, 3))]
-                                               for _ in range(rng.randrange(0, 4))})
+    return checkpoint.CheckpointData(
+        entries,
+        {random_text(rng): [random_text(rng) for _ in range(rng.randrange(0, 3))] for _ in range(rng.randrange(0, 4))},
+    )
 
 
 def random_raw(rng: random.Random) -> bytes:
     """A file another writer may leave: JSON nulls and missing fields where Go would decode them."""
+
     def maybe(value: object) -> object:
         return None if rng.random() < 0.3 else value
+
     entries = [
-        {k: v for k, v in {"PodUID": maybe(random_text(rng)), "ContainerName": random_text(rng),
-                           "DeviceIDs": maybe({str(rng.randrange(-2, 12)): maybe([maybe(random_text(rng))])
-                                               for _ in range(rng.randrange(0, 3))}),
-                           "AllocResp": maybe(base64.b64encode(rng.randbytes(3)).decode())}.items()
-         if rng.random() < 0.8}
+        {
+            k: v
+            for k, v in {
+                "PodUID": maybe(random_text(rng)),
+                "ContainerName": random_text(rng),
+                "DeviceIDs": maybe(
+                    {str(rng.randrange(-2, 12)): maybe([maybe(random_text(rng))]) for _ in range(rng.randrange(0, 3))}
+                ),
+                "AllocResp": maybe(base64.b64encode(rng.randbytes(3)).decode()),
+            }.items()
+            if rng.random() < 0.8
+        }
         for _ in range(rng.randrange(0, 3))
     ]
     registered = {random_text(rng): maybe([random_text(rng)]) for _ in range(rng.randrange(0, 3))}
@@ -193,8 +260,13 @@ def test_checkpoint_files_match_kubelet_code(dpharness: Path, tmp_path: Path) ->
         checkpoint.write(path, random_data(rng))
         written.append(path.read_bytes())
     raw = [random_raw(rng) for _ in range(60)]
-    go = subprocess.run([str(dpharness), "checkpoint"], input=b"\n".join(written + raw) + b"\n",
-                        capture_output=True, check=True, timeout=120)
+    go = subprocess.run(
+        [str(dpharness), "checkpoint"],
+        input=b"\n".join(written + raw) + b"\n",
+        capture_output=True,
+        check=True,
+        timeout=120,
+    )
     results = [json.loads(line) for line in go.stdout.splitlines()]
     assert len(results) == len(written) + len(raw), go.stderr
     for blob, result in zip(written + raw, results, strict=True):
@@ -202,7 +274,7 @@ def test_checkpoint_files_match_kubelet_code(dpharness: Path, tmp_path: Path) ->
         assert (checkpoint.spew_dump(data), checkpoint.checksum(data)) == (result["dump"], result["checksum"]), blob
         assert checkpoint.marshal(data) == result["file"].encode(), blob
         assert (result["verify_error"] == "") == (stored == result["checksum"])
-    assert all(r["verify_error"] == "" for r in results[:len(written)])
+    assert all(r["verify_error"] == "" for r in results[: len(written)])
 
 
 def sorted_options(options: dict[str, Any]) -> dict[str, Any]:
@@ -211,19 +283,40 @@ def sorted_options(options: dict[str, Any]) -> dict[str, Any]:
     return {k: sorted(v, key=key) if isinstance(v, list) else v for k, v in options.items()}
 
 
-def test_real_device_manager_with_kubedevice_serve(mount_namespace: None, start_harness: StartHarness,
-                                                   plugin_dir: Path, tmp_path: Path) -> None:
+def test_real_device_manager_with_kubedevice_serve(
+    mount_namespace: None, start_harness: StartHarness, plugin_dir: Path, tmp_path: Path
+) -> None:
     """The config-driven daemon (``kubedevice serve``, examples/null.yaml) as a separate process."""
 
     async def main() -> None:
-        async with start_harness("devicemanager", "-resource", "example.com/null", "-devices", "4",
-                                 "-request", "1", "-restarts", "1", "-timeout", "20s",
-                                 kubelet_dir=plugin_dir) as go:
+        async with start_harness(
+            "devicemanager",
+            "-resource",
+            "example.com/null",
+            "-devices",
+            "4",
+            "-request",
+            "1",
+            "-restarts",
+            "1",
+            "-timeout",
+            "20s",
+            kubelet_dir=plugin_dir,
+        ) as go:
             await go.next("kubelet_started")
             log = (tmp_path / "serve.log").open("wb")
             daemon = await asyncio.create_subprocess_exec(
-                sys.executable, "-m", "kubedevice", "serve", "--config", str(EXAMPLES / "null.yaml"),
-                "--plugin-dir", str(plugin_dir), stdout=log, stderr=log)
+                sys.executable,
+                "-m",
+                "kubedevice",
+                "serve",
+                "--config",
+                str(EXAMPLES / "null.yaml"),
+                "--plugin-dir",
+                str(plugin_dir),
+                stdout=log,
+                stderr=log,
+            )
             try:
                 assert (await go.next("capacity"))["capacity"] == 4
                 allocated = await go.next("allocate")
@@ -240,14 +333,26 @@ def test_real_device_manager_with_kubedevice_serve(mount_namespace: None, start_
     asyncio.run(main())
 
 
-def test_real_device_manager_with_sample_plugin(start_harness: StartHarness, sample_device_plugin: GoPlugin,
-                                                plugin_dir: Path) -> None:
+def test_real_device_manager_with_sample_plugin(
+    start_harness: StartHarness, sample_device_plugin: GoPlugin, plugin_dir: Path
+) -> None:
     """Validates the harness on a real Go plugin; its re-registration takes ~10 s (a 10 s poll)."""
 
     async def main() -> None:
-        async with start_harness("devicemanager", "-resource", "example.com/resource", "-devices", "2",
-                                 "-request", "1", "-restarts", "1", "-timeout", "30s",
-                                 kubelet_dir=plugin_dir) as go:
+        async with start_harness(
+            "devicemanager",
+            "-resource",
+            "example.com/resource",
+            "-devices",
+            "2",
+            "-request",
+            "1",
+            "-restarts",
+            "1",
+            "-timeout",
+            "30s",
+            kubelet_dir=plugin_dir,
+        ) as go:
             await go.next("kubelet_started")
             async with sample_device_plugin(plugin_dir):
                 assert [d["id"] for d in (await go.next("capacity"))["devices"]] == ["Dev-1", "Dev-2"]

@@ -40,8 +40,9 @@ def test_simulator_drives_sample_plugin(sample_device_plugin: GoPlugin, plugin_d
 
                 # The sample plugin re-serves and registers ~10 s after kubelet.sock reappears.
                 await sim.restart()
-                await sim.wait_until(lambda: len(sim.registrations) == 2 and sim.allocatable().get(RESOURCE) == 2,
-                                     timeout=40)
+                await sim.wait_until(
+                    lambda: len(sim.registrations) == 2 and sim.allocatable().get(RESOURCE) == 2, timeout=40
+                )
                 assert sim.registrations[1].error is None
                 assert sim.assignments() == {"uid-sample": {"c": {RESOURCE: [dev]}}}
                 assert process.returncode is None

@@ -35,4 +35,3 @@ def test_a_driver_that_cannot_start_is_reported_with_its_log_and_leaves_no_proce
     with pytest.raises(go.GoDriverError, match=r"did not serve .*-reg\.sock(.|\n)*absent\.kubeconfig"):
         asyncio.run(start())
     assert not options.registration.exists()
-

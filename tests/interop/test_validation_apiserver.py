@@ -84,13 +84,22 @@ class ServerConfig:
 
 
 def _configs() -> list[ServerConfig]:
-    configs = [ServerConfig(release, "defaults", "", "resource.k8s.io/v1beta2=true",
-                            CORE_KINDS + (("DeviceTaintRule",) if features.at_least(release, "1.36") else ()))
-               for release in components.RELEASES]
+    configs = [
+        ServerConfig(
+            release,
+            "defaults",
+            "",
+            "resource.k8s.io/v1beta2=true",
+            CORE_KINDS + (("DeviceTaintRule",) if features.at_least(release, "1.36") else ()),
+        )
+        for release in components.RELEASES
+    ]
     alpha = "resource.k8s.io/v1alpha3=true"
     for release, gates in TAINT_GATES.items():
-        configs += [ServerConfig(release, "v1alpha3", "", alpha, ("DeviceTaintRule",)),
-                    ServerConfig(release, "v1alpha3-gated", gates, alpha, ("DeviceTaintRule",))]
+        configs += [
+            ServerConfig(release, "v1alpha3", "", alpha, ("DeviceTaintRule",)),
+            ServerConfig(release, "v1alpha3-gated", gates, alpha, ("DeviceTaintRule",)),
+        ]
     return configs
 
 
@@ -124,8 +133,13 @@ class Verdict:
     """False: no such kind in that version on this server (a 404; kubectl's "no matches for kind")."""
 
     def to_json(self) -> dict[str, Any]:
-        return {"accepted": self.accepted, "fields": sorted(self.fields), "messages": list(self.messages),
-                "decode": self.decode, "served": self.served}
+        return {
+            "accepted": self.accepted,
+            "fields": sorted(self.fields),
+            "messages": list(self.messages),
+            "decode": self.decode,
+            "served": self.served,
+        }
 
 
 class ApiServer:
@@ -149,10 +163,21 @@ class ApiServer:
         pki.create(directory / "pki", "node")
         client, peer, secure = _port(), _port(), _port()
         url, peer_url = f"http://127.0.0.1:{client}", f"http://127.0.0.1:{peer}"
-        self._spawn("etcd", [str(etcd), f"--data-dir={directory / 'etcd'}", "--name=default",
-                             f"--listen-client-urls={url}", f"--advertise-client-urls={url}",
-                             f"--listen-peer-urls={peer_url}", f"--initial-advertise-peer-urls={peer_url}",
-                             f"--initial-cluster=default={peer_url}", "--unsafe-no-fsync", "--log-level=warn"])
+        self._spawn(
+            "etcd",
+            [
+                str(etcd),
+                f"--data-dir={directory / 'etcd'}",
+                "--name=default",
+                f"--listen-client-urls={url}",
+                f"--advertise-client-urls={url}",
+                f"--listen-peer-urls={peer_url}",
+                f"--initial-advertise-peer-urls={peer_url}",
+                f"--initial-cluster=default={peer_url}",
+                "--unsafe-no-fsync",
+                "--log-level=warn",
+            ],
+        )
         p = directory / "pki"
         self._spawn("kube-apiserver", [
             str(kube / "kube-apiserver"), f"--etcd-servers={url}", "--bind-address=127.0.0.1",
@@ -165,15 +190,13 @@ class ApiServer:
             f"--runtime-config={self.config.runtime_config}"])  # fmt: skip
         context = ssl.create_default_context(cafile=str(p / "ca.crt"))
         context.load_cert_chain(str(p / "admin.crt"), str(p / "admin.key"))
-        self.http = httpx2.Client(base_url=f"https://127.0.0.1:{secure}", verify=context, trust_env=False,
-                                  timeout=30)
+        self.http = httpx2.Client(base_url=f"https://127.0.0.1:{secure}", verify=context, trust_env=False, timeout=30)
         self._wait_ready()
         self._allow_admin_access()
 
     def _spawn(self, name: str, argv: list[str]) -> None:
         with (self.dir / f"{name}.log").open("wb") as log:
-            self.processes.append(subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT,
-                                                   start_new_session=True))
+            self.processes.append(subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, start_new_session=True))
 
     def _wait_ready(self) -> None:
         deadline = time.monotonic() + 90
@@ -194,8 +217,11 @@ class ApiServer:
         patch = {"metadata": {"labels": {"resource.kubernetes.io/admin-access": "true"}}}
         deadline = time.monotonic() + 30
         while True:  # the API server creates the namespace shortly after it is ready
-            response = self.http.patch(f"/api/v1/namespaces/{validgen.NAMESPACE}", content=json.dumps(patch),
-                                       headers={"Content-Type": "application/merge-patch+json"})
+            response = self.http.patch(
+                f"/api/v1/namespaces/{validgen.NAMESPACE}",
+                content=json.dumps(patch),
+                headers={"Content-Type": "application/merge-patch+json"},
+            )
             if response.is_success:
                 return
             assert time.monotonic() < deadline, response.text
@@ -229,8 +255,12 @@ class ApiServer:
         causes = status.get("details", {}).get("causes", [])
         if response.status_code != 422 or not causes:
             return Verdict(False, frozenset(), (status.get("message", ""),), True)
-        return Verdict(False, frozenset(c.get("field", "") for c in causes),
-                       tuple(sorted(f"{c.get('field', '')}: {c.get('message', '')}" for c in causes)), False)
+        return Verdict(
+            False,
+            frozenset(c.get("field", "") for c in causes),
+            tuple(sorted(f"{c.get('field', '')}: {c.get('message', '')}" for c in causes)),
+            False,
+        )
 
 
 def ours(doc: dict[str, Any], config: ServerConfig) -> Verdict:
@@ -282,8 +312,14 @@ def _keep(config: ServerConfig, kind: str, doc: dict[str, Any], server: Verdict,
     CASES_DIR.mkdir(parents=True, exist_ok=True)
     body = json.dumps(doc, sort_keys=True, ensure_ascii=False)
     name = f"{config.release}-{kind}-{hashlib.sha256(body.encode()).hexdigest()[:10]}.json"
-    case = {"release": config.release, "gates": config.gates, "runtime_config": config.runtime_config,
-            "object": doc, "server": server.to_json(), "ours_when_found": mine.to_json()}
+    case = {
+        "release": config.release,
+        "gates": config.gates,
+        "runtime_config": config.runtime_config,
+        "object": doc,
+        "server": server.to_json(),
+        "ours_when_found": mine.to_json(),
+    }
     (CASES_DIR / name).write_text(json.dumps(case, ensure_ascii=False, sort_keys=True) + "\n")
 
 
@@ -309,7 +345,8 @@ def test_generated_objects_agree_with_the_api_server(server: ApiServer, kind: st
     rate = f"messages identical on {messages_same}/{refused_by_both} field-level refusals"
     print(f"{config.id} {kind}: {COUNT - len(disagreements)}/{COUNT} agree ({accepted} accepted by the server); {rate}")
     assert not disagreements, "\n".join(
-        f"{json.dumps(d, ensure_ascii=False)[:600]}\n  server: {a}\n  ours:   {m}" for d, a, m in disagreements[:5])
+        f"{json.dumps(d, ensure_ascii=False)[:600]}\n  server: {a}\n  ours:   {m}" for d, a, m in disagreements[:5]
+    )
 
 
 def _probe(kind: str, api_version: str, release: str) -> dict[str, Any]:
@@ -354,10 +391,20 @@ def test_kept_disagreements_now_agree(path: Path, request: pytest.FixtureRequest
     if "xfail" in case:
         request.applymarker(pytest.mark.xfail(reason=case["xfail"], strict=True))
     recorded = case["server"]
-    server = Verdict(recorded["accepted"], frozenset(recorded["fields"]), tuple(recorded["messages"]),
-                     recorded["decode"], recorded.get("served", True))
+    server = Verdict(
+        recorded["accepted"],
+        frozenset(recorded["fields"]),
+        tuple(recorded["messages"]),
+        recorded["decode"],
+        recorded.get("served", True),
+    )
     defaults = DEFAULTS[case["release"]]
-    config = ServerConfig(defaults.release, "kept", case.get("gates", defaults.gates),
-                          case.get("runtime_config", defaults.runtime_config), ())
+    config = ServerConfig(
+        defaults.release,
+        "kept",
+        case.get("gates", defaults.gates),
+        case.get("runtime_config", defaults.runtime_config),
+        (),
+    )
     mine = ours(case["object"], config)
     assert agree(server, mine), f"server: {server}\nours:   {mine}"

@@ -27,15 +27,30 @@ from kubedevice.kubelet.checkpoint import (
 WRITTEN = {
     "empty": (CheckpointData(), 3467439661),
     "registered only": (CheckpointData([], {"example.com/gpu": ["gpu1", "gpu0"], "example.com/nic": []}), 1172520998),
-    "several entries, NUMA nodes and resources": (CheckpointData(
-        [Entry("pod-1", "main", "example.com/gpu", {-1: ["gpu3"], 0: ["gpu0", "gpu2"], 1: ["gpu1"]},
-               bytes([10, 3, 8, 1, 2, 0, 255])),
-         Entry("pod-1", "side", "example.com/nic", {12: ["nic0"], 2: ["nic1"]}, b""),
-         Entry("pod-2", "main", "example.com/gpu", {0: ["gpu4"]}, b"\x12\x05hello")],
-        {"example.com/nic": ["nic0", "nic1"], "example.com/gpu": ["gpu0", "gpu1", "gpu2", "gpu3", "gpu4"]}), 570576626),
-    "unicode": (CheckpointData(
-        [Entry("ü-pod<&>", "κόσμε", "example.com/gpu", {0: ["设备-1", "😀"]}, b"\x00")],
-        {"example.com/gpu": ["😀", "设备-1", 'q"b\\c\n\t\x01\x7f\u2028']}), 492914970),
+    "several entries, NUMA nodes and resources": (
+        CheckpointData(
+            [
+                Entry(
+                    "pod-1",
+                    "main",
+                    "example.com/gpu",
+                    {-1: ["gpu3"], 0: ["gpu0", "gpu2"], 1: ["gpu1"]},
+                    bytes([10, 3, 8, 1, 2, 0, 255]),
+                ),
+                Entry("pod-1", "side", "example.com/nic", {12: ["nic0"], 2: ["nic1"]}, b""),
+                Entry("pod-2", "main", "example.com/gpu", {0: ["gpu4"]}, b"\x12\x05hello"),
+            ],
+            {"example.com/nic": ["nic0", "nic1"], "example.com/gpu": ["gpu0", "gpu1", "gpu2", "gpu3", "gpu4"]},
+        ),
+        570576626,
+    ),
+    "unicode": (
+        CheckpointData(
+            [Entry("ü-pod<&>", "κόσμε", "example.com/gpu", {0: ["设备-1", "😀"]}, b"\x00")],
+            {"example.com/gpu": ["😀", "设备-1", 'q"b\\c\n\t\x01\x7f\u2028']},
+        ),
+        492914970,
+    ),
 }
 
 # Files as another writer may leave them: Go keeps null (nil), [] / {} (empty) and a missing
@@ -48,14 +63,20 @@ DECODED = {
     "zero fields and nil maps": (
         '{"Data":{"PodDeviceEntries":[{"PodUID":"p","ContainerName":"c","ResourceName":"r",'
         '"DeviceIDs":{"1":["b"],"-1":["a","z"],"10":[]},"AllocResp":"AQI="},{"PodUID":"ü<&>"}],'
-        '"RegisteredDevices":{"r":["a","b"],"q":null,"é":[]}}}', 638553809),
+        '"RegisteredDevices":{"r":["a","b"],"q":null,"é":[]}}}',
+        638553809,
+    ),
     "escapes and a lone surrogate": (
         '{"Data":{"PodDeviceEntries":[{"PodUID":"\\ud800x\\u2028","ContainerName":"κόσμε",'
         '"ResourceName":"example.com/gpu","DeviceIDs":{"0":["设备-1","😀"]},"AllocResp":""}],'
-        '"RegisteredDevices":{"example.com/gpu":["😀","设备-1","a\\"b\\\\c\\n\\t\\u0001\\u007f"]}}}', 1686113846),
+        '"RegisteredDevices":{"example.com/gpu":["😀","设备-1","a\\"b\\\\c\\n\\t\\u0001\\u007f"]}}}',
+        1686113846,
+    ),
     "nulls in lists": (
         '{"Data":{"PodDeviceEntries":[null,{"PodUID":null,"DeviceIDs":{"2":null,"-3":["x",null]},"AllocResp":null}],'
-        '"RegisteredDevices":{"b":["x"],"a":null,"B":[]}}}', 3275141078),
+        '"RegisteredDevices":{"b":["x"],"a":null,"B":[]}}}',
+        3275141078,
+    ),
 }
 
 GO_DUMP = (
@@ -123,26 +144,30 @@ def test_nil_values_read_as_empty(tmp_path: Path) -> None:
     blob, go_checksum = DECODED["nulls in lists"]
     path.write_bytes(with_checksum(blob, go_checksum))
     assert read(path) == CheckpointData(
-        [Entry("", "", "", {}, b""), Entry("", "", "", {2: [], -3: ["x", ""]}, b"")], {"b": ["x"], "a": [], "B": []})
+        [Entry("", "", "", {}, b""), Entry("", "", "", {2: [], -3: ["x", ""]}, b"")], {"b": ["x"], "a": [], "B": []}
+    )
 
 
 def test_missing_file_is_no_checkpoint(tmp_path: Path) -> None:
     assert read(tmp_path / "absent") is None
 
 
-@pytest.mark.parametrize("blob", [
-    "not json",
-    '{"Checksum":1.0}',
-    '{"Checksum":-1}',
-    '{"Checksum":true}',
-    '{"Data":[]}',
-    '{"Data":{"PodDeviceEntries":{}}}',
-    '{"Data":{"PodDeviceEntries":[{"PodUID":1}]}}',
-    '{"Data":{"PodDeviceEntries":[{"DeviceIDs":{"x":["a"]}}]}}',
-    '{"Data":{"PodDeviceEntries":[{"DeviceIDs":{"9223372036854775808":["a"]}}]}}',
-    '{"Data":{"PodDeviceEntries":[{"AllocResp":"not base64!"}]}}',
-    '{"Data":{"RegisteredDevices":{"r":"a"}}}',
-])
+@pytest.mark.parametrize(
+    "blob",
+    [
+        "not json",
+        '{"Checksum":1.0}',
+        '{"Checksum":-1}',
+        '{"Checksum":true}',
+        '{"Data":[]}',
+        '{"Data":{"PodDeviceEntries":{}}}',
+        '{"Data":{"PodDeviceEntries":[{"PodUID":1}]}}',
+        '{"Data":{"PodDeviceEntries":[{"DeviceIDs":{"x":["a"]}}]}}',
+        '{"Data":{"PodDeviceEntries":[{"DeviceIDs":{"9223372036854775808":["a"]}}]}}',
+        '{"Data":{"PodDeviceEntries":[{"AllocResp":"not base64!"}]}}',
+        '{"Data":{"RegisteredDevices":{"r":"a"}}}',
+    ],
+)
 def test_what_go_cannot_decode_is_an_error(tmp_path: Path, blob: str) -> None:
     path = tmp_path / "cp"
     path.write_text(blob)

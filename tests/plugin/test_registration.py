@@ -143,8 +143,11 @@ class _ClosingOnceKubelet:
     async def Register(self, request: pb.RegisterRequest, context: grpc.aio.ServicerContext) -> pb.Empty:  # type: ignore[type-arg]
         self.requests.append(request)
         if len(self.requests) == 1:
-            await context.abort(grpc.StatusCode.UNKNOWN, "failed to get device plugin options: rpc error: "
-                                "code = Canceled desc = grpc: the client connection is closing")
+            await context.abort(
+                grpc.StatusCode.UNKNOWN,
+                "failed to get device plugin options: rpc error: "
+                "code = Canceled desc = grpc: the client connection is closing",
+            )
         return pb.Empty()
 
 

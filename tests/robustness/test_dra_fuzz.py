@@ -90,13 +90,14 @@ def driver() -> Iterator[Driver]:
 
 def texts(good: str) -> st.SearchStrategy[str]:
     return st.one_of(
-            st.just(good),
-            st.just(good),
-            st.just(""),
-            st.text(max_size=30),
-            st.sampled_from(["../../../etc/passwd", "/abs", "a/b", ".", "..", "x\x00y", "ü-ñ-😀"]),
-            st.builds(lambda c, n: c * n, st.characters(codec="utf-8", exclude_categories=["Cs"]),
-                  st.integers(300, 20_000)),
+        st.just(good),
+        st.just(good),
+        st.just(""),
+        st.text(max_size=30),
+        st.sampled_from(["../../../etc/passwd", "/abs", "a/b", ".", "..", "x\x00y", "ü-ñ-😀"]),
+        st.builds(
+            lambda c, n: c * n, st.characters(codec="utf-8", exclude_categories=["Cs"]), st.integers(300, 20_000)
+        ),
     )
 
 
@@ -118,8 +119,11 @@ def check_answer(refs: Sequence[Ref], code: grpc.StatusCode, details: str, reply
     assert set(reply.claims) == {uid for _, _, uid in refs}
 
 
-@given(refs=claim_refs(GOOD), version=st.sampled_from(["v1", "v1beta1"]),
-       method=st.sampled_from(["NodePrepareResources", "NodeUnprepareResources"]))
+@given(
+    refs=claim_refs(GOOD),
+    version=st.sampled_from(["v1", "v1beta1"]),
+    method=st.sampled_from(["NodePrepareResources", "NodeUnprepareResources"]),
+)
 # c7a8eff: the good UID again under a wrong name made the wrong name's error replace the good claim's answer
 @example(refs=[GOOD, (GOOD[0], "wrong", GOOD[2])], version="v1", method="NodePrepareResources")
 # 4deabcb: a claim without UID but with a 3 KB name overflowed the kubelet's 8 KiB trailer cap
@@ -146,8 +150,11 @@ def test_10k_unknown_claims_each_get_their_own_answer(driver: Driver) -> None:
     assert code == OK and len(reply.claims) == 10_000 and not any(a.error for a in reply.claims.values()), details
 
 
-@pytest.mark.parametrize("refs", [[("default", "n" * 20_000, "")], [("default", f"c{n}", "") for n in range(10_000)]],
-                         ids=["one-huge-name", "10k-claims"])
+@pytest.mark.parametrize(
+    "refs",
+    [[("default", "n" * 20_000, "")], [("default", f"c{n}", "") for n in range(10_000)]],
+    ids=["one-huge-name", "10k-claims"],
+)
 def test_a_refusal_names_the_claims_in_a_short_message(driver: Driver, refs: list[Ref]) -> None:
     """The message travels in a trailer the kubelet caps at 8 KiB: past it, the kubelet would see
     RESOURCE_EXHAUSTED and no reason."""

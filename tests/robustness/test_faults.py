@@ -104,9 +104,7 @@ def test_client_sigkilled_mid_allocate(tmp_path: Path) -> None:
     daemon.start()
     try:
         for delay in (0.05, 0.2, 0.5):
-            proc = subprocess.Popen(
-                [sys.executable, "-c", ALLOCATE_LOOP, str(daemon.socket())], stdout=subprocess.PIPE
-            )
+            proc = subprocess.Popen([sys.executable, "-c", ALLOCATE_LOOP, str(daemon.socket())], stdout=subprocess.PIPE)
             assert proc.stdout is not None and proc.stdout.readline() == b"ready\n"
             time.sleep(delay)
             proc.send_signal(signal.SIGKILL)

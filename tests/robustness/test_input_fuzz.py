@@ -136,12 +136,26 @@ def test_dra_loader_only_raises_decode_error(text: str) -> None:
         models.load_text(text, "fuzz.yaml")
 
 
-@given(line=st.one_of(st.text(max_size=300), st.builds(json.dumps, st.recursive(
-    st.none() | st.booleans() | st.integers() | st.text(max_size=20),
-    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.sampled_from(
-        ["expression", "attributes", "capacity", "driver", "env", "features", "value"]), inner, max_size=4),
-    max_leaves=20,
-))))
+@given(
+    line=st.one_of(
+        st.text(max_size=300),
+        st.builds(
+            json.dumps,
+            st.recursive(
+                st.none() | st.booleans() | st.integers() | st.text(max_size=20),
+                lambda inner: (
+                    st.lists(inner, max_size=4)
+                    | st.dictionaries(
+                        st.sampled_from(["expression", "attributes", "capacity", "driver", "env", "features", "value"]),
+                        inner,
+                        max_size=4,
+                    )
+                ),
+                max_leaves=20,
+            ),
+        ),
+    )
+)
 @example(line="[" * 100_000 + "]" * 100_000)  # 101bdcd: RecursionError escaped json.loads
 @FUZZ
 def test_cel_answer_never_raises(line: str) -> None:

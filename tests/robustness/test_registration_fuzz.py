@@ -63,14 +63,21 @@ endpoints = st.one_of(
 )
 
 
-@given(version=st.one_of(st.just("v1beta1"), st.text(max_size=20)), name=names, endpoint=endpoints,
-       pre_start=st.booleans(), preferred=st.booleans())
+@given(
+    version=st.one_of(st.just("v1beta1"), st.text(max_size=20)),
+    name=names,
+    endpoint=endpoints,
+    pre_start=st.booleans(),
+    preferred=st.booleans(),
+)
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 def test_register_answers_ok_or_unknown(
     kubelet: Kubelet, version: str, name: str, endpoint: str, pre_start: bool, preferred: bool
 ) -> None:
     request = pb.RegisterRequest(
-        version=version, endpoint=endpoint, resource_name=name,
+        version=version,
+        endpoint=endpoint,
+        resource_name=name,
         options=pb.DevicePluginOptions(pre_start_required=pre_start, get_preferred_allocation_available=preferred),
     )
     try:

@@ -194,7 +194,7 @@ AWKWARD = [
     ("double-quote", 'a"b', 'a"b'),
     ("single-quote", "a'b", "a'b"),
     ("backslash", "a\\b", "a\\b"),
-    ("issue-19", "0000000\x1f'", "\"0000000\\x1f'\""),
+    ("issue-19", "0000000\x1f'", '"0000000\\x1f\'"'),
     ("both-quotes", "\x1f\"'", "'\\x1f\"\\''"),
     ("empty", "", "''"),
     ("printable-non-ascii", "ü-ñ-😀", "ü-ñ-😀"),

@@ -45,7 +45,9 @@ def churn_pci(host: FakeHost, stop: threading.Event) -> None:
 CASES = {
     "usb": ({"name": "example.com/usb", "usb": {"vendor": "1a6e", "product": "089a"}}, churn_usb, "usb-1-"),
     "pci": (
-        {"name": "example.com/fpga", "pci": {"vendor": "10ee", "class": "1200", "vfio": True}}, churn_pci, "0000:3b:00."
+        {"name": "example.com/fpga", "pci": {"vendor": "10ee", "class": "1200", "vfio": True}},
+        churn_pci,
+        "0000:3b:00.",
     ),
 }
 

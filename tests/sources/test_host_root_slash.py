@@ -83,8 +83,10 @@ def test_usb_source_matches_this_nodes_sysfs() -> None:
     vendors = _vendors_on_this_node(USB, "idVendor")
     vendor = next(iter(sorted(vendors)), "ffff")
     found = find(resource(f'name: a.com/usb\nusb: {{vendor: "{vendor}"}}'), HostRoot("/"))
-    nodes = {f"/dev/bus/usb/{int(Path(USB, d, 'busnum').read_text()):03d}/"
-             f"{int(Path(USB, d, 'devnum').read_text()):03d}" for d in vendors.get(vendor, ())}
+    nodes = {
+        f"/dev/bus/usb/{int(Path(USB, d, 'busnum').read_text()):03d}/{int(Path(USB, d, 'devnum').read_text()):03d}"
+        for d in vendors.get(vendor, ())
+    }
     assert {p for f in found for p in f.host_paths} == {n for n in nodes if os.path.exists(n)}
 
 
@@ -94,7 +96,10 @@ def test_discover_command_with_default_host_root(tmp_path: Path) -> None:
     config.write_text('resources:\n  - name: a.com/tty\n    glob: {paths: ["/dev/null"]}\n')
     result = subprocess.run(
         [sys.executable, "-m", "kubedevice", "discover", "--config", str(config), "--json"],
-        capture_output=True, text=True, timeout=60, check=False,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
     )
     assert result.returncode == 0, result.stderr
     assert '"/dev/null"' in result.stdout

@@ -30,11 +30,15 @@ def parse_cidr(text: str) -> Prefix:
     try:
         prefix = parse_prefix(text)
     except NetIPError as exc:
-        raise Err("network address parse error during conversion from string: network address parse error "
-                  f"during conversion from string: {exc}") from None
+        raise Err(
+            "network address parse error during conversion from string: network address parse error "
+            f"during conversion from string: {exc}"
+        ) from None
     if prefix.addr.is4in6():
-        raise Err(f"network address parse error during conversion from string: IPv4-mapped IPv6 address "
-                  f"{quote(text)} is not allowed")
+        raise Err(
+            f"network address parse error during conversion from string: IPv4-mapped IPv6 address "
+            f"{quote(text)} is not allowed"
+        )
     return prefix
 
 
@@ -121,19 +125,25 @@ def _register() -> Any:
     VALUE_TYPES[CIDR_TYPE] = (CIDR,)
     register("cidr", False, ("string",), CIDR_TYPE, lambda s: CIDR(parse_cidr(s)))
     register("isCIDR", False, ("string",), "bool", _is_cidr)
-    register("containsIP", True, (CIDR_TYPE, "string"), "bool",
-             lambda c, s: c.prefix.contains(_string_ip(s)))
+    register("containsIP", True, (CIDR_TYPE, "string"), "bool", lambda c, s: c.prefix.contains(_string_ip(s)))
     register("containsIP", True, (CIDR_TYPE, IP_TYPE), "bool", lambda c, ip: c.prefix.contains(ip.addr))
     SPECIALIZERS["containsIP"] = _specialize_contains_ip
-    register("containsCIDR", True, (CIDR_TYPE, "string"), "bool",
-             lambda c, s: _contains_cidr(c, CIDR(parse_cidr(s))))
+    register("containsCIDR", True, (CIDR_TYPE, "string"), "bool", lambda c, s: _contains_cidr(c, CIDR(parse_cidr(s))))
     register("containsCIDR", True, (CIDR_TYPE, CIDR_TYPE), "bool", _contains_cidr)
     register("ip", True, (CIDR_TYPE,), IP_TYPE, lambda c: IP(c.prefix.addr))
     register("prefixLength", True, (CIDR_TYPE,), "int", lambda c: c.prefix.bits)
     register("masked", True, (CIDR_TYPE,), CIDR_TYPE, lambda c: CIDR(c.prefix.masked()))
     register("string", False, (CIDR_TYPE,), "string", lambda c: str(c.prefix))
-    CALL_COSTS.update({"cidr": _string_cost, "isCIDR": _string_cost, "containsIP": _contains_ip_cost,
-                       "containsCIDR": _contains_cidr_cost, "prefixLength": _unit, "masked": _unit})
+    CALL_COSTS.update(
+        {
+            "cidr": _string_cost,
+            "isCIDR": _string_cost,
+            "containsIP": _contains_ip_cost,
+            "containsCIDR": _contains_cidr_cost,
+            "prefixLength": _unit,
+            "masked": _unit,
+        }
+    )
 
 
 _register()

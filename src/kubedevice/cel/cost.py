@@ -186,8 +186,9 @@ class Coster:
             self._copy(node.args[0], node)
             return plus(ONE, inner)
         arg_costs = [self.cost(a) for a in node.args]
-        namespaced = isinstance(node.target, Ident) and node.target.name in NAMESPACES \
-            and self._local(node.target.name) is None  # optional.of(...) is a function name, not a target
+        namespaced = (
+            isinstance(node.target, Ident) and node.target.name in NAMESPACES and self._local(node.target.name) is None
+        )  # optional.of(...) is a function name, not a target
         target_cost = self.cost(node.target) if node.target is not None and not namespaced else ZERO
         estimate, result_size = self._function(node, arg_costs)
         if node.function in ("_[_]", "_[?_]") and node.target is None:
@@ -253,8 +254,20 @@ class Coster:
             return times(text, scaled(self.size_or_unknown(args[0]), REGEX_FACTOR)), (0, size[1])
         if name in ("quantity", "isQuantity", "semver", "isSemver") and args:
             return scaled(self.size_or_unknown(args[0]), STRING_FACTOR), None
-        if name in ("sign", "asInteger", "isInteger", "asApproximateFloat", "isGreaterThan", "isLessThan",
-                    "compareTo", "add", "sub", "major", "minor", "patch"):
+        if name in (
+            "sign",
+            "asInteger",
+            "isInteger",
+            "asApproximateFloat",
+            "isGreaterThan",
+            "isLessThan",
+            "compareTo",
+            "add",
+            "sub",
+            "major",
+            "minor",
+            "patch",
+        ):
             return ONE, None
         if name == "_==_":
             left, right = (self.type_of(a) for a in args)
@@ -416,7 +429,8 @@ def _conditional(c: Coster, node: Call, costs: list[Range]) -> tuple[Range, Rang
 def _comparison(c: Coster, node: Call, costs: list[Range]) -> tuple[Range, Range | None] | None:
     """Equality always, ordering when a string/bytes overload is among the candidates."""
     if node.function not in ("_==_", "_!=_") and not all(
-            c.type_of(a) in ("string", "bytes") or _dyn(c.type_of(a)) for a in node.args):
+        c.type_of(a) in ("string", "bytes") or _dyn(c.type_of(a)) for a in node.args
+    ):
         return None
     numeric = [c.type_of(a) for a in node.args if c.type_of(a) in ("int", "uint", "double", "bool")]
     if node.function not in ("_==_", "_!=_") and numeric:
@@ -494,11 +508,23 @@ def _conversion(c: Coster, node: Call, costs: list[Range]) -> tuple[Range, Range
 
 
 _BUILTINS: dict[str, Callable[[Coster, Call, list[Range]], tuple[Range, Range | None] | None]] = {
-    "string": _conversion, "bytes": _conversion,
-    "_&&_": _logical, "_||_": _logical, "_?_:_": _conditional,
-    "_==_": _comparison, "_!=_": _comparison, "_<_": _comparison, "_<=_": _comparison,
-    "_>_": _comparison, "_>=_": _comparison, "_+_": _addition, "@in": _in,
-    "startsWith": _string_prefix, "endsWith": _string_prefix, "matches": _matches, "contains": _contains,
+    "string": _conversion,
+    "bytes": _conversion,
+    "_&&_": _logical,
+    "_||_": _logical,
+    "_?_:_": _conditional,
+    "_==_": _comparison,
+    "_!=_": _comparison,
+    "_<_": _comparison,
+    "_<=_": _comparison,
+    "_>_": _comparison,
+    "_>=_": _comparison,
+    "_+_": _addition,
+    "@in": _in,
+    "startsWith": _string_prefix,
+    "endsWith": _string_prefix,
+    "matches": _matches,
+    "contains": _contains,
 }
 
 
@@ -541,8 +567,14 @@ def _transform_map_entry(body: Range, extra: Range | None) -> tuple[Range, Range
 
 
 _MACRO_COSTS: dict[str, Callable[[Range, Range | None], tuple[Range, Range, Range]]] = {
-    "all": _all, "exists": _exists, "exists_one": _exists_one, "map": _map, "filter": _filter,
-    "transformList": _map, "transformMap": _transform_map, "transformMapEntry": _transform_map_entry,
+    "all": _all,
+    "exists": _exists,
+    "exists_one": _exists_one,
+    "map": _map,
+    "filter": _filter,
+    "transformList": _map,
+    "transformMap": _transform_map,
+    "transformMapEntry": _transform_map_entry,
 }
 
 

@@ -136,8 +136,11 @@ def assignable(want: Any, have: Any, binding: dict[str, Any]) -> bool:
     if is_dyn(want) or is_dyn(have) or have == "error":
         return True
     if isinstance(want, tuple) and isinstance(have, tuple):
-        return want[0] == have[0] and len(want) == len(have) and all(
-            assignable(w, h, binding) for w, h in zip(want[1:], have[1:], strict=True))
+        return (
+            want[0] == have[0]
+            and len(want) == len(have)
+            and all(assignable(w, h, binding) for w, h in zip(want[1:], have[1:], strict=True))
+        )
     if want == "null_type" or have == "null_type":
         other = have if want == "null_type" else want
         return other in _NULLABLE or other in OBJECT_TYPES or want == have
@@ -186,8 +189,7 @@ def _equivalent(a: Any, b: Any) -> bool:
     if isinstance(a, TypeOf) and isinstance(b, TypeOf):
         return _equivalent(a.of, b.of)
     if isinstance(a, tuple) and isinstance(b, tuple):
-        return a[0] == b[0] and len(a) == len(b) and all(
-            _equivalent(x, y) for x, y in zip(a[1:], b[1:], strict=True))
+        return a[0] == b[0] and len(a) == len(b) and all(_equivalent(x, y) for x, y in zip(a[1:], b[1:], strict=True))
     return bool(a == b)
 
 
@@ -217,8 +219,12 @@ def fmt(t: Any) -> str:
     return _FORMATTED.get(t, str(t))
 
 
-_FORMATTED = {"any": "any", "null_type": "null", "google.protobuf.Timestamp": "timestamp",
-              "google.protobuf.Duration": "duration"}
+_FORMATTED = {
+    "any": "any",
+    "null_type": "null",
+    "google.protobuf.Timestamp": "timestamp",
+    "google.protobuf.Duration": "duration",
+}
 _DENOTED = {"list": ("list", DYN), "map": ("map", DYN, DYN), "optional_type": ("optional", DYN)}
 
 
@@ -297,8 +303,9 @@ class Compiler:
 
     def c_ListLit(self, node: ListLit) -> Compiled:
         parts = [self.compile(e) for e in node.elements]
-        elem_types = [p.type[1] if i in node.optional and isinstance(p.type, tuple) else p.type
-                      for i, p in enumerate(parts)]
+        elem_types = [
+            p.type[1] if i in node.optional and isinstance(p.type, tuple) else p.type for i, p in enumerate(parts)
+        ]
         for i in node.optional:
             if not (isinstance(parts[i].type, tuple) and parts[i].type[0] == "optional") and not is_dyn(parts[i].type):
                 raise CheckError("optional list element must be optional_type")
@@ -340,10 +347,14 @@ class Compiler:
         keys = [self.compile(k) for k, _, _ in node.entries]
         vals = [self.compile(val) for _, val, _ in node.entries]
         self._homogeneous([k.type for k in keys], [k for k, _, _ in node.entries])
-        val_types = [p.type[1] if o and isinstance(p.type, tuple) else p.type
-                     for p, (_, _, o) in zip(vals, node.entries, strict=True)]
-        self._homogeneous([_unified(t, o) for t, (_, _, o) in zip(val_types, node.entries, strict=True)],
-                          [val for _, val, _ in node.entries])
+        val_types = [
+            p.type[1] if o and isinstance(p.type, tuple) else p.type
+            for p, (_, _, o) in zip(vals, node.entries, strict=True)
+        ]
+        self._homogeneous(
+            [_unified(t, o) for t, (_, _, o) in zip(val_types, node.entries, strict=True)],
+            [val for _, val, _ in node.entries],
+        )
         pairs = [(k.fn, val.fn, o) for k, val, (_, _, o) in zip(keys, vals, node.entries, strict=True)]
 
         def build(a: dict[str, Any]) -> dict[Any, Any]:
@@ -359,8 +370,11 @@ class Compiler:
                 out.put(key, value)
             return out
 
-        return Compiled(("map", join_types([k.type for k in keys]), join_types(val_types)), build,
-                        30 + sum(p.cost for p in keys + vals))
+        return Compiled(
+            ("map", join_types([k.type for k in keys]), join_types(val_types)),
+            build,
+            30 + sum(p.cost for p in keys + vals),
+        )
 
     # field selection ------------------------------------------------------------------
     def c_Select(self, node: Select) -> Compiled:
@@ -443,8 +457,7 @@ class Compiler:
     def namespaced(self, node: Call) -> str | None:
         """``sets.contains``, ``optional.of``, ``lists.range``, ``ip.isCanonical``: a global function."""
         target = node.target
-        if isinstance(target, Ident) and target.name in NAMESPACES \
-                and not any(target.name in s for s in self.scopes):
+        if isinstance(target, Ident) and target.name in NAMESPACES and not any(target.name in s for s in self.scopes):
             name = f"{target.name}.{node.function}"
             return name if name in OVERLOADS else None
         return None
@@ -467,15 +480,21 @@ class Compiler:
             if all(assignable(p, c.type, binding) for p, c in zip(ov.params, parts, strict=True)):
                 matched.append((ov, substitute(ov.result, binding)))
         if not matched:  # cel-go prints a receiver as 'T.(args)'
-            shown = ", ".join(fmt(p.type) for p in parts[target is not None:])
+            shown = ", ".join(fmt(p.type) for p in parts[target is not None :])
             receiver = f"{fmt(parts[0].type)}." if target is not None else ""
             raise CheckError(f"found no matching overload for '{name}' applied to '{receiver}({shown})'")
         result_type = _result_type(name, target, parts, [t for _, t in matched])
         impl = _dispatcher(name, [ov for ov, _ in matched])
         literals = [a.value for a in args if isinstance(a, Lit)]
-        self._validate_regex_literals(name, target, args, parts[target is not None:])
-        if exempt and isinstance(target, Lit) and target.kind == "string" and len(args) == 1 \
-                and isinstance(args[0], ListLit) and FORMAT_VALIDATOR:
+        self._validate_regex_literals(name, target, args, parts[target is not None :])
+        if (
+            exempt
+            and isinstance(target, Lit)
+            and target.kind == "string"
+            and len(args) == 1
+            and isinstance(args[0], ListLit)
+            and FORMAT_VALIDATOR
+        ):
             problem = FORMAT_VALIDATOR[0](str(target.value), args[0].elements, lambda n: self.types.get(id(n), DYN))
             if problem is not None:
                 self.invalid.append((problem[0] or node, problem[1]))
@@ -525,8 +544,7 @@ class Compiler:
             value = None
         return Compiled(result_type, lambda _a: value, part.cost + 1)
 
-    def _validate_regex_literals(self, name: str, target: Node | None, args: list[Node],
-                                 parts: list[Compiled]) -> None:
+    def _validate_regex_literals(self, name: str, target: Node | None, args: list[Node], parts: list[Compiled]) -> None:
         """A constant bad pattern is a compile error, as in Kubernetes: cel-go's ValidateRegexLiterals
         checks the first argument of ``matches`` (for the global form that is the *text*) when it
         is a literal, and the regex optimisations of ``matches``/``find``/``findAll`` compile the
@@ -574,8 +592,7 @@ def _optional_or(lhs: Closure, rhs: Closure, unwrap: bool) -> Closure:
     return call
 
 
-def _charged(impl: Callable[..., Any], fns: list[Closure],
-             tracked: Callable[[list[Any], Any], int]) -> Closure:
+def _charged(impl: Callable[..., Any], fns: list[Closure], tracked: Callable[[list[Any], Any], int]) -> Closure:
     """A call whose runtime cost depends on its arguments: charge it to the evaluation."""
     if len(fns) == 2:
         f0, f1 = fns
@@ -597,10 +614,12 @@ def _charged(impl: Callable[..., Any], fns: list[Closure],
     return call
 
 
-def _panicking(impl: Callable[..., Any], fns: list[Closure], tracked: Callable[[list[Any], Any], int] | None,
-               name: str) -> Closure:
+def _panicking(
+    impl: Callable[..., Any], fns: list[Closure], tracked: Callable[[list[Any], Any], int] | None, name: str
+) -> Closure:
     """A call cel-go's cost tracker asserts the arguments of even when one is an error: the
     error becomes a panic (values.Panic) instead of an ordinary, absorbable error."""
+
     def call(a: dict[str, Any]) -> Any:
         try:
             args = [f(a) for f in fns]
@@ -616,10 +635,15 @@ def _panicking(impl: Callable[..., Any], fns: list[Closure], tracked: Callable[[
     return call
 
 
-def _asserting(impl: Callable[..., Any], fns: list[Closure], tracked: Callable[[list[Any], Any], int] | None,
-               asserts: Callable[[list[Any]], Err | None]) -> Closure:
+def _asserting(
+    impl: Callable[..., Any],
+    fns: list[Closure],
+    tracked: Callable[[list[Any], Any], int] | None,
+    asserts: Callable[[list[Any]], Err | None],
+) -> Closure:
     """A call whose cost tracker asserts its arguments' kinds (library.RESOLVED_ASSERTS): every
     argument is evaluated, a failed one kept as its error, and the assertion decides first."""
+
     def call(a: dict[str, Any]) -> Any:
         args: list[Any] = []
         for f in fns:
@@ -643,10 +667,16 @@ def _asserting(impl: Callable[..., Any], fns: list[Closure], tracked: Callable[[
 def _constant_value(node: Node, fn: Closure) -> Any:
     """The value of a literal, a list of literals or a folded constructor of literals
     (``cidr("10.0.0.0/8")``), else NOT_CONSTANT: what a specialisation may precompute."""
-    if isinstance(node, Lit) or (isinstance(node, ListLit) and not node.optional
-                                 and all(isinstance(e, Lit) for e in node.elements)) \
-            or (isinstance(node, Call) and node.function in _PURE and node.target is None
-                and all(isinstance(a, Lit) for a in node.args)):
+    if (
+        isinstance(node, Lit)
+        or (isinstance(node, ListLit) and not node.optional and all(isinstance(e, Lit) for e in node.elements))
+        or (
+            isinstance(node, Call)
+            and node.function in _PURE
+            and node.target is None
+            and all(isinstance(a, Lit) for a in node.args)
+        )
+    ):
         try:
             return fn({})
         except Err:
@@ -669,8 +699,13 @@ def _is_constant(node: Node) -> bool:
     """A literal, or a conversion of a constant: what cel-go's planner evaluates ahead of time."""
     if isinstance(node, Lit):
         return True
-    return isinstance(node, Call) and node.target is None and node.function in _CONVERSIONS \
-        and len(node.args) == 1 and _is_constant(node.args[0])
+    return (
+        isinstance(node, Call)
+        and node.target is None
+        and node.function in _CONVERSIONS
+        and len(node.args) == 1
+        and _is_constant(node.args[0])
+    )
 
 
 def _bad_pattern(node: Node) -> bool:
@@ -721,15 +756,26 @@ def _constant(value: Any) -> Closure:
 
 
 _PY_TYPES: dict[str, tuple[type, ...]] = VALUE_TYPES
-_PY_TYPES.update({
-    "int": (int,), "uint": (UInt,), "double": (float,), "string": (str,), "bytes": (bytes,),
-    "bool": (bool,), "null_type": (type(None),), QTY: (Quantity, ComputedQuantity),
-    SEMVER: (Semver,),
-})
+_PY_TYPES.update(
+    {
+        "int": (int,),
+        "uint": (UInt,),
+        "double": (float,),
+        "string": (str,),
+        "bytes": (bytes,),
+        "bool": (bool,),
+        "null_type": (type(None),),
+        QTY: (Quantity, ComputedQuantity),
+        SEMVER: (Semver,),
+    }
+)
 
 
-_CONTAINERS: dict[str, tuple[type, ...]] = {"list": (list, tuple), "map": (dict, v.DefaultingMap, v.CelMap),
-                                            "optional": (Optional,)}
+_CONTAINERS: dict[str, tuple[type, ...]] = {
+    "list": (list, tuple),
+    "map": (dict, v.DefaultingMap, v.CelMap),
+    "optional": (Optional,),
+}
 
 
 def _guard(param: Any) -> tuple[type, ...] | None:

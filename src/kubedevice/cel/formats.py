@@ -28,16 +28,25 @@ _SUBDOMAIN = _LABEL + "(\\." + _LABEL + ")*"
 _DNS1035 = "[a-z]([-a-z0-9]*[a-z0-9])?"
 _KEY = "([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]"
 _VALUE = "(" + _KEY + ")?"
-_LABEL_MSG = ("a lowercase RFC 1123 label must consist of lower case alphanumeric characters or '-', and must "
-              "start and end with an alphanumeric character")
-_SUBDOMAIN_MSG = ("a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' or "
-                  "'.', and must start and end with an alphanumeric character")
-_DNS1035_MSG = ("a DNS-1035 label must consist of lower case alphanumeric characters or '-', start with an "
-                "alphabetic character, and end with an alphanumeric character")
-_KEY_MSG = ("must consist of alphanumeric characters, '-', '_' or '.', and must start and end with an "
-            "alphanumeric character")
-_VALUE_MSG = ("a valid label must be an empty string or consist of alphanumeric characters, '-', '_' or '.', "
-              "and must start and end with an alphanumeric character")
+_LABEL_MSG = (
+    "a lowercase RFC 1123 label must consist of lower case alphanumeric characters or '-', and must "
+    "start and end with an alphanumeric character"
+)
+_SUBDOMAIN_MSG = (
+    "a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' or "
+    "'.', and must start and end with an alphanumeric character"
+)
+_DNS1035_MSG = (
+    "a DNS-1035 label must consist of lower case alphanumeric characters or '-', start with an "
+    "alphabetic character, and end with an alphanumeric character"
+)
+_KEY_MSG = (
+    "must consist of alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric character"
+)
+_VALUE_MSG = (
+    "a valid label must be an empty string or consist of alphanumeric characters, '-', '_' or '.', "
+    "and must start and end with an alphanumeric character"
+)
 _UUID = re.compile(r"[0-9a-f]{8}-?[0-9a-f]{4}-?[0-9a-f]{4}-?[0-9a-f]{4}-?[0-9a-f]{12}", re.IGNORECASE)
 _BASE64 = re.compile(r"(?:[A-Za-z0-9+/]{4})*(?:[A-Za-z0-9+/]{2}==|[A-Za-z0-9+/]{3}=|[A-Za-z0-9+/]{4})")
 _TIME = re.compile(r"([0-9]{2}):([0-9]{2}):([0-9]{2})(.[0-9]+)?(z|([+-][0-9]{2}:[0-9]{2}))")
@@ -60,8 +69,11 @@ def _size(value: str) -> int:
 def _dns1123_label(value: str) -> list[str]:
     errors = ["must be no more than 63 characters"] if _size(value) > 63 else []
     if not _full(_LABEL, value):
-        errors.append("must not contain dots" if _full(_SUBDOMAIN, value)
-                      else _regex_error(_LABEL_MSG, _LABEL, "my-name", "123-abc"))
+        errors.append(
+            "must not contain dots"
+            if _full(_SUBDOMAIN, value)
+            else _regex_error(_LABEL_MSG, _LABEL, "my-name", "123-abc")
+        )
     return errors
 
 
@@ -93,8 +105,11 @@ def _qualified_name(value: str) -> list[str]:
     parts = value.split("/")
     errors: list[str] = []
     if len(parts) > 2:
-        return ["a valid label key " + _regex_error(_KEY_MSG, _KEY, "MyName", "my.name", "123-abc")
-                + " with an optional DNS subdomain prefix and '/' (e.g. 'example.com/MyName')"]
+        return [
+            "a valid label key "
+            + _regex_error(_KEY_MSG, _KEY, "MyName", "my.name", "123-abc")
+            + " with an optional DNS subdomain prefix and '/' (e.g. 'example.com/MyName')"
+        ]
     name = parts[-1]
     if len(parts) == 2:
         if not parts[0]:

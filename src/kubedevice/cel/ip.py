@@ -78,6 +78,14 @@ register("isLinkLocalMulticast", True, (IP_TYPE,), "bool", lambda ip: ip.addr.is
 register("isLinkLocalUnicast", True, (IP_TYPE,), "bool", lambda ip: ip.addr.is_link_local_unicast())
 register("isGlobalUnicast", True, (IP_TYPE,), "bool", lambda ip: ip.addr.is_global_unicast())
 register("string", False, (IP_TYPE,), "string", lambda ip: str(ip.addr))
-CALL_COSTS.update({"ip": _ip_cost, "isIP": _string_cost(0.1), "ip.isCanonical": _string_cost(0.2),
-                   **dict.fromkeys(("family", "isUnspecified", "isLoopback", "isLinkLocalMulticast",
-                                    "isLinkLocalUnicast", "isGlobalUnicast"), _unit)})
+CALL_COSTS.update(
+    {
+        "ip": _ip_cost,
+        "isIP": _string_cost(0.1),
+        "ip.isCanonical": _string_cost(0.2),
+        **dict.fromkeys(
+            ("family", "isUnspecified", "isLoopback", "isLinkLocalMulticast", "isLinkLocalUnicast", "isGlobalUnicast"),
+            _unit,
+        ),
+    }
+)

@@ -65,7 +65,10 @@ RESOLVED_ASSERTS: dict[str, Callable[[list[Any]], Err | None]] = {}
 # "no such overload: f(types)": the standard string functions skip the guards (their
 # implementation refuses) and size() is an operator, named only for an operand without a size.
 REFUSALS: dict[str, Callable[..., Err]] = {
-    "contains": refused, "startsWith": refused, "endsWith": refused, "matches": refused,
+    "contains": refused,
+    "startsWith": refused,
+    "endsWith": refused,
+    "matches": refused,
     "size": lambda *args: operator_error("size", *args),
 }
 # Runtime classes of each declared type name, for overload dispatch (libraries add theirs).
@@ -221,7 +224,7 @@ def _substring(s: str, start: int, end: int | None = None) -> str:
 def _char_at(s: str, i: int) -> str:
     if i < 0 or i > len(s):
         raise Err(f"index out of range: {i}")
-    return s[i:i + 1]
+    return s[i : i + 1]
 
 
 def _index_of_str(s: str, sub: str, start: int = 0) -> int:
@@ -257,7 +260,7 @@ def _split(s: str, sep: str, limit: int = -1) -> list[str]:
         return []
     if sep == "":
         chars = list(s)
-        return chars if limit < 0 or limit >= len(chars) else [*chars[:limit - 1], "".join(chars[limit - 1:])]
+        return chars if limit < 0 or limit >= len(chars) else [*chars[: limit - 1], "".join(chars[limit - 1 :])]
     return s.split(sep, limit - 1 if limit > 0 else -1)
 
 
@@ -310,8 +313,20 @@ def _to_string(value: Any) -> str:
     raise no_overload("string", value)
 
 
-_GO_BOOLS = {"1": True, "t": True, "T": True, "TRUE": True, "true": True, "True": True,
-             "0": False, "f": False, "F": False, "FALSE": False, "false": False, "False": False}
+_GO_BOOLS = {
+    "1": True,
+    "t": True,
+    "T": True,
+    "TRUE": True,
+    "true": True,
+    "True": True,
+    "0": False,
+    "f": False,
+    "F": False,
+    "FALSE": False,
+    "false": False,
+    "False": False,
+}
 
 
 def _parse_bool(text: str) -> bool:
@@ -326,8 +341,12 @@ def _parse_double(text: str) -> float:
     underscores between digits (``'1_000'``, strconv's underscoreOK) and hexadecimal mantissas
     with a binary exponent (``'0x1p4'``); a value out of range is an error, not an infinity."""
     bad = Err("type conversion error from 'string' to 'double'")
-    if not text.isascii() or text.strip() != text or ("_" in text and not _underscore_ok(text)) \
-            or (text[:1] in "+-" and text[1:].lower() == "nan"):  # Go takes a sign on Inf only
+    if (
+        not text.isascii()
+        or text.strip() != text
+        or ("_" in text and not _underscore_ok(text))
+        or (text[:1] in "+-" and text[1:].lower() == "nan")
+    ):  # Go takes a sign on Inf only
         raise bad
     digits = text.replace("_", "")
     unsigned = digits.lstrip("+-")
@@ -397,8 +416,12 @@ def _opt_value(o: Optional) -> Any:
 
 
 def _of_non_zero(value: Any) -> Optional:
-    zero = value is None or value is False or (type(value) in (int, UInt, float) and value == 0) or (
-        isinstance(value, (str, bytes, list, tuple, dict)) and len(value) == 0)
+    zero = (
+        value is None
+        or value is False
+        or (type(value) in (int, UInt, float) and value == 0)
+        or (isinstance(value, (str, bytes, list, tuple, dict)) and len(value) == 0)
+    )
     return NONE if zero else Optional(True, value)
 
 
@@ -456,8 +479,10 @@ def _to_uint(value: Any) -> UInt:
 
 
 # unicode.IsSpace, which the strings extension's trim() uses.
-_UNICODE_SPACE = (" \t\n\v\f\r\x85\xa0\u1680\u2000\u2001\u2002\u2003\u2004\u2005\u2006\u2007"
-                  "\u2008\u2009\u200a\u2028\u2029\u202f\u205f\u3000")
+_UNICODE_SPACE = (
+    " \t\n\v\f\r\x85\xa0\u1680\u2000\u2001\u2002\u2003\u2004\u2005\u2006\u2007"
+    "\u2008\u2009\u200a\u2028\u2029\u202f\u205f\u3000"
+)
 
 
 def _register_strings() -> None:
@@ -483,13 +508,29 @@ def _register_strings() -> None:
 
 
 def _register_lists() -> None:
-    for elem in ("int", "uint", "double", "string", "bool", "bytes", "google.protobuf.Duration",
-                 "google.protobuf.Timestamp"):
+    for elem in (
+        "int",
+        "uint",
+        "double",
+        "string",
+        "bool",
+        "bytes",
+        "google.protobuf.Duration",
+        "google.protobuf.Timestamp",
+    ):
         register("isSorted", True, (("list", elem),), "bool", _is_sorted)
     for elem in ("int", "uint", "double", "google.protobuf.Duration"):
         register("sum", True, (("list", elem),), elem, _sum)
-    for elem in ("int", "uint", "double", "string", "bool", "bytes", "google.protobuf.Duration",
-                 "google.protobuf.Timestamp"):
+    for elem in (
+        "int",
+        "uint",
+        "double",
+        "string",
+        "bool",
+        "bytes",
+        "google.protobuf.Duration",
+        "google.protobuf.Timestamp",
+    ):
         register("min", True, (("list", elem),), elem, lambda xs: _extreme(xs, -1, "min"))
         register("max", True, (("list", elem),), elem, lambda xs: _extreme(xs, 1, "max"))
     register("indexOf", True, (("list", "A"), "A"), "int", _index_of)
@@ -536,8 +577,13 @@ def _register_optional() -> None:
     # cel.OptionalTypes() unversioned, as Kubernetes declares it: version 2's functions too
     register("first", True, (("list", "A"),), ("optional", "A"), lambda xs: Optional(True, xs[0]) if xs else NONE)
     register("last", True, (("list", "A"),), ("optional", "A"), lambda xs: Optional(True, xs[-1]) if xs else NONE)
-    register("optional.unwrap", False, (("list", ("optional", "A")),), ("list", "A"),
-             lambda opts: _unwrap("optional.unwrap", opts))
+    register(
+        "optional.unwrap",
+        False,
+        (("list", ("optional", "A")),),
+        ("list", "A"),
+        lambda opts: _unwrap("optional.unwrap", opts),
+    )
     register("unwrapOpt", True, (("list", ("optional", "A")),), ("list", "A"), lambda opts: _unwrap("unwrapOpt", opts))
 
 
@@ -575,8 +621,13 @@ def traversal_cost(value: Any) -> int:
     return 1
 
 
-RUNTIME_COSTS.update(dict.fromkeys(("isSorted", "sum", "max", "min", "indexOf", "lastIndexOf", "includes"),
-                                   lambda args, _result: traversal_cost(args[0])))
+RUNTIME_COSTS.update(
+    dict.fromkeys(
+        ("isSorted", "sum", "max", "min", "indexOf", "lastIndexOf", "includes"),
+        lambda args, _result: traversal_cost(args[0]),
+    )
+)
+
 
 def _specialize_includes(_nodes: list[Any], consts: list[Any], fns: list[Any], impl: Callable[..., Any]) -> Any:
     """``list.includes(constant string or int)``: Python's list membership is CEL's equality when
@@ -639,6 +690,7 @@ def _specialize_found(_nodes: list[Any], consts: list[Any], fns: list[Any], impl
 def _specialize_ordering(name: str) -> Callable[..., Any]:
     """``x.compareTo(c)``, ``x.isGreaterThan(c)``, ``x.isLessThan(c)`` with a constant quantity
     or semver: the comparison itself when ``x`` is of the constant's class, no dispatch."""
+
     def specialize(_nodes: list[Any], consts: list[Any], fns: list[Any], impl: Callable[..., Any]) -> Any:
         if len(fns) != 2 or consts[0] is not NOT_CONSTANT or type(consts[1]) not in (q.Quantity, sv.Semver):
             return None
@@ -671,6 +723,23 @@ _register_quantity()
 _register_semver()
 _register_optional()
 
-__all__ = ["CALL_COSTS", "DYN", "INCLUDES", "NAMESPACES", "NOT_CONSTANT", "OVERLOADS", "QTY", "RESOLVED_ASSERTS",
-           "RUNTIME_COSTS", "SEMVER", "SPECIALIZERS", "UNCHECKED", "VALUE_TYPES", "Overload", "format_double",
-           "register", "traversal_cost", "type_name"]
+__all__ = [
+    "CALL_COSTS",
+    "DYN",
+    "INCLUDES",
+    "NAMESPACES",
+    "NOT_CONSTANT",
+    "OVERLOADS",
+    "QTY",
+    "RESOLVED_ASSERTS",
+    "RUNTIME_COSTS",
+    "SEMVER",
+    "SPECIALIZERS",
+    "UNCHECKED",
+    "VALUE_TYPES",
+    "Overload",
+    "format_double",
+    "register",
+    "traversal_cost",
+    "type_name",
+]

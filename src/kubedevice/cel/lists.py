@@ -11,8 +11,16 @@ from .library import CALL_COSTS, DYN, REFUSALS, RESOLVED_ASSERTS, RUNTIME_COSTS,
 from .parser import Call, Lit, Node
 from .values import Err, UInt
 
-COMPARABLE = ("int", "uint", "double", "bool", "google.protobuf.Duration", "google.protobuf.Timestamp", "string",
-              "bytes")
+COMPARABLE = (
+    "int",
+    "uint",
+    "double",
+    "bool",
+    "google.protobuf.Duration",
+    "google.protobuf.Timestamp",
+    "string",
+    "bytes",
+)
 MAX_RANGE = 1_000_000
 LIST_CREATE = 10
 
@@ -77,8 +85,10 @@ def sort_by_keys(items: Any, keys: list[Any]) -> list[Any]:
     if not isinstance(items, (list, tuple)):
         raise v.operator_error("@sortByAssociatedKeys", items)
     if len(items) != len(keys):
-        raise Err("@sortByAssociatedKeys() expected a list of the same size as the associated keys list, "
-                  f"but got {len(items)} and {len(keys)} elements respectively")
+        raise Err(
+            "@sortByAssociatedKeys() expected a list of the same size as the associated keys list, "
+            f"but got {len(items)} and {len(keys)} elements respectively"
+        )
     if not items:
         return list(items)
     first = type(keys[0])
@@ -107,6 +117,7 @@ def _register() -> None:
 
 
 # Static costs: cel-go ext/lists.go estimators (version 3) ------------------------------------
+
 
 def _uint_literal(node: Node, default: int) -> int:
     """nodeAsUintValue: an int literal (negative counts as 0), else the default."""
@@ -180,12 +191,16 @@ def _flatten_tracked(args: list[Any], _result: Any) -> int:
     return _allocated(float(args[1]) if len(args) > 1 else 1.0, len(args[0]))
 
 
-RUNTIME_COSTS.update({"slice": lambda _args, result: _allocated(1, len(result)),
-                      "lists.range": lambda _args, result: _allocated(1, len(result)),
-                      "reverse": lambda _args, result: _allocated(1, len(result)),
-                      "flatten": _flatten_tracked,
-                      "distinct": lambda args, _result: _self_compare(args[0]),
-                      "sort": lambda args, _result: _self_compare(args[0])})
+RUNTIME_COSTS.update(
+    {
+        "slice": lambda _args, result: _allocated(1, len(result)),
+        "lists.range": lambda _args, result: _allocated(1, len(result)),
+        "reverse": lambda _args, result: _allocated(1, len(result)),
+        "flatten": _flatten_tracked,
+        "distinct": lambda args, _result: _self_compare(args[0]),
+        "sort": lambda args, _result: _self_compare(args[0]),
+    }
+)
 # distinct() of a non-list panics in cel-go (its cost tracker asserts args[0].(traits.Lister)).
 UNCHECKED.add("distinct")
 REFUSALS["sort"] = lambda *args: v.operator_error("sort", *args)
@@ -204,6 +219,14 @@ def _assert_depth(args: list[Any]) -> Err | None:
 
 
 RESOLVED_ASSERTS.update({"sort": _assert_sorted_list, "flatten": _assert_depth})
-CALL_COSTS.update({"slice": _slice_cost, "flatten": _flatten_cost, "lists.range": _range_cost,
-                   "reverse": _reverse_cost, "distinct": _distinct_cost, "sort": _sort_cost})
+CALL_COSTS.update(
+    {
+        "slice": _slice_cost,
+        "flatten": _flatten_cost,
+        "lists.range": _range_cost,
+        "reverse": _reverse_cost,
+        "distinct": _distinct_cost,
+        "sort": _sort_cost,
+    }
+)
 _register()

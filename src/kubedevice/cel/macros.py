@@ -29,8 +29,9 @@ def _iter_var_type(target: Any, at: Node | None = None) -> Any:
 
 def _not_a_range(target: Any, at: Node | None) -> CheckError:
     """Reported at the range expression (sortBy: at its call)."""
-    return CheckError(f"expression of type '{fmt(target)}' cannot be range of a comprehension "
-                      "(must be list, map, or dynamic)", at)
+    return CheckError(
+        f"expression of type '{fmt(target)}' cannot be range of a comprehension (must be list, map, or dynamic)", at
+    )
 
 
 def _not_bool(kind: str, body: Compiled, at: Node) -> CheckError:
@@ -125,6 +126,7 @@ class _Loop:
 def _run(loop: _Loop, a: dict[str, Any], items: list[Any]) -> Any:
     kind, var, bf, xf, step = loop.kind, loop.var, loop.body, loop.extra, loop.step
     if kind in ("all", "exists"):
+
         def outcomes() -> Iterator[Any]:
             for item in items:
                 charge(a, step)
@@ -265,12 +267,17 @@ def _two_var(c: Compiler, node: Comprehension, target: Compiled) -> Compiled:
     for part in (body if kind in ("all", "exists", "exists_one") else None, extra):
         if part is not None and part.type != "bool" and not is_dyn(part.type):
             raise _not_bool(kind if part is body else "filter", part, node.body)
-    if kind == "transformMapEntry" and not (is_dyn(body.type) or (isinstance(body.type, tuple)
-                                                                   and body.type[0] == "map")):
-        raise CheckError(f"found no matching overload for 'cel.@mapInsert' applied to '(map(dyn, dyn), "
-                         f"{fmt(body.type)})'")
-    result: Any = {"transformList": ("list", body.type), "transformMap": ("map", first, body.type),
-                   "transformMapEntry": body.type if not is_dyn(body.type) else ("map", DYN, DYN)}.get(kind, "bool")
+    if kind == "transformMapEntry" and not (
+        is_dyn(body.type) or (isinstance(body.type, tuple) and body.type[0] == "map")
+    ):
+        raise CheckError(
+            f"found no matching overload for 'cel.@mapInsert' applied to '(map(dyn, dyn), {fmt(body.type)})'"
+        )
+    result: Any = {
+        "transformList": ("list", body.type),
+        "transformMap": ("map", first, body.type),
+        "transformMapEntry": body.type if not is_dyn(body.type) else ("map", DYN, DYN),
+    }.get(kind, "bool")
     loop = _Loop(kind, node.var, body.fn, extra.fn if extra else None, body.cost + (extra.cost if extra else 0) + 3)
     var2, tf = node.var2, target.fn
 
@@ -292,6 +299,7 @@ def _two_var(c: Compiler, node: Comprehension, target: Compiled) -> Compiled:
 def _run_pairs(loop: _Loop, var2: str, a: dict[str, Any], pairs: list[tuple[Any, Any]]) -> Any:
     kind, var, bf, xf, step = loop.kind, loop.var, loop.body, loop.extra, loop.step
     if kind in ("all", "exists"):
+
         def outcomes() -> Iterator[Any]:
             for first, second in pairs:
                 charge(a, step)
@@ -341,8 +349,10 @@ def _sort_by(c: Compiler, node: Comprehension, target: Compiled) -> Compiled:
     finally:
         c.scopes.pop()
     if not is_dyn(key.type) and not any(assignable(t, key.type, {}) for t in COMPARABLE):
-        raise CheckError(f"found no matching overload for '@sortByAssociatedKeys' applied to "
-                         f"'{fmt(target.type)}.(list({fmt(key.type)}))'")
+        raise CheckError(
+            f"found no matching overload for '@sortByAssociatedKeys' applied to "
+            f"'{fmt(target.type)}.(list({fmt(key.type)}))'"
+        )
     loop = _Loop("map", node.var, key.fn, None, key.cost + 3)
     tf = target.fn
     # A key of one comparable type resolves @sortByAssociatedKeys to one overload, whose cost

@@ -61,8 +61,7 @@ class Addr:
     def is_global_unicast(self) -> bool:
         if self.bits == 32 and self.value in (0, 0xFFFFFFFF):
             return False
-        return not (self.is_unspecified() or self.is_loopback() or self.is_multicast()
-                    or self.is_link_local_unicast())
+        return not (self.is_unspecified() or self.is_loopback() or self.is_multicast() or self.is_link_local_unicast())
 
 
 @dataclass(frozen=True, slots=True)
@@ -206,6 +205,7 @@ def _parse_addr(text: str) -> Addr:
 @lru_cache(maxsize=1024)
 def parse_prefix(text: str) -> Prefix:
     """netip.ParsePrefix (the address keeps its host bits)."""
+
     def fail(msg: str) -> NetIPError:
         return NetIPError(f"netip.ParsePrefix({quote(text)}): {msg}")
 
@@ -218,7 +218,7 @@ def parse_prefix(text: str) -> Prefix:
         raise fail(str(exc)) from None
     if addr.zone:
         raise fail("IPv6 zones cannot be present in a prefix")
-    bits = text[slash + 1:]
+    bits = text[slash + 1 :]
     if (len(bits) > 1 and not "1" <= bits[0] <= "9") or not bits.isascii() or not bits.isdigit():
         raise fail(f"bad bits after slash: {quote(bits)}")
     if int(bits) > addr.bits:

@@ -107,7 +107,10 @@ def _equal_literal(left: Compiled, const: Any, negated: bool) -> Compiled:
 _ORDERED = frozenset({"int", "uint", "double", "string", "bytes", "bool", TIMESTAMP, DURATION})
 _WITH_DYN = _ORDERED | {"null_type"}  # cel-go's checker lets null stand for a dyn operand's partner
 _RELATIONS: dict[str, Callable[[int], bool]] = {
-    "_<_": lambda r: r == -1, "_<=_": lambda r: r in (-1, 0), "_>_": lambda r: r == 1, "_>=_": lambda r: r in (0, 1),
+    "_<_": lambda r: r == -1,
+    "_<=_": lambda r: r in (-1, 0),
+    "_>_": lambda r: r == 1,
+    "_>=_": lambda r: r in (0, 1),
 }
 
 
@@ -119,8 +122,12 @@ def _relation(name: str) -> Callable[[Compiler, Call], Compiled]:
         lt, rt = left.type, right.type
         # dyn matches any declared overload, so the other side must be orderable: no overload
         # takes a Semver or a Quantity (k8s' library orders them with compareTo)
-        ok = (is_dyn(lt) and (is_dyn(rt) or rt in _WITH_DYN)) or (is_dyn(rt) and lt in _WITH_DYN) or (
-            lt in _NUMERIC and rt in _NUMERIC) or (lt == rt and lt in _WITH_DYN)
+        ok = (
+            (is_dyn(lt) and (is_dyn(rt) or rt in _WITH_DYN))
+            or (is_dyn(rt) and lt in _WITH_DYN)
+            or (lt in _NUMERIC and rt in _NUMERIC)
+            or (lt == rt and lt in _WITH_DYN)
+        )
         if not ok:
             raise _no_overload(name, lt, rt)
         lf, rf = left.fn, right.fn
@@ -150,8 +157,13 @@ def _arith(op: str) -> Callable[[Compiler, Call], Compiled]:
     def build(c: Compiler, node: Call) -> Compiled:
         left, right = (c.compile(a) for a in node.args)
         lt, rt = left.type, right.type
-        allowed = {"+": ("int", "uint", "double", "string", "bytes"), "-": _NUMERIC, "*": _NUMERIC,
-                   "/": _NUMERIC, "%": ("int", "uint")}[op]
+        allowed = {
+            "+": ("int", "uint", "double", "string", "bytes"),
+            "-": _NUMERIC,
+            "*": _NUMERIC,
+            "/": _NUMERIC,
+            "%": ("int", "uint"),
+        }[op]
         timed = _time_arith(op, lt, rt)
         if timed is not None:
             lf, rf = left.fn, right.fn
@@ -159,12 +171,18 @@ def _arith(op: str) -> Callable[[Compiler, Call], Compiled]:
         if is_dyn(lt) or is_dyn(rt):
             result: Any = lt if not is_dyn(lt) else rt
             if (isinstance(result, tuple) and result[0] != "list") or (
-                    not isinstance(result, tuple) and result not in allowed and not is_dyn(result)):
+                not isinstance(result, tuple) and result not in allowed and not is_dyn(result)
+            ):
                 raise _no_overload(name, lt, rt)
         elif lt == rt and lt in allowed:
             result = lt
-        elif op == "+" and isinstance(lt, tuple) and isinstance(rt, tuple) and lt[0] == rt[0] == "list" \
-                and assignable(lt, rt, {}):
+        elif (
+            op == "+"
+            and isinstance(lt, tuple)
+            and isinstance(rt, tuple)
+            and lt[0] == rt[0] == "list"
+            and assignable(lt, rt, {})
+        ):
             result = lt if not is_dyn(lt[1]) else rt
         else:
             raise _no_overload(name, lt, rt)
@@ -174,17 +192,25 @@ def _arith(op: str) -> Callable[[Compiler, Call], Compiled]:
     return build
 
 
-_TIME_ARITH = {("+", TIMESTAMP, DURATION): TIMESTAMP, ("+", DURATION, TIMESTAMP): TIMESTAMP,
-               ("+", DURATION, DURATION): DURATION, ("-", TIMESTAMP, TIMESTAMP): DURATION,
-               ("-", TIMESTAMP, DURATION): TIMESTAMP, ("-", DURATION, DURATION): DURATION}
+_TIME_ARITH = {
+    ("+", TIMESTAMP, DURATION): TIMESTAMP,
+    ("+", DURATION, TIMESTAMP): TIMESTAMP,
+    ("+", DURATION, DURATION): DURATION,
+    ("-", TIMESTAMP, TIMESTAMP): DURATION,
+    ("-", TIMESTAMP, DURATION): TIMESTAMP,
+    ("-", DURATION, DURATION): DURATION,
+}
 
 
 def _time_arith(op: str, lt: Any, rt: Any) -> Any:
     """Result type of + or - when a timestamp or duration is involved (None otherwise)."""
     if TIMESTAMP not in (lt, rt) and DURATION not in (lt, rt):
         return None
-    results = {result for (o, x, y), result in _TIME_ARITH.items()
-               if o == op and (x == lt or is_dyn(lt)) and (y == rt or is_dyn(rt))}
+    results = {
+        result
+        for (o, x, y), result in _TIME_ARITH.items()
+        if o == op and (x == lt or is_dyn(lt)) and (y == rt or is_dyn(rt))
+    }
     if not results:
         raise _no_overload(f"_{op}_", lt, rt)
     return results.pop() if len(results) == 1 else "dyn"
@@ -206,8 +232,9 @@ def _ternary(c: Compiler, node: Call) -> Compiled:
         raise _no_overload("_?_:_", "bool", then.type, other.type)
     cf, tf, of = cond.fn, then.fn, other.fn
     result = then.type if not is_dyn(then.type) else other.type
-    return Compiled(result, lambda a: tf(a) if v.truthy(cf(a), "_?_:_") else of(a),
-                    cond.cost + max(then.cost, other.cost))
+    return Compiled(
+        result, lambda a: tf(a) if v.truthy(cf(a), "_?_:_") else of(a), cond.cost + max(then.cost, other.cost)
+    )
 
 
 def _element_type(container: Any, key: Any, name: str) -> Any:
@@ -246,8 +273,14 @@ def _constant_qualifier(key: Node) -> str | None:
         return "types.Null"
     if isinstance(key, ListLit) and all(isinstance(e, Lit) for e in key.elements):
         return "*types.baseList"
-    if isinstance(key, Call) and key.function in ("duration", "timestamp") and key.target is None \
-            and len(key.args) == 1 and isinstance(key.args[0], Lit) and key.args[0].kind == "string":
+    if (
+        isinstance(key, Call)
+        and key.function in ("duration", "timestamp")
+        and key.target is None
+        and len(key.args) == 1
+        and isinstance(key.args[0], Lit)
+        and key.args[0].kind == "string"
+    ):
         return "types.Duration" if key.function == "duration" else "types.Timestamp"
     return None
 
@@ -289,8 +322,12 @@ def _in(c: Compiler, node: Call) -> Compiled:
         raise _no_overload("@in", item.type, ct)
     itf, cf = item.fn, container.fn
     literal = node.args[1]
-    if isinstance(literal, ListLit) and not literal.optional and literal.elements \
-            and all(isinstance(e, Lit) and e.kind == "string" for e in literal.elements):
+    if (
+        isinstance(literal, ListLit)
+        and not literal.optional
+        and literal.elements
+        and all(isinstance(e, Lit) and e.kind == "string" for e in literal.elements)
+    ):
         strings = frozenset(str(e.value) for e in literal.elements if isinstance(e, Lit))
 
         def member(a: dict[str, Any]) -> bool:
@@ -302,9 +339,16 @@ def _in(c: Compiler, node: Call) -> Compiled:
 
 
 SPECIAL: dict[str, Callable[[Compiler, Call], Compiled]] = {
-    "_&&_": _logical(True), "_||_": _logical(False), "!_": _not, "-_": _negate,
-    "_==_": _equality(False), "_!=_": _equality(True), "_?_:_": _ternary,
-    "_[_]": _index, "_[?_]": _optional_index, "@in": _in,
+    "_&&_": _logical(True),
+    "_||_": _logical(False),
+    "!_": _not,
+    "-_": _negate,
+    "_==_": _equality(False),
+    "_!=_": _equality(True),
+    "_?_:_": _ternary,
+    "_[_]": _index,
+    "_[?_]": _optional_index,
+    "@in": _in,
     **{name: _relation(name) for name in _RELATIONS},
     **{f"_{op}_": _arith(op) for op in "+-*/%"},
 }

@@ -13,10 +13,27 @@ from typing import Any
 
 MAX_RECURSION = 250
 MAX_CODE_POINTS = 100_000
-RESERVED = frozenset({
-    "as", "break", "const", "continue", "else", "for", "function", "if", "import", "let", "loop", "package",
-    "namespace", "return", "var", "void", "while",
-})
+RESERVED = frozenset(
+    {
+        "as",
+        "break",
+        "const",
+        "continue",
+        "else",
+        "for",
+        "function",
+        "if",
+        "import",
+        "let",
+        "loop",
+        "package",
+        "namespace",
+        "return",
+        "var",
+        "void",
+        "while",
+    }
+)
 
 
 _KEYWORDS = frozenset({"in", "true", "false", "null"})  # tokens of their own: never a field name
@@ -119,8 +136,20 @@ class Token:
     end: int
 
 
-_ESCAPES = {"a": "\a", "b": "\b", "f": "\f", "n": "\n", "r": "\r", "t": "\t", "v": "\v",
-            "\\": "\\", "'": "'", '"': '"', "`": "`", "?": "?"}
+_ESCAPES = {
+    "a": "\a",
+    "b": "\b",
+    "f": "\f",
+    "n": "\n",
+    "r": "\r",
+    "t": "\t",
+    "v": "\v",
+    "\\": "\\",
+    "'": "'",
+    '"': '"',
+    "`": "`",
+    "?": "?",
+}
 _HEX = "0123456789abcdefABCDEF"
 
 
@@ -143,7 +172,7 @@ def _first_bad(body: str, start: int, allowed: list[str]) -> int | None:
 def _escape_end(text: str, i: int) -> int:
     """Index after the escape sequence whose backslash is text[i] (the grammar's ESC_SEQ);
     _BadEscape at the first character the lexer cannot take."""
-    nxt = text[i + 1:i + 2]
+    nxt = text[i + 1 : i + 2]
     if nxt and nxt in _ESCAPES:
         return i + 2
     if nxt and nxt in "xXuU":
@@ -200,7 +229,7 @@ class _Lexed:
     def fail(self, text: str, pos: int, stop: int) -> int:
         """Record the recognition error over text[pos:stop + 1]; lexing resumes after it."""
         if self.error is None:
-            self.error = ParseError(f"Syntax error: token recognition error at: '{text[pos:stop + 1]}'", pos)
+            self.error = ParseError(f"Syntax error: token recognition error at: '{text[pos : stop + 1]}'", pos)
         return min(stop + 1, len(text))
 
 
@@ -215,10 +244,10 @@ def _lex_string(text: str, pos: int, opening: str, out: _Lexed) -> int:
         out.tokens.append(Token("str", text[pos:end], pos, end))
         return end
     if len(quote) == 3:
-        out.tokens.append(Token("str", text[pos:pos + prefix + 2], pos, pos + prefix + 2))
+        out.tokens.append(Token("str", text[pos : pos + prefix + 2], pos, pos + prefix + 2))
         return pos + prefix + 2
     if prefix:
-        out.tokens.append(Token("id", text[pos:pos + prefix], pos, pos + prefix))
+        out.tokens.append(Token("id", text[pos : pos + prefix], pos, pos + prefix))
         return pos + prefix
     return out.fail(text, pos, end)
 
@@ -256,14 +285,14 @@ def _unescape(body: str, is_bytes: bool) -> str | bytes:
         if nxt in _ESCAPES:
             out.append(_ESCAPES[nxt])
         elif nxt in "xXuU":
-            code = int(body[i + 2:end], 16)
+            code = int(body[i + 2 : end], 16)
             if nxt in "uU" and is_bytes:
                 raise ParseError("unable to unescape string")
             if nxt in "uU" and (0xD800 <= code <= 0xDFFF or code > 0x10FFFF):
                 raise ParseError("invalid unicode code point")
             out.append(code if is_bytes else chr(code))
         else:
-            out.append(int(body[i + 1:end], 8) if is_bytes else chr(int(body[i + 1:end], 8)))
+            out.append(int(body[i + 1 : end], 8) if is_bytes else chr(int(body[i + 1 : end], 8)))
         i = end
     if is_bytes:
         return b"".join(bytes([p]) if isinstance(p, int) else p.encode() for p in out)
@@ -291,8 +320,9 @@ def _display(text: str) -> str:
 
 
 # What ANTLR lists when an expression was expected.
-_EXPRESSION_START = ("{'[', '{', '(', '.', '-', '!', 'true', 'false', 'null', NUM_FLOAT, NUM_INT, NUM_UINT, "
-                     "STRING, BYTES, IDENTIFIER}")
+_EXPRESSION_START = (
+    "{'[', '{', '(', '.', '-', '!', 'true', 'false', 'null', NUM_FLOAT, NUM_INT, NUM_UINT, STRING, BYTES, IDENTIFIER}"
+)
 
 
 class Parser:
@@ -468,12 +498,16 @@ class Parser:
         for a literal keyword right against the dot (`a.true`, not `a. true`; cel-go v0.29, checked
         against the Go program in tests/dra/test_cel_kubernetes_corners.py) it expects a name."""
         if dot.text == ".?":
-            return ParseError(f"Syntax error: mismatched input {_display(name.text or '<EOF>')} expecting "
-                              "{IDENTIFIER, ESC_IDENTIFIER}", name.start)
+            return ParseError(
+                f"Syntax error: mismatched input {_display(name.text or '<EOF>')} expecting "
+                "{IDENTIFIER, ESC_IDENTIFIER}",
+                name.start,
+            )
         if name.text in ("true", "false", "null") and name.start == dot.end:
             return ParseError(f"Syntax error: mismatched input '{name.text}' expecting IDENTIFIER", name.start)
-        return ParseError(f"Syntax error: no viable alternative at input {_display(self.text[dot.start:name.end])}",
-                          name.start)
+        return ParseError(
+            f"Syntax error: no viable alternative at input {_display(self.text[dot.start : name.end])}", name.start
+        )
 
     def arguments(self, close: str) -> list[Node]:
         args: list[Node] = []
@@ -623,27 +657,47 @@ def _macro(name: str, target: Node | None, args: list[Node], start: int, end: in
         return _two_var(name, target, args, start, end)
     if name == "sortBy" and len(args) == 2:
         if isinstance(target, (Lit, MapLit)):
-            raise ParseError("sortBy can only be applied to a list, identifier, comprehension, call or select "
-                             "expression", target.start)
+            raise ParseError(
+                "sortBy can only be applied to a list, identifier, comprehension, call or select expression",
+                target.start,
+            )
         return Comprehension(start, end, "sortBy", target, _var(args[0], "argument is not an identifier"), args[1])
     # cel-go's StandardMacros, which Kubernetes uses: not ExistsOneMacroNew (a two-argument existsOne)
-    kinds = {("all", 2), ("exists", 2), ("exists_one", 2), ("map", 2), ("filter", 2),
-             ("map", 3), ("optMap", 2), ("optFlatMap", 2)}
+    kinds = {
+        ("all", 2),
+        ("exists", 2),
+        ("exists_one", 2),
+        ("map", 2),
+        ("filter", 2),
+        ("map", 3),
+        ("optMap", 2),
+        ("optFlatMap", 2),
+    }
     if (name, len(args)) not in kinds:
         return None
     if name in ("optMap", "optFlatMap"):  # cel-go cel/library.go
         var = _var(args[0], f"{name}() variable name must be a simple identifier", iterates=False)
     else:
-        var = _var(args[0], "argument is not an identifier" if name in ("map", "filter") else
-                   "argument must be a simple name")
+        var = _var(
+            args[0], "argument is not an identifier" if name in ("map", "filter") else "argument must be a simple name"
+        )
     if name == "map" and len(args) == 3:
         return Comprehension(start, end, "map", target, var, args[2], extra=args[1])
     return Comprehension(start, end, name, target, var, args[1])
 
 
-_TWO_VAR = {("all", 3), ("exists", 3), ("exists_one", 3), ("existsOne", 3), ("transformList", 3),
-            ("transformList", 4), ("transformMap", 3), ("transformMap", 4), ("transformMapEntry", 3),
-            ("transformMapEntry", 4)}
+_TWO_VAR = {
+    ("all", 3),
+    ("exists", 3),
+    ("exists_one", 3),
+    ("existsOne", 3),
+    ("transformList", 3),
+    ("transformList", 4),
+    ("transformMap", 3),
+    ("transformMap", 4),
+    ("transformMapEntry", 3),
+    ("transformMapEntry", 4),
+}
 
 
 def _two_var(name: str, target: Node, args: list[Node], start: int, end: int) -> Comprehension:

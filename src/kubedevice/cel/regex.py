@@ -97,11 +97,13 @@ def _has_any_byte(pattern: str) -> bool:
 
 # RE2's error codes as Go's regexp/syntax names them (the two libraries share the codes).
 _GO_ERRORS = {
-    "missing ]": "missing closing ]", "missing )": "missing closing )",
+    "missing ]": "missing closing ]",
+    "missing )": "missing closing )",
     "trailing \\": "trailing backslash at end of expression",
     "no argument for repetition operator": "missing argument to repetition operator",
     "bad repetition operator": "invalid nested repetition operator",
-    "invalid repetition size": "invalid repeat count", "invalid named capture group": "invalid named capture",
+    "invalid repetition size": "invalid repeat count",
+    "invalid named capture group": "invalid named capture",
     "invalid perl operator": "invalid or unsupported Perl syntax",
     "pattern too large - compile failed": "expression too large",
 }

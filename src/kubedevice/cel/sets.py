@@ -112,10 +112,18 @@ LIST = ("list", "T")
 register("sets.contains", False, (LIST, LIST), "bool", _contains)
 register("sets.intersects", False, (LIST, LIST), "bool", _intersects)
 register("sets.equivalent", False, (LIST, LIST), "bool", _equivalent)
-RUNTIME_COSTS.update({"sets.contains": lambda args, _r: 1 + len(args[0]) * len(args[1]),
-                      "sets.intersects": lambda args, _r: 1 + len(args[0]) * len(args[1]),
-                      "sets.equivalent": lambda args, _r: 1 + 2 * len(args[0]) * len(args[1])})
+RUNTIME_COSTS.update(
+    {
+        "sets.contains": lambda args, _r: 1 + len(args[0]) * len(args[1]),
+        "sets.intersects": lambda args, _r: 1 + len(args[0]) * len(args[1]),
+        "sets.equivalent": lambda args, _r: 1 + 2 * len(args[0]) * len(args[1]),
+    }
+)
 CALL_COSTS.update({"sets.contains": _cost(1), "sets.intersects": _cost(1), "sets.equivalent": _cost(2)})
-SPECIALIZERS.update({"sets.contains": _specialize("sets.contains", 1),
-                     "sets.intersects": _specialize("sets.intersects", 1),
-                     "sets.equivalent": _specialize("sets.equivalent", 2)})
+SPECIALIZERS.update(
+    {
+        "sets.contains": _specialize("sets.contains", 1),
+        "sets.intersects": _specialize("sets.intersects", 1),
+        "sets.equivalent": _specialize("sets.equivalent", 2),
+    }
+)

@@ -100,18 +100,37 @@ def format_string(arg: Any) -> str:
         try:
             return arg.decode()
         except UnicodeDecodeError:
-            raise FormatError('error during formatting: could not convert argument "invalid UTF-8 in bytes, '
-                              'cannot convert to string" to string') from None
+            raise FormatError(
+                'error during formatting: could not convert argument "invalid UTF-8 in bytes, '
+                'cannot convert to string" to string'
+            ) from None
     converter = _TO_STRING.get(type_name(arg))
     if converter is None:
-        raise _clause_error("string", "strings, bools, bytes, ints, doubles, maps, lists, types, durations, "
-                            "and timestamps", type_name(arg))
+        raise _clause_error(
+            "string",
+            "strings, bools, bytes, ints, doubles, maps, lists, types, durations, and timestamps",
+            type_name(arg),
+        )
     return converter(arg)
 
 
 # The kinds cel-go's clauseForType formats inside a list or map (others: "no formatting function").
-_MEMBER_KINDS = frozenset({"int", "uint", "double", "string", "bytes", "bool", "null_type", "type", "list", "map",
-                           "google.protobuf.Timestamp", "google.protobuf.Duration"})
+_MEMBER_KINDS = frozenset(
+    {
+        "int",
+        "uint",
+        "double",
+        "string",
+        "bytes",
+        "bool",
+        "null_type",
+        "type",
+        "list",
+        "map",
+        "google.protobuf.Timestamp",
+        "google.protobuf.Duration",
+    }
+)
 
 
 def _member(x: Any) -> str:
@@ -154,15 +173,19 @@ def _parse_precision(text: str, i: int) -> tuple[int, int | None]:
     j = i + 1
     while True:
         if j >= len(text):
-            raise FormatError("could not parse formatting clause: error while parsing precision: could not find "
-                              "end of precision specifier")
+            raise FormatError(
+                "could not parse formatting clause: error while parsing precision: could not find "
+                "end of precision specifier"
+            )
         if not ("0" <= text[j] <= "9"):
             break
         j += 1
     if j == i + 1:
-        raise FormatError('could not parse formatting clause: error while parsing precision: error while '
-                          'converting precision to integer: strconv.Atoi: parsing "": invalid syntax')
-    return j, int(text[i + 1:j])
+        raise FormatError(
+            "could not parse formatting clause: error while parsing precision: error while "
+            'converting precision to integer: strconv.Atoi: parsing "": invalid syntax'
+        )
+    return j, int(text[i + 1 : j])
 
 
 Clause = Callable[[Any], str]
@@ -223,21 +246,55 @@ def string_format(text: str, args: Any) -> str:
 
 
 def quote(text: str) -> str:
-    escapes = {"\a": "\\a", "\b": "\\b", "\f": "\\f", "\n": "\\n", "\r": "\\r", "\t": "\\t", "\v": "\\v",
-               "\\": "\\\\", '"': '\\"'}
+    escapes = {
+        "\a": "\\a",
+        "\b": "\\b",
+        "\f": "\\f",
+        "\n": "\\n",
+        "\r": "\\r",
+        "\t": "\\t",
+        "\v": "\\v",
+        "\\": "\\\\",
+        '"': '\\"',
+    }
     return '"' + "".join(escapes.get(c, c) for c in text) + '"'
 
 
 # Compile-time check (cel-go's stringFormatValidator) -------------------------------------------
 
-_ACCEPTS = {"s": ("list", "map", "int", "uint", "double", "bool", "string", "google.protobuf.Timestamp", "bytes",
-                  "google.protobuf.Duration", "type", "null_type"),
-            "d": ("int", "uint"), "f": ("double", "string"), "e": ("double", "string"),
-            "b": ("int", "uint", "bool"), "x": ("int", "uint", "string", "bytes"),
-            "X": ("int", "uint", "string", "bytes"),
-            "o": ("int", "uint")}
-_NAMES = {"s": "string", "d": "decimal", "f": "fixed-point", "e": "scientific", "b": "binary", "x": "hex",
-          "X": "hex", "o": "octal"}
+_ACCEPTS = {
+    "s": (
+        "list",
+        "map",
+        "int",
+        "uint",
+        "double",
+        "bool",
+        "string",
+        "google.protobuf.Timestamp",
+        "bytes",
+        "google.protobuf.Duration",
+        "type",
+        "null_type",
+    ),
+    "d": ("int", "uint"),
+    "f": ("double", "string"),
+    "e": ("double", "string"),
+    "b": ("int", "uint", "bool"),
+    "x": ("int", "uint", "string", "bytes"),
+    "X": ("int", "uint", "string", "bytes"),
+    "o": ("int", "uint"),
+}
+_NAMES = {
+    "s": "string",
+    "d": "decimal",
+    "f": "fixed-point",
+    "e": "scientific",
+    "b": "binary",
+    "x": "hex",
+    "X": "hex",
+    "o": "octal",
+}
 
 
 def _kind(t: Any) -> str:
@@ -245,13 +302,15 @@ def _kind(t: Any) -> str:
 
 
 _VALIDATOR_WANTS = {
-    "d": "decimal clause can only be used on integers", "f": "fixed-point clause can only be used on doubles",
-    "e": "scientific clause can only be used on doubles", "o": "octal clause can only be used on integers",
+    "d": "decimal clause can only be used on integers",
+    "f": "fixed-point clause can only be used on doubles",
+    "e": "scientific clause can only be used on doubles",
+    "o": "octal clause can only be used on integers",
     "b": "only integers and bools can be formatted as binary",
     "x": "only integers, byte buffers, and strings can be formatted as hex",
     "X": "only integers, byte buffers, and strings can be formatted as hex",
     "s": "string clause can only be used on strings, bools, bytes, ints, doubles, maps, lists, types, "
-         "durations, and timestamps",
+    "durations, and timestamps",
 }
 
 
@@ -284,8 +343,11 @@ def _bad_argument(node: Any, verb: str, type_of: Callable[[Any], Any]) -> tuple[
     if _kind(t) not in _ACCEPTS[verb]:
         return node, _kind(t)
     if verb == "s":  # lists and maps are checked element by element
-        children = node.elements if isinstance(node, ListLit) else (
-            [n for key, value, _ in node.entries for n in (key, value)] if isinstance(node, MapLit) else [])
+        children = (
+            node.elements
+            if isinstance(node, ListLit)
+            else ([n for key, value, _ in node.entries for n in (key, value)] if isinstance(node, MapLit) else [])
+        )
         for child in children:
             bad = _bad_argument(child, "s", type_of)
             if bad is not None:
@@ -308,9 +370,18 @@ def _quote_cost(c: Coster, node: Call) -> tuple[Range, Range] | None:
 
 
 def _register() -> None:
-    _TO_STRING.update({"string": str, "bool": lambda b: "true" if b else "false", "int": str, "uint": str,
-                       "double": format_double, "type": lambda t: t.name,
-                       "google.protobuf.Timestamp": timestamp_string, "google.protobuf.Duration": duration_string})
+    _TO_STRING.update(
+        {
+            "string": str,
+            "bool": lambda b: "true" if b else "false",
+            "int": str,
+            "uint": str,
+            "double": format_double,
+            "type": lambda t: t.name,
+            "google.protobuf.Timestamp": timestamp_string,
+            "google.protobuf.Duration": duration_string,
+        }
+    )
     register("format", True, ("string", ("list", "dyn")), "string", string_format)
     register("strings.quote", False, ("string",), "string", quote)
     CALL_COSTS.update({"format": _format_cost, "strings.quote": _quote_cost})

@@ -77,8 +77,16 @@ def civil(seconds: int) -> Civil:
     day = doy - (153 * mp + 2) // 5 + 1
     month = mp + 3 if mp < 10 else mp - 9
     year = yoe + era * 400 + (month <= 2)
-    return Civil(year, month, day, rest // 3600, rest // 60 % 60, rest % 60, (days + 4) % 7,
-                 days - _days_from_civil(year, 1, 1) + 1)
+    return Civil(
+        year,
+        month,
+        day,
+        rest // 3600,
+        rest // 60 % 60,
+        rest % 60,
+        (days + 4) % 7,
+        days - _days_from_civil(year, 1, 1) + 1,
+    )
 
 
 @dataclass(frozen=True, slots=True, order=True)
@@ -94,6 +102,7 @@ def _check_int64(value: int) -> int:
 
 
 # Parsing ---------------------------------------------------------------------------------------
+
 
 def _digits(text: str, low: int, high: int) -> int:
     if not text.isascii() or not text.isdigit():
@@ -116,8 +125,7 @@ def parse_timestamp(text: str) -> Timestamp:
     if len(text) > 12 and text[10] == "T" and text[11].isdigit() and text[12] == ":":
         text = text[:11] + "0" + text[11:]  # Go's layout parser takes a one-digit hour
     try:
-        if len(text) < 20 or text[4] != "-" or text[7] != "-" or text[10] != "T" or text[13] != ":" \
-                or text[16] != ":":
+        if len(text) < 20 or text[4] != "-" or text[7] != "-" or text[10] != "T" or text[13] != ":" or text[16] != ":":
             raise ValueError(text)
         year, month = _digits(text[0:4], 0, 9999), _digits(text[5:7], 1, 12)
         day = _digits(text[8:10], 1, _days_in(month, year))
@@ -146,8 +154,7 @@ def parse_timestamp(text: str) -> Timestamp:
     return Timestamp(seconds, nanos, offset)
 
 
-_UNITS = {"ns": 1, "us": 1000, "µs": 1000, "μs": 1000, "ms": 1_000_000, "s": NANOS, "m": 60 * NANOS,
-          "h": 3600 * NANOS}
+_UNITS = {"ns": 1, "us": 1000, "µs": 1000, "μs": 1000, "ms": 1_000_000, "s": NANOS, "m": 60 * NANOS, "h": 3600 * NANOS}
 
 
 @lru_cache(maxsize=1024)
@@ -207,6 +214,7 @@ def parse_duration(text: str) -> Duration:
 
 # Conversions and arithmetic ---------------------------------------------------------------------
 
+
 def to_timestamp(value: Any) -> Timestamp:
     if type(value) is Timestamp:
         return value
@@ -230,8 +238,10 @@ def timestamp_string(t: Timestamp) -> str:
     local = t.local()
     sign, offset = "-" if t.offset < 0 else "+", abs(t.offset)
     zone = "Z" if t.offset == 0 else f"{sign}{offset // 3600:02d}:{offset // 60 % 60:02d}"
-    return (f"{local.year:04d}-{local.month:02d}-{local.day:02d}T{local.hour:02d}:{local.minute:02d}:"
-            f"{local.second:02d}{_format_fraction(t.nanos)}{zone}")
+    return (
+        f"{local.year:04d}-{local.month:02d}-{local.day:02d}T{local.hour:02d}:{local.minute:02d}:"
+        f"{local.second:02d}{_format_fraction(t.nanos)}{zone}"
+    )
 
 
 def duration_string(d: Duration) -> str:
@@ -287,14 +297,23 @@ def _zone(name: str) -> dt.tzinfo:
 
 
 _FIELDS: dict[str, Callable[[Civil, int], int]] = {
-    "getFullYear": lambda t, n: t.year, "getMonth": lambda t, n: t.month - 1,
-    "getDayOfYear": lambda t, n: t.yday - 1, "getDayOfMonth": lambda t, n: t.day - 1,
-    "getDate": lambda t, n: t.day, "getDayOfWeek": lambda t, n: t.weekday,
-    "getHours": lambda t, n: t.hour, "getMinutes": lambda t, n: t.minute, "getSeconds": lambda t, n: t.second,
+    "getFullYear": lambda t, n: t.year,
+    "getMonth": lambda t, n: t.month - 1,
+    "getDayOfYear": lambda t, n: t.yday - 1,
+    "getDayOfMonth": lambda t, n: t.day - 1,
+    "getDate": lambda t, n: t.day,
+    "getDayOfWeek": lambda t, n: t.weekday,
+    "getHours": lambda t, n: t.hour,
+    "getMinutes": lambda t, n: t.minute,
+    "getSeconds": lambda t, n: t.second,
     "getMilliseconds": lambda t, n: n // 1_000_000,
 }
-_DURATION_FIELDS = {"getHours": 3600 * NANOS, "getMinutes": 60 * NANOS, "getSeconds": NANOS,
-                    "getMilliseconds": 1_000_000}
+_DURATION_FIELDS = {
+    "getHours": 3600 * NANOS,
+    "getMinutes": 60 * NANOS,
+    "getSeconds": NANOS,
+    "getMilliseconds": 1_000_000,
+}
 
 
 def _getter(name: str) -> Any:

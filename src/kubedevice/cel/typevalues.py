@@ -13,8 +13,23 @@ from .values import type_name
 TYPE = "type"
 # Names that denote a type when not shadowed by a variable (of the Kubernetes types, only the
 # opaque net.IP and net.CIDR are resolvable by name in the DRA environment).
-DENOTATIONS = frozenset({"int", "uint", "double", "bool", "string", "bytes", "list", "map", "null_type", "type",
-                         "optional_type", "net.IP", "net.CIDR"})
+DENOTATIONS = frozenset(
+    {
+        "int",
+        "uint",
+        "double",
+        "bool",
+        "string",
+        "bytes",
+        "list",
+        "map",
+        "null_type",
+        "type",
+        "optional_type",
+        "net.IP",
+        "net.CIDR",
+    }
+)
 
 
 @dataclass(frozen=True, slots=True)

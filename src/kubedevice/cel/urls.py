@@ -36,8 +36,13 @@ def _should_escape(c: int, mode: int) -> bool:
     if c in b"-_.~":
         return False
     if c in b"$&+,/:;=?@":
-        return {PATH: c == ord("?"), PATH_SEGMENT: c in b"/;,?", USER_PASSWORD: c in b"@/?:",
-                QUERY_COMPONENT: True, FRAGMENT: False}.get(mode, True)
+        return {
+            PATH: c == ord("?"),
+            PATH_SEGMENT: c in b"/;,?",
+            USER_PASSWORD: c in b"@/?:",
+            QUERY_COMPONENT: True,
+            FRAGMENT: False,
+        }.get(mode, True)
     return not (mode == FRAGMENT and c in b"!()*")
 
 
@@ -51,17 +56,17 @@ def _unescape(s: bytes, mode: int) -> bytes:
         c = s[i]
         if c == ord("%"):
             if i + 2 >= len(s) or s[i + 1] not in _HEX or s[i + 2] not in _HEX:
-                raise _escape_error(s[i:i + 3])
-            value = int(s[i + 1:i + 3], 16)
-            if mode == HOST and value >> 4 < 8 and s[i:i + 3] != b"%25":
-                raise _escape_error(s[i:i + 3])
-            if mode == ZONE and s[i:i + 3] != b"%25" and value != 0x20 and _should_escape(value, HOST):
-                raise _escape_error(s[i:i + 3])
+                raise _escape_error(s[i : i + 3])
+            value = int(s[i + 1 : i + 3], 16)
+            if mode == HOST and value >> 4 < 8 and s[i : i + 3] != b"%25":
+                raise _escape_error(s[i : i + 3])
+            if mode == ZONE and s[i : i + 3] != b"%25" and value != 0x20 and _should_escape(value, HOST):
+                raise _escape_error(s[i : i + 3])
             out.append(value)
             i += 3
             continue
         if mode in (HOST, ZONE) and c < 0x80 and _should_escape(c, mode):
-            raise URLError(f"invalid character {quote_bytes(s[i:i + 1])} in host name")
+            raise URLError(f"invalid character {quote_bytes(s[i : i + 1])} in host name")
         out.append(0x20 if c == ord("+") and mode == QUERY_COMPONENT else c)
         i += 1
     return bytes(out)
@@ -109,7 +114,7 @@ class ParsedURL:
         host, port = self.host, b""
         colon = host.rfind(b":")
         if colon != -1 and _valid_port(host[colon:]):
-            host, port = host[:colon], host[colon + 1:]
+            host, port = host[:colon], host[colon + 1 :]
         if host.startswith(b"[") and host.endswith(b"]"):
             host = host[1:-1]
         return host, port
@@ -144,7 +149,7 @@ def _scheme(raw: bytes) -> tuple[bytes, bytes]:
         if c == ord(":"):
             if i == 0:
                 raise URLError("missing protocol scheme")
-            return raw[:i], raw[i + 1:]
+            return raw[:i], raw[i + 1 :]
         return b"", raw
     return b"", raw
 
@@ -157,7 +162,7 @@ def _host(scheme: bytes, host: bytes) -> bytes:
         close = host.rfind(b"]")
         if close < 0:
             raise URLError("missing ']' in host")
-        colon_port = host[close + 1:]
+        colon_port = host[close + 1 :]
         if not _valid_port(colon_port):
             raise URLError(f"invalid port {quote_bytes(colon_port)} after host")
         port = _unescape(colon_port, HOST)
@@ -182,7 +187,7 @@ def _host(scheme: bytes, host: bytes) -> bytes:
 
 def _authority(scheme: bytes, authority: bytes) -> tuple[bytes | None, bytes]:
     at = authority.rfind(b"@")
-    host = _host(scheme, authority[at + 1:] if at >= 0 else authority)
+    host = _host(scheme, authority[at + 1 :] if at >= 0 else authority)
     if at < 0:
         return None, host
     userinfo = authority[:at]
@@ -283,9 +288,12 @@ def _register() -> Any:
     register("getPort", True, (URL_TYPE,), "string", lambda u: _text(u.parsed.split_host()[1]))
     register("getEscapedPath", True, (URL_TYPE,), "string", lambda u: _text(u.parsed.escaped_path()))
     register("getQuery", True, (URL_TYPE,), ("map", "string", ("list", "string")), lambda u: u.parsed.query())
-    CALL_COSTS.update({"url": _url_cost,
-                       **dict.fromkeys(("getScheme", "getHost", "getHostname", "getPort", "getEscapedPath",
-                                        "getQuery"), _unit)})
+    CALL_COSTS.update(
+        {
+            "url": _url_cost,
+            **dict.fromkeys(("getScheme", "getHost", "getHostname", "getPort", "getEscapedPath", "getQuery"), _unit),
+        }
+    )
 
 
 _register()

@@ -78,13 +78,23 @@ def no_overload(name: str, *args: Any) -> Err:
 # Go's dynamic type (%T) of each CEL value, and whether it has an Add method: Go's panic for a
 # value that is not a traits.Lister names the first method it lacks, Add or else Contains.
 _GO_TYPES: dict[str, tuple[str, bool]] = {
-    "string": ("types.String", True), "int": ("types.Int", True), "uint": ("types.Uint", True),
-    "double": ("types.Double", True), "bytes": ("types.Bytes", True),
-    "google.protobuf.Duration": ("types.Duration", True), "google.protobuf.Timestamp": ("types.Timestamp", True),
-    "bool": ("types.Bool", False), "null_type": ("types.Null", False), "map": ("*types.baseMap", False),
-    "optional_type": ("*types.Optional", False), "type": ("*types.Type", False),
-    "kubernetes.Semver": ("cel.Semver", False), "kubernetes.Quantity": ("cel.Quantity", False),
-    "kubernetes.URL": ("cel.URL", False), "net.IP": ("cel.IP", False), "net.CIDR": ("cel.CIDR", False),
+    "string": ("types.String", True),
+    "int": ("types.Int", True),
+    "uint": ("types.Uint", True),
+    "double": ("types.Double", True),
+    "bytes": ("types.Bytes", True),
+    "google.protobuf.Duration": ("types.Duration", True),
+    "google.protobuf.Timestamp": ("types.Timestamp", True),
+    "bool": ("types.Bool", False),
+    "null_type": ("types.Null", False),
+    "map": ("*types.baseMap", False),
+    "optional_type": ("*types.Optional", False),
+    "type": ("*types.Type", False),
+    "kubernetes.Semver": ("cel.Semver", False),
+    "kubernetes.Quantity": ("cel.Quantity", False),
+    "kubernetes.URL": ("cel.URL", False),
+    "net.IP": ("cel.IP", False),
+    "net.CIDR": ("cel.CIDR", False),
 }
 
 
@@ -101,8 +111,9 @@ def not_a_list(value: Any) -> Panic:
     (an Err when the argument itself failed)."""
     adds = not isinstance(value, Err) and _GO_TYPES.get(type_name(value), ("", False))[1]
     missing = "Contains" if adds else "Add"
-    return Panic(f"internal error: interface conversion: {go_type(value)} is not traits.Lister: "
-                 f"missing method {missing}")
+    return Panic(
+        f"internal error: interface conversion: {go_type(value)} is not traits.Lister: missing method {missing}"
+    )
 
 
 def refused(*_args: Any) -> Err:
@@ -111,19 +122,38 @@ def refused(*_args: Any) -> Err:
 
 
 # The traits of cel-go's runtime types (common/types/types.go); Kubernetes' types have none.
-_TRAITS: dict[str, frozenset[str]] = {name: frozenset(traits.split()) for name, traits in {
-    "bool": "compare negate", "bytes": "add compare size",
-    "double": "add compare divide multiply negate subtract",
-    "google.protobuf.Duration": "add compare negate receive subtract",
-    "int": "add compare divide modulo multiply negate subtract", "list": "add contain index iterate lister size",
-    "map": "contain index iterate size", "string": "add compare match receive size",
-    "google.protobuf.Timestamp": "add compare receive subtract", "uint": "add compare divide modulo multiply subtract",
-}.items()}
+_TRAITS: dict[str, frozenset[str]] = {
+    name: frozenset(traits.split())
+    for name, traits in {
+        "bool": "compare negate",
+        "bytes": "add compare size",
+        "double": "add compare divide multiply negate subtract",
+        "google.protobuf.Duration": "add compare negate receive subtract",
+        "int": "add compare divide modulo multiply negate subtract",
+        "list": "add contain index iterate lister size",
+        "map": "contain index iterate size",
+        "string": "add compare match receive size",
+        "google.protobuf.Timestamp": "add compare receive subtract",
+        "uint": "add compare divide modulo multiply subtract",
+    }.items()
+}
 # The standard operators, whose one binding needs a trait of the first operand (common/stdlib).
-_NEEDS = {"_+_": "add", "_-_": "subtract", "_*_": "multiply", "_/_": "divide", "_%_": "modulo", "-_": "negate",
-          "_<_": "compare", "_<=_": "compare", "_>_": "compare", "_>=_": "compare", "size": "size",
-          # ext.Lists' functions with one binding guarded by traits.ListerType
-          "sort": "lister", "@sortByAssociatedKeys": "lister"}
+_NEEDS = {
+    "_+_": "add",
+    "_-_": "subtract",
+    "_*_": "multiply",
+    "_/_": "divide",
+    "_%_": "modulo",
+    "-_": "negate",
+    "_<_": "compare",
+    "_<=_": "compare",
+    "_>_": "compare",
+    "_>=_": "compare",
+    "size": "size",
+    # ext.Lists' functions with one binding guarded by traits.ListerType
+    "sort": "lister",
+    "@sortByAssociatedKeys": "lister",
+}
 
 
 def operator_error(name: str, *args: Any) -> Err:
@@ -141,10 +171,21 @@ def type_name(value: Any) -> str:
     declared = getattr(value, "CEL_TYPE", None)
     if isinstance(declared, str):
         return declared
-    names: dict[type, str] = {bool: "bool", int: "int", UInt: "uint", float: "double", str: "string",
-                              bytes: "bytes", type(None): "null_type", list: "list", tuple: "list",
-                              dict: "map", Quantity: "kubernetes.Quantity", Semver: "kubernetes.Semver",
-                              Optional: "optional_type"}
+    names: dict[type, str] = {
+        bool: "bool",
+        int: "int",
+        UInt: "uint",
+        float: "double",
+        str: "string",
+        bytes: "bytes",
+        type(None): "null_type",
+        list: "list",
+        tuple: "list",
+        dict: "map",
+        Quantity: "kubernetes.Quantity",
+        Semver: "kubernetes.Semver",
+        Optional: "optional_type",
+    }
     for cls in type(value).__mro__:
         if cls in names:
             return names[cls]
@@ -316,11 +357,11 @@ def _find_typed(mapping: CelMap, key: Any) -> Any:
     if found is not _MISSING or kind not in (float, int, UInt):
         return found
     if kind is float:
-        if key.is_integer() and -2.0 ** 63 < key < 2.0 ** 63:
+        if key.is_integer() and -(2.0**63) < key < 2.0**63:
             found = mapping.exact(int(key))
             if found is not _MISSING:
                 return found
-        return mapping.exact(UInt(int(key))) if key.is_integer() and 0 <= key < 2.0 ** 64 else _MISSING
+        return mapping.exact(UInt(int(key))) if key.is_integer() and 0 <= key < 2.0**64 else _MISSING
     if kind is int:
         return mapping.exact(UInt(key)) if key >= 0 else _MISSING
     return mapping.exact(int(key)) if key <= INT_MAX else _MISSING
@@ -426,8 +467,10 @@ TIME_OPS: dict[str, Callable[..., Any]] = {}
 
 def _time_arith(op: str, a: Any, b: Any) -> Any:
     kinds = (TIME_TYPES.get(type(a)), TIME_TYPES.get(type(b)))
-    allowed = {"+": (("timestamp", "duration"), ("duration", "timestamp"), ("duration", "duration")),
-               "-": (("timestamp", "timestamp"), ("timestamp", "duration"), ("duration", "duration"))}
+    allowed = {
+        "+": (("timestamp", "duration"), ("duration", "timestamp"), ("duration", "duration")),
+        "-": (("timestamp", "timestamp"), ("timestamp", "duration"), ("duration", "duration")),
+    }
     if kinds not in allowed.get(op, ()):
         raise operator_error(f"_{op}_", a, b)
     return TIME_OPS[op](a, b)

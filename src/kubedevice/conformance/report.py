@@ -39,8 +39,10 @@ def print_report(report: Report, console: Console) -> None:
 def plain_lines(report: Report) -> list[str]:
     """``STATUS  check  [resource]  value  detail`` per result, columns aligned, nothing wrapped."""
     several = len(report.resources()) > 1
-    rows = [(r.status.value.upper(), r.check.id, r.resource or "-", _value(r), " ".join(r.detail.split()))
-            for r in report.results]
+    rows = [
+        (r.status.value.upper(), r.check.id, r.resource or "-", _value(r), " ".join(r.detail.split()))
+        for r in report.results
+    ]
     width = [max((len(row[i]) for row in rows), default=0) for i in range(4)]
     lines = [f"kubedevice check: {_title(report)}"]
     for status, check_id, resource, value, detail in rows:

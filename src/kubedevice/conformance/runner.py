@@ -189,6 +189,8 @@ def _latency(check: Check, name: str, at: float | None, since: float, limit: flo
         return Result(check, Status.FAIL, f"not within --restart-timeout {limit:g} s", name)
     took = at - since
     status = Status.PASS if took <= REREGISTER_PASS_S else Status.FAIL
-    detail = f"{took:.3f} s after the kubelet restarted (pass <= {REREGISTER_PASS_S:g} s: the kubelet can admit " \
-             "pods 0.3 s after a restart and rejects those needing a plugin not back yet)"
+    detail = (
+        f"{took:.3f} s after the kubelet restarted (pass <= {REREGISTER_PASS_S:g} s: the kubelet can admit "
+        "pods 0.3 s after a restart and rejects those needing a plugin not back yet)"
+    )
     return Result(check, status, detail, name, took, "s")

@@ -210,8 +210,9 @@ def explain_command(
     """
     gates = gates_from_flags(kubernetes_version, feature_gates)
     if pod_files:
-        _explain_pods(pod_files, (class_file, slices_file), node, labels or [], (kubernetes_version, gates),
-                      as_json=as_json)
+        _explain_pods(
+            pod_files, (class_file, slices_file), node, labels or [], (kubernetes_version, gates), as_json=as_json
+        )
         return
     claim = _one_claim(claim_file)
     if claim is not None:
@@ -309,8 +310,13 @@ def allocate_command(
     target = Node(node, _parse_labels(labels or []))
     try:
         results = allocate(
-            pending, of_kind(objects, DeviceClass), of_kind(objects, ResourceSlice), target, in_use,
-            features=gates, release=kubernetes_version,
+            pending,
+            of_kind(objects, DeviceClass),
+            of_kind(objects, ResourceSlice),
+            target,
+            in_use,
+            features=gates,
+            release=kubernetes_version,
         )
     except (AllocationError, Unallocatable) as error:
         fail(f"cannot allocate on node {node}: {error}", 1)

@@ -61,7 +61,10 @@ SPECS: dict[str, tuple[Spec, ...]] = {
     "DRASchedulerFilterTimeout": (_s("1.34", True),),
     "DRAWorkloadResourceClaims": (_s("1.36", False), _s("1.37", False)),
     "DynamicResourceAllocation": (
-        _s("1.26", False), _s("1.32", False), _s("1.34", True), _s("1.35", True, locked=True),
+        _s("1.26", False),
+        _s("1.32", False),
+        _s("1.34", True),
+        _s("1.35", True, locked=True),
     ),
     "GenericWorkload": (_s("1.35", False), _s("1.37", False)),
 }
@@ -184,8 +187,13 @@ def from_flags(release: str, feature_gates: str | None) -> dict[str, bool]:
 # --- the API versions a release serves (kube-apiserver's --runtime-config) ---------------------
 
 API_GROUP = "resource.k8s.io"
-RESOURCES = {"DeviceClass": "deviceclasses", "ResourceSlice": "resourceslices", "ResourceClaim": "resourceclaims",
-             "ResourceClaimTemplate": "resourceclaimtemplates", "DeviceTaintRule": "devicetaintrules"}
+RESOURCES = {
+    "DeviceClass": "deviceclasses",
+    "ResourceSlice": "resourceslices",
+    "ResourceClaim": "resourceclaims",
+    "ResourceClaimTemplate": "resourceclaimtemplates",
+    "DeviceTaintRule": "devicetaintrules",
+}
 _CORE_KINDS = ("DeviceClass", "ResourceClaim", "ResourceClaimTemplate", "ResourceSlice")
 _BEFORE_136 = {"v1alpha3": ("DeviceTaintRule",), "v1beta1": _CORE_KINDS, "v1beta2": _CORE_KINDS, "v1": _CORE_KINDS}
 _IN_136 = {**_BEFORE_136, "v1beta2": (*_CORE_KINDS, "DeviceTaintRule")}

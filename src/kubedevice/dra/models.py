@@ -57,9 +57,23 @@ class _Model(BaseModel):
 
 
 # metav1.ObjectMeta's JSON fields (apimachinery/pkg/apis/meta/v1/types.go): any other is an unknown field.
-OBJECT_META_FIELDS = ("name", "generateName", "namespace", "selfLink", "uid", "resourceVersion", "generation",
-                      "creationTimestamp", "deletionTimestamp", "deletionGracePeriodSeconds", "labels",
-                      "annotations", "ownerReferences", "finalizers", "managedFields")
+OBJECT_META_FIELDS = (
+    "name",
+    "generateName",
+    "namespace",
+    "selfLink",
+    "uid",
+    "resourceVersion",
+    "generation",
+    "creationTimestamp",
+    "deletionTimestamp",
+    "deletionGracePeriodSeconds",
+    "labels",
+    "annotations",
+    "ownerReferences",
+    "finalizers",
+    "managedFields",
+)
 
 
 def _strict_meta(value: Any) -> Any:

@@ -63,8 +63,14 @@ def _drop_claim(spec: ResourceClaimSpec, gates: Mapping[str, bool], release: str
 
 
 _GATES = (
-    "DRAAdminAccess", "DRAConsumableCapacity", "DRADeviceBindingConditions", "DRADeviceTaints",
-    "DRAExtendedResource", "DRAPartitionableDevices", "DRAPrioritizedList", "DRAResourceClaimDeviceStatus",
+    "DRAAdminAccess",
+    "DRAConsumableCapacity",
+    "DRADeviceBindingConditions",
+    "DRADeviceTaints",
+    "DRAExtendedResource",
+    "DRAPartitionableDevices",
+    "DRAPrioritizedList",
+    "DRAResourceClaimDeviceStatus",
 )
 
 

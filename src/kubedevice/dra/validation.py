@@ -462,9 +462,7 @@ def _validate_selector(selector: DeviceSelector, path: Path, gates: Gates) -> Er
 
 
 def validate_selectors(selectors: Sequence[DeviceSelector], path: Path, gates: Gates, release: str) -> Errors:
-    return _validate_list(
-        selectors, MAX_SELECTORS, lambda s, p: _validate_selector(s, p, gates), path, release=release
-    )
+    return _validate_list(selectors, MAX_SELECTORS, lambda s, p: _validate_selector(s, p, gates), path, release=release)
 
 
 def raw_json(value: Any) -> bytes:
@@ -686,7 +684,10 @@ def validate_device_class(obj: DeviceClass, gates: Gates | None = None, release:
     gates = _gates(gates, release)
     errors += validate_selectors(spec.selectors, path.child("selectors"), gates, release)
     errors += _validate_list(
-        spec.config, MAX_CONFIG, lambda c, p: _validate_configuration(c, p, release), path.child("config"),
+        spec.config,
+        MAX_CONFIG,
+        lambda c, p: _validate_configuration(c, p, release),
+        path.child("config"),
         release=release,
     )
     if spec.suitable_nodes is not None:
@@ -784,17 +785,17 @@ def _validate_constraint(
     # it covers, which looked at only one of them, is dropped.
     either = (constraint.match_attribute, constraint.distinct_attribute) != (None, None)
     if features.at_least(release, "1.37") and either:
-        for name, field in ((constraint.match_attribute, "matchAttribute"),
-                            (constraint.distinct_attribute, "distinctAttribute")):
+        for name, field in (
+            (constraint.match_attribute, "matchAttribute"),
+            (constraint.distinct_attribute, "distinctAttribute"),
+        ):
             if name is not None:
                 errors += _resource_fully_qualified_name(name, path.child(field))
         return errors
     if constraint.match_attribute is not None:
         errors += validate_fully_qualified_name(constraint.match_attribute, path.child("matchAttribute"), release)
     elif constraint.distinct_attribute is not None:
-        errors += validate_fully_qualified_name(
-            constraint.distinct_attribute, path.child("distinctAttribute"), release
-        )
+        errors += validate_fully_qualified_name(constraint.distinct_attribute, path.child("distinctAttribute"), release)
     elif gates.get("DRAConsumableCapacity"):
         errors.append(required(path, _CONSTRAINT_MSG))
     else:
@@ -886,8 +887,9 @@ def _validate_claim_spec(spec: ResourceClaimSpec, path: Path, gated: Gates, rele
     errors += _validate_list(
         devices.config,
         MAX_CONFIG,
-        lambda c, p: _validate_refs(c.requests, p.child("requests"), names, release)
-        + _validate_configuration(c, p, release),
+        lambda c, p: (
+            _validate_refs(c.requests, p.child("requests"), names, release) + _validate_configuration(c, p, release)
+        ),
         path.child("config"),
         release=release,
     )
@@ -958,7 +960,10 @@ def _validate_device(device: SliceDevice, path: Path, per_device: bool, release:
             capacity, bool(device.allow_multiple_allocations), path.child("capacity").key(key), release
         )
     errors += _validate_list(
-        device.taints or [], MAX_TAINTS, lambda t, p: _validate_taint(t, p, release), path.child("taints"),
+        device.taints or [],
+        MAX_TAINTS,
+        lambda t, p: _validate_taint(t, p, release),
+        path.child("taints"),
         release=release,
     )
     errors += _validate_list(
@@ -1271,9 +1276,7 @@ def _validate_range(
 
 def _node_selection_errors(spec: ResourceSliceSpec, path: Path, release: str) -> Errors:
     set_fields: list[str] = []
-    errors = _node_name_field(
-        spec.node_name, path, set_fields, "must be either unset or set to a non-empty string"
-    )
+    errors = _node_name_field(spec.node_name, path, set_fields, "must be either unset or set to a non-empty string")
     if spec.node_selector is not None:
         set_fields.append("`nodeSelector`")
         errors += validate_node_selector(spec.node_selector, path.child("nodeSelector"), release)

@@ -28,8 +28,7 @@ NO_TOPOLOGY = -1  # the kubelet's nodeWithoutTopology
 _INT64 = re.compile(r"[+-]?[0-9]+")
 _SURROGATE = re.compile("[\ud800-\udfff]")
 # encoding/json escapes these on top of what Python's json does (HTML safety, JSONP).
-_GO_ESCAPES = str.maketrans({"<": "\\u003c", ">": "\\u003e", "&": "\\u0026",
-                             "\u2028": "\\u2028", "\u2029": "\\u2029"})
+_GO_ESCAPES = str.maketrans({"<": "\\u003c", ">": "\\u003e", "&": "\\u0026", "\u2028": "\\u2028", "\u2029": "\\u2029"})
 
 
 class CheckpointError(ValueError):
@@ -75,6 +74,7 @@ class GoData:
 
 # ---- checksum: FNV-1a 32 over go-spew's %#v -------------------------------------------------
 
+
 def _go_string(text: str) -> str:
     """A Go string holds UTF-8: a lone surrogate (only possible from a JSON escape) becomes U+FFFD."""
     return _SURROGATE.sub("\ufffd", text)
@@ -91,9 +91,11 @@ def _spew_entry(entry: GoEntry) -> str:
     else:  # SortKeys orders int64 keys numerically
         numa = "map[" + " ".join(f"{node}:{_spew_strings(ids)}" for node, ids in sorted(entry.device_ids.items())) + "]"
     resp = "<nil>" if entry.alloc_resp is None else "[" + " ".join(map(str, entry.alloc_resp)) + "]"
-    return (f"{{PodUID:(string){_go_string(entry.pod_uid)} ContainerName:(string){_go_string(entry.container)} "
-            f"ResourceName:(string){_go_string(entry.resource)} DeviceIDs:(checkpoint.DevicesPerNUMA){numa} "
-            f"AllocResp:([]uint8){resp}}}")
+    return (
+        f"{{PodUID:(string){_go_string(entry.pod_uid)} ContainerName:(string){_go_string(entry.container)} "
+        f"ResourceName:(string){_go_string(entry.resource)} DeviceIDs:(checkpoint.DevicesPerNUMA){numa} "
+        f"AllocResp:([]uint8){resp}}}"
+    )
 
 
 def spew_dump(data: GoData) -> str:
@@ -104,8 +106,10 @@ def spew_dump(data: GoData) -> str:
     else:
         pairs = sorted(data.registered.items(), key=lambda pair: pair[0])
         registered = "map[" + " ".join(f"{_go_string(name)}:{_spew_strings(ids)}" for name, ids in pairs) + "]"
-    return (f"(checkpoint.checkpointData){{PodDeviceEntries:([]checkpoint.PodDevicesEntry){entries} "
-            f"RegisteredDevices:(map[string][]string){registered}}}")
+    return (
+        f"(checkpoint.checkpointData){{PodDeviceEntries:([]checkpoint.PodDevicesEntry){entries} "
+        f"RegisteredDevices:(map[string][]string){registered}}}"
+    )
 
 
 def checksum(data: GoData) -> int:
@@ -117,6 +121,7 @@ def checksum(data: GoData) -> int:
 
 
 # ---- writing: Go's json.Marshal ---------------------------------------------------------------
+
 
 def _json_string(text: str) -> str:
     return json.dumps(_go_string(text), ensure_ascii=False).translate(_GO_ESCAPES)
@@ -132,18 +137,26 @@ def _json_map(items: dict[str, str]) -> str:
 
 
 def _json_entry(entry: GoEntry) -> str:
-    numa = "null" if entry.device_ids is None else _json_map(
-        {str(node): _json_strings(ids) for node, ids in entry.device_ids.items()})
+    numa = (
+        "null"
+        if entry.device_ids is None
+        else _json_map({str(node): _json_strings(ids) for node, ids in entry.device_ids.items()})
+    )
     resp = "null" if entry.alloc_resp is None else f'"{base64.b64encode(entry.alloc_resp).decode()}"'
-    return (f'{{"PodUID":{_json_string(entry.pod_uid)},"ContainerName":{_json_string(entry.container)},'
-            f'"ResourceName":{_json_string(entry.resource)},"DeviceIDs":{numa},"AllocResp":{resp}}}')
+    return (
+        f'{{"PodUID":{_json_string(entry.pod_uid)},"ContainerName":{_json_string(entry.container)},'
+        f'"ResourceName":{_json_string(entry.resource)},"DeviceIDs":{numa},"AllocResp":{resp}}}'
+    )
 
 
 def marshal(data: GoData) -> bytes:
     """``Data.MarshalCheckpoint``: the file's bytes, checksum included."""
     entries = "null" if data.entries is None else "[" + ",".join(map(_json_entry, data.entries)) + "]"
-    registered = "null" if data.registered is None else _json_map(
-        {name: _json_strings(ids) for name, ids in data.registered.items()})
+    registered = (
+        "null"
+        if data.registered is None
+        else _json_map({name: _json_strings(ids) for name, ids in data.registered.items()})
+    )
     body = f'{{"PodDeviceEntries":{entries},"RegisteredDevices":{registered}}}'
     return f'{{"Data":{body},"Checksum":{checksum(data)}}}'.encode()
 
@@ -163,6 +176,7 @@ def write(path: Path, data: CheckpointData) -> None:
 
 
 # ---- reading: Go's json.Unmarshal -------------------------------------------------------------
+
 
 def _str(raw: object, name: str) -> str:
     """JSON null leaves a Go string at its zero value."""
@@ -232,8 +246,13 @@ def _go_data(raw: object) -> GoData:
 
 def _plain(data: GoData) -> CheckpointData:
     entries = [
-        Entry(e.pod_uid, e.container, e.resource,
-              {node: ids or [] for node, ids in (e.device_ids or {}).items()}, e.alloc_resp or b"")
+        Entry(
+            e.pod_uid,
+            e.container,
+            e.resource,
+            {node: ids or [] for node, ids in (e.device_ids or {}).items()},
+            e.alloc_resp or b"",
+        )
         for e in data.entries or []
     ]
     return CheckpointData(entries, {name: ids or [] for name, ids in (data.registered or {}).items()})

@@ -121,9 +121,7 @@ async def _ready_for_systemd(manager: Manager) -> None:
     notify_ready()
 
 
-def run_daemon(
-    config: Config, options: DaemonOptions, early_signal: Callable[[], int | None] = lambda: None
-) -> int:
+def run_daemon(config: Config, options: DaemonOptions, early_signal: Callable[[], int | None] = lambda: None) -> int:
     """Serve until SIGTERM/SIGINT; the process exit code.
 
     ``early_signal`` reports a stop signal the command line caught before the loop ran.
@@ -165,7 +163,11 @@ async def _serve(
             features.follow(added, served=names)
 
     reloader = Reloader(
-        options.config_path, config, manager, lambda c: build_plugins(c, options.host_root, options.cdi_dir), applied,
+        options.config_path,
+        config,
+        manager,
+        lambda c: build_plugins(c, options.host_root, options.cdi_dir),
+        applied,
         select=selection(labels),
     )
     asyncio.get_running_loop().add_signal_handler(signal.SIGHUP, reloader.trigger)

@@ -36,8 +36,10 @@ MARK = "# kubedevice-host-service: written by 'kubedevice host-service install';
 MARKER_FILE = ".kubedevice-host-service"  # in /opt/kubedevice: the directory is ours
 COMPLETE = ".complete"  # in a version's directory: its copy finished
 WANTED_BY = ("multi-user.target", "kubelet.service")
-EXEC_START = ("/opt/kubedevice/bin/kubedevice serve --config /etc/kubedevice/config.yaml "
-              "--metrics-address 127.0.0.1:9500 --log-format json")
+EXEC_START = (
+    "/opt/kubedevice/bin/kubedevice serve --config /etc/kubedevice/config.yaml "
+    "--metrics-address 127.0.0.1:9500 --log-format json"
+)
 DEFAULT_SYSTEMCTL = "nsenter -t 1 -m -u -i -n -p -- systemctl"
 
 
@@ -88,8 +90,12 @@ class Paths:
 
 # systemd makes a unit's Runtime/State/ConfigurationDirectory= on the host before it sets up a
 # command's namespace, and binds them into RootDirectory=: host path prefix -> (kind, mode).
-EXEC_DIRECTORIES = {"/run/": ("Runtime", "0755"), "/var/run/": ("Runtime", "0755"),
-                    "/var/lib/": ("State", "0750"), "/etc/": ("Configuration", "0755")}
+EXEC_DIRECTORIES = {
+    "/run/": ("Runtime", "0755"),
+    "/var/run/": ("Runtime", "0755"),
+    "/var/lib/": ("State", "0750"),
+    "/etc/": ("Configuration", "0755"),
+}
 
 
 def directory_settings(*directories: str) -> str:
@@ -110,8 +116,11 @@ def directory_settings(*directories: str) -> str:
                 kinds.setdefault(kind, []).append(directory.removeprefix(prefix).strip("/"))
                 break
     modes = dict(EXEC_DIRECTORIES.values())
-    lines = [line for kind, names in kinds.items()
-             for line in (f"{kind}Directory={' '.join(names)}", f"{kind}DirectoryMode={modes[kind]}")]
+    lines = [
+        line
+        for kind, names in kinds.items()
+        for line in (f"{kind}Directory={' '.join(names)}", f"{kind}DirectoryMode={modes[kind]}")
+    ]
     if "Runtime" in kinds:
         lines.append("RuntimeDirectoryPreserve=yes")
     return "".join(f"{line}\n" for line in lines)
@@ -179,15 +188,19 @@ def _ours_or_absent(path: Path) -> None:
         if os.readlink(path) != f"/etc/systemd/system/{UNIT_NAME}":
             raise HostServiceError(f"{path} links elsewhere: not ours, left alone")
     elif path.exists() and not marked(path):
-        raise HostServiceError(f"{path} exists and was not written by kubedevice host-service "
-                               "(a host service installed by hand?): remove it or keep hostService off")
+        raise HostServiceError(
+            f"{path} exists and was not written by kubedevice host-service "
+            "(a host service installed by hand?): remove it or keep hostService off"
+        )
 
 
 def check_host(layout: Layout) -> None:
     """systemd running (sd_booted(3): /run/systemd/system) and no foreign file where ours go."""
     if not layout.on_host("/run/systemd/system").is_dir():
-        raise HostServiceError(f"no systemd on this host ({layout.on_host('/run/systemd/system')} missing): "
-                               "hostService needs a systemd host")
+        raise HostServiceError(
+            f"no systemd on this host ({layout.on_host('/run/systemd/system')} missing): "
+            "hostService needs a systemd host"
+        )
     for path in (layout.unit, layout.config, *layout.wants()):
         _ours_or_absent(path)
     if layout.opt.exists() and not (layout.opt / MARKER_FILE).is_file():
@@ -216,8 +229,17 @@ def copy_runtime(image_root: Path, layout: Layout, paths: Paths) -> bool:
         return [n for n in names if _skip(here / n, device, layout_root)]
 
     shutil.copytree(image_root, partial / "rootfs", symlinks=True, ignore=other_mounts)
-    mount_points = ["proc", "sys", "dev", "run", "tmp", "etc/kubedevice", paths.plugin_dir, paths.cdi_dir,
-                    *(f"{paths.host_root}/{d}" for d in ("dev", "sys", "run/udev"))]
+    mount_points = [
+        "proc",
+        "sys",
+        "dev",
+        "run",
+        "tmp",
+        "etc/kubedevice",
+        paths.plugin_dir,
+        paths.cdi_dir,
+        *(f"{paths.host_root}/{d}" for d in ("dev", "sys", "run/udev")),
+    ]
     for point in mount_points:
         _mount_point(partial / "rootfs", point)
     (partial / COMPLETE).write_text(MARK + "\n")
@@ -290,8 +312,9 @@ class Systemctl:
         except (OSError, subprocess.TimeoutExpired) as err:
             raise HostServiceError(f"systemctl {' '.join(args)}: {err}") from err
         if check and done.returncode != 0:
-            raise HostServiceError(f"systemctl {' '.join(args)} failed ({done.returncode}): "
-                                   f"{' '.join(done.stderr.split())[-300:]}")
+            raise HostServiceError(
+                f"systemctl {' '.join(args)} failed ({done.returncode}): {' '.join(done.stderr.split())[-300:]}"
+            )
 
 
 def install(image_root: Path, layout: Layout, paths: Paths, config: bytes, systemctl: Systemctl) -> list[Path]:

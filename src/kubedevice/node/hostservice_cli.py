@@ -38,8 +38,12 @@ from .owner import OwnerRef, OwnerWatch, remove_cdi_specs, uninstalled
 
 log = logging.getLogger(__name__)
 
-app = typer.Typer(rich_markup_mode=None, add_completion=False, no_args_is_help=True,
-                  help="The chart's hostService: kubedevice as a systemd unit on the node.")
+app = typer.Typer(
+    rich_markup_mode=None,
+    add_completion=False,
+    no_args_is_help=True,
+    help="The chart's hostService: kubedevice as a systemd unit on the node.",
+)
 
 HostRoot = Annotated[Path, typer.Option(metavar="DIR", help="Where the node's / is mounted (read-write).")]
 ConfigFile = Annotated[Path, typer.Option(metavar="FILE", dir_okay=False, help="The config (the ConfigMap's).")]
@@ -101,8 +105,9 @@ def supervise_command(  # noqa: PLR0917 - typer maps each parameter to an option
     owner_daemonset: Annotated[
         str | None, typer.Option(metavar="NAMESPACE/NAME", help="Uninstall the unit if this DaemonSet is deleted.")
     ] = None,
-    ready_file: Annotated[Path, typer.Option(metavar="FILE", help="Exists while the unit's sockets are served.")]
-    = Path("/tmp/kubedevice-ready"),
+    ready_file: Annotated[
+        Path, typer.Option(metavar="FILE", help="Exists while the unit's sockets are served.")
+    ] = Path("/tmp/kubedevice-ready"),
     interval: Annotated[float, typer.Option(min=0.05, metavar="SECONDS", help="Seconds between checks.")] = 2.0,
 ) -> None:
     """Keep the node's config equal to CONFIG, report readiness, and uninstall with the DaemonSet."""
@@ -178,5 +183,9 @@ class Supervisor:
             return
         removed = await asyncio.to_thread(uninstall, self.layout, self.systemctl)
         specs = remove_cdi_specs(self.cfg, self.layout.on_host(self.cfg.cdi_dir))
-        log.info("DaemonSet %s uninstalled: removed %s and %d CDI spec(s)", watch.owner,
-                 ", ".join(map(str, removed)), len(specs))
+        log.info(
+            "DaemonSet %s uninstalled: removed %s and %d CDI spec(s)",
+            watch.owner,
+            ", ".join(map(str, removed)),
+            len(specs),
+        )

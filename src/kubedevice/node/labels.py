@@ -165,7 +165,10 @@ class NodeLabels:
         if code in _REFUSED:
             log.error(
                 "reading node %s was refused (%s): its service account needs get, list and watch on nodes "
-                "(see docs/deploy.md); %s, retrying", self.node, reason, kept,
+                "(see docs/deploy.md); %s, retrying",
+                self.node,
+                reason,
+                kept,
             )
         else:
             log.warning("reading node %s's labels failed: %s; %s, retrying", self.node, reason, kept)

@@ -115,9 +115,7 @@ class OwnerWatch:
         while True:
             try:
                 api = await self._api()
-                stream = api.watch(
-                    DaemonSet, namespace=self.owner.namespace, fields={"metadata.name": self.owner.name}
-                )
+                stream = api.watch(DaemonSet, namespace=self.owner.namespace, fields={"metadata.name": self.owner.name})
                 async for event, daemonset in stream:
                     self._record(Seen.GONE if event == "DELETED" else state_of(daemonset))
             except asyncio.CancelledError:
@@ -168,8 +166,11 @@ async def clean_up_if_uninstalled(watch: OwnerWatch, config: Config, cdi_dir: Pa
     """At shutdown: a last look at the DaemonSet, then our CDI specs removed if it was uninstalled."""
     await watch.check()
     if not uninstalled(watch.history):
-        log.info("keeping our CDI specs: DaemonSet %s was not seen uninstalled (%s)", watch.owner,
-                 watch.history[-1].value if watch.history else "never asked")
+        log.info(
+            "keeping our CDI specs: DaemonSet %s was not seen uninstalled (%s)",
+            watch.owner,
+            watch.history[-1].value if watch.history else "never asked",
+        )
         return []
     removed = remove_cdi_specs(config, cdi_dir)
     log.info("DaemonSet %s uninstalled: removed %d CDI spec(s) of ours", watch.owner, len(removed))

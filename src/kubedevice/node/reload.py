@@ -97,8 +97,12 @@ class Reloader:
             switched = await self._switch(self._select(self.config), f"node labels changed ({why})")
             if switched is not None:
                 started, stopped = switched
-                log.info("node labels changed (%s): started %s; stopped %s", why,
-                         ", ".join(started) or "none", ", ".join(stopped) or "none")
+                log.info(
+                    "node labels changed (%s): started %s; stopped %s",
+                    why,
+                    ", ".join(started) or "none",
+                    ", ".join(stopped) or "none",
+                )
 
     async def _apply(self, new: Config) -> None:
         if new.model_dump(exclude={"resources"}) != self.config.model_dump(exclude={"resources"}):

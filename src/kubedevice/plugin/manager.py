@@ -266,8 +266,10 @@ class Manager:
                 return
             except RegistrationRejected as err:
                 if _CLIENT_CLOSING in str(err) and attempt < _CLOSING_RETRIES:
-                    log.info("kubelet closed our new connection with the old one; registering again",
-                             extra={"resource": resource.name})
+                    log.info(
+                        "kubelet closed our new connection with the old one; registering again",
+                        extra={"resource": resource.name},
+                    )
                     await asyncio.sleep(_CLOSING_RETRY_DELAY)
                     continue
                 await self._reject(resource, str(err))
@@ -275,7 +277,8 @@ class Manager:
         self._set_registered(resource, True)
         self.hooks.on_registration(resource.name, "ok")
         log.info(
-            "registered %s with the kubelet", resource.name,
+            "registered %s with the kubelet",
+            resource.name,
             extra={"resource": resource.name, "endpoint": server.socket_path.name},
         )
 
@@ -317,7 +320,8 @@ class Manager:
             raise
         except Exception:
             log.exception(
-                "device watcher of %s failed; its devices no longer update", resource.name,
+                "device watcher of %s failed; its devices no longer update",
+                resource.name,
                 extra={"resource": resource.name},
             )
 

@@ -285,7 +285,7 @@ _MAX_ID = 4_294_967_294  # uint32 in CDI; 4294967295 is (uid_t)-1, "leave unchan
 def _file_mode(value: Any) -> Any:
     """YAML 1.1 reads an unquoted ``0660`` as the number 432: ask for quotes rather than guess."""
     if isinstance(value, int) or not isinstance(value, str) or not _FILE_MODE.match(value):
-        raise ValueError(f"{value!r} must be a quoted octal file mode like \"0660\"")
+        raise ValueError(f'{value!r} must be a quoted octal file mode like "0660"')
     return value
 
 

@@ -59,8 +59,14 @@ PAUSE_IMAGE = "kubedevice.test/pause:1"
 TEST_IMAGE = "kubedevice.test/envsleep:1"
 """Both tags name the same static program: it prints its environment, then sleeps until SIGTERM."""
 
-_SYSCTLS = ("vm/overcommit_memory", "vm/panic_on_oom", "kernel/panic", "kernel/panic_on_oops",
-            "kernel/keys/root_maxkeys", "kernel/keys/root_maxbytes")
+_SYSCTLS = (
+    "vm/overcommit_memory",
+    "vm/panic_on_oom",
+    "kernel/panic",
+    "kernel/panic_on_oops",
+    "kernel/keys/root_maxkeys",
+    "kernel/keys/root_maxbytes",
+)
 """The kubelet's kernel tunables (container_manager_linux.go): private copies inside the namespace."""
 _HIDDEN = ("/var/lib", "/run", "/var/log")
 NODE_IP = "10.87.0.1"
@@ -73,8 +79,22 @@ MAX_NODES = 5
 """``up --nodes`` at most: each node costs a containerd and a kubelet (~150 MB idle, docs/real-cluster.md)."""
 _NODE_DIRS = tuple(f"node{number}" for number in range(2, MAX_NODES + 1))
 """The further nodes' directories (the first node's is the cluster directory itself, as with one node)."""
-_MADE_BY_UP = ("etcd", "ns", "config", "pki", "cni", "relay", "ns.ready", "state.json", "state.tmp", "kubeconfig",
-               "kubelet.kubeconfig", "scheduler.kubeconfig", "controller-manager.kubeconfig", *_NODE_DIRS)
+_MADE_BY_UP = (
+    "etcd",
+    "ns",
+    "config",
+    "pki",
+    "cni",
+    "relay",
+    "ns.ready",
+    "state.json",
+    "state.tmp",
+    "kubeconfig",
+    "kubelet.kubeconfig",
+    "scheduler.kubeconfig",
+    "controller-manager.kubeconfig",
+    *_NODE_DIRS,
+)
 """What ``up`` creates in the directory besides ``logs/`` and the marker: all that ``down`` may remove."""
 _KEPT = ("logs", "ns/var-log", *(f"{name}/ns/var-log" for name in _NODE_DIRS))
 """Kept by ``down`` for debugging: the components' logs and the pods' (small next to etcd's and containerd's data)."""
@@ -149,8 +169,12 @@ def missing_prerequisite() -> str | None:
     for tool in ("unshare", "nsenter", "openssl", "ip", "flock", "mount"):
         if shutil.which(tool) is None:
             return f"{tool}(1) is not installed"
-    probe = subprocess.run(["unshare", "--mount", "--pid", "--net", "--fork", "--propagation", "private", "true"],
-                           capture_output=True, text=True, check=False)
+    probe = subprocess.run(
+        ["unshare", "--mount", "--pid", "--net", "--fork", "--propagation", "private", "true"],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
     if probe.returncode != 0:
         return f"unshare --mount --pid --net failed: {probe.stderr.strip()}"
     return None
@@ -235,15 +259,21 @@ class Cluster:
 
     def summary(self) -> dict[str, str]:
         state = self._require_state()
-        return {"kubeconfig": str(self.kubeconfig), "plugin-dir": str(self.plugin_dir),
-                "kubelet-dir": str(self.kubelet_dir), "pod-logs": str(self.pod_log_dir),
-                "cdi-dir": str(self.cdi_dir), "containerd": str(self.containerd_socket),
-                "ctr": shlex.join(self.ctr_command(state)),
-                "apiserver": f"https://127.0.0.1:{state.ports.apiserver}", "node": state.node_name,
-                "kubernetes": state.kubernetes_version, "logs": str(self.logs),
-                **({"kubelets": ", ".join(sorted(set(state.kubelet_versions.values())))}
-                   if state.kubelet_versions else {}),
-                **{key: value for node in self.nodes()[1:] for key, value in node.summary(state).items()}}
+        return {
+            "kubeconfig": str(self.kubeconfig),
+            "plugin-dir": str(self.plugin_dir),
+            "kubelet-dir": str(self.kubelet_dir),
+            "pod-logs": str(self.pod_log_dir),
+            "cdi-dir": str(self.cdi_dir),
+            "containerd": str(self.containerd_socket),
+            "ctr": shlex.join(self.ctr_command(state)),
+            "apiserver": f"https://127.0.0.1:{state.ports.apiserver}",
+            "node": state.node_name,
+            "kubernetes": state.kubernetes_version,
+            "logs": str(self.logs),
+            **({"kubelets": ", ".join(sorted(set(state.kubelet_versions.values())))} if state.kubelet_versions else {}),
+            **{key: value for node in self.nodes()[1:] for key, value in node.summary(state).items()},
+        }
 
     def node(self, number: int) -> Node:
         """Node ``number`` (1 is the first, in the control plane's namespace; ``up --nodes N`` adds 2 … N)."""
@@ -259,9 +289,20 @@ class Cluster:
         """containerd's ``ctr`` as run inside the cluster's namespaces, where the socket is containerd's
         own ``/run/containerd/containerd.sock`` and paths, mounts and PIDs are the ones it sees."""
         state = state or self._require_state()
-        return ["nsenter", "-t", str(state.namespace_pid), "-m", "-p", "-n", "--",
-                str(self.binaries.containerd / "ctr"), "--address", "/run/containerd/containerd.sock",
-                "-n", "k8s.io"]
+        return [
+            "nsenter",
+            "-t",
+            str(state.namespace_pid),
+            "-m",
+            "-p",
+            "-n",
+            "--",
+            str(self.binaries.containerd / "ctr"),
+            "--address",
+            "/run/containerd/containerd.sock",
+            "-n",
+            "k8s.io",
+        ]
 
     def _require_state(self) -> State:
         state = self.state()
@@ -277,8 +318,9 @@ class Cluster:
             return {}
         found = {name: _alive(pid) for name, pid in {"namespace": state.init_pid, **state.pids}.items()}
         for node in state.nodes:
-            found |= {f"{node.name}/{name}": _alive(pid)
-                      for name, pid in {"namespace": node.init_pid, **node.pids}.items()}
+            found |= {
+                f"{node.name}/{name}": _alive(pid) for name, pid in {"namespace": node.init_pid, **node.pids}.items()
+            }
         return found
 
     def down(self) -> list[str]:
@@ -345,8 +387,14 @@ class Cluster:
         paths = self._require_state().binaries
         return Binaries(**{key: Path(value) for key, value in paths.items()})
 
-    def up(self, binaries: Binaries, node_name: str = NODE_NAME,
-           version: str = components.KUBERNETES_VERSION, nodes: int = 1, kubelet_version: str | None = None) -> None:
+    def up(
+        self,
+        binaries: Binaries,
+        node_name: str = NODE_NAME,
+        version: str = components.KUBERNETES_VERSION,
+        nodes: int = 1,
+        kubelet_version: str | None = None,
+    ) -> None:
         """Start a fresh cluster of ``version`` (``binaries`` built for it) with ``nodes`` nodes, whose
         kubelets run ``kubelet_version`` (None: ``version``; built if not cached, before anything
         starts); on any failure everything started so far is stopped again."""
@@ -367,11 +415,17 @@ class Cluster:
         cluster_id = hashlib.sha256(str(self.dir).encode()).hexdigest()[:12]
         ports, more = Ports.free(extra=2 * (nodes - 1))
         # The further nodes' ports are known before the host's relay starts: it serves their healthz too.
-        state = State(ports=ports, node_name=node_name, cluster_id=cluster_id,
-                      binaries={key: str(value) for key, value in asdict(binaries).items()},
-                      kubernetes_version=version,
-                      nodes=[NodeState(f"{node_name}-{number}", more[2 * number - 4], more[2 * number - 3])
-                             for number in range(2, nodes + 1)])
+        state = State(
+            ports=ports,
+            node_name=node_name,
+            cluster_id=cluster_id,
+            binaries={key: str(value) for key, value in asdict(binaries).items()},
+            kubernetes_version=version,
+            nodes=[
+                NodeState(f"{node_name}-{number}", more[2 * number - 4], more[2 * number - 3])
+                for number in range(2, nodes + 1)
+            ],
+        )
         if kubelet_version != version:
             names = [node_name, *(node.name for node in state.nodes)]
             state.kubelet_versions = dict.fromkeys(names, kubelet_version)
@@ -390,9 +444,12 @@ class Cluster:
     def _prepare(self, state: State) -> None:
         pki.create(self.dir / "pki", state.node_name)
         api = f"https://127.0.0.1:{state.ports.apiserver}"
-        for name, user in (("kubeconfig", "admin"), ("kubelet.kubeconfig", "kubelet"),
-                           ("scheduler.kubeconfig", "scheduler"),
-                           ("controller-manager.kubeconfig", "controller-manager")):
+        for name, user in (
+            ("kubeconfig", "admin"),
+            ("kubelet.kubeconfig", "kubelet"),
+            ("scheduler.kubeconfig", "scheduler"),
+            ("controller-manager.kubeconfig", "controller-manager"),
+        ):
             (self.dir / name).write_text(pki.kubeconfig(api, self.dir / "pki", user))
         self.node(1).write_files(state)
         write_oci_archive(self.binaries.image_program, [PAUSE_IMAGE, TEST_IMAGE], self.dir / "config" / "image.tar")
@@ -408,22 +465,34 @@ class Cluster:
         healthz (``up`` and the tests wait on them).
         """
         ports = [str(port) for port in relayed_ports(state)]
-        inside = self.spawn("relay-inside", [sys.executable, str(_RELAY), "inside", str(self.relay_dir), *ports],
-                            state)
-        _wait("the relay inside the namespace", 15.0,
-              lambda: all((self.relay_dir / f"{port}.sock").exists() for port in ports),
-              self.logs / "relay-inside.log", inside)
+        inside = self.spawn("relay-inside", [sys.executable, str(_RELAY), "inside", str(self.relay_dir), *ports], state)
+        _wait(
+            "the relay inside the namespace",
+            15.0,
+            lambda: all((self.relay_dir / f"{port}.sock").exists() for port in ports),
+            self.logs / "relay-inside.log",
+            inside,
+        )
         log = (self.logs / "relay-host.log").open("ab")
-        process = subprocess.Popen([sys.executable, str(_RELAY), "host", str(self.relay_dir), *ports],
-                                   stdin=subprocess.DEVNULL, stdout=log, stderr=log, start_new_session=True)
+        process = subprocess.Popen(
+            [sys.executable, str(_RELAY), "host", str(self.relay_dir), *ports],
+            stdin=subprocess.DEVNULL,
+            stdout=log,
+            stderr=log,
+            start_new_session=True,
+        )
         log.close()
         state.pids["relay-host"] = process.pid
         self.save(state)
-        _wait("the relay on the host", 15.0, lambda: all(_listening(int(port)) for port in ports),
-              self.logs / "relay-host.log", process.pid)
+        _wait(
+            "the relay on the host",
+            15.0,
+            lambda: all(_listening(int(port)) for port in ports),
+            self.logs / "relay-host.log",
+            process.pid,
+        )
 
-    def spawn(self, name: str, argv: list[str], state: State | None = None,
-              env: dict[str, str] | None = None) -> int:
+    def spawn(self, name: str, argv: list[str], state: State | None = None, env: dict[str, str] | None = None) -> int:
         """Start ``argv`` inside the first node's namespaces (where /var/lib/kubelet is the cluster's);
         its host PID. Its output goes to ``logs/<name>.log``; :meth:`stop` ends it, :meth:`down` in any case.
         """
@@ -433,39 +502,78 @@ class Cluster:
         ports, pkidir, bins = state.ports, self.dir / "pki", self.binaries
         etcd_url = f"http://127.0.0.1:{ports.etcd_client}"
         peer_url = f"http://127.0.0.1:{ports.etcd_peer}"
-        self.spawn("etcd", [str(bins.etcd), f"--data-dir={self.dir / 'etcd'}", "--name=default",
-                             f"--listen-client-urls={etcd_url}", f"--advertise-client-urls={etcd_url}",
-                             f"--listen-peer-urls={peer_url}", f"--initial-advertise-peer-urls={peer_url}",
-                             f"--initial-cluster=default={peer_url}", "--unsafe-no-fsync",
-                             "--log-level=warn"], state)
-        _wait("etcd /health", 30.0, lambda: _http_ok(f"{etcd_url}/health"), self.logs / "etcd.log",
-              state.pids["etcd"])
-        self.spawn("kube-apiserver", [
-            str(bins.kube("kube-apiserver")), f"--etcd-servers={etcd_url}", "--bind-address=127.0.0.1",
-            "--advertise-address=127.0.0.1", f"--secure-port={ports.apiserver}",
-            f"--tls-cert-file={pkidir / 'apiserver.crt'}", f"--tls-private-key-file={pkidir / 'apiserver.key'}",
-            f"--client-ca-file={pkidir / 'ca.crt'}", f"--service-account-key-file={pkidir / 'sa.pub'}",
-            f"--service-account-signing-key-file={pkidir / 'sa.key'}",
-            "--service-account-issuer=https://kubernetes.default.svc", "--authorization-mode=Node,RBAC",
-            "--service-cluster-ip-range=10.96.0.0/24", "--allow-privileged=true", "--profiling=false",
-            f"--kubelet-client-certificate={pkidir / 'admin.crt'}",
-            f"--kubelet-client-key={pkidir / 'admin.key'}", *_apiserver_release_flags(state.kubernetes_version)],
-            state)
+        self.spawn(
+            "etcd",
+            [
+                str(bins.etcd),
+                f"--data-dir={self.dir / 'etcd'}",
+                "--name=default",
+                f"--listen-client-urls={etcd_url}",
+                f"--advertise-client-urls={etcd_url}",
+                f"--listen-peer-urls={peer_url}",
+                f"--initial-advertise-peer-urls={peer_url}",
+                f"--initial-cluster=default={peer_url}",
+                "--unsafe-no-fsync",
+                "--log-level=warn",
+            ],
+            state,
+        )
+        _wait("etcd /health", 30.0, lambda: _http_ok(f"{etcd_url}/health"), self.logs / "etcd.log", state.pids["etcd"])
+        self.spawn(
+            "kube-apiserver",
+            [
+                str(bins.kube("kube-apiserver")),
+                f"--etcd-servers={etcd_url}",
+                "--bind-address=127.0.0.1",
+                "--advertise-address=127.0.0.1",
+                f"--secure-port={ports.apiserver}",
+                f"--tls-cert-file={pkidir / 'apiserver.crt'}",
+                f"--tls-private-key-file={pkidir / 'apiserver.key'}",
+                f"--client-ca-file={pkidir / 'ca.crt'}",
+                f"--service-account-key-file={pkidir / 'sa.pub'}",
+                f"--service-account-signing-key-file={pkidir / 'sa.key'}",
+                "--service-account-issuer=https://kubernetes.default.svc",
+                "--authorization-mode=Node,RBAC",
+                "--service-cluster-ip-range=10.96.0.0/24",
+                "--allow-privileged=true",
+                "--profiling=false",
+                f"--kubelet-client-certificate={pkidir / 'admin.crt'}",
+                f"--kubelet-client-key={pkidir / 'admin.key'}",
+                *_apiserver_release_flags(state.kubernetes_version),
+            ],
+            state,
+        )
         api = self.api()
-        _wait("kube-apiserver /readyz", 90.0, api.ready, self.logs / "kube-apiserver.log",
-              state.pids["kube-apiserver"])
-        self.spawn("kube-scheduler", [
-            str(bins.kube("kube-scheduler")), f"--kubeconfig={self.dir / 'scheduler.kubeconfig'}",
-            f"--authentication-kubeconfig={self.dir / 'scheduler.kubeconfig'}",
-            f"--authorization-kubeconfig={self.dir / 'scheduler.kubeconfig'}",
-            "--bind-address=127.0.0.1", f"--secure-port={ports.scheduler}", "--leader-elect=false"], state)
-        self.spawn("kube-controller-manager", [
-            str(bins.kube("kube-controller-manager")), f"--kubeconfig={self.dir / 'controller-manager.kubeconfig'}",
-            f"--authentication-kubeconfig={self.dir / 'controller-manager.kubeconfig'}",
-            f"--authorization-kubeconfig={self.dir / 'controller-manager.kubeconfig'}",
-            "--bind-address=127.0.0.1", f"--secure-port={ports.controller_manager}", "--leader-elect=false",
-            f"--service-account-private-key-file={pkidir / 'sa.key'}", f"--root-ca-file={pkidir / 'ca.crt'}",
-            "--use-service-account-credentials=true"], state)
+        _wait("kube-apiserver /readyz", 90.0, api.ready, self.logs / "kube-apiserver.log", state.pids["kube-apiserver"])
+        self.spawn(
+            "kube-scheduler",
+            [
+                str(bins.kube("kube-scheduler")),
+                f"--kubeconfig={self.dir / 'scheduler.kubeconfig'}",
+                f"--authentication-kubeconfig={self.dir / 'scheduler.kubeconfig'}",
+                f"--authorization-kubeconfig={self.dir / 'scheduler.kubeconfig'}",
+                "--bind-address=127.0.0.1",
+                f"--secure-port={ports.scheduler}",
+                "--leader-elect=false",
+            ],
+            state,
+        )
+        self.spawn(
+            "kube-controller-manager",
+            [
+                str(bins.kube("kube-controller-manager")),
+                f"--kubeconfig={self.dir / 'controller-manager.kubeconfig'}",
+                f"--authentication-kubeconfig={self.dir / 'controller-manager.kubeconfig'}",
+                f"--authorization-kubeconfig={self.dir / 'controller-manager.kubeconfig'}",
+                "--bind-address=127.0.0.1",
+                f"--secure-port={ports.controller_manager}",
+                "--leader-elect=false",
+                f"--service-account-private-key-file={pkidir / 'sa.key'}",
+                f"--root-ca-file={pkidir / 'ca.crt'}",
+                "--use-service-account-credentials=true",
+            ],
+            state,
+        )
 
     def _start_node(self, state: State) -> None:
         node = self.node(1)
@@ -473,9 +581,13 @@ class Cluster:
         node.wait_kubelet_healthy(state)
         node.wait_ready(state)
         api = self.api()
-        _wait("service account default/default", 60.0,
-              lambda: api.get("/api/v1/namespaces/default/serviceaccounts/default") is not None,
-              self.logs / "kube-controller-manager.log", state.pids["kube-controller-manager"])
+        _wait(
+            "service account default/default",
+            60.0,
+            lambda: api.get("/api/v1/namespaces/default/serviceaccounts/default") is not None,
+            self.logs / "kube-controller-manager.log",
+            state.pids["kube-controller-manager"],
+        )
 
     def _start_more_nodes(self, state: State) -> None:
         """Nodes 2 … N: every kubelet started before any is waited for, so they register together."""
@@ -485,7 +597,8 @@ class Cluster:
             pki.node_client(self.dir / "pki", f"kubelet-{number}", node.name)
             (node.root / "kubelet.kubeconfig").parent.mkdir(parents=True, exist_ok=True)
             (node.root / "kubelet.kubeconfig").write_text(
-                pki.kubeconfig(f"https://127.0.0.1:{state.ports.apiserver}", self.dir / "pki", f"kubelet-{number}"))
+                pki.kubeconfig(f"https://127.0.0.1:{state.ports.apiserver}", self.dir / "pki", f"kubelet-{number}")
+            )
             node.write_files(state)
             record = state.nodes[number - 2]
             record.init_pid, record.namespace_pid = node.start_namespace(state)
@@ -551,22 +664,34 @@ class Node:
         """What ``up`` prints about a further node (the first node's is the cluster's own summary)."""
         name = self._name(state)
         nsenter = f"nsenter -t {self._record(state).namespace_pid} -m -p -n --"
-        return {f"{name} {key}": value for key, value in (
-            ("kubelet-dir", str(self.kubelet_dir)), ("plugin-dir", str(self.plugin_dir)),
-            ("pod-logs", str(self.pod_log_dir)), ("cdi-dir", str(self.cdi_dir)),
-            ("containerd", str(self.containerd_socket)), ("run-on-node", nsenter))}
+        return {
+            f"{name} {key}": value
+            for key, value in (
+                ("kubelet-dir", str(self.kubelet_dir)),
+                ("plugin-dir", str(self.plugin_dir)),
+                ("pod-logs", str(self.pod_log_dir)),
+                ("cdi-dir", str(self.cdi_dir)),
+                ("containerd", str(self.containerd_socket)),
+                ("run-on-node", nsenter),
+            )
+        }
 
-    def spawn(self, name: str, argv: list[str], state: State | None = None,
-              env: dict[str, str] | None = None) -> int:
+    def spawn(self, name: str, argv: list[str], state: State | None = None, env: dict[str, str] | None = None) -> int:
         """Start ``argv`` inside the node's namespaces (its /var/lib/kubelet, /run and network); its
         host PID. Output to :meth:`log`; :meth:`stop` ends it, the cluster's ``down`` in any case."""
         state = state or self.cluster._require_state()
         namespace_pid = state.namespace_pid if self.number == 1 else self._record(state).namespace_pid
         log = self._log(state, name).open("ab")
         path = f"{self.cluster.binaries.containerd}:{self.root / 'cni' / 'bin'}:{os.environ['PATH']}"
-        process = subprocess.Popen(["nsenter", "-t", str(namespace_pid), "-m", "-p", "-n", "--", *argv],
-                                   stdin=subprocess.DEVNULL, stdout=log, stderr=log, start_new_session=True,
-                                   env={**os.environ, **(env or {}), "PATH": path}, cwd=self.cluster.dir)
+        process = subprocess.Popen(
+            ["nsenter", "-t", str(namespace_pid), "-m", "-p", "-n", "--", *argv],
+            stdin=subprocess.DEVNULL,
+            stdout=log,
+            stderr=log,
+            start_new_session=True,
+            env={**os.environ, **(env or {}), "PATH": path},
+            cwd=self.cluster.dir,
+        )
         log.close()
         child = _child_of(process.pid)
         self.pids(state)[name] = child
@@ -636,18 +761,32 @@ class Node:
     def wait_kubelet_healthy(self, state: State | None = None, timeout: float = 60.0) -> None:
         state = state or self.cluster._require_state()
         port = self._ports(state)[1]
-        _wait(f"{self._name(state)}'s kubelet healthz on 127.0.0.1:{port}", timeout,
-              lambda: _http_ok(f"http://127.0.0.1:{port}/healthz"), self._log(state, "kubelet"),
-              self.pids(state).get("kubelet"))
+        _wait(
+            f"{self._name(state)}'s kubelet healthz on 127.0.0.1:{port}",
+            timeout,
+            lambda: _http_ok(f"http://127.0.0.1:{port}/healthz"),
+            self._log(state, "kubelet"),
+            self.pids(state).get("kubelet"),
+        )
 
     def wait_ready(self, state: State) -> None:
         """Until the Node is Ready and the node lifecycle controller has lifted the not-ready taint the
         kubelet registers with (as its own service account: --use-service-account-credentials)."""
         api, name = self.cluster.api(), self._name(state)
-        _wait(f"node {name} Ready", 90.0, lambda: api.node_ready(name), self._log(state, "kubelet"),
-              self.pids(state).get("kubelet"))
-        _wait(f"node {name} untainted", 60.0, lambda: not api.node_taints(name),
-              self.cluster.logs / "kube-controller-manager.log", state.pids.get("kube-controller-manager"))
+        _wait(
+            f"node {name} Ready",
+            90.0,
+            lambda: api.node_ready(name),
+            self._log(state, "kubelet"),
+            self.pids(state).get("kubelet"),
+        )
+        _wait(
+            f"node {name} untainted",
+            60.0,
+            lambda: not api.node_taints(name),
+            self.cluster.logs / "kube-controller-manager.log",
+            state.pids.get("kube-controller-manager"),
+        )
 
     # --- start -----------------------------------------------------------------------------------
 
@@ -665,7 +804,8 @@ class Node:
         # Cgroups of further nodes are siblings of the first's (never nested in a kubelet's root).
         cgroup_root = f"/kubedevice/{state.cluster_id}" + ("" if self.number == 1 else f"-{self.number}")
         (config / "kubelet.yaml").write_text(
-            _kubelet_config(*self._ports(state), self.cluster.dir / "pki" / "ca.crt", cgroup_root))
+            _kubelet_config(*self._ports(state), self.cluster.dir / "pki" / "ca.crt", cgroup_root)
+        )
         (config / "containerd.toml").write_text(_containerd_config(self.root, self.cluster.binaries))
         cni = self.root / "cni"
         shutil.rmtree(cni, ignore_errors=True)
@@ -674,17 +814,36 @@ class Node:
         plugin = cni / "bin" / "kubedevice-veth"
         plugin.write_text(_CNI_PLUGIN.replace("@IPAM@", str(cni / "ipam")).replace("@NODE_IP@", NODE_IP))
         plugin.chmod(0o755)
-        (cni / "net.d" / "10-kubedevice.conflist").write_text(json.dumps(
-            {"cniVersion": "1.0.0", "name": "kubedevice", "plugins": [{"type": "kubedevice-veth"}]}))
+        (cni / "net.d" / "10-kubedevice.conflist").write_text(
+            json.dumps({"cniVersion": "1.0.0", "name": "kubedevice", "plugins": [{"type": "kubedevice-veth"}]})
+        )
 
     def start_namespace(self, state: State) -> tuple[int, int]:
         """The node's private mount, PID and network namespace; (unshare's PID, the init's host PID)."""
         log_path = self._log(state, "namespace")
         log = log_path.open("ab")
         process = subprocess.Popen(
-            ["unshare", "--mount", "--pid", "--net", "--fork", "--mount-proc", "--propagation", "private",
-             "--kill-child", "sh", "-c", _namespace_script(self.root), "sh", sys.executable],
-            stdin=subprocess.DEVNULL, stdout=log, stderr=log, start_new_session=True)
+            [
+                "unshare",
+                "--mount",
+                "--pid",
+                "--net",
+                "--fork",
+                "--mount-proc",
+                "--propagation",
+                "private",
+                "--kill-child",
+                "sh",
+                "-c",
+                _namespace_script(self.root),
+                "sh",
+                sys.executable,
+            ],
+            stdin=subprocess.DEVNULL,
+            stdout=log,
+            stderr=log,
+            start_new_session=True,
+        )
         log.close()
         if self.number > 1:  # down finds it even if the wait below fails
             self._record(state).init_pid = process.pid
@@ -703,22 +862,48 @@ class Node:
         No address off the node is dialled."""
         relays = self.cluster.relay_dir
         healthz = str(self._ports(state)[1])
-        relay = self.spawn("relay", [sys.executable, str(_RELAY), "host", str(relays), str(state.ports.apiserver),
-                                     "--also-inside", healthz], state)
-        _wait(f"the relay of {self._name(state)}", 15.0, (relays / f"{healthz}.sock").exists,
-              self._log(state, "relay"), relay)
+        relay = self.spawn(
+            "relay",
+            [sys.executable, str(_RELAY), "host", str(relays), str(state.ports.apiserver), "--also-inside", healthz],
+            state,
+        )
+        _wait(
+            f"the relay of {self._name(state)}",
+            15.0,
+            (relays / f"{healthz}.sock").exists,
+            self._log(state, "relay"),
+            relay,
+        )
 
     def start_runtime(self, state: State) -> None:
         """containerd, the test images imported into it, then the kubelet (not waited for)."""
         containerd = self.cluster.binaries.containerd
         config = self.root / "config" / "containerd.toml"
         self.spawn("containerd", [str(containerd / "containerd"), f"--config={config}"], state)
-        _wait(f"{self._name(state)}'s containerd socket", 30.0, self.containerd_socket.exists,
-              self._log(state, "containerd"), self.pids(state)["containerd"])
+        _wait(
+            f"{self._name(state)}'s containerd socket",
+            30.0,
+            self.containerd_socket.exists,
+            self._log(state, "containerd"),
+            self.pids(state)["containerd"],
+        )
         ctr = [str(containerd / "ctr"), "--address", str(self.containerd_socket), "-n", "k8s.io"]
-        done = subprocess.run([*ctr, "images", "import", "--platform", "linux/amd64", "--snapshotter", "native",
-                               str(self.cluster.dir / "config" / "image.tar")], capture_output=True, text=True,
-                              check=False, timeout=120)
+        done = subprocess.run(
+            [
+                *ctr,
+                "images",
+                "import",
+                "--platform",
+                "linux/amd64",
+                "--snapshotter",
+                "native",
+                str(self.cluster.dir / "config" / "image.tar"),
+            ],
+            capture_output=True,
+            text=True,
+            check=False,
+            timeout=120,
+        )
         if done.returncode != 0:
             raise ClusterError(f"ctr images import failed on {self._name(state)}: {done.stderr.strip()[-2000:]}")
         self.start_kubelet(state)
@@ -727,12 +912,23 @@ class Node:
         """Start the node's kubelet (not waited for: :meth:`wait_kubelet_healthy`); its host PID."""
         state = state or self.cluster._require_state()
         version = state.kubelet_versions.get(self._name(state), state.kubernetes_version)
-        binary = (self.cluster.binaries.kube("kubelet") if version == state.kubernetes_version
-                  else components.kubernetes(version) / "kubelet")
-        return self.spawn("kubelet", [
-            str(binary), f"--config={self.root / 'config' / 'kubelet.yaml'}",
-            f"--kubeconfig={self.root / 'kubelet.kubeconfig'}", f"--hostname-override={self._name(state)}",
-            f"--node-ip={NODE_IP}", "--v=2"], state)
+        binary = (
+            self.cluster.binaries.kube("kubelet")
+            if version == state.kubernetes_version
+            else components.kubernetes(version) / "kubelet"
+        )
+        return self.spawn(
+            "kubelet",
+            [
+                str(binary),
+                f"--config={self.root / 'config' / 'kubelet.yaml'}",
+                f"--kubeconfig={self.root / 'kubelet.kubeconfig'}",
+                f"--hostname-override={self._name(state)}",
+                f"--node-ip={NODE_IP}",
+                "--v=2",
+            ],
+            state,
+        )
 
     def _record(self, state: State) -> NodeState:
         return state.nodes[self.number - 2]
@@ -784,17 +980,26 @@ def kubelet_skew_error(apiserver: str, kubelet: str) -> str | None:
 def relayed_ports(state: State) -> list[int]:
     """The cluster's ports the host reaches (through :mod:`relay`), under the same numbers: every
     node's kubelet healthz among them (a further node's own relay serves its socket)."""
-    return [state.ports.apiserver, state.ports.etcd_client, state.ports.kubelet_healthz,
-            *(node.kubelet_healthz for node in state.nodes)]
+    return [
+        state.ports.apiserver,
+        state.ports.etcd_client,
+        state.ports.kubelet_healthz,
+        *(node.kubelet_healthz for node in state.nodes),
+    ]
 
 
 def _namespace_script(directory: Path) -> str:
     """Inside the new namespaces: the network, the private directories, then become a reaping init."""
     ns = directory / "ns"
-    lines = ["set -e", "ip link set lo up",
-             # Both ends inside: the node gets a local address (the kubelet checks it is) and no way out.
-             "ip link add kdnode0 type veth peer name kdnode1",
-             f"ip addr add {NODE_IP}/32 dev kdnode0", "ip link set kdnode0 up", "ip link set kdnode1 up"]
+    lines = [
+        "set -e",
+        "ip link set lo up",
+        # Both ends inside: the node gets a local address (the kubelet checks it is) and no way out.
+        "ip link add kdnode0 type veth peer name kdnode1",
+        f"ip addr add {NODE_IP}/32 dev kdnode0",
+        "ip link set kdnode0 up",
+        "ip link set kdnode1 up",
+    ]
     for target in _HIDDEN:
         lines.append(f"mount --bind '{ns / target.strip('/').replace('/', '-')}' {target}")
     for path in _SYSCTLS:
@@ -819,17 +1024,31 @@ while True:
 
 def _kubelet_config(port: int, healthz_port: int, client_ca: Path, cgroup_root: str) -> str:
     config = {
-        "apiVersion": "kubelet.config.k8s.io/v1beta1", "kind": "KubeletConfiguration",
-        "address": "127.0.0.1", "port": port, "healthzBindAddress": "127.0.0.1",
-        "healthzPort": healthz_port, "readOnlyPort": 0,
-        "authentication": {"anonymous": {"enabled": False}, "webhook": {"enabled": False},
-                           "x509": {"clientCAFile": str(client_ca)}},
+        "apiVersion": "kubelet.config.k8s.io/v1beta1",
+        "kind": "KubeletConfiguration",
+        "address": "127.0.0.1",
+        "port": port,
+        "healthzBindAddress": "127.0.0.1",
+        "healthzPort": healthz_port,
+        "readOnlyPort": 0,
+        "authentication": {
+            "anonymous": {"enabled": False},
+            "webhook": {"enabled": False},
+            "x509": {"clientCAFile": str(client_ca)},
+        },
         "authorization": {"mode": "AlwaysAllow"},
-        "cgroupDriver": "cgroupfs", "cgroupsPerQOS": False, "cgroupRoot": cgroup_root,
-        "enforceNodeAllocatable": [], "failSwapOn": False, "failCgroupV1": False,
+        "cgroupDriver": "cgroupfs",
+        "cgroupsPerQOS": False,
+        "cgroupRoot": cgroup_root,
+        "enforceNodeAllocatable": [],
+        "failSwapOn": False,
+        "failCgroupV1": False,
         "containerRuntimeEndpoint": "unix:///run/containerd/containerd.sock",
-        "nodeStatusUpdateFrequency": "500ms", "nodeStatusReportFrequency": "1s", "resolvConf": "",
-        "imageGCHighThresholdPercent": 100, "imageGCLowThresholdPercent": 99,
+        "nodeStatusUpdateFrequency": "500ms",
+        "nodeStatusReportFrequency": "1s",
+        "resolvConf": "",
+        "imageGCHighThresholdPercent": 100,
+        "imageGCLowThresholdPercent": 99,
         "serializeImagePulls": False,
     }
     return json.dumps(config, indent=1)
@@ -861,8 +1080,8 @@ state = "/run/containerd"
         BinaryName = "{bins.runc}"
         SystemdCgroup = false
   [plugins."io.containerd.cri.v1.runtime".cni]
-    bin_dirs = ["{cni / 'bin'}"]
-    conf_dir = "{cni / 'net.d'}"
+    bin_dirs = ["{cni / "bin"}"]
+    conf_dir = "{cni / "net.d"}"
     use_internal_loopback = true  # no standard CNI plugins here, not even loopback
 
 [plugins."io.containerd.cri.v1.images"]
@@ -1005,8 +1224,12 @@ def cgroup_dirs(cluster_id: str) -> list[Path]:
     """The cluster's cgroup directories in every mounted hierarchy (v1 controllers and v2)."""
     root = Path("/sys/fs/cgroup")
     names = (cluster_id, f"{cluster_id}-*")  # the first node's and further nodes' (``-<number>``)
-    found = [path for name in names for path in [*root.glob(f"kubedevice/{name}"), *root.glob(f"*/kubedevice/{name}")]
-             if path.is_dir()]
+    found = [
+        path
+        for name in names
+        for path in [*root.glob(f"kubedevice/{name}"), *root.glob(f"*/kubedevice/{name}")]
+        if path.is_dir()
+    ]
     return found
 
 
@@ -1122,8 +1345,13 @@ def _tail(log: Path, size: int = 3000) -> str:
         return "(no log)"
 
 
-def up(directory: Path, node_name: str = NODE_NAME, release: str | None = None, nodes: int = 1,
-       kubelet_release: str | None = None) -> Cluster:
+def up(
+    directory: Path,
+    node_name: str = NODE_NAME,
+    release: str | None = None,
+    nodes: int = 1,
+    kubelet_release: str | None = None,
+) -> Cluster:
     """Build (cached) and start a cluster of ``release`` (``1.37``; None: the default) with ``nodes``
     nodes in ``directory``, their kubelets of ``kubelet_release`` (None: ``release``); ClusterError/
     BuildError say why not."""
@@ -1148,20 +1376,41 @@ def _interrupt(signum: int, frame: object) -> None:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="cluster.sh", description=__doc__.splitlines()[0])
     parser.add_argument("command", choices=("up", "down", "status"))
-    parser.add_argument("--dir", type=Path, default=Path(os.environ.get(DIR_ENV, DEFAULT_DIR)),
-                        help=f"the cluster directory (default ${DIR_ENV} or {DEFAULT_DIR})")
+    parser.add_argument(
+        "--dir",
+        type=Path,
+        default=Path(os.environ.get(DIR_ENV, DEFAULT_DIR)),
+        help=f"the cluster directory (default ${DIR_ENV} or {DEFAULT_DIR})",
+    )
     parser.add_argument("--node-name", default=NODE_NAME)
-    parser.add_argument("--version", dest="release", choices=list(components.RELEASES), default=None,
-                        help=f"up: the Kubernetes release (default {components.DEFAULT_RELEASE}: "
-                             f"{components.KUBERNETES_VERSION}); each is built once and cached")
-    parser.add_argument("--nodes", type=int, default=1,
-                        help=f"up: how many nodes, 1 to {MAX_NODES} (default 1): each a kubelet and containerd "
-                             "in a private namespace of its own, named <node-name>, <node-name>-2, ...")
-    parser.add_argument("--kubelet-version", dest="kubelet_release", choices=list(components.RELEASES),
-                        default=None, help="up: the kubelets' release (default: --version's), at most 3 minor "
-                                           "releases older than the control plane and never newer")
-    parser.add_argument("--keep", action="store_true",
-                        help="down: keep etcd's data, containerd's images and the rest (default: keep only the logs)")
+    parser.add_argument(
+        "--version",
+        dest="release",
+        choices=list(components.RELEASES),
+        default=None,
+        help=f"up: the Kubernetes release (default {components.DEFAULT_RELEASE}: "
+        f"{components.KUBERNETES_VERSION}); each is built once and cached",
+    )
+    parser.add_argument(
+        "--nodes",
+        type=int,
+        default=1,
+        help=f"up: how many nodes, 1 to {MAX_NODES} (default 1): each a kubelet and containerd "
+        "in a private namespace of its own, named <node-name>, <node-name>-2, ...",
+    )
+    parser.add_argument(
+        "--kubelet-version",
+        dest="kubelet_release",
+        choices=list(components.RELEASES),
+        default=None,
+        help="up: the kubelets' release (default: --version's), at most 3 minor "
+        "releases older than the control plane and never newer",
+    )
+    parser.add_argument(
+        "--keep",
+        action="store_true",
+        help="down: keep etcd's data, containerd's images and the rest (default: keep only the logs)",
+    )
     args = parser.parse_args(argv)
     if not 1 <= args.nodes <= MAX_NODES:
         print(f"kubedevice: --nodes: {args.nodes} is not between 1 and {MAX_NODES}", file=sys.stderr)
@@ -1188,8 +1437,7 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
-def _up_command(directory: Path, node_name: str, release: str | None, nodes: int,
-                kubelet_release: str | None) -> None:
+def _up_command(directory: Path, node_name: str, release: str | None, nodes: int, kubelet_release: str | None) -> None:
     """Start, then build kubectl if it is not cached yet: after the cluster, so that a cold kubectl
     build never delays the cluster itself; interrupted, it stops the cluster as any part of ``up``."""
     cluster = up(directory, node_name, release, nodes, kubelet_release)
@@ -1203,8 +1451,11 @@ def _up_command(directory: Path, node_name: str, release: str | None, nodes: int
         raise
     for key, value in cluster.summary().items():
         print(f"{key}: {value}")
-    print(f"kubectl: not built: {kubectl}" if isinstance(kubectl, str)
-          else f"kubectl: {kubectl} ({version}, as the cluster)")
+    print(
+        f"kubectl: not built: {kubectl}"
+        if isinstance(kubectl, str)
+        else f"kubectl: {kubectl} ({version}, as the cluster)"
+    )
     sudo = "sudo " if os.environ.get("SUDO_USER") else ""  # kubectl is in root's cache, nsenter needs root
     print("# to use them in this shell:")
     print(f"export KUBECONFIG={shlex.quote(str(cluster.kubeconfig))}")
@@ -1218,19 +1469,25 @@ def _down_command(cluster: Cluster, keep: bool) -> None:
     stopped = cluster.down()
     print(f"stopped: {', '.join(stopped)}" if stopped else f"stopped: nothing was running in {cluster.dir}")
     if keep:
-        print(f"kept: {_megabytes(cluster.disk_usage())} in {cluster.dir} (--keep): etcd's data, containerd's "
-              "images, certificates and logs; `down` without --keep removes all but the logs")
+        print(
+            f"kept: {_megabytes(cluster.disk_usage())} in {cluster.dir} (--keep): etcd's data, containerd's "
+            "images, certificates and logs; `down` without --keep removes all but the logs"
+        )
         return
     result = cluster.remove_files()
     if result is None:
         print(f"removed: nothing ({cluster.dir} has no {MARKER}: `up` did not make it)")
         return
     removed, logs = result
-    pod_logs = [cluster.pod_log_dir, *(path for name in _NODE_DIRS
-                                       if (path := cluster.dir / name / "ns" / "var-log" / "pods").exists())]
-    print(f"removed: {_megabytes(removed)} from {cluster.dir} (etcd's data, containerd's images and snapshots, the "
-          f"kubelets' directories, certificates, kubeconfigs); kept the logs for debugging, {_megabytes(logs)}: "
-          f"{cluster.logs} and {', '.join(map(str, pod_logs))}")
+    pod_logs = [
+        cluster.pod_log_dir,
+        *(path for name in _NODE_DIRS if (path := cluster.dir / name / "ns" / "var-log" / "pods").exists()),
+    ]
+    print(
+        f"removed: {_megabytes(removed)} from {cluster.dir} (etcd's data, containerd's images and snapshots, the "
+        f"kubelets' directories, certificates, kubeconfigs); kept the logs for debugging, {_megabytes(logs)}: "
+        f"{cluster.logs} and {', '.join(map(str, pod_logs))}"
+    )
 
 
 def _status_command(cluster: Cluster) -> int:

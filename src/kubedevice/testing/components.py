@@ -35,11 +35,18 @@ RUNC_VERSION = "v1.3.6"
 GO_MODULES = Path(__file__).resolve().parents[3] / "cluster" / "go"
 """The wrapper modules; present in a source checkout (the cluster is a development tool)."""
 
-_KUBE_PACKAGES = ("cmd/kube-apiserver", "cmd/kubelet", "cmd/kube-scheduler", "cmd/kube-controller-manager",
-                  "test/images/sample-device-plugin")
-_CONTAINERD_PACKAGES = ("github.com/containerd/containerd/v2/cmd/containerd",
-                        "github.com/containerd/containerd/v2/cmd/containerd-shim-runc-v2",
-                        "github.com/containerd/containerd/v2/cmd/ctr")
+_KUBE_PACKAGES = (
+    "cmd/kube-apiserver",
+    "cmd/kubelet",
+    "cmd/kube-scheduler",
+    "cmd/kube-controller-manager",
+    "test/images/sample-device-plugin",
+)
+_CONTAINERD_PACKAGES = (
+    "github.com/containerd/containerd/v2/cmd/containerd",
+    "github.com/containerd/containerd/v2/cmd/containerd-shim-runc-v2",
+    "github.com/containerd/containerd/v2/cmd/ctr",
+)
 
 
 @dataclass(frozen=True)
@@ -73,15 +80,17 @@ def ensure_all(version: str = KUBERNETES_VERSION) -> Binaries:
         raise BuildError("the Go toolchain is not installed and the cluster's binaries are not cached")
     image = build(_module("image"), ".", "envsleep")
     assert image is not None  # Go is present: checked above
-    return Binaries(kubernetes=kubernetes(version), etcd=etcd(), containerd=containerd(), runc=runc(),
-                    image_program=image)
+    return Binaries(
+        kubernetes=kubernetes(version), etcd=etcd(), containerd=containerd(), runc=runc(), image_program=image
+    )
 
 
 def kubernetes(version: str = KUBERNETES_VERSION) -> Path:
     """kube-apiserver, kubelet, kube-scheduler, kube-controller-manager and the sample device plugin."""
     packages = [f"k8s.io/kubernetes/{package}" for package in _KUBE_PACKAGES]
-    return _build_set("kubernetes", version, _kube_module(version), packages,
-                      ["-ldflags", f"-s -w {_version_stamp(version)}"])
+    return _build_set(
+        "kubernetes", version, _kube_module(version), packages, ["-ldflags", f"-s -w {_version_stamp(version)}"]
+    )
 
 
 def kubectl(version: str = KUBERNETES_VERSION) -> Path:
@@ -92,8 +101,16 @@ def kubectl(version: str = KUBERNETES_VERSION) -> Path:
     the other components); every other release's module pins kubectl beside the rest.
     """
     module = _module("kubectl") if version == KUBERNETES_VERSION else _kube_module(version)
-    return _build_set("kubectl", version, module, ["k8s.io/kubernetes/cmd/kubectl"],
-                      ["-ldflags", f"-s -w {_version_stamp(version)}"]) / "kubectl"
+    return (
+        _build_set(
+            "kubectl",
+            version,
+            module,
+            ["k8s.io/kubernetes/cmd/kubectl"],
+            ["-ldflags", f"-s -w {_version_stamp(version)}"],
+        )
+        / "kubectl"
+    )
 
 
 def _kube_module(version: str) -> Path:
@@ -106,23 +123,29 @@ def _version_stamp(version: str) -> str:
     """``-X`` flags that stamp the Kubernetes version: without them every component, kubectl
     included, reports v0.0.0, and the kubelet's and kubectl's version skew checks complain."""
     major, minor = version.lstrip("v").split(".")[:2]
-    return " ".join(f"-X {pkg}.{key}={value}"
-                    for pkg in ("k8s.io/component-base/version", "k8s.io/client-go/pkg/version")
-                    for key, value in (("gitVersion", version), ("gitMajor", major),
-                                       ("gitMinor", minor)))
+    return " ".join(
+        f"-X {pkg}.{key}={value}"
+        for pkg in ("k8s.io/component-base/version", "k8s.io/client-go/pkg/version")
+        for key, value in (("gitVersion", version), ("gitMajor", major), ("gitMinor", minor))
+    )
 
 
 def etcd() -> Path:
     """etcd's server (``go install`` refuses it: etcd's go.mod has replace directives)."""
-    directory = _build_set("etcd", ETCD_VERSION, _module("etcd"), ["go.etcd.io/etcd/server/v3"],
-                           ["-ldflags", "-s -w"])
+    directory = _build_set("etcd", ETCD_VERSION, _module("etcd"), ["go.etcd.io/etcd/server/v3"], ["-ldflags", "-s -w"])
     return directory / "server"  # go names a .../server/v3 binary after "server"
 
 
 def containerd() -> Path:
     """containerd, its runc shim and ctr (no btrfs/devmapper/zfs snapshotters: they need C headers)."""
-    return _build_set("containerd", CONTAINERD_VERSION, _module("containerd"), list(_CONTAINERD_PACKAGES),
-                      ["-tags", "no_btrfs no_devmapper no_zfs", "-ldflags", "-s -w"], cgo=True)
+    return _build_set(
+        "containerd",
+        CONTAINERD_VERSION,
+        _module("containerd"),
+        list(_CONTAINERD_PACKAGES),
+        ["-tags", "no_btrfs no_devmapper no_zfs", "-ldflags", "-s -w"],
+        cgo=True,
+    )
 
 
 def runc() -> Path:
@@ -137,8 +160,18 @@ def runc() -> Path:
         return final / "runc"
     with tempfile.TemporaryDirectory(prefix="kd-seccomp-") as scratch:
         env = {"PKG_CONFIG_PATH": str(_libseccomp(Path(scratch)))}
-        return _build_set("runc", RUNC_VERSION, _module("runc"), ["github.com/opencontainers/runc"],
-                          ["-tags", "seccomp", "-ldflags", "-s -w"], cgo=True, env=env) / "runc"
+        return (
+            _build_set(
+                "runc",
+                RUNC_VERSION,
+                _module("runc"),
+                ["github.com/opencontainers/runc"],
+                ["-tags", "seccomp", "-ldflags", "-s -w"],
+                cgo=True,
+                env=env,
+            )
+            / "runc"
+        )
 
 
 def _libseccomp(scratch: Path) -> Path:
@@ -157,7 +190,8 @@ def _libseccomp(scratch: Path) -> Path:
     pkgconfig.mkdir()
     (pkgconfig / "libseccomp.pc").write_text(
         f"Name: libseccomp\nDescription: static, for runc\nVersion: 2.5.4\n"
-        f"Cflags: -I{root / 'usr' / 'include'}\nLibs: {libdir / 'libseccomp.a'}\n")
+        f"Cflags: -I{root / 'usr' / 'include'}\nLibs: {libdir / 'libseccomp.a'}\n"
+    )
     return pkgconfig
 
 
@@ -170,9 +204,15 @@ def _module(name: str) -> Path:
 
 def _all_cached(kubernetes_version: str) -> bool:
     root = cache_dir()
-    return all((root / f"{name}-{version}").is_dir() for name, version in (
-        ("kubernetes", kubernetes_version), ("etcd", ETCD_VERSION),
-        ("containerd", CONTAINERD_VERSION), ("runc", RUNC_VERSION)))
+    return all(
+        (root / f"{name}-{version}").is_dir()
+        for name, version in (
+            ("kubernetes", kubernetes_version),
+            ("etcd", ETCD_VERSION),
+            ("containerd", CONTAINERD_VERSION),
+            ("runc", RUNC_VERSION),
+        )
+    )
 
 
 def _run_tool(argv: list[str], cwd: Path) -> None:
@@ -181,8 +221,16 @@ def _run_tool(argv: list[str], cwd: Path) -> None:
         raise BuildError(f"runc needs libseccomp's headers: {' '.join(argv)} failed: {done.stderr.strip()}")
 
 
-def _build_set(name: str, version: str, module: Path, packages: list[str], flags: list[str], *,
-               cgo: bool = False, env: dict[str, str] | None = None) -> Path:
+def _build_set(
+    name: str,
+    version: str,
+    module: Path,
+    packages: list[str],
+    flags: list[str],
+    *,
+    cgo: bool = False,
+    env: dict[str, str] | None = None,
+) -> Path:
     """``go build -o DIR/ packages...`` into ``<cache>/<name>-<version>/``, atomically.
 
     Under a lock per set: a second process (``cluster.sh up`` while the tests build) waits for the
@@ -202,15 +250,23 @@ def _build_set(name: str, version: str, module: Path, packages: list[str], flags
     return final
 
 
-def _build_locked(final: Path, go: str, module: Path, packages: list[str], flags: list[str], *, cgo: bool,
-                  env: dict[str, str] | None) -> None:
+def _build_locked(
+    final: Path, go: str, module: Path, packages: list[str], flags: list[str], *, cgo: bool, env: dict[str, str] | None
+) -> None:
     """The build itself, under the set's lock."""
     env = {**os.environ, **(env or {}), "CGO_ENABLED": "1" if cgo else "0"}
     with tempfile.TemporaryDirectory(dir=final.parent, prefix=f".{final.name}-") as staging:
         out = Path(staging) / "bin"
         out.mkdir()
-        done = subprocess.run([go, "build", *flags, "-o", f"{out}/", *packages], cwd=module, env=env,
-                              capture_output=True, text=True, timeout=2 * BUILD_TIMEOUT, check=False)
+        done = subprocess.run(
+            [go, "build", *flags, "-o", f"{out}/", *packages],
+            cwd=module,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=2 * BUILD_TIMEOUT,
+            check=False,
+        )
         if done.returncode != 0:
             raise BuildError(f"building {final.name} failed:\n{done.stderr[-4000:]}")
         try:

@@ -37,6 +37,7 @@ DEVICE_CLASS = "kubedevice-test"
 """Named by the claims' requests; the allocation is written directly, so no class has to exist."""
 START_TIMEOUT = 30.0
 
+
 class GoDriverError(RuntimeError):
     """The Go driver did not come up; the message carries the tail of its log."""
 
@@ -72,11 +73,26 @@ class GoDriverOptions:
 
     def argv(self, program: Path) -> list[str]:
         return [
-            str(program), "--kubeconfig", str(self.kubeconfig), "--drivername", self.driver,
-            "--kube-api-qps", str(self.api_qps), "--kube-api-burst", str(int(2 * self.api_qps)),
-            "kubelet-plugin", "--node-name", self.node, "--num-devices", str(self.devices),
-            "--plugin-registration-path", str(self.registration.parent),
-            "--datadir", str(self.endpoint.parent.parent), "--cdi-dir", str(self.cdi_dir),
+            str(program),
+            "--kubeconfig",
+            str(self.kubeconfig),
+            "--drivername",
+            self.driver,
+            "--kube-api-qps",
+            str(self.api_qps),
+            "--kube-api-burst",
+            str(int(2 * self.api_qps)),
+            "kubelet-plugin",
+            "--node-name",
+            self.node,
+            "--num-devices",
+            str(self.devices),
+            "--plugin-registration-path",
+            str(self.registration.parent),
+            "--datadir",
+            str(self.endpoint.parent.parent),
+            "--cdi-dir",
+            str(self.cdi_dir),
         ]
 
 
@@ -138,10 +154,16 @@ def claim_document(namespace: str, name: str, count: int) -> dict[str, Any]:
         "apiVersion": "resource.k8s.io/v1",
         "kind": "ResourceClaim",
         "metadata": {"namespace": namespace, "name": name},
-        "spec": {"devices": {"requests": [
-            {"name": "req", "exactly": {"deviceClassName": DEVICE_CLASS, "allocationMode": "ExactCount",
-                                        "count": count}},
-        ]}},
+        "spec": {
+            "devices": {
+                "requests": [
+                    {
+                        "name": "req",
+                        "exactly": {"deviceClassName": DEVICE_CLASS, "allocationMode": "ExactCount", "count": count},
+                    },
+                ]
+            }
+        },
     }
 
 
@@ -149,19 +171,30 @@ def allocation(driver: str, pool: str, devices: Sequence[str], node: str) -> dic
     """The status a scheduler writes: ``devices`` of ``driver`` from ``pool``, usable on ``node``."""
     return {
         "devices": {"results": [{"request": "req", "driver": driver, "pool": pool, "device": d} for d in devices]},
-        "nodeSelector": {"nodeSelectorTerms": [
-            {"matchFields": [{"key": "metadata.name", "operator": "In", "values": [node]}]},
-        ]},
+        "nodeSelector": {
+            "nodeSelectorTerms": [
+                {"matchFields": [{"key": "metadata.name", "operator": "In", "values": [node]}]},
+            ]
+        },
     }
 
 
-async def allocated_claim(client: AsyncClient, namespace: str, name: str, *, driver: str, pool: str,
-                          devices: Sequence[str], node: str | None = None) -> dict[str, Any]:
+async def allocated_claim(
+    client: AsyncClient,
+    namespace: str,
+    name: str,
+    *,
+    driver: str,
+    pool: str,
+    devices: Sequence[str],
+    node: str | None = None,
+) -> dict[str, Any]:
     """Create the claim and write its allocation through the status subresource; the object as stored."""
     await client.create(ResourceClaim.from_dict(claim_document(namespace, name, len(devices))))  # type: ignore[call-overload]
     status = {"allocation": allocation(driver, pool, devices, node or pool)}
-    updated = await client.patch(ResourceClaimStatus, name, {"status": status}, namespace=namespace,
-                                 patch_type=PatchType.MERGE)
+    updated = await client.patch(
+        ResourceClaimStatus, name, {"status": status}, namespace=namespace, patch_type=PatchType.MERGE
+    )
     return dict(updated.to_dict())
 
 
@@ -221,13 +254,15 @@ class GoDriverRun:
 
     async def claim(self, name: str, devices: Sequence[str]) -> dict[str, Any]:
         """An allocated claim for ``devices`` of this driver's pool (the node), as stored."""
-        return await allocated_claim(self.client, self.namespace, name, driver=self.options.driver,
-                                     pool=self.options.node, devices=devices)
+        return await allocated_claim(
+            self.client, self.namespace, name, driver=self.options.driver, pool=self.options.node, devices=devices
+        )
 
 
 @contextlib.asynccontextmanager
-async def go_driver_run(program: Path, kubeconfig: Path, root: Path, *, driver: str = DRIVER, devices: int = 4,
-                        api_qps: float = 50.0) -> AsyncIterator[GoDriverRun]:
+async def go_driver_run(
+    program: Path, kubeconfig: Path, root: Path, *, driver: str = DRIVER, devices: int = 4, api_qps: float = 50.0
+) -> AsyncIterator[GoDriverRun]:
     """Everything a test of the kubelet side needs, below ``root`` (kubelet dir, CDI dir, the driver's log).
 
     Typical use, e.g. for ``kubedevice check --dra``: ``claims = [await run.claim("a", ["device-00"])]``,

@@ -200,9 +200,7 @@ class FakeHost:
             self.remove(f"/sys/class/{os.path.basename(os.readlink(subsystem))}/{local_dir.name}")
 
     # -- udev -----------------------------------------------------------------------
-    def udev_entry(
-        self, node: str, *, links: Sequence[str] = (), properties: Mapping[str, str] | None = None
-    ) -> str:
+    def udev_entry(self, node: str, *, links: Sequence[str] = (), properties: Mapping[str, str] | None = None) -> str:
         """udev's database entry of the class device whose ``/dev`` path is ``node``, and its symlinks.
 
         Written as udev does: to a temp file renamed into ``/run/udev/data/c<major>:<minor>`` (so a

@@ -56,8 +56,9 @@ def build(module_dir: Path, package: str, name: str, timeout: float = BUILD_TIME
     return binary
 
 
-def install(package: str, version: str, name: str, env: Mapping[str, str],
-            timeout: float = BUILD_TIMEOUT) -> Path | None:
+def install(
+    package: str, version: str, name: str, env: Mapping[str, str], timeout: float = BUILD_TIMEOUT
+) -> Path | None:
     """``go install package@version`` into the cache, for a tool pinned by version rather than by a module here.
 
     The binary is ``<cache>/<name>-<version>/<name>``; ``env`` adds build settings such as GOFLAGS.
@@ -84,7 +85,8 @@ def _staged(binary: Path) -> Iterator[Path]:
 
 
 def _run(argv: list[str], cwd: Path | None, env: Mapping[str, str], timeout: float) -> None:
-    done = subprocess.run(argv, cwd=cwd, env={**os.environ, **env}, timeout=timeout, capture_output=True,
-                          text=True, check=False)
+    done = subprocess.run(
+        argv, cwd=cwd, env={**os.environ, **env}, timeout=timeout, capture_output=True, text=True, check=False
+    )
     if done.returncode != 0:
         raise BuildError(f"go {' '.join(argv[1:])} failed:\n{done.stderr[-_STDERR_TAIL:]}")

@@ -18,18 +18,37 @@ _MANIFEST = "application/vnd.oci.image.manifest.v1+json"
 def write_oci_archive(program: Path, tags: list[str], out: Path) -> None:
     """``out``: an OCI image layout tar whose image runs ``/<program name>`` as its entrypoint."""
     layer = _tar({program.name: (program.read_bytes(), 0o755)})
-    config = _json({"architecture": "amd64", "os": "linux",
-                    "config": {"Entrypoint": [f"/{program.name}"], "Env": ["PATH=/"]},
-                    "rootfs": {"type": "layers", "diff_ids": [_digest(layer)]}})
-    manifest = _json({"schemaVersion": 2, "mediaType": _MANIFEST,
-                      "config": _descriptor("application/vnd.oci.image.config.v1+json", config),
-                      "layers": [_descriptor("application/vnd.oci.image.layer.v1.tar", layer)]})
-    index = {"schemaVersion": 2, "manifests": [
-        {**_descriptor(_MANIFEST, manifest), "platform": {"architecture": "amd64", "os": "linux"},
-         "annotations": {"io.containerd.image.name": tag, "org.opencontainers.image.ref.name": tag}}
-        for tag in tags]}
-    files: dict[str, tuple[bytes, int]] = {"oci-layout": (_json({"imageLayoutVersion": "1.0.0"}), 0o644),
-                                           "index.json": (_json(index), 0o644)}
+    config = _json(
+        {
+            "architecture": "amd64",
+            "os": "linux",
+            "config": {"Entrypoint": [f"/{program.name}"], "Env": ["PATH=/"]},
+            "rootfs": {"type": "layers", "diff_ids": [_digest(layer)]},
+        }
+    )
+    manifest = _json(
+        {
+            "schemaVersion": 2,
+            "mediaType": _MANIFEST,
+            "config": _descriptor("application/vnd.oci.image.config.v1+json", config),
+            "layers": [_descriptor("application/vnd.oci.image.layer.v1.tar", layer)],
+        }
+    )
+    index = {
+        "schemaVersion": 2,
+        "manifests": [
+            {
+                **_descriptor(_MANIFEST, manifest),
+                "platform": {"architecture": "amd64", "os": "linux"},
+                "annotations": {"io.containerd.image.name": tag, "org.opencontainers.image.ref.name": tag},
+            }
+            for tag in tags
+        ],
+    }
+    files: dict[str, tuple[bytes, int]] = {
+        "oci-layout": (_json({"imageLayoutVersion": "1.0.0"}), 0o644),
+        "index.json": (_json(index), 0o644),
+    }
     for blob in (layer, config, manifest):
         files[f"blobs/sha256/{_digest(blob).split(':')[1]}"] = (blob, 0o644)
     out.write_bytes(_tar(files))

@@ -100,8 +100,7 @@ class KubeApi:
     def resource(self, node: str, resource: str) -> tuple[int, int]:
         """(capacity, allocatable) of an extended resource on ``node``; (0, 0) when absent."""
         status = (self.node(node) or {}).get("status", {})
-        return (int(status.get("capacity", {}).get(resource, 0)),
-                int(status.get("allocatable", {}).get(resource, 0)))
+        return (int(status.get("capacity", {}).get(resource, 0)), int(status.get("allocatable", {}).get(resource, 0)))
 
     def create_pod(self, pod: dict[str, Any], namespace: str = "default") -> dict[str, Any]:
         return self.client.create(cast(Pod, Pod.from_dict(pod)), namespace=namespace).to_dict()

@@ -15,17 +15,34 @@ def create(directory: Path, node_name: str) -> None:
     directory.mkdir(parents=True, exist_ok=True)
     ca_key, ca_crt = directory / "ca.key", directory / "ca.crt"
     _key(ca_key)
-    _openssl("req", "-x509", "-new", "-key", str(ca_key), "-out", str(ca_crt), "-days", _DAYS,
-             "-subj", "/CN=kubedevice-cluster-ca")
-    _sign(directory, "apiserver", "/CN=kube-apiserver",
-          "subjectAltName=IP:127.0.0.1,IP:10.96.0.1,DNS:localhost,DNS:kubernetes,DNS:kubernetes.default,"
-          "DNS:kubernetes.default.svc\nextendedKeyUsage=serverAuth")
+    _openssl(
+        "req",
+        "-x509",
+        "-new",
+        "-key",
+        str(ca_key),
+        "-out",
+        str(ca_crt),
+        "-days",
+        _DAYS,
+        "-subj",
+        "/CN=kubedevice-cluster-ca",
+    )
+    _sign(
+        directory,
+        "apiserver",
+        "/CN=kube-apiserver",
+        "subjectAltName=IP:127.0.0.1,IP:10.96.0.1,DNS:localhost,DNS:kubernetes,DNS:kubernetes.default,"
+        "DNS:kubernetes.default.svc\nextendedKeyUsage=serverAuth",
+    )
     _key(directory / "sa.key")
     _openssl("pkey", "-in", str(directory / "sa.key"), "-pubout", "-out", str(directory / "sa.pub"))
-    for name, subject in (("admin", "/O=system:masters/CN=kubedevice-admin"),
-                          ("kubelet", f"/O=system:nodes/CN=system:node:{node_name}"),
-                          ("scheduler", "/CN=system:kube-scheduler"),
-                          ("controller-manager", "/CN=system:kube-controller-manager")):
+    for name, subject in (
+        ("admin", "/O=system:masters/CN=kubedevice-admin"),
+        ("kubelet", f"/O=system:nodes/CN=system:node:{node_name}"),
+        ("scheduler", "/CN=system:kube-scheduler"),
+        ("controller-manager", "/CN=system:kube-controller-manager"),
+    ):
         _sign(directory, name, subject, "extendedKeyUsage=clientAuth")
 
 
@@ -37,6 +54,7 @@ def node_client(directory: Path, name: str, node_name: str) -> None:
 
 def kubeconfig(server: str, directory: Path, user: str) -> str:
     """A kubeconfig for ``user`` with the certificates embedded, so it works from any directory."""
+
     def data(name: str) -> str:
         return base64.b64encode((directory / name).read_bytes()).decode()
 
@@ -68,8 +86,23 @@ def _sign(directory: Path, name: str, subject: str, extensions: str) -> None:
     _key(key)
     _openssl("req", "-new", "-key", str(key), "-out", str(csr), "-subj", subject)
     ext.write_text(extensions + "\n")
-    _openssl("x509", "-req", "-in", str(csr), "-CA", str(directory / "ca.crt"), "-CAkey", str(directory / "ca.key"),
-             "-CAcreateserial", "-out", str(crt), "-days", _DAYS, "-extfile", str(ext))
+    _openssl(
+        "x509",
+        "-req",
+        "-in",
+        str(csr),
+        "-CA",
+        str(directory / "ca.crt"),
+        "-CAkey",
+        str(directory / "ca.key"),
+        "-CAcreateserial",
+        "-out",
+        str(crt),
+        "-days",
+        _DAYS,
+        "-extfile",
+        str(ext),
+    )
     csr.unlink()
     ext.unlink()
 

@@ -53,6 +53,7 @@ def _socket(directory: Path, port: int) -> Path:
 def _handler(dial: Dial) -> Callable[[asyncio.StreamReader, asyncio.StreamWriter], Awaitable[None]]:
     async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         await _splice(reader, writer, dial)
+
     return handle
 
 

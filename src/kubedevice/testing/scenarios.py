@@ -46,9 +46,16 @@ def device_pod(name: str, resources: dict[str, int], node: str | None = None) ->
     """
     limits = {key: str(value) for key, value in resources.items()}
     spec: dict[str, Any] = {
-        "containers": [{"name": "main", "image": TEST_IMAGE, "imagePullPolicy": "Never",
-                        "resources": {"limits": limits, "requests": limits}}],
-        "automountServiceAccountToken": False, "terminationGracePeriodSeconds": 1,
+        "containers": [
+            {
+                "name": "main",
+                "image": TEST_IMAGE,
+                "imagePullPolicy": "Never",
+                "resources": {"limits": limits, "requests": limits},
+            }
+        ],
+        "automountServiceAccountToken": False,
+        "terminationGracePeriodSeconds": 1,
         "tolerations": [{"operator": "Exists"}],
     }
     if node is not None:
@@ -67,8 +74,11 @@ def own_namespace(api: KubeApi, prefix: str) -> Iterator[str]:
     namespace = f"{prefix}-{uuid.uuid4().hex[:6]}"
     api.request("POST", "/api/v1/namespaces", {"metadata": {"name": namespace}})
     try:
-        wait_for("the namespace's default service account",
-                 lambda: api.get(f"/api/v1/namespaces/{namespace}/serviceaccounts/default"), 30)
+        wait_for(
+            "the namespace's default service account",
+            lambda: api.get(f"/api/v1/namespaces/{namespace}/serviceaccounts/default"),
+            30,
+        )
         yield namespace
     finally:
         api.request("DELETE", f"/api/v1/namespaces/{namespace}")
@@ -174,9 +184,23 @@ class Daemon:
         cdi_dir = target.cdi_dir if isinstance(target, Cluster) else target / "cdi"
         with log.open("ab") as out:
             self.process = subprocess.Popen(
-                [sys.executable, "-m", "kubedevice", "serve", "--config", str(config),
-                 "--plugin-dir", str(plugin_dir), "--cdi-dir", str(cdi_dir), *extra],
-                stdout=out, stderr=subprocess.STDOUT, env={**os.environ, "PYTHONPATH": _src_path()})
+                [
+                    sys.executable,
+                    "-m",
+                    "kubedevice",
+                    "serve",
+                    "--config",
+                    str(config),
+                    "--plugin-dir",
+                    str(plugin_dir),
+                    "--cdi-dir",
+                    str(cdi_dir),
+                    *extra,
+                ],
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                env={**os.environ, "PYTHONPATH": _src_path()},
+            )
 
     @property
     def tail(self) -> str:

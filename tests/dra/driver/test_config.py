@@ -136,13 +136,29 @@ def _sigterm_while_loading(tmp_path: Path) -> None:
         "clusters: [{name: c, cluster: {server: 'http://127.0.0.1:9'}}]\n"
         "contexts: [{name: c, context: {cluster: c, user: u}}]\nusers: [{name: u, user: {}}]\n"
     )
-    args = [sys.executable, "-m", "kubedevice", "serve", "--config", str(fifo), "--node", "n1",
-            "--kubelet-dir", str(kubelet_dir), "--cdi-dir", str(tmp_path / "cdi"), "--kubeconfig", str(kubeconfig)]
+    args = [
+        sys.executable,
+        "-m",
+        "kubedevice",
+        "serve",
+        "--config",
+        str(fifo),
+        "--node",
+        "n1",
+        "--kubelet-dir",
+        str(kubelet_dir),
+        "--cdi-dir",
+        str(tmp_path / "cdi"),
+        "--kubeconfig",
+        str(kubeconfig),
+    ]
     proc = subprocess.Popen(args, stderr=subprocess.PIPE, text=True)
     with fifo.open("w") as writer:  # returns once serve has opened the FIFO to read its config
         proc.send_signal(signal.SIGTERM)
-        writer.write("dra: {driver: null.example.com, publish: false}\n"
-                     "resources:\n  - name: example.com/null\n    static: {count: 1, paths: [/dev/null]}\n")
+        writer.write(
+            "dra: {driver: null.example.com, publish: false}\n"
+            "resources:\n  - name: example.com/null\n    static: {count: 1, paths: [/dev/null]}\n"
+        )
     try:
         _, stderr = proc.communicate(timeout=20)
     finally:

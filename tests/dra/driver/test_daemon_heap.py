@@ -29,8 +29,14 @@ print(before, frozen, gc.get_freeze_count(), readiness.ready())
 
 
 def test_the_start_up_heap_is_frozen_the_first_time_the_driver_is_ready() -> None:
-    done = subprocess.run([sys.executable, "-c", PROBE], capture_output=True, text=True, timeout=60, check=False,
-                          env={**os.environ, "PYTHONPATH": str(ROOT / "src")})
+    done = subprocess.run(
+        [sys.executable, "-c", PROBE],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+        env={**os.environ, "PYTHONPATH": str(ROOT / "src")},
+    )
     assert done.returncode == 0, done.stderr
     before, frozen, again, ready = done.stdout.split()
     assert int(before) == 0, "not before the driver is ready"

@@ -51,7 +51,8 @@ def test_capacity_publishes_one_shared_device_per_physical_device() -> None:
         assert device.allow_multiple_allocations is True
         capacity = device.capacity[REPLICAS_CAPACITY]
         assert (capacity.value, capacity.request_policy) == (
-            "3", {"default": "1", "validRange": {"min": "1", "max": "3", "step": "1"}}
+            "3",
+            {"default": "1", "validRange": {"min": "1", "max": "3", "step": "1"}},
         )
         assert "replica" not in device.attributes
         assert device.attributes["id"].string == device.attributes["physicalDevice"].string

@@ -59,15 +59,26 @@ def mount_namespace_error() -> str | None:
         return "unshare(1) is not installed"
     if os.geteuid() != 0:
         return "a private mount namespace with a bind mount needs root"
-    probe = subprocess.run(["unshare", "--mount", "--propagation", "private", "true"],
-                           capture_output=True, text=True, check=False)
+    probe = subprocess.run(
+        ["unshare", "--mount", "--propagation", "private", "true"], capture_output=True, text=True, check=False
+    )
     return None if probe.returncode == 0 else f"unshare --mount failed: {probe.stderr.strip()}"
 
 
 def in_kubelet_dir(plugin_dir: Path, argv: list[str]) -> list[str]:
     """``argv`` run where /var/lib/kubelet/device-plugins is ``plugin_dir``."""
-    return ["unshare", "--mount", "--propagation", "private", "sh", "-c", _NAMESPACE_SCRIPT, "sh",
-            str(plugin_dir), *argv]
+    return [
+        "unshare",
+        "--mount",
+        "--propagation",
+        "private",
+        "sh",
+        "-c",
+        _NAMESPACE_SCRIPT,
+        "sh",
+        str(plugin_dir),
+        *argv,
+    ]
 
 
 class GoEvents:
@@ -92,8 +103,9 @@ class GoEvents:
                 line = await self.process.stdout.readline()
                 if not line:
                     await self.process.wait()
-                    raise AssertionError(f"harness exited ({self.process.returncode}) before {event!r}: "
-                                         f"{self.stderr_tail()}")
+                    raise AssertionError(
+                        f"harness exited ({self.process.returncode}) before {event!r}: {self.stderr_tail()}"
+                    )
                 record: dict[str, Any] = json.loads(line)
                 self.events.append(record)
                 if record["event"] == event:

@@ -101,15 +101,19 @@ class Selector:
 
 # ref.Val.ConvertToNative(bool)'s refusal, per CEL type (cel-go common/types, Kubernetes' types).
 _NOT_BOOL = {
-    "int": "unsupported type conversion from 'int' to bool", "uint": "unsupported type conversion from 'uint' to bool",
+    "int": "unsupported type conversion from 'int' to bool",
+    "uint": "unsupported type conversion from 'uint' to bool",
     "string": "unsupported native conversion from string to 'bool'",
     "list": "type conversion error from list to 'bool'",
-    "map": "type conversion error from map to 'bool'", "type": "type conversion not supported for 'type'",
-    "bytes": "type conversion error from Bytes to 'bool'", "double": "type conversion error from Double to 'bool'",
+    "map": "type conversion error from map to 'bool'",
+    "type": "type conversion not supported for 'type'",
+    "bytes": "type conversion error from Bytes to 'bool'",
+    "double": "type conversion error from Double to 'bool'",
     "null_type": "type conversion error from 'null_type' to 'bool'",
     "google.protobuf.Duration": "type conversion error from 'Duration' to 'bool'",
     "google.protobuf.Timestamp": "type conversion error from 'Timestamp' to 'bool'",
-    "net.IP": "type conversion error from 'IP' to 'bool'", "net.CIDR": "type conversion error from 'CIDR' to 'bool'",
+    "net.IP": "type conversion error from 'IP' to 'bool'",
+    "net.CIDR": "type conversion error from 'CIDR' to 'bool'",
     "kubernetes.Quantity": "type conversion error from 'Quantity' to 'bool'",
     "kubernetes.Semver": "type conversion error from 'Semver' to 'bool'",
     "kubernetes.URL": "type conversion error from 'URL' to 'bool'",
@@ -138,8 +142,9 @@ def _frozen_features(features: Mapping[str, bool] | None) -> tuple[tuple[str, bo
     return tuple(sorted((features or {}).items()))
 
 
-def compile_selector(expression: str, *, env: Environment = "StoredExpressions",
-                     features: Mapping[str, bool] | None = None) -> Selector:
+def compile_selector(
+    expression: str, *, env: Environment = "StoredExpressions", features: Mapping[str, bool] | None = None
+) -> Selector:
     """Compile (cached) or raise CompileError with cel-go's classification.
 
     The default environment is the Go library's (``Options{}``): StoredExpressions, which the
@@ -149,8 +154,9 @@ def compile_selector(expression: str, *, env: Environment = "StoredExpressions",
     return _compile(expression, env, _frozen_features(features), True)
 
 
-def compile_general(expression: str, *, env: Environment = "StoredExpressions",
-                    features: Mapping[str, bool] | None = None) -> Selector:
+def compile_general(
+    expression: str, *, env: Environment = "StoredExpressions", features: Mapping[str, bool] | None = None
+) -> Selector:
     """Like compile_selector but never uses the fast path, so tests can hold both to Kubernetes."""
     return _compile(expression, env, _frozen_features(features), False)
 
@@ -214,10 +220,18 @@ def top_level_clauses(expression: str) -> list[str]:
         return [expression]
     clauses: list[Node] = []
     flatten(root, "_&&_", clauses)
-    return [expression[n.start:n.end].strip() for n in clauses]
+    return [expression[n.start : n.end].strip() for n in clauses]
 
 
 __all__ = [
-    "MAX_COST", "MAX_EXPRESSION_BYTES", "CELError", "CompileError", "DeviceInput", "Environment",
-    "EvalError", "Selector", "compile_selector", "top_level_clauses",
+    "MAX_COST",
+    "MAX_EXPRESSION_BYTES",
+    "CELError",
+    "CompileError",
+    "DeviceInput",
+    "Environment",
+    "EvalError",
+    "Selector",
+    "compile_selector",
+    "top_level_clauses",
 ]

@@ -20,7 +20,7 @@ def _capacity(raw: Any) -> dict[str, str]:
     out = {}
     for name, value in raw.items():
         if not isinstance(value, dict) or not isinstance(value.get("value"), str):
-            raise ValueError(f"capacity {name!r} needs a string \"value\"")
+            raise ValueError(f'capacity {name!r} needs a string "value"')
         out[name] = value["value"]
     return out
 
@@ -28,8 +28,13 @@ def _capacity(raw: Any) -> dict[str, str]:
 # The JSON each attribute field must hold (resource.k8s.io DeviceAttribute): (scalar type, words).
 # null means unset and other keys are ignored, as Go's decoder does.
 _KINDS: dict[str, tuple[type, str]] = {
-    "int": (int, "an integer"), "bool": (bool, "a boolean"), "string": (str, "a string"), "version": (str, "a string"),
-    "ints": (int, "a list of integers"), "bools": (bool, "a list of booleans"), "strings": (str, "a list of strings"),
+    "int": (int, "an integer"),
+    "bool": (bool, "a boolean"),
+    "string": (str, "a string"),
+    "version": (str, "a string"),
+    "ints": (int, "a list of integers"),
+    "bools": (bool, "a list of booleans"),
+    "strings": (str, "a list of strings"),
     "versions": (str, "a list of strings"),
 }
 
@@ -64,19 +69,26 @@ def answer(line: str, default_features: Mapping[str, bool] | None = None) -> dic
     try:
         case = json.loads(line)
         if not isinstance(case, dict) or not isinstance(case.get("expression"), str):
-            raise ValueError("input must be an object with a string \"expression\"")
+            raise ValueError('input must be an object with a string "expression"')
         attributes = case.get("attributes") or {}
         if not isinstance(attributes, dict) or not all(isinstance(a, dict) for a in attributes.values()):
             raise ValueError("attributes must map names to objects")
         for name, value in attributes.items():
             _check_attribute(name, value)
-        device = DeviceInput(str(case.get("driver", "")), attributes, _capacity(case.get("capacity") or {}),
-                             case.get("allowMultipleAllocations"))
+        device = DeviceInput(
+            str(case.get("driver", "")),
+            attributes,
+            _capacity(case.get("capacity") or {}),
+            case.get("allowMultipleAllocations"),
+        )
         env = case.get("env") or "StoredExpressions"
         if env not in ("NewExpressions", "StoredExpressions"):
             raise ValueError(f"unknown env {env!r}")
-        selector = compile_selector(case["expression"], env="NewExpressions" if env == "NewExpressions"
-                                    else "StoredExpressions", features=_features(case, default_features))
+        selector = compile_selector(
+            case["expression"],
+            env="NewExpressions" if env == "NewExpressions" else "StoredExpressions",
+            features=_features(case, default_features),
+        )
         return {"result": selector.matches(device)}
     except CELError as exc:
         return {"error": exc.kind, "message": exc.message}
@@ -92,7 +104,7 @@ def cel_command(
         typer.Option(
             "--kubernetes-version",
             metavar="|".join(feature_gates.RELEASES),
-            help="The release whose feature-gate defaults NewExpressions lines without \"features\" use.",
+            help='The release whose feature-gate defaults NewExpressions lines without "features" use.',
         ),
     ] = feature_gates.NEWEST,
     gates: Annotated[

@@ -28,8 +28,14 @@ def _identity(value: Any) -> Any:
 
 
 _CONVERTERS: dict[str, Callable[[Any], Any]] = {
-    "string": _identity, "int": _identity, "bool": _identity, "version": _semver,
-    "strings": list, "ints": list, "bools": list, "versions": lambda xs: [_semver(x) for x in xs],
+    "string": _identity,
+    "int": _identity,
+    "bool": _identity,
+    "version": _semver,
+    "strings": list,
+    "ints": list,
+    "bools": list,
+    "versions": lambda xs: [_semver(x) for x in xs],
 }
 # DeviceMatches' precedence when a malformed attribute sets several fields.
 _ORDER = ("ints", "bools", "strings", "versions", "int", "bool", "string", "version")
@@ -115,7 +121,7 @@ def _domain_map(device: Any, field: str, domain: str) -> dict[str, Any]:
     out: dict[str, Any] = {}
     for name, value in source.items():
         if name.startswith(prefix) or (own and "/" not in name):
-            ident = name[len(prefix):] if name.startswith(prefix) else name
+            ident = name[len(prefix) :] if name.startswith(prefix) else name
             out[ident] = attribute_value(value) if field == "attributes" else _quantity(name, value)
     return out
 
@@ -194,6 +200,7 @@ def _valid_version(text: Any) -> bool:
     _KNOWN_VERSIONS.add(text)
     return True
 
+
 UNCHECKED: Any = object()  # DeviceInput._checked before precheck: not None, not an Err
 
 
@@ -220,7 +227,7 @@ def _plain(attributes: Any) -> bool:
     with callgrind); anything unusual returns False and _first_error looks closer."""
     try:
         for value in attributes.values():
-            kind, = value  # exactly one kind, else ValueError
+            (kind,) = value  # exactly one kind, else ValueError
             if kind in _SAFE:
                 if value[kind] is None:
                     return False

@@ -40,11 +40,15 @@ def _device_decl() -> tuple[_Decl, _Decl]:
     attribute = _Decl(VALUE_MAX)
     inner = _Decl(ENTRIES_MAX, key=_Decl(ID_MAX), elem=attribute)
     capacity_inner = _Decl(ENTRIES_MAX, key=_Decl(ID_MAX), elem=_Decl(0))
-    device = _Decl(0, fields={
-        "driver": _Decl(DRIVER_MAX), "allowMultipleAllocations": _Decl(1),
-        "attributes": _Decl(ENTRIES_MAX, key=_Decl(DOMAIN_MAX), elem=inner),
-        "capacity": _Decl(ENTRIES_MAX, key=_Decl(DOMAIN_MAX), elem=capacity_inner),
-    })
+    device = _Decl(
+        0,
+        fields={
+            "driver": _Decl(DRIVER_MAX),
+            "allowMultipleAllocations": _Decl(1),
+            "attributes": _Decl(ENTRIES_MAX, key=_Decl(DOMAIN_MAX), elem=inner),
+            "capacity": _Decl(ENTRIES_MAX, key=_Decl(DOMAIN_MAX), elem=capacity_inner),
+        },
+    )
     return device, attribute
 
 
@@ -114,10 +118,15 @@ class DeviceEnvironment(Declarations):
             container, key = node.operand, Lit(0, 0, node.field, "string")
         else:
             return None
-        if isinstance(container, Select) and container.field in ("attributes", "capacity") \
-                and not container.test_only and not container.optional \
-                and isinstance(container.operand, Ident) and container.operand.name == "device" \
-                and not any("device" in scope for scope in compiler.scopes):
+        if (
+            isinstance(container, Select)
+            and container.field in ("attributes", "capacity")
+            and not container.test_only
+            and not container.optional
+            and isinstance(container.operand, Ident)
+            and container.operand.name == "device"
+            and not any("device" in scope for scope in compiler.scopes)
+        ):
             return container.field, str(key.value)
         return None
 

@@ -31,8 +31,13 @@ def _literal(node: Node) -> Any:
 class _Emitter:
     def __init__(self, compiler: Compiler) -> None:
         self.compiler = compiler
-        self.names: dict[str, Any] = {"Err": Err, "Panic": v.Panic, "_equals": v.equals,
-                                      "_compare": v.compare, "_nonbool": v.refused}
+        self.names: dict[str, Any] = {
+            "Err": Err,
+            "Panic": v.Panic,
+            "_equals": v.equals,
+            "_compare": v.compare,
+            "_nonbool": v.refused,
+        }
 
     def bind(self, value: Any) -> str:
         name = f"_k{len(self.names)}"
@@ -57,8 +62,13 @@ class _Emitter:
         op, c = _OPS[node.function], self.bind(const)
         if not isinstance(left, Select) or left.test_only or left.optional:
             return None
-        if left.field == "driver" and isinstance(left.operand, Ident) and left.operand.name == "device" \
-                and not self.compiler.scopes and isinstance(const, str):
+        if (
+            left.field == "driver"
+            and isinstance(left.operand, Ident)
+            and left.operand.name == "device"
+            and not self.compiler.scopes
+            and isinstance(const, str)
+        ):
             return f"(d.driver {op} {c})", True
         where = self.compiler.view(left.operand)
         if where is None or where[0] != "attributes":
@@ -97,11 +107,18 @@ def generate(compiler: Compiler, root: Node) -> Fn | None:
     else:
         lines.append("    err = None")
         for text, _ in parts:
-            lines += ["    try:", f"        r = {text}", "    except Panic:", "        raise",
-                      "    except Err as exc:", "        r = err = err or exc",
-                      f"    if r is {stop}:", f"        return {stop}",
-                      f"    if r is not {'False' if stop == 'True' else 'True'} and err is None:",
-                      "        err = _nonbool('_&&_', r)"]
+            lines += [
+                "    try:",
+                f"        r = {text}",
+                "    except Panic:",
+                "        raise",
+                "    except Err as exc:",
+                "        r = err = err or exc",
+                f"    if r is {stop}:",
+                f"        return {stop}",
+                f"    if r is not {'False' if stop == 'True' else 'True'} and err is None:",
+                "        err = _nonbool('_&&_', r)",
+            ]
         lines += ["    if err is not None:", "        raise err", f"    return {'False' if stop == 'True' else 'True'}"]
     namespace = dict(emitter.names)
     exec("\n".join(lines), namespace)

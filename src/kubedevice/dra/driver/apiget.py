@@ -141,8 +141,12 @@ class KeptGets:
                 _close(writer)
 
     def _request(self, path: str) -> bytes:
-        lines = [f"GET {path} HTTP/1.1", f"Host: {self._host_header}", "Accept: application/json",
-                 "User-Agent: kubedevice"]
+        lines = [
+            f"GET {path} HTTP/1.1",
+            f"Host: {self._host_header}",
+            "Accept: application/json",
+            "User-Agent: kubedevice",
+        ]
         if self.where.authorization:
             lines.append(f"Authorization: {self.where.authorization}")
         return ("\r\n".join(lines) + "\r\n\r\n").encode("latin-1")
@@ -150,7 +154,10 @@ class KeptGets:
     async def _open(self) -> Connection:
         where = self.where
         reader, writer = await asyncio.open_connection(
-            where.host, where.port, ssl=where.ssl, server_hostname=where.host if where.ssl else None,
+            where.host,
+            where.port,
+            ssl=where.ssl,
+            server_hostname=where.host if where.ssl else None,
             limit=MAX_HEADERS,
         )
         return reader, writer

@@ -65,9 +65,7 @@ def build_driver(config: Config, host_root: Path | None = None) -> DraDriver:
     return DraDriver(config.dra.driver, plugins, config.dra.taint_effect, config.dra.sharing)
 
 
-def run_dra_daemon(
-    config: Config, options: DraOptions, early_signal: Callable[[], int | None] = lambda: None
-) -> int:
+def run_dra_daemon(config: Config, options: DraOptions, early_signal: Callable[[], int | None] = lambda: None) -> int:
     """Serve until SIGTERM/SIGINT; the process exit code. A start-up failure is a ``UsageError``.
 
     ``early_signal`` reports a stop signal the command line caught before the loop ran.
@@ -89,9 +87,7 @@ def run_dra_daemon(
         raise UsageError(f"{getattr(err, 'filename', None) or 'DRA driver'}: {os_reason(err)}") from None
 
 
-async def _serve(
-    config: Config, driver: DraDriver, options: DraOptions, early_signal: Callable[[], int | None]
-) -> int:
+async def _serve(config: Config, driver: DraDriver, options: DraOptions, early_signal: Callable[[], int | None]) -> int:
     assert config.dra is not None
     readiness = Readiness([driver.name])
     metrics = Metrics() if options.metrics_address else Metrics.disabled()
