@@ -38,6 +38,7 @@ from pydantic import ValidationError
 
 from ..cel.quantity import QuantityError, parse_quantity
 from .allocator import DeviceID, Node, SharedDevice, Unallocatable, allocate
+from .driver.model import POD_CLAIM_ANNOTATION
 from .models import (
     Container,
     DeviceClass,
@@ -53,7 +54,6 @@ from .models import (
     ResourceSlice,
 )
 
-POD_CLAIM_ANNOTATION = "resource.kubernetes.io/pod-claim-name"  # resourceapi.PodResourceClaimAnnotation
 EXTENDED_CLAIM_ANNOTATION = "resource.kubernetes.io/extended-resource-claim"  # ExtendedResourceClaimAnnotation
 DEVICE_CLASS_PREFIX = "deviceclass.resource.kubernetes.io/"  # resourceapi.ResourceDeviceClassPrefix
 EXTENDED_CLAIM_NAME = "<extended-resources>"  # specialClaimInMemName: not a valid name on purpose

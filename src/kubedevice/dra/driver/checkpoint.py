@@ -83,6 +83,10 @@ class Entry:
 
     claim: PreparedClaim
     cdi_spec: Spec | None = None
+    metadata: dict[str, Any] | None = None
+    """The claim's device metadata (:mod:`.metadata`), to restore its files; None: none written.
+    Kept in the entry only when set, so a file without it reads as before and a release that
+    does not know it reads the entry (and leaves the metadata files alone)."""
 
 
 @dataclass(slots=True)
@@ -282,6 +286,7 @@ def _entry_document(entry: Entry) -> dict[str, Any]:
             for d in entry.claim.devices
         ],
         "cdiSpec": entry.cdi_spec,
+        **({"metadata": entry.metadata} if entry.metadata is not None else {}),
     }
 
 
@@ -290,4 +295,4 @@ def _entry(raw: dict[str, Any]) -> Entry:
         PreparedDevice(tuple(d["requestNames"]), d["pool"], d["device"], tuple(d["cdiDeviceIDs"]), d.get("shareID"))
         for d in raw["devices"]
     ]
-    return Entry(PreparedClaim(raw["namespace"], raw["name"], devices), raw.get("cdiSpec"))
+    return Entry(PreparedClaim(raw["namespace"], raw["name"], devices), raw.get("cdiSpec"), raw.get("metadata"))

@@ -62,7 +62,8 @@ def build_driver(config: Config, host_root: Path | None = None) -> DraDriver:
         raise ValueError("the config has no 'dra' section")
     # The plugins write no device-plugin CDI specs: the driver writes one per prepared claim.
     plugins = build_plugins(config, host_root, None)
-    return DraDriver(config.dra.driver, plugins, config.dra.taint_effect, config.dra.sharing)
+    dra = config.dra
+    return DraDriver(dra.driver, plugins, dra.taint_effect, dra.sharing, device_metadata=dra.device_metadata)
 
 
 def run_dra_daemon(config: Config, options: DraOptions, early_signal: Callable[[], int | None] = lambda: None) -> int:
