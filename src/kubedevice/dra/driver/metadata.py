@@ -75,19 +75,20 @@ def kind_error(driver: str) -> str | None:
 
 
 def describe(claim: Claim, results: Sequence[AllocatedDevice], driver: str, attributes: AttributeLookup) -> Document:
-    """The metadata of a claim's results of this driver: per request, its devices in the order of
-    the results (a device in several requests is listed under each)."""
-    requests: dict[str, list[dict[str, Any]]] = {}
-    seen: set[tuple[str, str]] = set()
+    """The metadata of a claim's results of this driver: per request, its devices in the order the
+    answer lists them (a device's first result; a device in several requests is under each), as
+    the helper groups the devices of a ``PrepareResult``."""
+    by_device: dict[str, dict[str, AllocatedDevice]] = {}
     for result in results:
-        if (result.request, result.device) in seen:
-            continue
-        seen.add((result.request, result.device))
-        device: dict[str, Any] = {"driver": driver, "pool": result.pool, "name": result.device}
-        described = attributes(result.device)
-        if described:
-            device["attributes"] = {name: dict(described[name]) for name in sorted(described)}
-        requests.setdefault(result.request, []).append(device)
+        by_device.setdefault(result.device, {}).setdefault(result.request, result)
+    requests: dict[str, list[dict[str, Any]]] = {}
+    for name, named in by_device.items():
+        described = attributes(name)
+        for request, result in named.items():
+            device: dict[str, Any] = {"driver": driver, "pool": result.pool, "name": name}
+            if described:
+                device["attributes"] = {key: dict(described[key]) for key in sorted(described)}
+            requests.setdefault(request, []).append(device)
     document: Document = {"requests": [{"name": name, "devices": devices} for name, devices in requests.items()]}
     if claim.pod_claim_name is not None:
         document["podClaimName"] = claim.pod_claim_name
