@@ -12,14 +12,16 @@ from typing import Any
 import pytest
 
 from kubedevice.allocation.cdi import CdiError
-from kubedevice.config import ConfigError, parse_config
+from kubedevice.config import ConfigError, load_config, parse_config
 from kubedevice.dra.driver import DraDriver
 from kubedevice.dra.driver.checkpoint import load
+from kubedevice.dra.driver.daemon import build_driver
 from kubedevice.dra.driver.metadata import CONTAINER_DIR, MetadataFiles
 from kubedevice.dra.driver.model import ClaimRef
 from kubedevice.testing.dradriver import DRIVER, NODE, Node, claim_object, kubelet, null_plugin, running
 
 KIND = f"{DRIVER}/metadata"
+REPO = Path(__file__).resolve().parents[3]
 
 
 def driver(device_metadata: bool = True) -> DraDriver:
@@ -239,3 +241,23 @@ def test_names_that_would_leave_the_directories_are_refused(tmp_path: Path) -> N
         with pytest.raises(CdiError, match="cannot name a file"):
             files.write(ref, document)
     assert not (tmp_path / "plugin").exists() and not (tmp_path / "cdi").exists()
+
+
+async def test_the_docs_example_is_what_the_example_driver_writes(node: Node) -> None:
+    docs = (REPO / "docs" / "dra-driver.md").read_text()
+    section = docs[docs.index("## Device metadata in the container") :]
+    block = section[section.index("```text\n") + len("```text\n") :]
+    shown, _ = json.JSONDecoder().raw_decode(block)
+    example = build_driver(load_config(REPO / "examples" / "dra-null.yaml"), Path("/"))
+    driver = DraDriver(example.name, example.plugins, device_metadata=True)
+    obj = claim_object("pod-gpu-x7k2p", [("gpu/large", "null-0")], driver=example.name, uid=shown["metadata"]["uid"])
+    ref = node.add_claim(with_annotation(obj, "gpu"))
+    async with running(node, driver) as service, kubelet(service) as client:
+        await client.prepare([ref])
+        path = (
+            node.kubelet_dir / "plugins" / example.name / "dra-device-metadata" / f"default_{ref[1]}/gpu/metadata.json"
+        )
+        assert stream(path)[0] == shown
+        [spec] = [p for p in node.cdi_dir.iterdir() if p.name.startswith(f"{example.name}_metadata_")]
+        container_path = json.loads(spec.read_text())["devices"][0]["containerEdits"]["mounts"][0]["containerPath"]
+        assert f"`{container_path}`" in section

@@ -41,6 +41,9 @@ dra:
   {{- if .Values.dra.deviceStatus }}
   device_status: true
   {{- end }}
+  {{- if .Values.dra.deviceMetadata }}
+  device_metadata: true
+  {{- end }}
 {{- end }}
 {{ toYaml (omit .Values.config "plugin_dir" "host_root" "cdi_dir" "dra") }}
 {{- end }}

@@ -35,7 +35,10 @@ this format with no records; a file others may read is rewritten 0600 by the dri
 save, at its start. A change to the document's shape must bump ``VERSION`` and keep a reader of
 the older one here; a version this code does not know (a newer release's file, after a
 rollback) stops the driver with a line naming it instead of being overwritten. The other way
-round, a release before e294383 reads a file with records as corrupt and stops.
+round, a release before e294383 reads a file with records as corrupt and stops. An entry's
+``metadata`` key (device metadata, :mod:`.metadata`) is written only for claims that have it;
+earlier releases ignore it (they then leave those claims' metadata files in place), so it
+needs no new version.
 
 The Go peers: the ``kubeletplugin`` helper keeps no record at all; the dra-example-driver keeps
 its record through the kubelet's ``checkpointmanager`` (``pkg/kubelet/util/store/filestore.go``,
