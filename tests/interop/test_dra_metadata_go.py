@@ -25,7 +25,8 @@ import shutil
 import stat
 import subprocess
 import tempfile
-from collections.abc import Mapping, Sequence
+from collections.abc import AsyncIterator, Mapping, Sequence
+from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
@@ -34,6 +35,8 @@ from google.protobuf.json_format import MessageToDict
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
+from kubedevice.conformance import Status
+from kubedevice.conformance.dra_runner import DraCheckOptions, run_dra_checks
 from kubedevice.device import ContainerAllocation, Device, DeviceSpec
 from kubedevice.dra.driver import DraDriver
 from kubedevice.kubelet.dra import DraClient, register
@@ -213,7 +216,9 @@ def written(node: Node) -> Files:
     }
 
 
-async def run_go(program: Path, node: Node, case: Case, attributes: Mapping[str, Any]) -> Run:
+@asynccontextmanager
+async def go_helper(program: Path, node: Node, case: Case, attributes: Mapping[str, Any]) -> AsyncIterator[None]:
+    """The Go helper serving the case's claims on the node until the block ends."""
     config = {
         "driver": DRIVER,
         "pluginDir": str(node.kubelet_dir / "plugins" / DRIVER),
@@ -232,13 +237,18 @@ async def run_go(program: Path, node: Node, case: Case, attributes: Mapping[str,
         assert process.stdout is not None and process.stderr is not None and process.stdin is not None
         if await asyncio.wait_for(process.stdout.readline(), 60) != b"serving\n":
             raise AssertionError((await process.stderr.read()).decode())
-        registered = await register(node.kubelet_dir / "plugins_registry" / f"{DRIVER}-reg.sock")
-        async with DraClient(registered) as client:
-            return await both_calls(client, node, case)
+        yield
     finally:
         if process.stdin is not None:
             process.stdin.close()
         await asyncio.wait_for(process.wait(), 30)
+
+
+async def run_go(program: Path, node: Node, case: Case, attributes: Mapping[str, Any]) -> Run:
+    async with go_helper(program, node, case, attributes):
+        registered = await register(node.kubelet_dir / "plugins_registry" / f"{DRIVER}-reg.sock")
+        async with DraClient(registered) as client:
+            return await both_calls(client, node, case)
 
 
 async def run_ours(program: Path, node: Node, case: Case) -> tuple[Run, list[dict[str, Any]]]:
@@ -337,3 +347,25 @@ def test_the_example_holds_every_construct() -> None:
     strings = [s for device in attributes.values() for v in device.values() for s in [*v.get("strings", [])]]
     strings += [v["string"] for device in attributes.values() for v in device.values() if "string" in v]
     assert all(any(c in s for s in strings) for c in GO_ESCAPED)
+
+
+def test_check_dra_passes_on_the_go_helper_with_device_metadata(program: Path) -> None:
+    """``check --dra``'s metadata checks accept what the reference implementation writes."""
+    root = Path(tempfile.mkdtemp(prefix="kd-", dir="/tmp"))
+    try:
+        node = Node(root)
+        node.options()
+        for obj in EVERY_CONSTRUCT[1]:
+            node.add_claim(obj)
+        attributes = DraDriver(DRIVER, [AttributedPlugin(EVERY_CONSTRUCT[0])]).device_attributes(NODE)
+
+        async def check() -> Any:
+            async with go_helper(program, node, EVERY_CONSTRUCT, attributes):
+                return await run_dra_checks(DraCheckOptions(node.kubelet_dir, DRIVER, node.claims_dir, node.cdi_dir))
+
+        report = asyncio.run(asyncio.wait_for(check(), 120))
+    finally:
+        shutil.rmtree(root)
+    statuses = {r.check.id: r.status for r in report.results}
+    assert [i for i, s in statuses.items() if s is Status.FAIL] == [], report.to_json()
+    assert statuses["dra.prepare.metadata"] is statuses["dra.unprepare.metadata_removed"] is Status.PASS

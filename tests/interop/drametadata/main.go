@@ -13,8 +13,9 @@
 // serve runs the helper with a fake clientset holding CONFIG's claims; the driver behind it
 // answers PrepareResourceClaims with one device per allocated device of its driver (all the
 // requests that name it, the attributes CONFIG gives, and the CDI ID kubedevice gives the
-// device in its own per-claim spec), so the kubelet side (the test's kubelet client over the
-// real sockets) sees what the helper adds for device metadata.
+// device in its own per-claim spec, which the stub writes too), so the kubelet side (the
+// test's kubelet client, or check --dra, over the real sockets) sees what the helper adds for
+// device metadata.
 package main
 
 import (
@@ -25,6 +26,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
 
 	resourceapi "k8s.io/api/resource/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -217,8 +219,10 @@ func serve(path string) error {
 			return fmt.Errorf("claim %s/%s: %w", claim.Namespace, claim.Name, err)
 		}
 	}
-	if err := os.MkdirAll(config.PluginDir, 0o750); err != nil { // a driver's own directory: the helper expects it
-		return err
+	for _, dir := range []string{config.PluginDir, config.CDIDir} { // a driver's own: the helper expects them
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			return err
+		}
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
@@ -229,6 +233,7 @@ func serve(path string) error {
 		kubeletplugin.RegistrarDirectoryPath(config.RegistrarDir),
 		kubeletplugin.CDIDirectory(config.CDIDir),
 		kubeletplugin.EnableDeviceMetadata(true, versions),
+		kubeletplugin.HealthService(false), // the stub reports no health
 	)
 	if err != nil {
 		return err
@@ -267,14 +272,43 @@ func (d *driver) PrepareResourceClaims(_ context.Context, claims []*resourceapi.
 				Metadata:     &kubeletplugin.DeviceMetadata{Attributes: d.config.Attributes[r.Device]},
 			})
 		}
+		if err := d.writeSpec(claim.UID, devices); err != nil {
+			result[claim.UID] = kubeletplugin.PrepareResult{Err: err}
+			continue
+		}
 		result[claim.UID] = kubeletplugin.PrepareResult{Devices: devices}
 	}
 	return result, nil
 }
 
+// writeSpec defines the devices' own CDI IDs (an env variable each), one spec per claim.
+func (d *driver) writeSpec(uid types.UID, devices []kubeletplugin.Device) error {
+	var entries []map[string]any
+	for _, device := range devices {
+		name := string(uid) + "-" + device.DeviceName
+		entries = append(entries, map[string]any{"name": name, "containerEdits": map[string]any{"env": []string{"DEVICE=" + name}}})
+	}
+	if len(entries) == 0 {
+		return nil
+	}
+	data, err := json.Marshal(map[string]any{"cdiVersion": "0.5.0", "kind": "k8s." + d.config.Driver + "/device", "devices": entries})
+	if err != nil {
+		return err
+	}
+	return os.WriteFile(d.specPath(uid), data, 0o644)
+}
+
+func (d *driver) specPath(uid types.UID) string {
+	return filepath.Join(d.config.CDIDir, "drametadata-"+string(uid)+".json")
+}
+
 func (d *driver) UnprepareResourceClaims(_ context.Context, claims []kubeletplugin.NamespacedObject) (map[types.UID]error, error) {
 	result := make(map[types.UID]error, len(claims))
 	for _, claim := range claims {
+		if err := os.Remove(d.specPath(claim.UID)); err != nil && !os.IsNotExist(err) {
+			result[claim.UID] = err
+			continue
+		}
 		result[claim.UID] = nil
 	}
 	return result, nil

@@ -53,6 +53,7 @@ HOST_DIR = "dra-device-metadata"
 HOST_FILE = "metadata.json"
 GENERATION = 1
 """What the helper writes at prepare (``UpdateRequestMetadata`` counts up from it; we never update)."""
+_JSON_SPACE = re.compile(r"[ \t\n\r]*")
 _CDI_VENDOR = re.compile(r"[A-Za-z]([A-Za-z0-9_.-]*[A-Za-z0-9])?\Z")
 
 Attributes = Mapping[str, Mapping[str, Any]]
@@ -95,6 +96,23 @@ def describe(claim: Claim, results: Sequence[AllocatedDevice], driver: str, attr
     return document
 
 
+def container_path(driver: str, claim_name: str, pod_claim_name: str | None, request: str) -> str:
+    """Where a container finds a request's file: ``metadata.ResourceClaimFilePath``, or
+    ``ResourceClaimTemplateFilePath`` for a claim made from a template (Go's ``filepath.Join``)."""
+    where = ("resourceclaimtemplates", pod_claim_name) if pod_claim_name else ("resourceclaims", claim_name)
+    return _go_join(CONTAINER_DIR, *where, request, f"{driver}-metadata.json")
+
+
+def read_stream(text: str) -> list[Any]:
+    """The JSON values of a metadata file in order, as a reader's ``json.Decoder`` takes them one by
+    one (whitespace between them); ``ValueError`` if it is not such a stream."""
+    decoder, values, position = json.JSONDecoder(), [], 0
+    while (position := _JSON_SPACE.match(text, position).end()) < len(text):  # type: ignore[union-attr]
+        value, position = decoder.raw_decode(text, position)
+        values.append(value)
+    return values
+
+
 def add_device_ids(devices: Sequence[PreparedDevice], ids: Mapping[str, str]) -> list[PreparedDevice]:
     """Each request's metadata CDI ID after the CDI IDs of its first device, as the helper adds them."""
     pending = dict(ids)
@@ -128,11 +146,6 @@ class MetadataFiles:
     def spec_path(self, claim_uid: str, request: str) -> Path:
         return self.cdi_dir / f"{self._spec_prefix}{claim_uid}_{request}.json"
 
-    def container_path(self, claim_name: str, pod_claim_name: str | None, request: str) -> str:
-        """``metadata.ResourceClaimFilePath`` or ``ResourceClaimTemplateFilePath`` (Go's ``filepath.Join``)."""
-        where = ("resourceclaimtemplates", pod_claim_name) if pod_claim_name else ("resourceclaims", claim_name)
-        return _go_join(CONTAINER_DIR, *where, request, f"{self.driver}-metadata.json")
-
     # -- contents -----------------------------------------------------------------------------
     def contents(self, ref: ClaimRef, document: Document) -> dict[Path, bytes]:
         """Every file of a claim's metadata (the metadata files, then their CDI specs) and its bytes."""
@@ -164,7 +177,7 @@ class MetadataFiles:
         name = f"{ref.uid}_{request}"
         mount = {
             "hostPath": str(host),
-            "containerPath": self.container_path(ref.name, pod_claim_name, request),
+            "containerPath": container_path(self.driver, ref.name, pod_claim_name, request),
             "options": ["ro", "bind"],
         }
         device = {"name": name, "containerEdits": {"mounts": [mount]}}
