@@ -39,6 +39,7 @@ from kubedevice.conformance import Status
 from kubedevice.conformance.dra_runner import DraCheckOptions, run_dra_checks
 from kubedevice.device import ContainerAllocation, Device, DeviceSpec
 from kubedevice.dra.driver import DraDriver
+from kubedevice.dra.driver.metadata import read_stream
 from kubedevice.kubelet.dra import DraClient, register
 from kubedevice.plugin.base import Plugin
 from kubedevice.testing import gobuild
@@ -281,16 +282,6 @@ async def decode(program: Path, paths: Sequence[Path]) -> list[dict[str, Any]]:
     return [json.loads(line) for line in out.decode().splitlines()]
 
 
-def stream(data: bytes) -> list[dict[str, Any]]:
-    text, decoder, objects, position = data.decode(), json.JSONDecoder(), [], 0
-    while position < len(text):
-        obj, position = decoder.raw_decode(text, position)
-        assert text[position] == "\n"
-        objects.append(obj)
-        position += 1
-    return objects
-
-
 def compare(program: Path, case: Case) -> None:
     root = Path(tempfile.mkdtemp(prefix="kd-", dir="/tmp"))  # unix socket paths end at 107 bytes
     try:
@@ -311,7 +302,7 @@ def compare(program: Path, case: Case) -> None:
     assert len(decoded) == len(files)
     for result in decoded:
         data = files[str(Path(result["file"]).relative_to(root))]
-        beta, alpha = stream(data)
+        beta, alpha = read_stream(data.decode())
         assert result.get("error", "") == "", result
         # an empty pod-claim-name annotation (the controller never sets one) is written as the helper writes it
         # and is the one thing the decoder's validation refuses

@@ -16,7 +16,7 @@ from kubedevice.config import ConfigError, load_config, parse_config
 from kubedevice.dra.driver import DraDriver
 from kubedevice.dra.driver.checkpoint import load
 from kubedevice.dra.driver.daemon import build_driver
-from kubedevice.dra.driver.metadata import CONTAINER_DIR, MetadataFiles
+from kubedevice.dra.driver.metadata import CONTAINER_DIR, MetadataFiles, read_stream
 from kubedevice.dra.driver.model import ClaimRef
 from kubedevice.testing.dradriver import DRIVER, NODE, Node, claim_object, kubelet, null_plugin, running
 
@@ -40,15 +40,11 @@ def spec_path(node: Node, uid: str, request: str) -> Path:
     return node.cdi_dir / f"{DRIVER}_metadata_{uid}_{request}.json"
 
 
-def stream(path: Path) -> list[dict[str, Any]]:
-    """The JSON objects of a metadata file, in order (each followed by a newline)."""
-    text, decoder = path.read_text(), json.JSONDecoder()
-    objects, position = [], 0
-    while position < len(text):
-        obj, end = decoder.raw_decode(text, position)
-        assert text[end] == "\n"
-        objects.append(obj)
-        position = end + 1
+def stream(path: Path) -> list[Any]:
+    """The JSON objects of a metadata file, in order: Go's indented objects, each ending its line."""
+    text = path.read_text()
+    objects = read_stream(text)
+    assert text.count("}\n{\n") == len(objects) - 1 and text.endswith("}\n")
     return objects
 
 
@@ -148,7 +144,8 @@ async def test_unprepare_removes_the_files_and_a_stop_leaves_nothing(node: Node)
     async with running(node, driver()) as service, kubelet(service) as client:
         await client.prepare([ref])
         assert metadata_file(node, "brief", "b").exists() and spec_path(node, ref[2], "a").exists()
-        assert (await client.unprepare([ref])).claims[ref[2]].error == ""
+        (metadata_file(node, "brief", "b").parent / "stray").write_text("not ours, in our directory")
+        assert (await client.unprepare([ref])).claims[ref[2]].error == ""  # gone too, as os.RemoveAll does
         assert not metadata_file(node, "brief", "a").parent.parent.exists()
         assert node.cdi_specs() == {}
     assert not plugin_dir(node).exists()

@@ -232,8 +232,8 @@ func serve(path string) error {
 		kubeletplugin.PluginDataDirectoryPath(config.PluginDir),
 		kubeletplugin.RegistrarDirectoryPath(config.RegistrarDir),
 		kubeletplugin.CDIDirectory(config.CDIDir),
-		kubeletplugin.EnableDeviceMetadata(true, versions),
-		kubeletplugin.HealthService(false), // the stub reports no health
+		kubeletplugin.EnableDeviceMetadata(len(versions) > 0, versions), // no versions: off (the benchmark's baseline)
+		kubeletplugin.HealthService(false),                              // the stub reports no health
 	)
 	if err != nil {
 		return err

@@ -187,12 +187,18 @@ class MetadataFiles:
     # -- files --------------------------------------------------------------------------------
     def write(self, ref: ClaimRef, document: Document) -> dict[str, str]:
         """Write (or restore) a claim's files; per base request its CDI device ID. On a failure
-        nothing of the claim is left and the error names the claim."""
+        nothing of the claim is left and the error names the claim.
+
+        Renamed into place, never fsynced (the helper fsyncs each file and its directory): a
+        reader never sees half a file, and only a crash of the machine could lose one, which is a
+        reboot, after which no claim of before is prepared and the start removes every file of
+        ours. An fsync of the file on the node's disk was 4-5 ms of each request's prepare on the
+        benchmark machine."""
         contents = self.contents(ref, document)
         try:
             for path, data in contents.items():
                 self._make_dirs(path.parent)
-                files.write_atomically(path, data, 0o644)
+                files.write_atomically(path, data, 0o644, sync=False)
         except OSError as err:
             self.remove(ref.namespace, ref.name, ref.uid, document)
             raise CdiError(f"cannot write the device metadata of claim {ref}: {err.strerror or err}") from err
@@ -207,9 +213,25 @@ class MetadataFiles:
             directory.mkdir(0o755)
 
     def remove(self, namespace: str, name: str, uid: str, document: Document) -> str | None:
-        """Remove a claim's directory and its specs; an error message, or None when all are gone."""
+        """Remove a claim's directory and its specs; an error message, or None when all are gone.
+
+        The files we wrote are removed by name, and their directories, as ``os.RemoveAll`` would;
+        only a directory holding more than that is walked (``shutil.rmtree`` costs three times
+        the system calls, each a wait on a busy disk)."""
+        claim_dir = self.claim_dir(namespace, name)
         try:
-            _remove_tree(self.claim_dir(namespace, name))
+            try:
+                for request in document["requests"]:
+                    host = self.host_path(namespace, name, _base(request["name"]))
+                    with contextlib.suppress(FileNotFoundError):
+                        host.unlink()
+                    with contextlib.suppress(FileNotFoundError):
+                        host.parent.rmdir()
+                claim_dir.rmdir()
+            except FileNotFoundError:
+                pass
+            except OSError:
+                _remove_tree(claim_dir)  # something else in it (ENOTEMPTY), or not a directory
             for request in document["requests"]:
                 with contextlib.suppress(FileNotFoundError):
                     self.spec_path(uid, _base(request["name"])).unlink()
