@@ -6,7 +6,8 @@
 // Arguments: --exit stops after printing; --write PATH... also prints the process's ids and, for
 // each PATH, its owner and mode as the container sees them and whether it opens for writing
 // (the image has no shell, so this is how a test asks whether a non-root container can use its
-// device).
+// device); --cat PATH... also prints each PATH's content, between a line "cat PATH:" and a line
+// "end PATH" (a DRA driver's device metadata file, say), or the error reading it.
 package main
 
 import (
@@ -29,6 +30,9 @@ func main() {
 	}
 	if len(args) > 0 && args[0] == "--write" {
 		probe(args[1:])
+	}
+	if len(args) > 0 && args[0] == "--cat" {
+		show(args[1:])
 	}
 	stop := make(chan os.Signal, 1)
 	signal.Notify(stop, syscall.SIGTERM, syscall.SIGINT)
@@ -56,6 +60,20 @@ func probe(paths []string) {
 		} else {
 			fmt.Printf("write %s: ok\n", path)
 		}
+	}
+}
+
+func show(paths []string) {
+	for _, path := range paths {
+		data, err := os.ReadFile(path)
+		if err != nil {
+			fmt.Printf("cat %s: %v\n", path, err)
+			continue
+		}
+		if len(data) > 0 && data[len(data)-1] != '\n' {
+			data = append(data, '\n')
+		}
+		fmt.Printf("cat %s:\n%send %s\n", path, data, path)
 	}
 }
 
