@@ -8,8 +8,8 @@ with the CDI directory on tmpfs (as ``/var/run/cdi`` often is): ``kubedevice ser
 with ``EnableDeviceMetadata`` on and off. All get the same claims and attributes, so both write
 the same metadata; the same client (kubedevice's ``DraClient``) calls all four in interleaved
 rounds, each round's order alternating. What device metadata costs each is its median with the
-option on less its median with it off: ours reads claims from files and the stub from an
-in-memory clientset, so only these differences compare.
+option on less its median with it off: ours reads claims from files and the helper from a tiny
+API server in its own process, so only these differences compare.
 
 Not alike: the helper fsyncs every metadata file and spec and their directories, we fsync none
 of them (``kubedevice.dra.driver.metadata``, ``MetadataFiles.write``, says why); we also record

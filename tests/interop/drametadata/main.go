@@ -10,7 +10,8 @@
 // each followed by a newline), so a test can compare a file byte for byte with what the Go
 // writer makes of its content.
 //
-// serve runs the helper with a fake clientset holding CONFIG's claims; the driver behind it
+// serve runs the helper with a client of a tiny API server (net/http/httptest) that answers GETs
+// of CONFIG's claims (client-go's fake clientset would double the build); the driver behind it
 // answers PrepareResourceClaims with one device per allocated device of its driver (all the
 // requests that name it, the attributes CONFIG gives, and the CDI ID kubedevice gives the
 // device in its own per-claim spec, which the stub writes too), so the kubelet side (the
@@ -25,16 +26,18 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 
 	resourceapi "k8s.io/api/resource/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	runtimeserializer "k8s.io/apimachinery/pkg/runtime/serializer"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/client-go/kubernetes/fake"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
 	"k8s.io/dynamic-resource-allocation/api/metadata"
 	"k8s.io/dynamic-resource-allocation/api/metadata/install"
 	metadatav1alpha1 "k8s.io/dynamic-resource-allocation/api/metadata/v1alpha1"
@@ -189,12 +192,12 @@ func encodeStream(dm *metadata.DeviceMetadata, versions []schema.GroupVersion) (
 // --- serve ----------------------------------------------------------------------------------
 
 type serveConfig struct {
-	Driver       string                      `json:"driver"`
-	PluginDir    string                      `json:"pluginDir"`
-	RegistrarDir string                      `json:"registrarDir"`
-	CDIDir       string                      `json:"cdiDir"`
-	Versions     []string                    `json:"versions"`
-	Claims       []resourceapi.ResourceClaim `json:"claims"`
+	Driver       string            `json:"driver"`
+	PluginDir    string            `json:"pluginDir"`
+	RegistrarDir string            `json:"registrarDir"`
+	CDIDir       string            `json:"cdiDir"`
+	Versions     []string          `json:"versions"`
+	Claims       []json.RawMessage `json:"claims"` // resource.k8s.io/v1 ResourceClaims
 	// Attributes of each device, by its name.
 	Attributes map[string]map[string]resourceapi.DeviceAttribute `json:"attributes"`
 }
@@ -212,12 +215,14 @@ func serve(path string) error {
 	for _, v := range config.Versions {
 		versions = append(versions, schema.GroupVersion{Group: metadata.GroupName, Version: v})
 	}
-	client := fake.NewClientset()
-	for i := range config.Claims {
-		claim := &config.Claims[i]
-		if _, err := client.ResourceV1().ResourceClaims(claim.Namespace).Create(context.Background(), claim, metav1.CreateOptions{}); err != nil {
-			return fmt.Errorf("claim %s/%s: %w", claim.Namespace, claim.Name, err)
-		}
+	server, err := claimServer(config.Claims)
+	if err != nil {
+		return err
+	}
+	defer server.Close()
+	client, err := kubernetes.NewForConfig(&rest.Config{Host: server.URL})
+	if err != nil {
+		return err
 	}
 	for _, dir := range []string{config.PluginDir, config.CDIDir} { // a driver's own: the helper expects them
 		if err := os.MkdirAll(dir, 0o755); err != nil {
@@ -242,6 +247,28 @@ func serve(path string) error {
 	_, _ = io.Copy(io.Discard, bufio.NewReader(os.Stdin)) // until the test closes stdin
 	helper.Stop()
 	return nil
+}
+
+// claimServer answers GET /apis/resource.k8s.io/v1/namespaces/NS/resourceclaims/NAME with the
+// claim as given, anything else with a NotFound status.
+func claimServer(claims []json.RawMessage) (*httptest.Server, error) {
+	byPath := map[string][]byte{}
+	for _, raw := range claims {
+		var claim resourceapi.ResourceClaim
+		if err := json.Unmarshal(raw, &claim); err != nil {
+			return nil, err
+		}
+		byPath[fmt.Sprintf("/apis/resource.k8s.io/v1/namespaces/%s/resourceclaims/%s", claim.Namespace, claim.Name)] = raw
+	}
+	return httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		if body, ok := byPath[r.URL.Path]; ok && r.Method == http.MethodGet {
+			_, _ = w.Write(body)
+			return
+		}
+		w.WriteHeader(http.StatusNotFound)
+		_, _ = fmt.Fprintf(w, `{"kind":"Status","apiVersion":"v1","status":"Failure","reason":"NotFound","code":404,"message":"%s not found"}`, r.URL.Path)
+	})), nil
 }
 
 type driver struct {
