@@ -20,6 +20,7 @@ from .errors import DependencyError, UsageError, fail
 
 if TYPE_CHECKING:
     from .config import Config
+    from .node.owner import OwnerRef
 
 
 def _click_error(name: str) -> Any:
@@ -186,7 +187,7 @@ def _refuse_flags_of_the_other_mode(*, dra: bool, given: dict[str, object]) -> N
             fail(f"serve: {flag} is for {mode}: {why}")
 
 
-def _owner(text: str | None) -> Any:
+def _owner(text: str | None) -> OwnerRef | None:
     """``--owner-daemonset``'s value as an ``OwnerRef`` (None when not given; given empty is an error)."""
     from .node.owner import OwnerRef  # noqa: PLC0415
 
@@ -300,6 +301,11 @@ def serve(  # noqa: PLR0917 - typer maps each parameter to an option
         owner = _owner(owner_daemonset)
     except ValueError as err:
         fail(str(err))
+    if cfg.dra is not None and any(r.node_selector for r in cfg.resources):  # the config first: it picks the mode
+        fail(
+            "node_selector is for device plugins: a DRA driver publishes every device, and DeviceClass "
+            "selectors or the node's ResourceSlice pick where claims go"
+        )
     _refuse_flags_of_the_other_mode(
         dra=cfg.dra is not None,
         given={
@@ -314,12 +320,6 @@ def serve(  # noqa: PLR0917 - typer maps each parameter to an option
         _check_kubeconfig(kubeconfig)
     if cfg.dra is not None:
         from .dra.driver.daemon import DraOptions, serve_command  # noqa: PLC0415
-
-        if any(r.node_selector for r in cfg.resources):
-            fail(
-                "node_selector is for device plugins: a DRA driver publishes every device, and DeviceClass "
-                "selectors or the node's ResourceSlice pick where claims go"
-            )
 
         paths = (kubelet_dir, cdi_dir, kubeconfig, host_root)
         dra_options = DraOptions(node or "", *paths, metrics_address, log_level, log_format, claims_dir, all_cpus)
