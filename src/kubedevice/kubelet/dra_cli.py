@@ -24,6 +24,7 @@ from .dra_claims import ClaimFileError, drivers_of
 from .dra_sim import DraKubelet
 from .dra_view import dra_view
 from .simulator import CannotServe
+from .view import unknown
 
 HELP = "commands: claims | prepare NS/NAME | unprepare NS/NAME | status | quit"
 
@@ -76,7 +77,7 @@ class DraSession:
         elif verb in ("quit", "exit"):
             self.stop.set()
         else:
-            self.say(HELP)
+            self.say(unknown(verb, args, HELP))
 
 
 async def _show(session: DraSession) -> None:

@@ -14,9 +14,10 @@ from typing import Literal
 
 from ..config import Config
 from ..logs import setup_logging
-from ..metrics import Metrics, MetricsServer, Readiness, start_http_server
+from ..metrics import Metrics, Readiness, start_http_server
 from ..plugin.base import Plugin
 from ..plugin.manager import Manager, ManagerHooks, run
+from ..plugin_dir import daemon_plugin_dir
 from ..sources.configured import ConfiguredPlugin
 from .affinity import pin_to_one_cpu
 from .features import FeaturesFile
@@ -146,11 +147,16 @@ async def _serve(
 ) -> int:
     metrics = Metrics() if options.metrics_address else Metrics.disabled()
     readiness = Readiness(p.resource_name for p in plugins)
+    # The port first: taken, it fails the start (ListenError) before anything serves or registers.
+    http = await start_http_server(options.metrics_address, metrics, readiness) if options.metrics_address else None
+    if http is not None:
+        log.info("serving metrics and probes", extra={"port": http.port})
     for plugin in plugins:
         count_devices(plugin, metrics)
     if features is not None:
         features.follow(plugins)
-    manager = Manager(plugins, config.resolved_plugin_dir(options.plugin_dir), observe(metrics, readiness))
+    directory, source = daemon_plugin_dir(options.plugin_dir, config.plugin_dir, options.config_path)
+    manager = Manager(plugins, directory, observe(metrics, readiness), plugin_dir_source=source)
 
     def applied(new: Config, added: list[Plugin]) -> None:
         names = {r.name for r in new.resources}
@@ -172,10 +178,6 @@ async def _serve(
     )
     asyncio.get_running_loop().add_signal_handler(signal.SIGHUP, reloader.trigger)
     reloader.start()
-    http: MetricsServer | None = None
-    if options.metrics_address:
-        http = await start_http_server(options.metrics_address, metrics, readiness)
-        log.info("serving metrics and probes", extra={"port": http.port})
     # Start-up's ~43,000 objects (modules, schemas) live for good: frozen, no full collection
     # walks them again (a 30 ms pause on this machine under load). benchmarks/contention.py
     gc.freeze()

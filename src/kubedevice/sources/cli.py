@@ -92,8 +92,9 @@ def _details(device: dict[str, Any]) -> str:
 
 
 def _print_table(resources: Sequence[dict[str, Any]]) -> None:
-    from rich.console import Console  # noqa: PLC0415 - rich is only needed for the human view
-    from rich.table import Table  # noqa: PLC0415
+    from rich.table import Table  # noqa: PLC0415 - rich is only needed for the human view
+
+    from ..terminal import table_console  # noqa: PLC0415
 
     table = Table()
     for heading in ("resource", "device", "health", "NUMA", "host paths", "container paths", "details"):
@@ -116,4 +117,4 @@ def _print_table(resources: Sequence[dict[str, Any]]) -> None:
             )
         for refusal in resource.get("refused", []):
             table.add_row(resource["name"], refusal["pciAddress"], "refused", "", "", "", refusal["reason"])
-    Console().print(table)
+    table_console().print(table)
