@@ -104,15 +104,15 @@ def test_dra_refuses_index_in_container_paths() -> None:
         "    glob: {paths: ['/dev/tty*']}\n"
         "    container_path: '/dev/t{index}'\n"
     )
-    refused = r"resources\[0\]: container_path '/dev/t\{index\}' uses \{index\}, which a DRA driver"
+    refused = r"^<config>:5:21: resources\[0\]\.container_path: '/dev/t\{index\}' uses \{index\}, which a DRA driver"
     with pytest.raises(ConfigError, match=refused):
         parse_config(text)
     mount = text.replace(
         "    container_path: '/dev/t{index}'\n", "    mounts: [{host_path: /sys, container_path: '/sys/t{index}'}]\n"
     )
-    with pytest.raises(ConfigError, match=r"mounts\[0\]\.container_path"):
+    with pytest.raises(ConfigError, match=r"^<config>:5:48: resources\[0\]\.mounts\[0\]\.container_path: "):
         parse_config(mount)
     assert parse_config(text.replace("{index}", "{name}")).resources[0].container_path == "/dev/t{name}"
     owned = text.replace("    container_path: '/dev/t{index}'\n", "    device_ownership: {uid: 1000}\n    cdi: {}\n")
-    with pytest.raises(ConfigError, match=r"resources\[0\]: device_ownership is not applied by the DRA driver"):
+    with pytest.raises(ConfigError, match=r"^<config>:5:23: resources\[0\]\.device_ownership: not applied by the DRA"):
         parse_config(owned)
