@@ -67,10 +67,11 @@ def test_validate_reports_api_server_errors_with_file_and_line(tmp_path: Path) -
     path = write(tmp_path, "bad.yaml", CLAIM + "---\n" + bad)
     result = runner.invoke(app, ["validate", path])
     assert result.exit_code == 1
-    line = CLAIM.count("\n") + 2
-    assert f'{path}:{line}: DeviceClass "A100" is invalid: metadata.name: Invalid value: "A100": ' in result.output
+    line = CLAIM.count("\n") + 2  # the class's first line; each problem is placed at its field
+    name_error = f'{path}:{line + 2}:18: DeviceClass "A100" is invalid: metadata.name: Invalid value: "A100": '
+    assert name_error in result.output
     assert (
-        f'{path}:{line}: DeviceClass "A100" is invalid: spec.selectors[0].cel.expression: Invalid value: '
+        f'{path}:{line + 5}:23: DeviceClass "A100" is invalid: spec.selectors[0].cel.expression: Invalid value: '
         in result.output
     )
     assert "1 of 2 objects invalid" in result.output
@@ -288,7 +289,7 @@ def test_device_taint_rules_need_their_gate(tmp_path: Path) -> None:
     assert runner.invoke(app, ["validate", path]).exit_code == 0
     off = runner.invoke(app, ["validate", path, "--kubernetes-version", "1.36"])
     assert off.exit_code == 1
-    assert f'{path}:1: no matches for kind "DeviceTaintRule" in version "resource.k8s.io/v1beta2"' in off.output
+    assert f'{path}:1:13: no matches for kind "DeviceTaintRule" in version "resource.k8s.io/v1beta2"' in off.output
     gate = ["--feature-gates", "DRADeviceTaintRules=true"]
     on = runner.invoke(app, ["validate", path, "--kubernetes-version", "1.36", *gate])
     assert on.exit_code == 0, on.output
