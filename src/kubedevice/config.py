@@ -118,7 +118,7 @@ def load_config(path: Path) -> Config:
 
 def parse_config(text: str, source: str = "<config>") -> Config:
     node, data = _parse_yaml(text, source)
-    if node is None:
+    if node is None or data is None:  # no document, or a document of nothing but null
         raise ConfigError(f"{at(source, 1, 1)}: the file is empty: a config is a mapping with 'resources:'")
     if not isinstance(data, dict):
         raise ConfigError(f"{_place(source, node, ())}: a config is a mapping with 'resources:', not {_a(node)}")
@@ -177,9 +177,11 @@ def describe(err: ValidationError, source: str = "<config>", node: yaml.Node | N
     first = errors[0]
     loc = tuple(first["loc"])
     message = str(first["msg"]).removeprefix("Value error, ")
-    problem = (first.get("ctx") or {}).get("error")
-    if isinstance(problem, FieldProblem):  # a check across fields names the entry at fault
-        loc += problem.loc
+    ctx = first.get("ctx") or {}
+    if isinstance(ctx.get("error"), FieldProblem):  # a check across fields names the entry at fault
+        loc += ctx["error"].loc
+    if first["type"] in ("union_tag_invalid", "union_tag_not_found"):  # the tag's own key (a check's type)
+        loc += (str(ctx.get("discriminator", "")).strip("'"),)
     extra = f" (and {len(errors) - 1} more)" if len(errors) > 1 else ""
     return f"{_place(source, node, loc)}: {_field_path(_walk(loc)[1]) or 'config'}: {message}{extra}"
 

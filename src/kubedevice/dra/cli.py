@@ -78,8 +78,9 @@ def validate_command(
     DeviceTaintRules as the API server of --kubernetes-version would (fields of disabled
     features are dropped, not refused).
 
-    Each FILE is YAML or JSON; kinds may be mixed. Prints one line per problem, placed at the
-    field as file:line:column, and a summary, all on stdout. Exits 1 if any object is invalid,
+    Each FILE is YAML or JSON; kinds may be mixed, and objects of other API groups (a Pod) are
+    listed as not checked. Prints one line per problem, placed at the field as
+    file:line:column, and a summary, all on stdout. Exits 1 if any object is invalid,
     2 if a FILE cannot be read or parsed or holds no object. An object the API server would not
     serve is a problem too: a kind the release lacks in that version, or a version off in
     --runtime-config (without it the version is taken as enabled, and a DeviceTaintRule as served
@@ -87,19 +88,24 @@ def validate_command(
     """
     gates = gates_from_flags(kubernetes_version, feature_gates)
     api = _api_config(kubernetes_version, runtime_config)
-    problems = checked = 0
+    problems = checked = others = 0
     documents = [inputs.documents(path) for path in files]  # a bad or empty file: exit 2 before any report
     for document in (d for docs in documents for d in docs):
+        if inputs.category(document.data) != "dra":
+            others += 1
+            typer.echo(inputs.not_judged(document))
+            continue
         checked += 1
         verdict = inputs.judge(document, kubernetes_version, gates, api)
         problems += bool(verdict.problems)
         for line in verdict.problems:
             typer.echo(line)
     noun = "object" if checked == 1 else "objects"
+    rest = f", {others} other {'object' if others == 1 else 'objects'} not checked" if others else ""
     if problems:
-        typer.echo(f"{problems} of {checked} {noun} invalid")
+        typer.echo(f"{problems} of {checked} {noun} invalid{rest}")
         raise typer.Exit(1)
-    typer.echo(f"{checked} {noun} valid")
+    typer.echo(f"{checked} {noun} valid{rest}")
 
 
 def _api_config(release: str, runtime_config: str | None) -> features.APIConfig | None:

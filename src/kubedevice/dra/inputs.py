@@ -8,9 +8,10 @@ files its own way: ``allocate`` allocated a claim with ``count: -1`` that ``vali
 
 Which documents a command reads: every one of the ``resource.k8s.io`` group (and every document
 without an ``apiVersion`` or ``kind``, which no command could tell apart) is judged; Pods and Nodes
-(``v1``) are read by the commands that schedule pods; any other kind (a ConfigMap, a Deployment
-beside the claims in a manifest) is ignored. A file without any document is a usage error, as
-``kubectl apply`` says "no objects passed to apply".
+(``v1``) are read by the commands that schedule pods; any other object (a ConfigMap, a Deployment
+beside the claims in a manifest) is not DRA's to judge: every command ignores it, ``validate``
+with a line saying so. A file without any document is a usage error, as ``kubectl apply`` says
+"no objects passed to apply".
 
 Every problem is placed at the line and column of the field it names (``file.yaml:12:16:``), found
 in the YAML node tree: the ``v1`` paths of decoding and validation are followed through older
@@ -99,6 +100,13 @@ def judge(
     )
 
 
+def not_judged(document: Document) -> str:
+    """``validate``'s line for an object of another API group, which no command judges."""
+    data = document.data
+    what = f"{data.get('apiVersion')} {data.get('kind')}"
+    return f"{document.place(('apiVersion',))}: {what} is not a {models.GROUP} object: not checked"
+
+
 def describe(obj: DRAObject) -> str:
     """``ResourceClaim "default/pair"``, as validation's messages name an object."""
     meta = obj.metadata
@@ -128,7 +136,7 @@ def read(paths: Sequence[Path | str], release: str, gates: Mapping[str, bool], *
     nodes: list[NodeObject] = []
     for path in paths:
         for document in documents(path):
-            kind = _kind(document.data)
+            kind = category(document.data)
             if kind == "dra":
                 placed.append((f"{document.path}:{document.line}", _accepted(document, release, gates)))
             elif kind in CORE_KINDS and core:
@@ -142,13 +150,14 @@ def read_one(path: Path | str, release: str, gates: Mapping[str, bool]) -> list[
     return read([path], release, gates).objects
 
 
-def _kind(data: Any) -> str:
+def category(data: Any) -> str:
     """``dra`` for a document :func:`judge` decides, the kind for a core Pod or Node, else ``other``."""
     if not isinstance(data, dict) or not data.get("apiVersion") or not data.get("kind"):
         return "dra"
-    if str(data["apiVersion"]).rpartition("/")[0] == models.GROUP:
-        return "dra"
-    return str(data["kind"]) if data["apiVersion"] == "v1" and data["kind"] in CORE_KINDS else "other"
+    api_version, kind = data["apiVersion"], data["kind"]
+    if not isinstance(api_version, str) or not isinstance(kind, str) or api_version.startswith(f"{models.GROUP}/"):
+        return "dra"  # not an object of any API: refused as validate refuses it
+    return kind if api_version == "v1" and kind in CORE_KINDS else "other"
 
 
 def _accepted(document: Document, release: str, gates: Mapping[str, bool]) -> DRAObject:
@@ -165,7 +174,7 @@ def _core(document: Document) -> Pod | NodeObject:
         item = decode_core(document.data)
     except PodInputError as error:
         fail(f"{document.place(error.loc)}: {error}")
-    assert item is not None  # _kind picked a Pod or Node
+    assert item is not None  # category() picked a Pod or Node
     return item
 
 

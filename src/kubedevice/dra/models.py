@@ -16,7 +16,7 @@ from collections.abc import Iterator
 from typing import Annotated, Any, Literal, TypeVar
 
 import yaml
-from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError, model_validator
 from pydantic import with_config as _with_config
 from pydantic.alias_generators import to_camel
 from pydantic_core import PydanticCustomError
@@ -265,16 +265,8 @@ class DeviceToleration(TypedDict, total=False):
 
 
 class DeviceCapacity(_Model):
-    value: str = "0"
+    value: Quantity = "0"
     request_policy: CapacityRequestPolicy | None = None
-
-    @field_validator("value", mode="before")
-    @classmethod
-    def _quantity(cls, value: Any) -> str:
-        text = str(value)
-        if not _QUANTITY.match(text):
-            raise ValueError(_QUANTITY_MESSAGE)
-        return text
 
 
 class Device(_Model):
@@ -322,15 +314,7 @@ class ResourceSlice(_Model):
 class CapacityRequirements(_Model):
     """``capacity`` of a request: how much of each capacity of a shareable device it consumes."""
 
-    requests: dict[str, str] = Field(default_factory=dict)
-
-    @field_validator("requests", mode="before")
-    @classmethod
-    def _quantities(cls, value: Any) -> Any:
-        """Quantities decode from JSON strings and numbers alike (``Quantity.UnmarshalJSON``)."""
-        if not isinstance(value, dict):
-            return value
-        return {name: DeviceCapacity._quantity(quantity) for name, quantity in value.items()}
+    requests: dict[str, Quantity] = Field(default_factory=dict)
 
 
 class ExactDeviceRequest(_Model):
@@ -555,6 +539,12 @@ def _each(items: Any) -> Iterator[dict[str, Any]]:
         yield from (item for item in items if isinstance(item, dict))
 
 
+def _indexed(items: Any) -> Iterator[tuple[int, dict[str, Any]]]:
+    """The objects of a list with their indexes (anything else holds none)."""
+    if isinstance(items, list):
+        yield from ((i, item) for i, item in enumerate(items) if isinstance(item, dict))
+
+
 def _requests(spec: dict[str, Any]) -> Iterator[dict[str, Any]]:
     devices = spec.get("devices")
     return _each(devices.get("requests") if isinstance(devices, dict) else None)
@@ -702,14 +692,12 @@ def _times(kind: str, doc: dict[str, Any]) -> list[tuple[Any, Loc]]:
     if kind == "DeviceTaintRule" and isinstance(spec, dict) and isinstance(spec.get("taint"), dict):
         times.append((spec["taint"].get("timeAdded"), ("spec", "taint", "timeAdded")))
     if kind == "ResourceSlice" and isinstance(spec, dict):
-        for i, device in enumerate(spec.get("devices") or []):
-            for j, taint in enumerate(device.get("taints") or [] if isinstance(device, dict) else []):
-                if isinstance(taint, dict):
-                    times.append((taint.get("timeAdded"), ("spec", "devices", i, "taints", j, "timeAdded")))
-    if kind == "DeviceTaintRule" and isinstance(status, dict) and isinstance(status.get("conditions"), list):
-        for i, condition in enumerate(status["conditions"]):
-            if isinstance(condition, dict):
-                times.append((condition.get("lastTransitionTime"), ("status", "conditions", i, "lastTransitionTime")))
+        for i, device in _indexed(spec.get("devices")):
+            for j, taint in _indexed(device.get("taints")):
+                times.append((taint.get("timeAdded"), ("spec", "devices", i, "taints", j, "timeAdded")))
+    if kind == "DeviceTaintRule" and isinstance(status, dict):
+        for i, condition in _indexed(status.get("conditions")):
+            times.append((condition.get("lastTransitionTime"), ("status", "conditions", i, "lastTransitionTime")))
     return [(value, loc) for value, loc in times if value is not None]
 
 
@@ -812,6 +800,12 @@ def from_document(document: Any, source: str = "", release: str = features.NEWES
     if not api_version or not kind:
         missing = [name for name, value in (("apiVersion", api_version), ("kind", kind)) if not value]
         raise DecodeError([f"Object 'Kind' is missing: {', '.join(missing)} not set"], source)
+    for name, value in (("apiVersion", api_version), ("kind", kind)):
+        if not isinstance(value, str):  # json.Unmarshal into apimachinery's anonymous apiVersion/kind struct
+            what = godecode.json_kind(value, "string")
+            raise DecodeError(
+                [f"json: cannot unmarshal {what} into Go struct field .{name} of type string"], source, [(name,)]
+            )
     group, _, version = str(api_version).rpartition("/")
     if group != GROUP or version not in VERSIONS:
         want = f"{GROUP}/{{{','.join(VERSIONS)}}}"
@@ -853,7 +847,19 @@ def _default_request(request: ExactDeviceRequest) -> None:
             toleration["operator"] = "Equal"
 
 
+def _counters(spec: ResourceSliceSpec) -> Iterator[dict[str, Counter]]:
+    yield from (counter_set.get("counters") or {} for counter_set in spec.shared_counters or [])
+    for device in spec.devices:
+        yield from (used.get("counters") or {} for used in device.consumes_counters or [])
+
+
 def _apply_defaults(obj: DRAObject) -> None:
+    """What the API server stores that the document may leave out: a request's mode and count, a
+    toleration's operator; a counter's ``value`` (a ``resource.Quantity``, zero when absent or null)."""
+    if isinstance(obj, ResourceSlice):
+        for counters in _counters(obj.spec):
+            for counter in counters.values():
+                counter.setdefault("value", "0")
     if isinstance(obj, ResourceClaim | ResourceClaimTemplate):
         devices = obj.spec.devices if isinstance(obj, ResourceClaim) else obj.spec.spec.devices
         for request in devices.requests:

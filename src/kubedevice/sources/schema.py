@@ -437,7 +437,8 @@ class ResourceConfig(_Model):
     def _env_templates(cls, env: dict[str, str]) -> dict[str, str]:
         bad = [name for name in env if not C_IDENTIFIER.match(name)]
         if bad:
-            raise FieldProblem((bad[0], "[key]"), f"invalid environment variable names: {', '.join(sorted(bad))}")
+            names = ", ".join(map(repr, sorted(bad)))
+            raise FieldProblem((bad[0], "[key]"), f"invalid environment variable names: {names}")
         for name, template in env.items():
             try:
                 _check_template(template, ENV_FIELDS)
@@ -453,8 +454,10 @@ class ResourceConfig(_Model):
         chosen = [kind for kind in SOURCE_KINDS if getattr(self, kind) is not None]
         if len(chosen) != 1:
             got = ", ".join(chosen) or "none"
+            nulls = [kind for kind in SOURCE_KINDS if kind in self.model_fields_set and getattr(self, kind) is None]
+            blamed = chosen[1:2] or nulls[:1]  # the second source, or one written as null
             raise FieldProblem(
-                tuple(chosen[1:2]), f"exactly one source of {', '.join(SOURCE_KINDS)} is required (got {got})"
+                tuple(blamed), f"exactly one source of {', '.join(SOURCE_KINDS)} is required (got {got})"
             )
         if self.cdi is not None and self.cdi.kind is None:
             try:
