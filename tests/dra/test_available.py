@@ -131,9 +131,9 @@ def test_bad_quantities_name_the_file_and_field(tmp_path: Path) -> None:
     )
     result = runner.invoke(app, ["available", str(path)])
     assert result.exit_code == 2
-    assert (
-        'ResourceClaim "default/net": status.allocation.devices.results[0].consumedCapacity[bandwidth]' in result.output
-    )
+    # the claim's status decodes as the API server decodes it (issue #27): placed at the quantity
+    consumed = 'status.allocation.devices.results[0].consumedCapacity.bandwidth: Invalid value: "x": quantities'
+    assert result.output.startswith(f"kubedevice: {path}:104:39: {consumed}")
 
 
 def test_bad_command_lines_and_files_exit_2(tmp_path: Path) -> None:

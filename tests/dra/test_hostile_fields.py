@@ -84,7 +84,7 @@ POD = {
 
 def samples() -> list[dict[str, Any]]:
     """Valid objects using every struct: validgen's (two seeds, which differ in slice shape), a slice
-    selecting nodes per device, a taint rule with a status, a Pod."""
+    selecting nodes per device, a taint rule and a claim with a status, a Pod."""
     out = [validgen.BUILDERS[kind](random.Random(seed), RELEASE) for kind in validgen.BUILDERS for seed in (0, 1)]
     per_device = validgen.resource_slice(random.Random(0), RELEASE)
     del per_device["spec"]["nodeName"]
@@ -96,7 +96,10 @@ def samples() -> list[dict[str, Any]]:
     rule = validgen.device_taint_rule(random.Random(0), RELEASE)
     condition = {"type": "EvictionInProgress", "status": "True", "observedGeneration": 1, "reason": "r", "message": "m"}
     rule["status"] = {"conditions": [{**condition, "lastTransitionTime": "2026-01-01T00:00:00Z"}]}
-    return [*out, per_device, selected, rule, copy.deepcopy(POD)]
+    claim = validgen.resource_claim(random.Random(0), RELEASE)
+    claim["status"] = validgen.claim_status(5)
+    claim["status"]["allocation"]["devices"]["results"][0]["consumedCapacity"] = {"mem": "1Gi"}
+    return [*out, per_device, selected, rule, claim, copy.deepcopy(POD)]
 
 
 def _unwrap(annotation: Any) -> tuple[Any, bool]:

@@ -396,6 +396,8 @@ def _spec_mutations(kind: str) -> list[tuple[tuple[Any, ...], list[Any]]]:
         s = ("spec", "spec") if kind == "ResourceClaimTemplate" else ("spec",)
         r = (*s, "devices", "requests")
         extra: list[tuple[tuple[Any, ...], list[Any]]] = []
+        if kind == "ResourceClaim":  # decoded on create, then cleared: only what Go cannot decode fails
+            extra = [(("status",), [claim_status(n) for n in (5, *_OUT_OF_RANGE)] + [claim_status(1, 2**63)])]
         if kind == "ResourceClaimTemplate":
             extra = [
                 (
@@ -505,6 +507,22 @@ def _spec_mutations(kind: str) -> list[tuple[tuple[Any, ...], list[Any]]]:
             ],
         ),
     ]
+
+
+def claim_status(seconds: int, generation: int = 1) -> Doc:
+    """A claim's status with its two integers: a result's tolerationSeconds, a condition's observedGeneration."""
+    toleration = {"operator": "Exists", "effect": "NoExecute", "tolerationSeconds": seconds}
+    result = {"request": "gpu", "driver": "example.com", "pool": "pool", "device": "d0", "tolerations": [toleration]}
+    condition = {
+        "type": "Ready",
+        "status": "True",
+        "observedGeneration": generation,
+        "lastTransitionTime": "2026-01-01T00:00:00Z",
+        "reason": "r",
+        "message": "m",
+    }
+    device = {"driver": "example.com", "pool": "pool", "device": "d0", "conditions": [condition]}
+    return {"allocation": {"devices": {"results": [result]}}, "devices": [device]}
 
 
 def _set(doc: Any, path: tuple[Any, ...], value: Any) -> bool:

@@ -13,7 +13,7 @@ import copy
 import json
 import re
 from collections.abc import Iterator
-from typing import Annotated, Any, Literal, TypeVar
+from typing import TYPE_CHECKING, Annotated, Any, Literal, TypeVar
 
 import yaml
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError, model_validator
@@ -358,12 +358,60 @@ class ResourceClaimSpec(_Model):
     devices: DeviceClaim = Field(default_factory=DeviceClaim)
 
 
+@_with_config(ConfigDict(extra="forbid"))
+class Condition(TypedDict, total=False):
+    """``metav1.Condition``: decoded strictly, then cleared with the status on create."""
+
+    type: str
+    status: str
+    observedGeneration: Int64
+    lastTransitionTime: str | None
+    reason: str
+    message: str
+
+
+# A claim's status, as far as decoding goes: the API server decodes it on create (a number past int64
+# or a quantity that does not parse fails the request) and then clears it; ``allocate`` and
+# ``available`` read its allocation. Its integers and quantities are typed, the rest is kept as
+# given (extra="allow": a newer release's fields pass, unlike the spec's).
+
+
+@_with_config(ConfigDict(extra="allow"))
+class DeviceRequestAllocationResult(TypedDict, total=False):
+    tolerations: list[DeviceToleration] | None
+    consumedCapacity: dict[str, Quantity] | None
+
+
+@_with_config(ConfigDict(extra="allow"))
+class DeviceAllocationResult(TypedDict, total=False):
+    results: list[DeviceRequestAllocationResult] | None
+
+
+@_with_config(ConfigDict(extra="allow"))
+class AllocationResult(TypedDict, total=False):
+    devices: DeviceAllocationResult
+
+
+@_with_config(ConfigDict(extra="allow"))
+class AllocatedDeviceStatus(TypedDict, total=False):
+    conditions: list[Condition] | None
+
+
+@_with_config(ConfigDict(extra="allow"))
+class ResourceClaimStatus(TypedDict, total=False):
+    allocation: AllocationResult | None
+    devices: list[AllocatedDeviceStatus] | None
+
+
 class ResourceClaim(_Model):
     api_version: str = f"{GROUP}/v1"
     kind: Literal["ResourceClaim"] = "ResourceClaim"
     metadata: ObjectMeta = Field(default_factory=ObjectMeta)
     spec: ResourceClaimSpec = Field(default_factory=ResourceClaimSpec)
-    status: dict[str, Any] | None = None
+    if TYPE_CHECKING:  # readers (allocator, available, pods) treat it as the plain dict it is
+        status: dict[str, Any] | None = None
+    else:  # decoded through the typed structs above
+        status: ResourceClaimStatus | None = None
 
 
 class ClaimTemplateMeta(_Model):
@@ -403,18 +451,6 @@ class DeviceTaintSelector(_Model):
 class DeviceTaintRuleSpec(_Model):
     device_selector: DeviceTaintSelector | None = None
     taint: DeviceTaint = Field(default_factory=DeviceTaint)
-
-
-@_with_config(ConfigDict(extra="forbid"))
-class Condition(TypedDict, total=False):
-    """``metav1.Condition``: decoded strictly, then cleared with the status on create."""
-
-    type: str
-    status: str
-    observedGeneration: Int64
-    lastTransitionTime: str | None
-    reason: str
-    message: str
 
 
 class DeviceTaintRuleStatus(_Model):
