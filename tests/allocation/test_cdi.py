@@ -217,5 +217,6 @@ def test_device_ownership_without_cdi_is_refused_at_start_up(tmp_path: Path) -> 
     )
     assert result.returncode == 2
     assert result.stderr.count("\n") == 1, result.stderr
-    assert "resources[0]: device_ownership needs 'cdi:'" in result.stderr
+    # the entry at fault, not the file's first line (issue #27)
+    assert f"kubedevice: {config_file}:4:23: resources[0].device_ownership: needs 'cdi:'" in result.stderr
     assert "device_ownership_from_security_context" in result.stderr

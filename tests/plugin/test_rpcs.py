@@ -304,3 +304,21 @@ def test_default_grants_merge_the_same_way_whatever_the_request_order(tmp_path: 
             assert answers == {("d0", "d0")}
 
     asyncio.run(main())
+
+
+def test_an_allocate_answer_past_the_kubelets_4_mib_is_refused_naming_the_limit(tmp_path: Path) -> None:
+    """The kubelet reads a plugin's answer with grpc's 4 MiB limit: past it, its own error names no plugin
+    and no device (issue #27). The server answers RESOURCE_EXHAUSTED with the size and the limit."""
+
+    async def main() -> None:
+        big = ContainerAllocation(envs={"BIG": "x" * 5_000_000})
+        plugin = NullPlugin(devices=[Device("big-0", grant=big), *null_devices(1)])
+        async with running([plugin], tmp_path), client(tmp_path) as stub:
+            with pytest.raises(aio.AioRpcError) as refused:
+                await stub.Allocate(allocate_request(["big-0"]), timeout=TIMEOUT)
+            assert refused.value.code() == grpc.StatusCode.RESOURCE_EXHAUSTED
+            assert "over the 4,194,304 bytes (4 MiB) the kubelet accepts" in str(refused.value.details())
+            ok = await stub.Allocate(allocate_request(["null-0"]), timeout=TIMEOUT)  # the rest still served
+            assert ok.container_responses[0].envs["NULL"] == "1"
+
+    asyncio.run(main())

@@ -27,13 +27,18 @@ def discover(
 ) -> None:
     """Dry run: per resource, each device's ID, health, NUMA nodes, host and container paths, and what its
     source knows of it (a USB device's nodes by kind, a udev device's symlinks and properties)."""
-    from ..config import ConfigError, load_config  # noqa: PLC0415 - the lead's module, loaded on use
+    from ..config import ConfigError, load_config, resource_problem  # noqa: PLC0415 - the lead's module, loaded on use
     from . import survey  # noqa: PLC0415
+    from .limits import LimitError  # noqa: PLC0415
 
     try:
         cfg = load_config(config)
         resources = survey(cfg, host_root or cfg.host_root)
+        if cfg.dra is None:
+            _check_limits(resources, host_root or cfg.host_root)
         refused = {r.name: _refused(r, host_root or cfg.host_root) for r, _, _ in resources}
+    except LimitError as problem:
+        fail(resource_problem(config, cfg, problem, problem.resource))
     except (ConfigError, ValueError) as err:
         fail(str(err))
     document = {
@@ -52,6 +57,15 @@ def discover(
         typer.echo(json.dumps(document, indent=2))
     else:
         _print_table(document["resources"])
+
+
+def _check_limits(resources: Sequence[tuple[ResourceConfig, list[Found], list[Device]]], host_root: Path) -> None:
+    """What ``serve`` would refuse for the kubelet's limits, refused here too (on the devices found)."""
+    from . import limits  # noqa: PLC0415 - with the sources, loaded on use
+    from .configured import ConfiguredPlugin  # noqa: PLC0415
+
+    for resource, found, _ in resources:
+        limits.check(ConfiguredPlugin(resource, host_root, None, found))
 
 
 def _row(resource: ResourceConfig, device: Device, physical: Mapping[str, Found]) -> dict[str, Any]:
