@@ -58,11 +58,6 @@ def _contains_cidr(cidr: CIDR, other: CIDR) -> bool:
 _COMPARE: Range = scaled((8, 32), 0.1)
 
 
-def _string_arg(c: Coster, node: Call) -> Range:
-    overloads = [t for t in (c.type_of(node.args[0]),) if t in ("string", "dyn", "any")]
-    return scaled(c.size_or_unknown(node.args[0]), 0.1) if overloads else (0, 0)
-
-
 def _contains_ip_cost(c: Coster, node: Call) -> tuple[Range, None] | None:
     if not node.args:
         return None

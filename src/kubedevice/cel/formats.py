@@ -19,7 +19,6 @@ from .urls import URLError, parse
 from .values import NONE, Optional
 
 FORMAT_TYPE = "kubernetes.NamedFormat"
-MAX_FORMAT_SIZE = 64  # apiserver/pkg/cel limits.go
 MAX_NAME_FORMAT_REGEX_SIZE = 128
 _REGEX_FACTOR = 0.25
 

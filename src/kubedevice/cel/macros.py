@@ -34,12 +34,18 @@ def _not_a_range(target: Any, at: Node | None) -> CheckError:
     )
 
 
-def _not_bool(kind: str, body: Compiled, at: Node) -> CheckError:
-    """all/exists expand to && / || with the body: cel-go checks the operand itself; the other
-    macros' bodies are conditions of a ternary."""
+def _not_bool(kind: str, predicate: Compiled, at: Node, accumulator: Any = "int") -> CheckError:
+    """all/exists expand to && / || with the predicate: cel-go checks the operand itself; the
+    other macros' predicates (exists_one, filter, the filter of map and the transforms) are the
+    condition of a ternary ``_?_:_(predicate, step, accumulator)``, reported at the macro."""
     if kind in ("all", "exists"):
-        return CheckError(f"expected type 'bool' but found '{fmt(body.type)}'", at)
-    return CheckError(f"found no matching overload for '_&&_' applied to '(bool, {fmt(body.type)})'")
+        return CheckError(f"expected type 'bool' but found '{fmt(predicate.type)}'", at)
+    shown = fmt(accumulator)
+    return CheckError(f"found no matching overload for '_?_:_' applied to '({fmt(predicate.type)}, {shown}, {shown})'")
+
+
+def _non_bool(part: Compiled | None) -> bool:
+    return part is not None and part.type != "bool" and not is_dyn(part.type)
 
 
 def _items(value: Any) -> list[Any]:
@@ -83,8 +89,16 @@ def compile_macro(c: Compiler, node: Comprehension) -> Compiled:
 
 def _loop(node: Comprehension, target: Compiled, body: Compiled, extra: Compiled | None) -> Compiled:
     kind, var, tf, bf = node.kind, node.var, target.fn, body.fn
-    if kind in ("all", "exists", "exists_one", "filter") and body.type != "bool" and not is_dyn(body.type):
-        raise _not_bool(kind, body, node.body)
+    result_type: Any = "bool"
+    if kind == "map":
+        result_type = ("list", body.type)
+    elif kind == "filter":
+        result_type = ("list", _iter_var_type(target.type))
+    accumulator = "int" if kind == "exists_one" else result_type
+    if kind in ("all", "exists", "exists_one", "filter") and _non_bool(body):
+        raise _not_bool(kind, body, node.body, accumulator)
+    if extra is not None and _non_bool(extra):  # map(x, predicate, f)
+        raise _not_bool(kind, extra, node.body, accumulator)
     # Per iteration: loop condition and accumulator step (about 3) plus the body; loops nested
     # in the body charge their own iterations as they run.
     step = body.cost + (extra.cost if extra else 0) + 3
@@ -103,11 +117,6 @@ def _loop(node: Comprehension, target: Compiled, body: Compiled, extra: Compiled
             else:
                 a[var] = saved
 
-    result_type: Any = "bool"
-    if kind == "map":
-        result_type = ("list", body.type)
-    elif kind == "filter":
-        result_type = ("list", _iter_var_type(target.type))
     return Compiled(result_type, run, target.cost + 1)
 
 
@@ -264,20 +273,22 @@ def _two_var(c: Compiler, node: Comprehension, target: Compiled) -> Compiled:
     if first == ERROR:
         return Compiled(ERROR, body.fn, 0)
     kind = node.kind
-    for part in (body if kind in ("all", "exists", "exists_one") else None, extra):
-        if part is not None and part.type != "bool" and not is_dyn(part.type):
-            raise _not_bool(kind if part is body else "filter", part, node.body)
+    result: Any = {
+        "transformList": ("list", body.type),
+        "transformMap": ("map", first, body.type),
+        "transformMapEntry": body.type if not is_dyn(body.type) else ("map", DYN, DYN),
+    }.get(kind, "bool")
+    accumulator = "int" if kind == "exists_one" else result
+    if kind in ("all", "exists", "exists_one") and _non_bool(body):
+        raise _not_bool(kind, body, node.body, accumulator)
+    if extra is not None and _non_bool(extra):
+        raise _not_bool(kind, extra, node.body, accumulator)
     if kind == "transformMapEntry" and not (
         is_dyn(body.type) or (isinstance(body.type, tuple) and body.type[0] == "map")
     ):
         raise CheckError(
             f"found no matching overload for 'cel.@mapInsert' applied to '(map(dyn, dyn), {fmt(body.type)})'"
         )
-    result: Any = {
-        "transformList": ("list", body.type),
-        "transformMap": ("map", first, body.type),
-        "transformMapEntry": body.type if not is_dyn(body.type) else ("map", DYN, DYN),
-    }.get(kind, "bool")
     loop = _Loop(kind, node.var, body.fn, extra.fn if extra else None, body.cost + (extra.cost if extra else 0) + 3)
     var2, tf = node.var2, target.fn
 

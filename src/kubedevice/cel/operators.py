@@ -7,7 +7,7 @@ from collections.abc import Callable
 from typing import Any
 
 from . import values as v
-from .engine import ERROR, CheckError, Closure, Compiled, Compiler, assignable, fmt, is_dyn
+from .engine import ERROR, CheckError, Closure, Compiled, Compiler, assignable, fmt, is_constant, is_dyn
 from .parser import Call, ListLit, Lit, Node, flatten
 from .timestamps import DURATION, TIMESTAMP
 from .values import NONE, Err, Optional
@@ -80,7 +80,7 @@ def _equality(negated: bool) -> Callable[[Compiler, Call], Compiled]:
         if isinstance(node.args[1], Lit) and node.args[1].kind in ("string", "bool", "int"):
             return _equal_literal(left, rf({}), negated)
         if negated:
-            return Compiled("bool", lambda a: not v.equals(lf(a), rf(a)), left.cost + right.cost + 1)
+            return Compiled("bool", lambda a: v.not_equals(lf(a), rf(a)), left.cost + right.cost + 1)
         return Compiled("bool", lambda a: v.equals(lf(a), rf(a)), left.cost + right.cost + 1)
 
     return build
@@ -99,9 +99,13 @@ def _equal_literal(left: Compiled, const: Any, negated: bool) -> Compiled:
             return bool(value == const)
         return v.equals(value, const)
 
-    if negated:
-        return Compiled("bool", lambda a: not eq(a), cost)
-    return Compiled("bool", eq, cost)
+    def ne(a: dict[str, Any]) -> bool:
+        value = lf(a)
+        if type(value) is kind:
+            return bool(value != const)
+        return v.not_equals(value, const)
+
+    return Compiled("bool", ne if negated else eq, cost)
 
 
 _ORDERED = frozenset({"int", "uint", "double", "string", "bytes", "bool", TIMESTAMP, DURATION})
@@ -127,6 +131,8 @@ def _relation(name: str) -> Callable[[Compiler, Call], Compiled]:
             or (is_dyn(rt) and lt in _WITH_DYN)
             or (lt in _NUMERIC and rt in _NUMERIC)
             or (lt == rt and lt in _WITH_DYN)
+            or (lt == "null_type" and rt in _TIMES)  # null is assignable to a timestamp or duration
+            or (rt == "null_type" and lt in _TIMES)
         )
         if not ok:
             raise _no_overload(name, lt, rt)
@@ -202,18 +208,22 @@ _TIME_ARITH = {
 }
 
 
+_TIMES = (TIMESTAMP, DURATION)
+
+
 def _time_arith(op: str, lt: Any, rt: Any) -> Any:
-    """Result type of + or - when a timestamp or duration is involved (None otherwise)."""
-    if TIMESTAMP not in (lt, rt) and DURATION not in (lt, rt):
+    """Result type of + or - when a timestamp or duration is involved (None otherwise); null is
+    assignable to both (cel-go's legacy nullness), so it takes their overloads too."""
+    if lt not in (*_TIMES, "null_type") and rt not in (*_TIMES, "null_type"):
         return None
-    results = {
-        result
-        for (o, x, y), result in _TIME_ARITH.items()
-        if o == op and (x == lt or is_dyn(lt)) and (y == rt or is_dyn(rt))
-    }
+    results = {result for (o, x, y), result in _TIME_ARITH.items() if o == op and _takes(x, lt) and _takes(y, rt)}
     if not results:
         raise _no_overload(f"_{op}_", lt, rt)
     return results.pop() if len(results) == 1 else "dyn"
+
+
+def _takes(param: str, t: Any) -> bool:
+    return t in (param, "null_type") or is_dyn(t)
 
 
 def _negate(c: Compiler, node: Call) -> Compiled:
@@ -322,20 +332,40 @@ def _in(c: Compiler, node: Call) -> Compiled:
         raise _no_overload("@in", item.type, ct)
     itf, cf = item.fn, container.fn
     literal = node.args[1]
-    if (
-        isinstance(literal, ListLit)
-        and not literal.optional
-        and literal.elements
-        and all(isinstance(e, Lit) and e.kind == "string" for e in literal.elements)
-    ):
-        strings = frozenset(str(e.value) for e in literal.elements if isinstance(e, Lit))
+    cost = item.cost + container.cost + 1
+    constant = _constant_set(literal, cf)
+    if constant is None:
+        return Compiled("bool", lambda a: v.contains(cf(a), itf(a)), cost)
+    # A constant list of strings, numbers and bools: cel-go's planner (OptOptimize) makes it a Go
+    # map, whose lookup panics for an item of a Go type that cannot be a map key (a Semver).
+    strings = frozenset(x for x in constant if type(x) is str)
 
-        def member(a: dict[str, Any]) -> bool:
-            x = itf(a)
-            return x in strings if type(x) is str else v.contains(cf(a), x)
+    def member(a: dict[str, Any]) -> bool:
+        x = itf(a)
+        if type(x) is str:
+            return x in strings
+        go_type = v.go_type(x)
+        if go_type in v.UNHASHABLE:
+            raise v.Panic(f"internal error: runtime error: hash of unhashable type {go_type}")
+        return v.contains(cf(a), x)
 
-        return Compiled("bool", member, item.cost + container.cost + 1)
-    return Compiled("bool", lambda a: v.contains(cf(a), itf(a)), item.cost + container.cost + 1)
+    return Compiled("bool", member, cost)
+
+
+def _constant_set(literal: Node, fn: Closure) -> list[Any] | None:
+    """The values of a non-empty list literal of constant strings, numbers and bools, else None."""
+    if not (isinstance(literal, ListLit) and not literal.optional and literal.elements):
+        return None
+    if not all(is_constant(e) for e in literal.elements):
+        return None
+    try:
+        values: list[Any] = fn({})
+    except Err:
+        return None
+    return values if all(type(x) in _SET_KINDS for x in values) else None
+
+
+_SET_KINDS = frozenset({str, int, v.UInt, float, bool})
 
 
 SPECIAL: dict[str, Callable[[Compiler, Call], Compiled]] = {

@@ -188,9 +188,6 @@ def _parse_precision(text: str, i: int) -> tuple[int, int | None]:
     return j, int(text[i + 1 : j])
 
 
-Clause = Callable[[Any], str]
-
-
 def _clause(text: str, i: int) -> tuple[int, str, int | None]:
     """(index after the clause, verb, precision) of the clause starting after a '%' at i - 1."""
     i, precision = _parse_precision(text, i)

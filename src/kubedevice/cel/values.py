@@ -95,7 +95,10 @@ _GO_TYPES: dict[str, tuple[str, bool]] = {
     "kubernetes.URL": ("cel.URL", False),
     "net.IP": ("cel.IP", False),
     "net.CIDR": ("cel.CIDR", False),
+    "kubernetes.NamedFormat": ("cel.Format", False),
 }
+# Go types that cannot be a Go map key (they hold a slice or a func): a lookup panics.
+UNHASHABLE = frozenset({"cel.Semver", "types.Bytes", "cel.Format"})
 
 
 def go_type(value: Any) -> str:
@@ -226,6 +229,15 @@ def equals(a: Any, b: Any) -> bool:
 _STRICT = (Quantity, Semver)
 
 
+def not_equals(a: Any, b: Any) -> bool:
+    """cel-go's ``!=`` is ``Equal(a, b) != true``: where the left operand's type refuses the
+    comparison (``semver("1.0.0") != dyn("x")``), ``==`` fails but ``!=`` is true."""
+    try:
+        return not equals(a, b)
+    except Err:
+        return True
+
+
 def equal_or_false(a: Any, b: Any) -> bool:
     """Equality as container searches use it: an incomparable pair is simply not equal."""
     try:
@@ -319,6 +331,9 @@ class CelMap(dict[Any, Any]):
 
     def put(self, key: Any, value: Any) -> None:
         dict.__setitem__(self, _stored(key), value)
+
+    def drop(self, key: Any) -> None:
+        dict.pop(self, _stored(key), None)
 
     def exact(self, key: Any) -> Any:
         return dict.get(self, _stored(key), _MISSING)
