@@ -150,7 +150,7 @@ def _nullable(t: Any) -> bool:
     """cel-go's checker keeps the legacy nullness: null is assignable to opaque and object types
     (optionals, every Kubernetes type, the environment's objects), timestamps and durations."""
     if isinstance(t, tuple):
-        return t[0] == "optional"
+        return bool(t[0] == "optional")
     return t in ("null_type", "any") or t in OBJECT_TYPES or (t in VALUE_TYPES and t not in _PRIMITIVES)
 
 
@@ -642,7 +642,7 @@ def _charged(impl: Callable[..., Any], fns: list[Closure], tracked: Callable[[li
         def call2(a: dict[str, Any]) -> Any:
             x, y = f0(a), f1(a)
             result = impl(x, y)
-            v.charge(a, tracked([x, y], result))
+            v.charge_call(a, tracked([x, y], result))
             return result
 
         return call2
@@ -650,7 +650,7 @@ def _charged(impl: Callable[..., Any], fns: list[Closure], tracked: Callable[[li
     def call(a: dict[str, Any]) -> Any:
         args = [f(a) for f in fns]
         result = impl(*args)
-        v.charge(a, tracked(args, result))
+        v.charge_call(a, tracked(args, result))
         return result
 
     return call
@@ -671,7 +671,7 @@ def _panicking(
             raise v.not_a_list(exc) from None
         result = impl(*args)
         if tracked is not None:
-            v.charge(a, tracked(args, result))
+            v.charge_call(a, tracked(args, result))
         return result
 
     return call
@@ -700,7 +700,7 @@ def _asserting(
             raise failed
         result = impl(*args)
         if tracked is not None:
-            v.charge(a, tracked(args, result))
+            v.charge_call(a, tracked(args, result))
         return result
 
     return call

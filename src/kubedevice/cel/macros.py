@@ -14,7 +14,7 @@ from typing import Any
 from . import values as v
 from .engine import DEFERRED, EMPTY_SORTED, ERROR, VIEW, CheckError, Compiled, Compiler, assignable, fmt, is_dyn
 from .library import DYN
-from .lists import COMPARABLE, sort_by_keys
+from .lists import COMPARABLE, self_compare, sort_by_keys
 from .parser import Comprehension, ListLit, Node
 from .values import NONE, Err, Optional, charge
 
@@ -99,12 +99,8 @@ def _loop(node: Comprehension, target: Compiled, body: Compiled, extra: Compiled
         raise _not_bool(kind, body, node.body, accumulator)
     if extra is not None and _non_bool(extra):  # map(x, predicate, f)
         raise _not_bool(kind, extra, node.body, accumulator)
-    # Per iteration: loop condition and accumulator step (about 3) plus the body; loops nested
-    # in the body charge their own iterations as they run.
-    step = body.cost + (extra.cost if extra else 0) + 3
     xf = extra.fn if extra else None
-
-    loop = _Loop(kind, var, bf, xf, step)
+    loop = _Loop(kind, var, bf, xf, *_step_costs(kind, body, extra))
 
     def run(a: dict[str, Any]) -> Any:
         items = _items(tf(a))
@@ -129,7 +125,27 @@ class _Loop:
     var: str
     body: Any
     extra: Any
-    step: int
+    step: int  # charged every iteration
+    hit: int = 0  # charged when the predicate of a filter, exists_one or a filtered map holds
+
+
+# cel-go's runtime cost of one iteration besides the body: the loop condition (all, exists:
+# @not_strictly_false(accu), 2; the others: the constant true, 0) and the accumulator step,
+# where `accu` costs 1, a call 1 and a list literal 10: all/exists `accu && p` (+1),
+# exists_one `p ? accu + 1 : accu`, filter `p ? accu + [x] : accu`, map `accu + [f]` (+12),
+# transformMap `@mapInsert(accu, k, f)` (+3), transformMapEntry `@mapInsert(accu, f)` (+2);
+# a filter makes the step `p ? <step> : accu`. Loops nested in the body charge their own.
+_STEPS = {"all": 3, "exists": 3, "map": 12, "transformList": 12, "transformMap": 3, "transformMapEntry": 2}
+_HITS = {"exists_one": 1, "filter": 12}
+
+
+def _step_costs(kind: str, body: Compiled, extra: Compiled | None) -> tuple[int, int]:
+    """(charged every iteration, charged when the predicate holds)."""
+    if kind in _HITS:
+        return body.cost + 1, _HITS[kind]
+    if extra is None:
+        return body.cost + _STEPS[kind], 0
+    return extra.cost + 1, body.cost + _STEPS[kind] - 1
 
 
 def _run(loop: _Loop, a: dict[str, Any], items: list[Any]) -> Any:
@@ -143,12 +159,15 @@ def _run(loop: _Loop, a: dict[str, Any], items: list[Any]) -> Any:
                 yield v.outcome(bf, a)
 
         return v.absorb(outcomes(), kind == "exists", "_&&_" if kind == "all" else "_||_")
+    hit = loop.hit
     if kind == "exists_one":
         count = 0
         for item in items:
             charge(a, step)
             a[var] = item
-            count += v.truthy(bf(a), "exists_one")
+            if v.truthy(bf(a), "exists_one"):
+                charge(a, hit)
+                count += 1
         return count == 1
     out = []
     for item in items:
@@ -156,9 +175,11 @@ def _run(loop: _Loop, a: dict[str, Any], items: list[Any]) -> Any:
         a[var] = item
         if kind == "filter":
             if v.truthy(bf(a), "filter"):
+                charge(a, hit)
                 out.append(item)
         elif xf is not None:
             if v.truthy(xf(a), "map"):
+                charge(a, hit)
                 out.append(bf(a))
         else:
             out.append(bf(a))
@@ -289,7 +310,7 @@ def _two_var(c: Compiler, node: Comprehension, target: Compiled) -> Compiled:
         raise CheckError(
             f"found no matching overload for 'cel.@mapInsert' applied to '(map(dyn, dyn), {fmt(body.type)})'"
         )
-    loop = _Loop(kind, node.var, body.fn, extra.fn if extra else None, body.cost + (extra.cost if extra else 0) + 3)
+    loop = _Loop(kind, node.var, body.fn, extra.fn if extra else None, *_step_costs(kind, body, extra))
     var2, tf = node.var2, target.fn
 
     def run(a: dict[str, Any]) -> Any:
@@ -318,19 +339,24 @@ def _run_pairs(loop: _Loop, var2: str, a: dict[str, Any], pairs: list[tuple[Any,
                 yield v.outcome(bf, a)
 
         return v.absorb(outcomes(), kind == "exists", "_&&_" if kind == "all" else "_||_")
+    hit = loop.hit
     if kind == "exists_one":
         count = 0
         for first, second in pairs:
             charge(a, step)
             a[var], a[var2] = first, second
-            count += v.truthy(bf(a), "exists_one")
+            if v.truthy(bf(a), "exists_one"):
+                charge(a, hit)
+                count += 1
         return count == 1
     out: Any = [] if kind == "transformList" else v.CelMap()
     for first, second in pairs:
         charge(a, step)
         a[var], a[var2] = first, second
-        if xf is not None and not v.truthy(xf(a), "_?_:_"):
-            continue
+        if xf is not None:
+            if not v.truthy(xf(a), "_?_:_"):
+                continue
+            charge(a, hit)
         if kind == "transformList":
             out.append(bf(a))
         elif kind == "transformMap":
@@ -364,7 +390,7 @@ def _sort_by(c: Compiler, node: Comprehension, target: Compiled) -> Compiled:
             f"found no matching overload for '@sortByAssociatedKeys' applied to "
             f"'{fmt(target.type)}.(list({fmt(key.type)}))'"
         )
-    loop = _Loop("map", node.var, key.fn, None, key.cost + 3)
+    loop = _Loop("map", node.var, key.fn, None, *_step_costs("map", key, None))
     tf = target.fn
     # A key of one comparable type resolves @sortByAssociatedKeys to one overload, whose cost
     # tracker asserts the keys list even when computing it failed (ext/lists.go, trackListSortBy).
@@ -390,7 +416,10 @@ def _sort_by(c: Compiler, node: Comprehension, target: Compiled) -> Compiled:
             if resolved:
                 raise v.not_a_list(exc) from None
             raise
-        return sort_by_keys(items, keys)
+        result = sort_by_keys(items, keys)
+        if resolved:  # trackListSortBy: n² comparisons of the keys
+            v.charge_call(a, self_compare(keys))
+        return result
 
     result = EMPTY_SORTED if isinstance(node.target, ListLit) and not node.target.elements else target.type
     if is_dyn(result):  # a dyn list with dyn keys matches every key type's overload: their results

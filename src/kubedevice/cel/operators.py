@@ -79,19 +79,48 @@ def _equality(negated: bool) -> Callable[[Compiler, Call], Compiled]:
         lf, rf = left.fn, right.fn
         if isinstance(node.args[1], Lit) and node.args[1].kind in ("string", "bool", "int"):
             return _equal_literal(left, rf({}), negated)
-        if negated:
-            return Compiled("bool", lambda a: v.not_equals(lf(a), rf(a)), left.cost + right.cost + 1)
-        return Compiled("bool", lambda a: v.equals(lf(a), rf(a)), left.cost + right.cost + 1)
+        test = v.not_equals if negated else v.equals
+
+        def equality(a: dict[str, Any]) -> bool:
+            x, y = lf(a), rf(a)
+            if type(x) in _SIZED and type(y) in _SIZED:
+                _charge_traversal(a, x, y)
+            return test(x, y)
+
+        return Compiled("bool", equality, left.cost + right.cost + 1)
 
     return build
+
+
+_TEXTS = (str, bytes)
+_SIZED = frozenset({str, bytes, list, tuple, dict, v.CelMap, v.DefaultingMap})
+
+
+def _charge_traversal(a: dict[str, Any], x: Any, y: Any) -> None:
+    """cel-go's cost of ==, != and the orderings of strings and bytes: a tenth of the shorter
+    operand's size, where the call's static cost already counted 1."""
+    extra = v.traversal(min(len(x), len(y))) - 1
+    if extra > 0:
+        v.charge(a, extra)
 
 
 def _equal_literal(left: Compiled, const: Any, negated: bool) -> Compiled:
     """``x == "lit"``: no closure call for the constant, plain == when the runtime kinds agree
     (checked types are not trusted: a dyn branch can still deliver another kind)."""
     lf = left.fn
-    cost = left.cost + 1
+    cost = left.cost + (const != "")  # comparing with "" walks nothing: cel-go charges 0
     kind = type(const)
+    if kind is str and len(const) > 10:  # a comparison of long strings costs more than 1
+
+        plain = lf
+
+        def charged(a: dict[str, Any]) -> Any:
+            value = plain(a)
+            if type(value) is str:
+                _charge_traversal(a, value, const)
+            return value
+
+        lf = charged
 
     def eq(a: dict[str, Any]) -> bool:
         value = lf(a)
@@ -139,7 +168,14 @@ def _relation(name: str) -> Callable[[Compiler, Call], Compiled]:
         lf, rf = left.fn, right.fn
         if lt == rt == "int" and isinstance(node.args[1], Lit):
             return Compiled("bool", _int_relation(name, lf, rf({})), left.cost + 1)
-        return Compiled("bool", lambda a: test(v.compare(lf(a), rf(a), name)), left.cost + right.cost + 1)
+
+        def relation(a: dict[str, Any]) -> bool:
+            x, y = lf(a), rf(a)
+            if type(x) in _TEXTS and type(y) is type(x):
+                _charge_traversal(a, x, y)
+            return test(v.compare(x, y, name))
+
+        return Compiled("bool", relation, left.cost + right.cost + 1)
 
     return build
 
@@ -193,7 +229,18 @@ def _arith(op: str) -> Callable[[Compiler, Call], Compiled]:
         else:
             raise _no_overload(name, lt, rt)
         lf, rf = left.fn, right.fn
-        return Compiled(result, lambda a: v.arith(op, lf(a), rf(a)), left.cost + right.cost + 1)
+        if op != "+" or not (result in ("string", "bytes") or is_dyn(result)):
+            return Compiled(result, lambda a: v.arith(op, lf(a), rf(a)), left.cost + right.cost + 1)
+
+        def add(a: dict[str, Any]) -> Any:
+            total = v.arith("+", lf(a), rf(a))
+            if type(total) in _TEXTS:  # copying both operands: a tenth of their sizes
+                extra = v.traversal(len(total)) - 1
+                if extra > 0:
+                    v.charge(a, extra)
+            return total
+
+        return Compiled(result, add, left.cost + right.cost + 1)
 
     return build
 
@@ -335,7 +382,14 @@ def _in(c: Compiler, node: Call) -> Compiled:
     cost = item.cost + container.cost + 1
     constant = _constant_set(literal, cf)
     if constant is None:
-        return Compiled("bool", lambda a: v.contains(cf(a), itf(a)), cost)
+
+        def contains(a: dict[str, Any]) -> bool:
+            container, x = cf(a), itf(a)
+            if type(container) in (list, tuple) and len(container) > 1:  # a search through the list
+                v.charge(a, len(container) - 1)
+            return v.contains(container, x)
+
+        return Compiled("bool", contains, cost)
     # A constant list of strings, numbers and bools: cel-go's planner (OptOptimize) makes it a Go
     # map, whose lookup panics for an item of a Go type that cannot be a map key (a Semver).
     strings = frozenset(x for x in constant if type(x) is str)

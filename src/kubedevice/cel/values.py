@@ -38,6 +38,28 @@ def charge(a: dict[str, Any], amount: int) -> None:
         raise Err("operation cancelled: actual cost limit exceeded")
 
 
+def actual_size(value: Any) -> int:
+    """cel-go's actualSize: a string's code points, a bytes', list's or map's length, an optional's
+    value's size, 1 for anything else."""
+    if isinstance(value, (str, bytes, list, tuple, dict)):
+        return len(value)
+    if type(value) is Optional and value.present:
+        return actual_size(value.value)
+    return 1
+
+
+def traversal(size: int, factor: float = 0.1) -> int:
+    """``uint64(math.Ceil(float64(size) * factor))``, cel-go's cost of walking ``size`` units."""
+    return math.ceil(size * factor)
+
+
+def charge_call(a: dict[str, Any], cost: int) -> None:
+    """Charge a call whose cost cel-go computes from its arguments (a cost tracker or Kubernetes'
+    CallCost): the static cost a comprehension charges per iteration already counted 1 for it."""
+    if cost > 1:
+        charge(a, cost - 1)
+
+
 class UInt(int):
     """CEL uint: distinct from int at runtime."""
 
