@@ -6,8 +6,6 @@ from __future__ import annotations
 
 import json
 import subprocess
-import sys
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -172,9 +170,7 @@ def test_free_element_types_unify_in_homogeneous_literals(expression: str) -> No
 def test_corpus_compile_errors_read_exactly_as_kubernetes(seed: int) -> None:
     """Every compile error of the differential corpus, whole (all errors, not just the first), bar
     the syntax errors after the first."""
-    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "interop" / "cel"))
-    import celcorpus
-    import celgo
+    from tests.interop.cel import celcorpus, celgo
 
     binary = celgo.go_binary()
     if binary is None:
@@ -328,8 +324,7 @@ def test_runtime_errors_read_exactly_as_kubernetes() -> None:
     """Each bad version fails with blang/semver's message, in its order of checks, whether it is an
     attribute (DeviceMatches converts it first) or the argument of semver()/isSemver(); and every
     expression of RUNTIME answers with Kubernetes' words, through both of our paths."""
-    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "interop" / "cel"))
-    import celgo
+    from tests.interop.cel import celgo
 
     binary = celgo.go_binary()
     if binary is None:

@@ -173,6 +173,7 @@ class _FreeType(str):
 
 
 FREE = _FreeType(DYN)
+_FREE_NAME = "_var0"  # how a message names a free type variable (cel-go numbers them: _var9)
 
 
 class TypeOf(str):
@@ -342,7 +343,10 @@ class Compiler:
     def _check_optional(self, node: Node, t: Any) -> None:
         """An optional element or entry (``[?x]``, ``{?k: x}``) must be an optional or dyn: cel-go's
         checker reports the mismatch at the value and goes on."""
-        if not (isinstance(t, tuple) and t[0] == "optional") and not is_dyn(t):
+        if isinstance(t, _FreeType):  # cel-go names its type variable by a counter we do not keep
+            wanted = f"optional_type({_FREE_NAME})"
+            self.errors.append(CheckError(f"expected type '{wanted}' but found '{_FREE_NAME}'", node))
+        elif not (isinstance(t, tuple) and t[0] == "optional") and not is_dyn(t):
             self.errors.append(CheckError(f"expected type '{fmt(('optional', t))}' but found '{fmt(t)}'", node))
 
     def _optional_of_dyn(self, types: list[Any], optional: list[bool], is_list: bool) -> None:

@@ -111,7 +111,6 @@ def _equal_literal(left: Compiled, const: Any, negated: bool) -> Compiled:
     cost = left.cost + (const != "")  # comparing with "" walks nothing: cel-go charges 0
     kind = type(const)
     if kind is str and len(const) > 10:  # a comparison of long strings costs more than 1
-
         plain = lf
 
         def charged(a: dict[str, Any]) -> Any:
