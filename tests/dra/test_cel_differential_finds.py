@@ -132,6 +132,38 @@ CASES: list[tuple[str, Any]] = [
         True,
     ),
 ]
+# Whole messages (every error cel-go reports): over a range that fails to check, the variables
+# have the error type, and the predicates and optional elements are still checked.
+_NOT_A_RANGE = (
+    "ERROR: <input>:1:1: expression of type 'string' cannot be range of a comprehension (must be list, map, or dynamic)"
+)
+MESSAGES = [
+    (
+        "\"abc\".transformList(i, x, {'a': x}, x).size() >= 0",
+        f"compilation failed: {_NOT_A_RANGE}\n | \"abc\".transformList(i, x, {{'a': x}}, x).size() >= 0\n | ^\n"
+        "ERROR: <input>:1:20: found no matching overload for '_?_:_' applied to "
+        "'(map(string, !error!), list(!error!), list(!error!))'\n"
+        " | \"abc\".transformList(i, x, {'a': x}, x).size() >= 0\n | ...................^",
+    ),
+    (
+        '"abc".map(x, [?x]).size() > 0',
+        f'compilation failed: {_NOT_A_RANGE}\n | "abc".map(x, [?x]).size() > 0\n | ^\n'
+        "ERROR: <input>:1:16: expected type 'optional_type(!error!)' but found '!error!'\n"
+        ' | "abc".map(x, [?x]).size() > 0\n | ...............^',
+    ),
+    (
+        '"abc".map(x, [x], x).size() > 0',
+        f'compilation failed: {_NOT_A_RANGE}\n | "abc".map(x, [x], x).size() > 0\n | ^\n'
+        "ERROR: <input>:1:10: found no matching overload for '_?_:_' applied to "
+        "'(list(!error!), list(!error!), list(!error!))'\n"
+        ' | "abc".map(x, [x], x).size() > 0\n | .........^',
+    ),
+    (
+        "[].map(x, [?x]).size() > 0",  # cel-go numbers its free type variables, we do not
+        "compilation failed: ERROR: <input>:1:13: expected type 'optional_type(_var0)' but found '_var0'\n"
+        " | [].map(x, [?x]).size() > 0\n | ............^",
+    ),
+]
 _PANIC = "compilation failed: cel-go panics: "
 
 
@@ -157,6 +189,14 @@ def test_answers_as_kubernetes(compile_fn: Any, expression: str, want: Any) -> N
     assert answer(compile_fn, expression) == want
 
 
+@pytest.mark.parametrize("compile_fn", [compile_selector, compile_general])
+@pytest.mark.parametrize(("expression", "message"), MESSAGES)
+def test_every_error_reads_as_kubernetes(compile_fn: Any, expression: str, message: str) -> None:
+    with pytest.raises(CELError) as raised:
+        compile_fn(expression)
+    assert raised.value.message == message
+
+
 @pytest.mark.interop
 def test_table_is_what_kubernetes_answers() -> None:
     from tests.interop.cel import celgo
@@ -170,3 +210,7 @@ def test_table_is_what_kubernetes_answers() -> None:
         go = json.loads(line)
         got = go["result"] if "result" in go else (go["error"], first_line(go["message"]))
         assert got == want, expression
+    text = "".join(json.dumps(dict(DEVICE, expression=e, features={})) + "\n" for e, _ in MESSAGES)
+    done = subprocess.run([str(binary)], input=text, capture_output=True, text=True, check=True, timeout=600)
+    for (expression, message), line in zip(MESSAGES, done.stdout.splitlines(), strict=True):
+        assert json.loads(line)["message"] == message, expression

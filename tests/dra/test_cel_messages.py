@@ -5,6 +5,7 @@ produced by k8s.io/dynamic-resource-allocation/cel v0.37.2 (tests/interop/cel)."
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 from typing import Any
 
@@ -189,10 +190,15 @@ def test_corpus_compile_errors_read_exactly_as_kubernetes(seed: int) -> None:
         want = answer["message"]
         if "\nERROR: " in want and "Syntax error: " in want:  # of several syntax errors we show the first
             want = "\n".join(want.split("\n")[:3])  # (docs/cel.md, "Not covered")
-        assert raised.value.message == want, case["expression"]
+        # cel-go numbers its free type variables (_var9), we do not (docs/cel.md, "Not covered")
+        assert _unnumbered(raised.value.message) == _unnumbered(want), case["expression"]
         compared += 1
         several += "\nERROR: " in answer["message"]
     assert compared >= 100 and several >= 5, (compared, several)
+
+
+def _unnumbered(message: str) -> str:
+    return re.sub(r"_var\d+", "_var", message)
 
 
 VERSIONS = [

@@ -229,6 +229,7 @@ def fmt(t: Any) -> str:
 
 _FORMATTED = {
     "any": "any",
+    ERROR: "!error!",
     "null_type": "null",
     "google.protobuf.Timestamp": "timestamp",
     "google.protobuf.Duration": "duration",
@@ -346,7 +347,7 @@ class Compiler:
         if isinstance(t, _FreeType):  # cel-go names its type variable by a counter we do not keep
             wanted = f"optional_type({_FREE_NAME})"
             self.errors.append(CheckError(f"expected type '{wanted}' but found '{_FREE_NAME}'", node))
-        elif not (isinstance(t, tuple) and t[0] == "optional") and not is_dyn(t):
+        elif not (isinstance(t, tuple) and t[0] == "optional") and t not in (DYN, "any"):
             self.errors.append(CheckError(f"expected type '{fmt(('optional', t))}' but found '{fmt(t)}'", node))
 
     def _optional_of_dyn(self, types: list[Any], optional: list[bool], is_list: bool) -> None:

@@ -34,18 +34,35 @@ def _not_a_range(target: Any, at: Node | None) -> CheckError:
     )
 
 
-def _not_bool(kind: str, predicate: Compiled, at: Node, accumulator: Any = "int") -> CheckError:
+def _not_bool(kind: str, predicate: Compiled, node: Comprehension, accumulator: Any) -> CheckError:
     """all/exists expand to && / || with the predicate: cel-go checks the operand itself; the
     other macros' predicates (exists_one, filter, the filter of map and the transforms) are the
     condition of a ternary ``_?_:_(predicate, step, accumulator)``, reported at the macro."""
     if kind in ("all", "exists"):
-        return CheckError(f"expected type 'bool' but found '{fmt(predicate.type)}'", at)
+        return CheckError(f"expected type 'bool' but found '{fmt(predicate.type)}'", node.body)
     shown = fmt(accumulator)
-    return CheckError(f"found no matching overload for '_?_:_' applied to '({fmt(predicate.type)}, {shown}, {shown})'")
+    return CheckError(
+        f"found no matching overload for '_?_:_' applied to '({fmt(predicate.type)}, {shown}, {shown})'", node
+    )
 
 
 def _non_bool(part: Compiled | None) -> bool:
     return part is not None and part.type != "bool" and not is_dyn(part.type)
+
+
+def _predicate_error(node: Comprehension, body: Compiled, extra: Compiled | None, result: Any) -> CheckError | None:
+    """A predicate that is not a bool (checked even over a range that failed to check, whose
+    variables are of the error type, as cel-go does)."""
+    accumulator = "int" if node.kind == "exists_one" else result
+    if node.kind in ("all", "exists", "exists_one", "filter") and _non_bool(body):
+        return _not_bool(node.kind, body, node, accumulator)
+    if extra is not None and _non_bool(extra):  # map(x, predicate, f), the transforms' filter
+        return _not_bool(node.kind, extra, node, accumulator)
+    return None
+
+
+def _result_type(kind: str, var_type: Any, body: Compiled) -> Any:
+    return {"map": ("list", body.type), "filter": ("list", var_type)}.get(kind, "bool")
 
 
 def _items(value: Any) -> list[Any]:
@@ -82,23 +99,17 @@ def compile_macro(c: Compiler, node: Comprehension) -> Compiled:
         extra = c.compile(node.extra) if node.extra is not None else None
     finally:
         c.scopes.pop()
+    result_type = _result_type(node.kind, var_type, body)
+    failed = _predicate_error(node, body, extra, result_type)
+    if failed is not None:
+        raise failed
     if var_type == ERROR:
         return Compiled(ERROR, body.fn, 0)
-    return _loop(node, target, body, extra)
+    return _loop(node, target, body, extra, result_type)
 
 
-def _loop(node: Comprehension, target: Compiled, body: Compiled, extra: Compiled | None) -> Compiled:
+def _loop(node: Comprehension, target: Compiled, body: Compiled, extra: Compiled | None, result_type: Any) -> Compiled:
     kind, var, tf, bf = node.kind, node.var, target.fn, body.fn
-    result_type: Any = "bool"
-    if kind == "map":
-        result_type = ("list", body.type)
-    elif kind == "filter":
-        result_type = ("list", _iter_var_type(target.type))
-    accumulator = "int" if kind == "exists_one" else result_type
-    if kind in ("all", "exists", "exists_one", "filter") and _non_bool(body):
-        raise _not_bool(kind, body, node.body, accumulator)
-    if extra is not None and _non_bool(extra):  # map(x, predicate, f)
-        raise _not_bool(kind, extra, node.body, accumulator)
     xf = extra.fn if extra else None
     loop = _Loop(kind, var, bf, xf, *_step_costs(kind, body, extra))
 
@@ -291,19 +302,17 @@ def _two_var(c: Compiler, node: Comprehension, target: Compiled) -> Compiled:
         extra = c.compile(node.extra) if node.extra is not None else None
     finally:
         c.scopes.pop()
-    if first == ERROR:
-        return Compiled(ERROR, body.fn, 0)
     kind = node.kind
     result: Any = {
         "transformList": ("list", body.type),
         "transformMap": ("map", first, body.type),
         "transformMapEntry": body.type if not is_dyn(body.type) else ("map", DYN, DYN),
     }.get(kind, "bool")
-    accumulator = "int" if kind == "exists_one" else result
-    if kind in ("all", "exists", "exists_one") and _non_bool(body):
-        raise _not_bool(kind, body, node.body, accumulator)
-    if extra is not None and _non_bool(extra):
-        raise _not_bool(kind, extra, node.body, accumulator)
+    failed = _predicate_error(node, body, extra, result)
+    if failed is not None:
+        raise failed
+    if first == ERROR:
+        return Compiled(ERROR, body.fn, 0)
     if kind == "transformMapEntry" and not (
         is_dyn(body.type) or (isinstance(body.type, tuple) and body.type[0] == "map")
     ):
