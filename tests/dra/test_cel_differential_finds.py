@@ -88,6 +88,13 @@ CASES: list[tuple[str, Any]] = [
         "[1, 2].existsOne(i, v, 1)",
         ("compile", "1:17: found no matching overload for '_?_:_' applied to '(int, int, int)'"),
     ),
+    ("[].all(i, x, {'a': x})", ("compile", "1:14: expected type 'bool' but found 'map(string, _var0)'")),
+    # a free element type (dyn(l).reverse()) as sortBy's key binds int's overload, which asserts the keys
+    (
+        '!(device.attributes["unknown.example.com"].ids.reverse().sortBy(x, x).first().hasValue())',
+        ("runtime", "internal error: interface conversion: *types.Err is not traits.Lister: missing method Add"),
+    ),
+    ("dyn([3, 1]).reverse().sortBy(x, x) == [1, 3]", True),
     # null where a timestamp, duration, optional or Kubernetes object is expected
     ("[null, null].sort() == []", ("runtime", "list elements must be comparable")),
     ("[null].sortBy(x, x).size() == 1", ("runtime", "list elements must be comparable")),
@@ -121,6 +128,8 @@ CASES: list[tuple[str, Any]] = [
     ),
     # a long string walked in a loop: the runtime cost limit where Kubernetes has it
     (f"cel.bind(x, {LONG}, lists.range(60).all(i, x.contains(x)))", EXCEEDED),
+    # the limit cancels the whole evaluation: || does not absorb it
+    ('dyn([dyn(1), dyn("a")]).flatten(dyn(9223372036854775807)).size() > 0 || true', EXCEEDED),
     (f"cel.bind(x, {LONG}, lists.range(50).all(i, x.contains(x)))", True),
     (f"cel.bind(x, {LONG}, lists.range(900).all(i, format.dns1123Label().validate(x).hasValue()))", EXCEEDED),
     (f"cel.bind(x, {LONG}, lists.range(3500).all(i, x != x + 'a'))", EXCEEDED),

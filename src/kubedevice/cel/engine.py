@@ -217,14 +217,23 @@ def join_types(types: list[Any]) -> Any:
     return first if all(t == first for t in types) else DYN
 
 
-def fmt(t: Any) -> str:
-    """A type as cel-go's checker prints it in errors (FormatCELType)."""
+def fmt(t: Any, free: str = DYN) -> str:
+    """A type as cel-go's checker prints it in errors (FormatCELType). A free type variable is
+    ``dyn`` where cel-go substitutes before printing (no matching overload) and a type variable
+    (``free="_var0"``) where it does not (expected type … but found …)."""
+    if isinstance(t, _FreeType):
+        return free
     if isinstance(t, TypeOf):
-        return f"type({fmt(t.of)})"
+        return f"type({fmt(t.of, free)})"
     if isinstance(t, tuple):
         name = "optional_type" if t[0] == "optional" else t[0]
-        return f"{name}({', '.join(fmt(p) for p in t[1:])})"
+        return f"{name}({', '.join(fmt(p, free) for p in t[1:])})"
     return _FORMATTED.get(t, str(t))
+
+
+def mismatch(want: Any, found: Any) -> str:
+    """cel-go's typeMismatch, which prints the types unsubstituted."""
+    return f"expected type '{fmt(want, _FREE_NAME)}' but found '{fmt(found, _FREE_NAME)}'"
 
 
 _FORMATTED = {
@@ -344,11 +353,8 @@ class Compiler:
     def _check_optional(self, node: Node, t: Any) -> None:
         """An optional element or entry (``[?x]``, ``{?k: x}``) must be an optional or dyn: cel-go's
         checker reports the mismatch at the value and goes on."""
-        if isinstance(t, _FreeType):  # cel-go names its type variable by a counter we do not keep
-            wanted = f"optional_type({_FREE_NAME})"
-            self.errors.append(CheckError(f"expected type '{wanted}' but found '{_FREE_NAME}'", node))
-        elif not (isinstance(t, tuple) and t[0] == "optional") and t not in (DYN, "any"):
-            self.errors.append(CheckError(f"expected type '{fmt(('optional', t))}' but found '{fmt(t)}'", node))
+        if isinstance(t, _FreeType) or (not (isinstance(t, tuple) and t[0] == "optional") and t not in (DYN, "any")):
+            self.errors.append(CheckError(mismatch(("optional", t), t), node))
 
     def _optional_of_dyn(self, types: list[Any], optional: list[bool], is_list: bool) -> None:
         """cel-go's homogeneous-literal validator reads the type parameter of every optional

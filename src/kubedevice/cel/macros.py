@@ -12,7 +12,20 @@ from dataclasses import dataclass
 from typing import Any
 
 from . import values as v
-from .engine import DEFERRED, EMPTY_SORTED, ERROR, VIEW, CheckError, Compiled, Compiler, assignable, fmt, is_dyn
+from .engine import (
+    DEFERRED,
+    EMPTY_SORTED,
+    ERROR,
+    FREE,
+    VIEW,
+    CheckError,
+    Compiled,
+    Compiler,
+    assignable,
+    fmt,
+    is_dyn,
+    mismatch,
+)
 from .library import DYN
 from .lists import COMPARABLE, self_compare, sort_by_keys
 from .parser import Comprehension, ListLit, Node
@@ -39,7 +52,7 @@ def _not_bool(kind: str, predicate: Compiled, node: Comprehension, accumulator: 
     other macros' predicates (exists_one, filter, the filter of map and the transforms) are the
     condition of a ternary ``_?_:_(predicate, step, accumulator)``, reported at the macro."""
     if kind in ("all", "exists"):
-        return CheckError(f"expected type 'bool' but found '{fmt(predicate.type)}'", node.body)
+        return CheckError(mismatch("bool", predicate.type), node.body)
     shown = fmt(accumulator)
     return CheckError(
         f"found no matching overload for '_?_:_' applied to '({fmt(predicate.type)}, {shown}, {shown})'", node
@@ -403,7 +416,10 @@ def _sort_by(c: Compiler, node: Comprehension, target: Compiled) -> Compiled:
     tf = target.fn
     # A key of one comparable type resolves @sortByAssociatedKeys to one overload, whose cost
     # tracker asserts the keys list even when computing it failed (ext/lists.go, trackListSortBy).
-    resolved = not is_dyn(key.type)
+    # So does a key of a free type (the elements of dyn(l).reverse()): cel-go binds it to the
+    # first overload's, int.
+    free_key = key.type is FREE or type(key.type) is type(FREE)
+    resolved = not is_dyn(key.type) or free_key
 
     def keys_of(a: dict[str, Any], items: Any) -> Any:
         saved = a.get(loop.var, _UNSET)
@@ -431,7 +447,9 @@ def _sort_by(c: Compiler, node: Comprehension, target: Compiled) -> Compiled:
         return result
 
     result = EMPTY_SORTED if isinstance(node.target, ListLit) and not node.target.elements else target.type
-    if is_dyn(result):  # a dyn list with dyn keys matches every key type's overload: their results
+    if free_key and isinstance(result, tuple) and type(result[1]) is type(FREE):
+        result = ("list", "int")
+    elif is_dyn(result):  # a dyn list with dyn keys matches every key type's overload: their results
         # list(T) each carry a fresh T, so cel-go's checker settles on dyn (resolveOverload)
         result = DYN if is_dyn(key.type) else ("list", DYN)
     return Compiled(result, run, target.cost + 1)

@@ -7,7 +7,7 @@ from collections.abc import Callable
 from typing import Any
 
 from . import values as v
-from .engine import ERROR, CheckError, Closure, Compiled, Compiler, assignable, fmt, is_constant, is_dyn
+from .engine import ERROR, CheckError, Closure, Compiled, Compiler, assignable, fmt, is_constant, is_dyn, mismatch
 from .parser import Call, ListLit, Lit, Node, flatten
 from .timestamps import DURATION, TIMESTAMP
 from .values import NONE, Err, Optional
@@ -29,7 +29,7 @@ def _logical(is_and: bool) -> Callable[[Compiler, Call], Compiled]:
         mismatched = False
         for leaf, part in zip(leaves, parts, strict=True):
             if part.type != "bool" and not is_dyn(part.type):  # cel-go checks (and reports) each operand
-                c.errors.append(CheckError(f"expected type 'bool' but found '{fmt(part.type)}'", leaf))
+                c.errors.append(CheckError(mismatch("bool", part.type), leaf))
                 mismatched = True
         if mismatched:
             return Compiled(ERROR, parts[0].fn, 0)

@@ -34,8 +34,8 @@ def charge(a: dict[str, Any], amount: int) -> None:
     if budget is None:
         budget = a[COST_KEY] = [MAX_COST]
     budget[0] -= amount
-    if budget[0] < 0:
-        raise Err("operation cancelled: actual cost limit exceeded")
+    if budget[0] < 0:  # cel-go cancels the whole evaluation: no && or || absorbs it
+        raise Panic("operation cancelled: actual cost limit exceeded")
 
 
 def actual_size(value: Any) -> int:
