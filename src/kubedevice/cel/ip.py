@@ -78,10 +78,11 @@ register("isLinkLocalMulticast", True, (IP_TYPE,), "bool", lambda ip: ip.addr.is
 register("isLinkLocalUnicast", True, (IP_TYPE,), "bool", lambda ip: ip.addr.is_link_local_unicast())
 register("isGlobalUnicast", True, (IP_TYPE,), "bool", lambda ip: ip.addr.is_global_unicast())
 register("string", False, (IP_TYPE,), "string", lambda ip: str(ip.addr))
+_PARSE = first_traversal()
 RUNTIME_COSTS.update(
     {
         # ip(string) parses its argument; cidr.ip() reads a field (Kubernetes' CallCost)
-        "ip": lambda args, result: first_traversal()(args, result) if type(args[0]) is str else 1,
+        "ip": lambda args, result: _PARSE(args, result) if type(args[0]) is str else 1,
         "isIP": first_traversal(),
         "ip.isCanonical": first_traversal(2),
     }

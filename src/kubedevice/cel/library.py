@@ -22,6 +22,7 @@ from .values import (
     UInt,
     actual_size,
     arith,
+    charge,
     charge_call,
     check_int,
     compare,
@@ -638,8 +639,11 @@ def regex_cost(text: Any, pattern: Any) -> int:
 
 
 def first_traversal(times: int = 1) -> Callable[[list[Any], Any], int]:
-    """A call that walks its first argument ``times`` times: ``ceil(size * times * 0.1)``."""
-    return lambda args, _result: traversal(actual_size(args[0]) * times)
+    """A call that walks its first argument ``times`` times: ``ceil(size * times * 0.1)``. The
+    functions that take it are declared on strings only (``len`` is cel-go's size of one)."""
+    if times == 1:
+        return lambda args, _result: math.ceil(len(args[0]) * 0.1)
+    return lambda args, _result: math.ceil(len(args[0]) * times * 0.1)
 
 
 def _conversion(scanned: type) -> Callable[[list[Any], Any], int]:
@@ -651,9 +655,9 @@ def _conversion(scanned: type) -> Callable[[list[Any], Any], int]:
 # Kubernetes' of its libraries (library/cost.go, CallCost), charged where they depend on the sizes.
 RUNTIME_COSTS.update(
     {
-        "contains": lambda args, _r: traversal(actual_size(args[0])) * traversal(actual_size(args[1])),
-        "startsWith": lambda args, _r: traversal(actual_size(args[1])),
-        "endsWith": lambda args, _r: traversal(actual_size(args[1])),
+        "contains": lambda args, _r: math.ceil(len(args[0]) * 0.1) * math.ceil(len(args[1]) * 0.1),
+        "startsWith": lambda args, _r: math.ceil(len(args[1]) * 0.1),
+        "endsWith": lambda args, _r: math.ceil(len(args[1]) * 0.1),
         "matches": lambda args, _r: regex_cost(args[0], args[1]),
         "find": lambda args, _r: regex_cost(args[0], args[1]),
         "findAll": lambda args, _r: regex_cost(args[0], args[1]),
@@ -710,7 +714,9 @@ def _specialize_matches(_nodes: list[Any], consts: list[Any], fns: list[Any], im
         value = text(a)
         if type(value) is not str:
             return bool(impl(value, pattern))
-        charge_call(a, traversal(1 + len(value)) * pattern_cost)
+        cost = math.ceil((1 + len(value)) * 0.1) * pattern_cost
+        if cost > 1:  # charge_call written out: a short text against a short pattern costs 1
+            charge(a, cost - 1)
         return bool(match(value))
 
     return matches
