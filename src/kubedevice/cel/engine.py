@@ -722,10 +722,12 @@ def _asserting(
 
 
 def _constant_value(node: Node, fn: Closure) -> Any:
-    """The value of a literal, a list of literals or a folded constructor of literals
-    (``cidr("10.0.0.0/8")``), else NOT_CONSTANT: what a specialisation may precompute."""
+    """The value of a literal, a conversion of a constant (``string("a")``, which cel-go's
+    planner folds, so its regex optimisation takes it as a constant pattern), a list of literals
+    or a folded constructor of literals (``cidr("10.0.0.0/8")``), else NOT_CONSTANT: what a
+    specialisation may precompute."""
     if (
-        isinstance(node, Lit)
+        is_constant(node)
         or (isinstance(node, ListLit) and not node.optional and all(isinstance(e, Lit) for e in node.elements))
         or (
             isinstance(node, Call)
