@@ -17,6 +17,8 @@ from ..logs import setup_logging
 from ..metrics import Metrics, MetricsServer, Readiness, start_http_server
 from ..plugin.base import Plugin
 from ..plugin.manager import Manager, ManagerHooks, run
+from ..podresources.attribution import Attribution
+from ..podresources.client import beside_plugin_dir
 from ..sources.configured import ConfiguredPlugin
 from .affinity import pin_to_one_cpu
 from .features import FeaturesFile
@@ -150,7 +152,10 @@ async def _serve(
         count_devices(plugin, metrics)
     if features is not None:
         features.follow(plugins)
-    manager = Manager(plugins, config.resolved_plugin_dir(options.plugin_dir), observe(metrics, readiness))
+    plugin_dir = config.resolved_plugin_dir(options.plugin_dir)
+    manager = Manager(plugins, plugin_dir, observe(metrics, readiness))
+    attribution = Attribution(config.pod_resources_socket or beside_plugin_dir(plugin_dir))
+    metrics.attribute_devices(attribution, lambda: {p.resource_name: p.devices() for p in manager.plugins})
 
     def applied(new: Config, added: list[Plugin]) -> None:
         names = {r.name for r in new.resources}
@@ -204,3 +209,4 @@ async def _serve(
         reloader.stop()
         if http is not None:
             await http.close()
+        await attribution.close()

@@ -38,6 +38,13 @@ def socket_in(kubelet_root: Path) -> Path:
     return kubelet_root / SOCKET_DIR / SOCKET_NAME
 
 
+def beside_plugin_dir(plugin_dir: Path) -> Path:
+    """The socket of the kubelet whose device plugin directory is ``plugin_dir``: the kubelet keeps
+    ``device-plugins/`` and ``pod-resources/`` side by side in its root (the first does not follow
+    ``--root-dir``, so a moved root needs the socket configured)."""
+    return socket_in(plugin_dir.parent)
+
+
 class PodResourcesUnavailable(Exception):
     """The API cannot be read here; ``str()`` is one line naming the socket and the reason."""
 
@@ -89,6 +96,7 @@ class PodResourcesClient:
         except aio.AioRpcError as err:
             if err.code() in (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED):
                 await self.close()  # a kubelet that went away: dial afresh next time
+                _check_socket(self.socket)  # its socket gone: say that, not grpc's connect error
             raise PodResourcesUnavailable(f"{self.socket}: {method}: {_rpc_reason(err)}") from None
 
     async def _connect(self) -> Any:
