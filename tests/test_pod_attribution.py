@@ -8,10 +8,11 @@ import asyncio
 import os
 import shutil
 import signal
+import socket
 import sys
 import tempfile
 import urllib.request
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Coroutine, Iterator
 from pathlib import Path
 
 import pytest
@@ -23,13 +24,20 @@ from kubedevice.podresources.model import Holder
 from kubedevice.testing.dradriver import DRIVER, NODE, Node, claim_object
 from kubedevice.testing.scenarios import Daemon
 
-from .kubelet.rawplugin import run
-from .test_daemon import free_port
-
 ROOT = Path(__file__).resolve().parents[1]
 NULL = "example.com/null"
 UNKNOWN = "which pod holds which device is unknown"
 Series = dict[tuple[tuple[str, str], ...], float]
+
+
+def run(coro: Coroutine[object, object, None], timeout: float) -> None:
+    asyncio.run(asyncio.wait_for(coro, timeout))
+
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
 
 
 @pytest.fixture

@@ -25,14 +25,15 @@ from google.protobuf.message import Message
 
 from kubedevice.api import podresources_v1_pb2 as prpb
 from kubedevice.api.convert import allocatable_to_pb, pod_resources_to_pb
+from kubedevice.device import Device, Health
 from kubedevice.dra.driver import DraDriver
 from kubedevice.kubelet import Container, KubeletSimulator, Pod
 from kubedevice.kubelet.dra_sim import DraKubelet
+from kubedevice.plugin.base import Plugin
+from kubedevice.plugin.manager import Manager
 from kubedevice.podresources.client import PodResourcesClient, socket_in
 from kubedevice.testing import gobuild
 from kubedevice.testing.dradriver import DRIVER, Node, claim_object, null_plugin, running
-
-from ..kubelet.rawplugin import RawPlugin, device
 
 pytestmark = pytest.mark.interop
 HERE = Path(__file__).resolve().parent
@@ -88,16 +89,13 @@ def test_device_plugin_state_reads_the_same_with_the_official_go_stubs(go_client
     async def scenario() -> None:
         plugin_dir = root / "device-plugins"
         plugin_dir.mkdir()
-        plugins = [
-            RawPlugin(plugin_dir, GPU, [device("gpu-0", numa=[0]), device("gpu-1", numa=[0, 1]), device("gpu-2")]),
-            RawPlugin(plugin_dir, "example.com/nic", [device("nic-0", numa=[1]), device("nic-1", "Unhealthy")]),
-        ]
+        gpus = [Device("gpu-0", numa_nodes=(0,)), Device("gpu-1", numa_nodes=(0, 1)), Device("gpu-2")]
+        nics = [Device("nic-0", numa_nodes=(1,)), Device("nic-1", Health.UNHEALTHY)]
+        manager = Manager([Plugin(GPU, gpus), Plugin("example.com/nic", nics)], plugin_dir)
         sim = KubeletSimulator(plugin_dir)
         await sim.start()
         try:
-            for plugin in plugins:
-                await plugin.serve()
-                await plugin.register()
+            await manager.start()
             await sim.wait_until(lambda: sim.capacity() == {GPU: 3, "example.com/nic": 2}, 10)
             await sim.admit(Pod("u1", "trainer", [Container("main", {GPU: 2}), Container("log")], "ml"))
             await sim.admit(Pod("u2", "web", [Container("nginx", {"example.com/nic": 1})]))
@@ -123,9 +121,8 @@ def test_device_plugin_state_reads_the_same_with_the_official_go_stubs(go_client
                 "message": "pod absent in namespace default not found",
             }
         finally:
+            await manager.stop()
             await sim.stop()
-            for plugin in plugins:
-                await plugin.stop()
 
     asyncio.run(asyncio.wait_for(scenario(), 120))
 
