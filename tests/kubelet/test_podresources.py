@@ -30,6 +30,7 @@ from kubedevice.podresources.model import (
     DeviceIds,
     Holder,
     PodResources,
+    by_dra_device,
     holders,
 )
 from kubedevice.testing.dradriver import DRIVER, NODE, Node, claim_object, null_plugin, running
@@ -292,7 +293,9 @@ def test_dra_claims_prepared_for_pods_with_the_kubelets_cdi_lists(dra_node: Node
                         PodResources("waiting", "ml", (ContainerResources("c"),)),
                     ]
                     assert await client.allocatable() == Allocatable()  # DRA devices are not in it
-                    assert {(h.container, h.device, h.claim) for h in await read_holders(client.socket)} == {
+                    held = await read_holders(client.socket)
+                    assert list(by_dra_device(held)) == [(DRIVER, NODE, f"null{i}") for i in (0, 1, 2)]
+                    assert {(h.container, h.device, h.claim) for h in held} == {
                         ("a", "null0", "pair"),
                         ("a", "null1", "pair"),
                         ("b", "null0", "pair"),

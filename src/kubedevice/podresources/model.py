@@ -116,3 +116,13 @@ def holders(pods: Iterable[PodResources]) -> list[Holder]:
                     held = Holder(*where, device.device, driver=device.driver, pool=device.pool, claim=claim.claim)
                     seen.setdefault(held)
     return list(seen)
+
+
+def by_dra_device(held: Iterable[Holder]) -> dict[tuple[str, str, str], list[Holder]]:
+    """DRA holders by ``(driver, pool, device)``, the key of ``kubedevice dra available``'s usage,
+    in the order listed: what a node's kubelet says is prepared for which container."""
+    result: dict[tuple[str, str, str], list[Holder]] = {}
+    for holder in held:
+        if holder.driver:
+            result.setdefault((holder.driver, holder.pool, holder.device), []).append(holder)
+    return result
