@@ -154,7 +154,7 @@ def test_device_plugin_devices_are_named_with_the_real_pod(
         ours = sorted(
             (d.device_ids[0], d.HasField("topology")) for d in allocatable.devices if d.resource_name == RESOURCE
         )
-        assert ours == [("null-0", False), ("null-1", False), ("null-2", False)]  # used or not, once each
+        assert ours == [(f"e2e-podres-{i}", False) for i in range(3)]  # used or not, once each
 
         async def ours_too() -> Any:
             async with PodResourcesClient(kubelet) as client:
