@@ -9,6 +9,7 @@ import os
 import shutil
 import signal
 import socket
+import subprocess
 import sys
 import tempfile
 import urllib.request
@@ -19,6 +20,7 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from kubedevice.kubelet import Container, KubeletSimulator, Pod
+from kubedevice.kubelet.podresources import PodResourcesServer, PodResourcesView
 from kubedevice.podresources.attribution import attributed
 from kubedevice.podresources.model import Holder
 from kubedevice.testing.dradriver import DRIVER, NODE, Node, claim_object
@@ -184,3 +186,46 @@ def test_a_device_held_but_no_longer_ours_shows_at_zero_and_a_shared_one_once_pe
         ((NULL, "dev-1"), None, 1.0),
         ((NULL, "dev-9"), unplugged, 0.0),
     ]
+
+
+def test_the_configured_socket_is_read_wherever_the_plugin_directory_is(root: Path) -> None:
+    """``pod_resources_socket`` for a kubelet whose root is not the plugin directory's parent; here
+    the simulator's state served by hand on a socket of the test's choosing."""
+    socket_path = root / "elsewhere" / "kubelet.sock"
+    config = root / "config.yaml"
+    config.write_text(
+        f"pod_resources_socket: {socket_path}\n"
+        f"resources:\n  - name: {NULL}\n    static: {{count: 1, paths: [/dev/null]}}\n"
+    )
+    port = free_port()
+
+    async def scenario() -> None:
+        sim = KubeletSimulator(root / "plugins")
+        assert sim.pod_resources is None  # not a kubelet's layout: the simulator serves nothing itself
+        events: list[str] = []
+        server = PodResourcesServer(socket_path, PodResourcesView(sim.known_pods.values, devices=sim), events.append)
+        await sim.start()
+        await server.start()
+        assert events == [f"serving PodResources at {socket_path}"]
+        daemon = Daemon(sim.plugin_dir, config, root / "serve.log", "--metrics-address", f"127.0.0.1:{port}")
+        try:
+            await sim.wait_until(lambda: sim.allocatable().get(NULL) == 1, 20)
+            await sim.admit(Pod("u1", "solo", [Container("main", {NULL: 1})], "ml"))
+            metric = await asyncio.to_thread(scrape, port, "kubedevice_device_healthy")
+            assert metric == {device(NULL, "null-0", "solo", "ml", "main"): 1.0}
+        finally:
+            daemon.signal(signal.SIGTERM)
+            await asyncio.to_thread(daemon.process.wait, 15)
+            await server.stop()
+            await sim.stop()
+
+    run(scenario(), 90)
+    relative = root / "relative.yaml"
+    relative.write_text(config.read_text().replace(str(socket_path), "pod-resources/kubelet.sock"))
+    done = subprocess.run(
+        [sys.executable, "-m", "kubedevice", "serve", "--config", str(relative)],
+        check=False, capture_output=True, text=True, env=_env(), timeout=60,
+    )  # fmt: skip
+    assert done.returncode == 2
+    assert "pod_resources_socket" in done.stderr and "must be an absolute path" in done.stderr
+    assert len(done.stderr.strip().splitlines()) == 1
