@@ -250,7 +250,6 @@ class PodResourcesServer:
         limiter: RateLimiter | None = None,
     ) -> None:
         self.socket = socket
-        self.view = view
         self._event = event
         self._service = _Service(view, limiter or RateLimiter())
         self._server: grpc.aio.Server | None = None

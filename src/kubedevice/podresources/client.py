@@ -26,7 +26,6 @@ from .model import Allocatable, Holder, PodResources, holders
 
 SOCKET_DIR = "pod-resources"
 SOCKET_NAME = "kubelet.sock"
-DEFAULT_SOCKET = Path("/var/lib/kubelet") / SOCKET_DIR / SOCKET_NAME
 DEFAULT_TIMEOUT = 5.0
 MAX_MESSAGE = 16 * 1024 * 1024
 """The kubelet's own e2e client reads answers of up to 16 MiB (``defaultPodResourcesMaxSize``);
