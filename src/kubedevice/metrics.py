@@ -11,9 +11,15 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import errno
+import ipaddress
+import os
+import re
 import threading
 from collections.abc import Awaitable, Callable, Iterable, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
+
+from .errors import DependencyError, os_reason
 
 if TYPE_CHECKING:
     from prometheus_client import CollectorRegistry
@@ -352,12 +358,50 @@ _TEXT = "text/plain; charset=utf-8"
 
 
 def parse_address(address: str) -> tuple[str | None, int]:
-    """``HOST:PORT``, ``:PORT`` (all interfaces) or ``[V6]:PORT`` to what asyncio binds."""
+    """``HOST:PORT``, ``:PORT`` (all interfaces) or ``[V6]:PORT`` to what asyncio binds.
+
+    HOST is an IP address or a host name (letters, digits, '-', '.'), an IPv6 address in brackets;
+    anything else is refused here, not left to the resolver to fail on.
+    """
     host, sep, port_text = address.rpartition(":")
-    if not sep or not port_text.isdigit() or int(port_text) > 65535:
+    bracketed = host.startswith("[") and host.endswith("]")
+    host = host[1:-1] if bracketed else host
+    if not sep or not port_text.isdigit() or int(port_text) > 65535 or not _is_host(host, bracketed):
         raise ValueError(f"metrics address {address!r}: expected HOST:PORT, e.g. ':9500' or '127.0.0.1:0'")
-    host = host[1:-1] if host.startswith("[") and host.endswith("]") else host
     return (host or None), int(port_text)
+
+
+_HOST_NAME = re.compile(r"[A-Za-z0-9]([-A-Za-z0-9.]*[A-Za-z0-9])?\Z")
+
+
+def _is_host(host: str, bracketed: bool) -> bool:
+    """An empty host (every interface), an IP address (IPv6 only in brackets) or a host name."""
+    try:
+        return isinstance(ipaddress.ip_address(host), ipaddress.IPv6Address) == bracketed
+    except ValueError:
+        return not bracketed and (host == "" or _HOST_NAME.match(host) is not None)
+
+
+class ListenError(DependencyError):
+    """The metrics address cannot be listened on (taken, not this machine's, a privileged port)."""
+
+
+_LISTEN_ADVICE = {
+    errno.EADDRINUSE: "another process listens there: stop it or choose another port",
+    errno.EADDRNOTAVAIL: "not an address of this machine",
+    errno.EACCES: "ports below 1024 need root or CAP_NET_BIND_SERVICE",
+}
+
+
+def listen_error(address: str, err: OSError) -> ListenError:
+    """``--metrics-address 127.0.0.1:9400: address already in use (another process listens there: ...)``.
+
+    asyncio words a failed bind with the address repeated; the reason is the errno's own text.
+    """
+    code = err.errno if err.errno is not None and err.errno > 0 else 0  # a resolver's error is negative
+    reason = os.strerror(code).lower() if code else os_reason(err)
+    advice = _LISTEN_ADVICE.get(code)
+    return ListenError(f"--metrics-address {address}: {reason}" + (f" ({advice})" if advice else ""))
 
 
 class MetricsServer:
@@ -446,7 +490,13 @@ def _response(status: int, headers: dict[str, str], body: bytes, length: int) ->
 
 
 async def start_http_server(address: str, metrics: Metrics, readiness: Readiness) -> MetricsServer:
-    """Serve /metrics, /healthz and /readyz on ``address`` (port 0 picks a free port)."""
+    """Serve /metrics, /healthz and /readyz on ``address`` (port 0 picks a free port).
+
+    :class:`ListenError` (one line naming the address and what to do) when it cannot listen there.
+    """
     server = MetricsServer(metrics, readiness)
-    await server.listen(*parse_address(address))
+    try:
+        await server.listen(*parse_address(address))
+    except OSError as err:  # the port taken, an address not this machine's, a name that does not resolve
+        raise listen_error(address, err) from None
     return server

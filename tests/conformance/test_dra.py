@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
 import shutil
 import signal
 import subprocess
@@ -69,7 +70,7 @@ def test_our_driver_passes_every_check(node: Node, device_metadata: bool) -> Non
     skipped = set() if device_metadata else METADATA_CHECKS
     assert by_status(report, Status.PASS) == {c.id for c in CATALOGUE} - skipped, report.to_json()
     assert by_status(report, Status.SKIP) == skipped
-    assert result(report, "dra.prepare.devices").detail == "3 devices match the allocations"
+    assert result(report, "dra.prepare.devices").detail == "3 devices, as allocated"
     assert result(report, "dra.services.each").detail == "v1.DRAPlugin and v1beta1.DRAPlugin agree"
     if device_metadata:
         assert result(report, "dra.prepare.metadata").detail == "3 requests' files describe their devices"
@@ -125,6 +126,20 @@ def test_broken_device_metadata_fails_the_named_check(
         )
 
 
+def test_one_claim_is_counted_in_the_singular(node: Node) -> None:
+    node.add_claim(claim_object("a", [("gpu", "null0")], driver=DRIVER))
+
+    async def scenario() -> Report:
+        async with running(node, DraDriver(DRIVER, [null_plugin()])):
+            return await run_dra_checks(_options(node, DRIVER))
+
+    report = run(scenario())
+    assert result(report, "dra.prepare.answers").detail == "1 claim prepared one by one"
+    assert result(report, "dra.prepare.devices").detail == "1 device, as allocated"
+    details = [r.detail for r in report.results]
+    assert not [d for d in details if re.search(r"\b1 (claims|devices|IDs)\b", d)], details
+
+
 async def _check_tiny(node: Node, faults: Faults, **extra: Any) -> tuple[Report, TinyDriver]:
     tiny = TinyDriver(TINY, node.kubelet_dir, node.claims_dir, node.cdi_dir, faults)
     await tiny.start()
@@ -171,7 +186,7 @@ def test_a_broken_driver_fails_the_named_check(node: Node, faults: Faults, check
 def test_a_shared_cdi_id_is_shown(node: Node) -> None:
     _claims(node, TINY)
     report, _ = run(_check_tiny(node, Faults(shared_cdi=True)))
-    assert result(report, "dra.prepare.cdi_ids").detail == "1 IDs; shared by several claims: example.com/tiny=shared"
+    assert result(report, "dra.prepare.cdi_ids").detail == "1 ID; shared by several claims: example.com/tiny=shared"
 
 
 def test_without_cdi_dir_the_spec_checks_are_skipped(node: Node) -> None:

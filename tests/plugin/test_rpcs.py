@@ -223,6 +223,28 @@ def test_a_policy_breaking_the_contract_is_internal(tmp_path: Path) -> None:
     asyncio.run(main())
 
 
+class DevicesNotIds(NullPlugin):
+    """The hook as a reader of an older writing-a-plugin.md wrote it: it returns the Devices it got."""
+
+    def preferred_allocation(  # type: ignore[override]
+        self, available: Sequence[Device], must_include: Sequence[Device], size: int
+    ) -> list[Device]:
+        return [*must_include, *[d for d in available if d not in must_include]][:size]
+
+
+def test_a_policy_returning_devices_instead_of_ids_is_told_so(tmp_path: Path) -> None:
+    async def main() -> None:
+        async with running([DevicesNotIds(devices=null_devices())], tmp_path), client(tmp_path) as stub:
+            code, message = await _status(stub.GetPreferredAllocation(preferred_request(["null-0", "null-1"], [], 1)))
+            assert code == grpc.StatusCode.INTERNAL, (code, message)
+            assert message == (
+                "preferred_allocation returned Device objects, not device IDs: it gets Device objects and "
+                "returns their IDs (return [device.id for device in chosen])"
+            )
+
+    asyncio.run(main())
+
+
 def test_no_preferred_allocation_without_the_hook(tmp_path: Path) -> None:
     async def main() -> None:
         plain = Plugin("example.com/plain", null_devices())

@@ -20,6 +20,7 @@ from typing import Any
 import grpc
 
 from ..dra.driver.model import Claim
+from ..errors import counted
 from ..kubelet.dra import DraClient
 from ..kubelet.endpoint import go_error
 from . import dra_metadata
@@ -176,7 +177,7 @@ class DraProbe:
             problems += found
             if not found:
                 answers[claim.uid] = answer_devices(response.claims[claim.uid])
-        self._add(verdict(ANSWERS, problems, None, f"{len(answers)} claims prepared one by one"))
+        self._add(verdict(ANSWERS, problems, None, f"{counted(len(answers), 'claim')} prepared one by one"))
         if not answers:
             return None
         mismatched = []
@@ -190,21 +191,21 @@ class DraProbe:
                     f"prepared {_show(have - want) or '-'} not allocated"
                 )
         count = sum(len(a) for a in answers.values())
-        self._add(verdict(DEVICES, mismatched, None, f"{count} devices match the allocations"))
+        self._add(verdict(DEVICES, mismatched, None, f"{counted(count, 'device')}, as allocated"))
         return answers
 
     def _cdi(self, answers: dict[str, tuple[Device, ...]]) -> None:
         ids = sorted({i for devices in answers.values() for d in devices for i in d[3]})
         problems = [p for i in ids for p in qualified_cdi_name_problems(i)]
         shared = self._shared_ids(answers)
-        detail = f"{len(ids)} IDs" + (f"; shared by several claims: {', '.join(shared[:3])}" if shared else "")
+        detail = counted(len(ids), "ID") + (f"; shared by several claims: {', '.join(shared[:3])}" if shared else "")
         self._add(verdict(CDI_IDS, problems, None, detail))
         if self.cdi_dir is None:
             self.results += skipped([CDI_SPECS, METADATA], "needs --cdi-dir")
             return
         defined = defined_ids(self.cdi_dir)
         missing = [f"{i} is defined by no spec in {self.cdi_dir}" for i in ids if i not in defined]
-        self._add(verdict(CDI_SPECS, missing, None, f"{len(ids)} IDs defined"))
+        self._add(verdict(CDI_SPECS, missing, None, f"{counted(len(ids), 'ID')} defined"))
         self._metadata(answers, defined)
 
     def _metadata(self, answers: dict[str, tuple[Device, ...]], defined: dict[str, Path]) -> None:
@@ -259,7 +260,7 @@ class DraProbe:
                     for cdi_id in sorted({x for d in answers[other.uid] for x in d[3]})
                     if cdi_id not in defined
                 ]
-        self._add(verdict(UNPREPARED, problems, None, f"{len(prepared)} claims unprepared one by one"))
+        self._add(verdict(UNPREPARED, problems, None, f"{counted(len(prepared), 'claim')} unprepared one by one"))
         if self.cdi_dir is None:
             self._add(Result(OTHERS, Status.SKIP, "needs --cdi-dir"))
         elif len(prepared) < 2:
@@ -308,13 +309,13 @@ class DraProbe:
             ]
         except grpc.RpcError as err:
             problems = [_call_error(err)]
-        self._add(verdict(BATCH, problems, None, f"{len(claims)} claims in one call"))
+        self._add(verdict(BATCH, problems, None, f"{counted(len(claims), 'claim')} in one call"))
         try:
             response = await self.client.unprepare(refs)
             problems = answer_problems(response, claims, "NodeUnprepareResources")
         except grpc.RpcError as err:
             problems = [_call_error(err)]
-        self._add(verdict(UNBATCH, problems, None, f"{len(claims)} claims in one call"))
+        self._add(verdict(UNBATCH, problems, None, f"{counted(len(claims), 'claim')} in one call"))
         self._cdi_gone("after unpreparing in one call")
 
     async def _never(self) -> None:
@@ -366,7 +367,7 @@ class DraProbe:
             return
         finally:
             await stream.aclose()
-        self._add(Result(STREAM, Status.PASS, f"{len(first)} devices in the first message"))
+        self._add(Result(STREAM, Status.PASS, f"{counted(len(first), 'device')} in the first message"))
         problems = [f"device {p!r}/{d!r} is not named" for p, d in first if not p or not d]
         problems += [f"{p}/{d} has health {h!r}" for (p, d), h in first.items() if h not in HEALTH_STATES]
         allocated = {(pool, device) for c in self.claims for _, pool, device in expected(c, self.driver)}

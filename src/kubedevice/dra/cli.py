@@ -208,6 +208,7 @@ def explain_command(
     it can be scheduled on the node and, if not, the first request or constraint that fails and
     what rules devices out; exits 1 when some pod cannot be scheduled.
     """
+    _pod_flags(pod_files, claim_file, node, labels)
     gates = gates_from_flags(kubernetes_version, feature_gates)
     if pod_files:
         _explain_pods(
@@ -235,6 +236,18 @@ def explain_command(
         raise typer.Exit(1)
 
 
+def _pod_flags(pod_files: list[Path] | None, claim: Path | None, node: str | None, labels: list[str] | None) -> None:
+    """``explain``'s two modes take different flags: one given to the other mode is an error, not ignored."""
+    if pod_files:
+        if claim is not None:
+            fail("--claim does not go with --pod: the pods' files hold their claims")
+        if node is None:
+            fail("--pod needs --node")
+        _check_names(node, None)
+    elif node is not None or labels:
+        fail("--node and --label go with --pod: the node is where the pods would be scheduled")
+
+
 def _explain_pods(
     pod_files: list[Path],
     files: tuple[Path, Path],
@@ -246,8 +259,7 @@ def _explain_pods(
 ) -> None:
     from .pod_cli import explain_pods, load_inputs  # noqa: PLC0415 - only with --pod
 
-    if node is None:
-        fail("--pod needs --node")
+    assert node is not None  # _pod_flags
     release, gates = release_gates
     inputs = load_inputs(pod_files, lambda objects: _as_stored(objects, gates, release))
     if not inputs.pods:
@@ -296,6 +308,7 @@ def allocate_command(
     from .pod_cli import allocate_pods, load_inputs  # noqa: PLC0415 - reads Pods as well
 
     fmt = _output(output)
+    _check_names(node, None)
     gates = gates_from_flags(kubernetes_version, feature_gates)
     inputs = load_inputs(files, lambda objects: _as_stored(objects, gates, kubernetes_version))
     if inputs.pods:
@@ -342,6 +355,9 @@ def available_command(
         typer.Option("--label", metavar="KEY=VALUE", help="A label of --node, for nodeSelector slices (repeatable)."),
     ] = None,
     as_json: Annotated[bool, typer.Option("--json", metavar="", help="Machine-readable output.")] = False,
+    *,
+    kubernetes_version: KubernetesVersion = features.NEWEST,
+    feature_gates: FeatureGates = None,
 ) -> None:
     """What is free, per pool and the nodes it serves: devices, shared counters and capacity left.
 
@@ -349,10 +365,14 @@ def available_command(
     ignored). Devices in a claim's status.allocation are in use, except adminAccess results, as
     the scheduler counts them. A device is free, shared (a share of a device that allows
     multiple allocations), allocated, or blocked (free but its shared counters are used up).
+    The objects are read as the API server of --kubernetes-version stores them: without
+    DRAPartitionableDevices no counters are shared, without DRAConsumableCapacity no device
+    is shared between claims.
     """
     from .available import InputError, as_json_report, available, render  # noqa: PLC0415 - this command only
 
-    loaded = [(str(path), obj) for path in files for obj in _load(path)]
+    gates = gates_from_flags(kubernetes_version, feature_gates)
+    loaded = [(str(path), obj) for path in files for obj in _as_stored(_load(path), gates, kubernetes_version)]
     slices = [(source, obj) for source, obj in loaded if isinstance(obj, ResourceSlice)]
     claims = [(source, obj) for source, obj in loaded if isinstance(obj, ResourceClaim)]
     if node is not None:
@@ -388,16 +408,22 @@ def slices_command(
         typer.Option("--driver", metavar="NAME", help="DRA driver name [default: dra.driver, else kubedevice.io]."),
     ] = None,
     output: Annotated[str, typer.Option("--output", "-o", metavar="yaml|json", help="Output format.")] = "yaml",
+    *,
+    kubernetes_version: KubernetesVersion = features.NEWEST,
+    feature_gates: FeatureGates = None,
 ) -> None:
     """Print ResourceSlices for the devices a kubedevice config discovers, ready to apply.
 
     With the config's dra.driver these are the slices 'kubedevice serve' publishes (unhealthy
     devices tainted as dra.unhealthy_taint says), but for the pool generation and the Node
     owner reference, which only the running driver knows, and a taint's timeAdded, which the
-    API server sets.
+    API server sets. They are printed as the API server of --kubernetes-version stores them:
+    the fields of its disabled features (device taints, shared counters, consumable capacity)
+    dropped.
     """
     fmt = _output(output)
     _check_names(node, driver)
+    gates = gates_from_flags(kubernetes_version, feature_gates)
     discover = _discovery()
     try:
         resources, dra = discover(config, host_root)
@@ -408,10 +434,11 @@ def slices_command(
         fail(str(error))
     except (OSError, ValueError) as error:
         fail(f"{config}: {error}")
-    problems = [f"{s.metadata.name}: {e}" for s in slices for e in validate(s)]
+    stored = of_kind(_as_stored(slices, gates, kubernetes_version), ResourceSlice)
+    problems = [f"{s.metadata.name}: {e}" for s in stored for e in validate(s, gates, kubernetes_version)]
     if problems:
         fail(f"generated slice is invalid: {problems[0]}", 1)
-    typer.echo(models.dump(list(slices), fmt), nl=False)
+    typer.echo(models.dump(list(stored), fmt), nl=False)
 
 
 def _check_names(node: str, driver: str | None) -> None:

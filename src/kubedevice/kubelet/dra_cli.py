@@ -26,6 +26,7 @@ from .dra_sim import DraKubelet
 from .dra_view import dra_view
 from .model import Container, Pod
 from .simulator import CannotServe
+from .view import unknown
 
 HELP = (
     "commands: claims | prepare NS/NAME | unprepare NS/NAME | admit NS/POD CLAIM [CLAIM ...] | remove NS/POD "
@@ -101,7 +102,7 @@ class DraSession:
         elif verb in ("quit", "exit"):
             self.stop.set()
         else:
-            self.say(HELP)
+            self.say(unknown(verb, args, HELP))
 
 
 async def _show(session: DraSession) -> None:

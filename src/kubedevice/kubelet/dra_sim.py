@@ -23,7 +23,7 @@ from typing import Any
 import grpc
 
 from ..dra.driver.model import Claim
-from ..errors import os_reason
+from ..errors import counted, os_reason
 from ..plugin.watcher import DirectoryWatcher
 from .dra import DraClient, Registered, get_info, kubelet_refusal, notify, registered_as
 from .dra_claims import drivers_of, find_claim, load_claims
@@ -222,7 +222,7 @@ class DraKubelet:
                 driver.health = health
                 bad = sorted(f"{p}/{d}" for (p, d), h in health.items() if h != "HEALTHY")
                 unwell = f", not healthy: {', '.join(bad)}" if bad else ""
-                self._event(f"health of {name}: {len(health)} devices{unwell}")
+                self._event(f"health of {name}: {counted(len(health), 'device')}{unwell}")
         except grpc.RpcError as err:
             self._event(f"health stream of {name} failed: {_rpc_message(err)}")
             return

@@ -26,7 +26,7 @@ from .. import names
 from ..api import CHECKPOINT_FILE, KUBELET_SOCKET, PRE_START_TIMEOUT_SECONDS, VERSION, pb, pb_grpc
 from ..api.convert import allocation_from_pb, device_from_pb
 from ..device import ContainerAllocation, Device, DeviceError, Health
-from ..errors import os_reason
+from ..errors import counted, os_reason
 from . import checkpoint
 from .endpoint import DialError, Endpoint, endpoint_path, go_error
 from .model import (
@@ -374,7 +374,7 @@ class KubeletSimulator:
         self.resources[name].devices = devices
         self._write_checkpoint()
         healthy = sum(1 for d in devices.values() if d.healthy)
-        self._event(f"{name}: {len(devices)} devices, {healthy} healthy")
+        self._event(f"{name}: {counted(len(devices), 'device')}, {healthy} healthy")
 
     def _mark_stopped(self, name: str) -> None:
         """``PluginDisconnected``: all devices unhealthy, stop time kept, removal after the grace period."""
@@ -480,11 +480,16 @@ class KubeletSimulator:
             ) from None
         return {c.name: self._admission_of(pod, c, preferred[c.name]) for c in pod.containers}
 
-    def remove_pod(self, pod_uid: str) -> None:
-        """The pod terminated: its devices are freed at the next allocation (``UpdateAllocatedDevices``)."""
+    def remove_pod(self, pod_uid: str) -> bool:
+        """The pod terminated: its devices are freed at the next allocation (``UpdateAllocatedDevices``).
+
+        False when no such pod was running (never admitted, rejected or removed before).
+        """
+        running = pod_uid in self._active
         self._active.discard(pod_uid)
         self._pods.pop(pod_uid, None)
         self.known_pods.pop(pod_uid, None)
+        return running
 
     def _reject(self, pod: Pod) -> None:
         """A rejected pod is no longer active; what it got stays recorded until the next purge."""
@@ -664,6 +669,8 @@ class KubeletSimulator:
         self._event(f"container {pod_uid}/{container} started")
 
     async def _start_container(self, pod_uid: str, container: str) -> None:
+        if pod_uid not in self._active:  # the kubelet starts containers of its running pods only
+            raise ContainerStartError(f"no running pod {pod_uid!r} (never admitted, rejected or removed)")
         requests = self._requests_of(pod_uid, container)
         reallocate = False
         for name, count in requests.items():

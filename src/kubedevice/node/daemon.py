@@ -14,9 +14,10 @@ from typing import Literal
 
 from ..config import Config
 from ..logs import setup_logging
-from ..metrics import Metrics, MetricsServer, Readiness, start_http_server
+from ..metrics import Metrics, Readiness, start_http_server
 from ..plugin.base import Plugin
 from ..plugin.manager import Manager, ManagerHooks, run
+from ..plugin_dir import daemon_plugin_dir
 from ..podresources.attribution import Attribution
 from ..podresources.client import beside_plugin_dir
 from ..sources.configured import ConfiguredPlugin
@@ -148,13 +149,17 @@ async def _serve(
 ) -> int:
     metrics = Metrics() if options.metrics_address else Metrics.disabled()
     readiness = Readiness(p.resource_name for p in plugins)
+    # The port first: taken, it fails the start (ListenError) before anything serves or registers.
+    http = await start_http_server(options.metrics_address, metrics, readiness) if options.metrics_address else None
+    if http is not None:
+        log.info("serving metrics and probes", extra={"port": http.port})
     for plugin in plugins:
         count_devices(plugin, metrics)
     if features is not None:
         features.follow(plugins)
-    plugin_dir = config.resolved_plugin_dir(options.plugin_dir)
-    manager = Manager(plugins, plugin_dir, observe(metrics, readiness))
-    attribution = Attribution(config.pod_resources_socket or beside_plugin_dir(plugin_dir))
+    directory, source = daemon_plugin_dir(options.plugin_dir, config.plugin_dir, options.config_path)
+    manager = Manager(plugins, directory, observe(metrics, readiness), plugin_dir_source=source)
+    attribution = Attribution(config.pod_resources_socket or beside_plugin_dir(directory))
     metrics.attribute_devices(attribution, lambda: {p.resource_name: p.devices() for p in manager.plugins})
 
     def applied(new: Config, added: list[Plugin]) -> None:
@@ -177,10 +182,6 @@ async def _serve(
     )
     asyncio.get_running_loop().add_signal_handler(signal.SIGHUP, reloader.trigger)
     reloader.start()
-    http: MetricsServer | None = None
-    if options.metrics_address:
-        http = await start_http_server(options.metrics_address, metrics, readiness)
-        log.info("serving metrics and probes", extra={"port": http.port})
     # Start-up's ~43,000 objects (modules, schemas) live for good: frozen, no full collection
     # walks them again (a 30 ms pause on this machine under load). benchmarks/contention.py
     gc.freeze()

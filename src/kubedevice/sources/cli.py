@@ -129,8 +129,9 @@ def _details(device: dict[str, Any]) -> str:
 
 
 def _print_table(resources: Sequence[dict[str, Any]], pods: bool) -> None:
-    from rich.console import Console  # noqa: PLC0415 - rich is only needed for the human view
-    from rich.table import Table  # noqa: PLC0415
+    from rich.table import Table  # noqa: PLC0415 - rich is only needed for the human view
+
+    from ..terminal import table_console  # noqa: PLC0415
 
     table = Table()
     headings = ["resource", "device", "health", "NUMA", "host paths", "container paths", "details"]
@@ -159,4 +160,4 @@ def _print_table(resources: Sequence[dict[str, Any]], pods: bool) -> None:
         for refusal in resource.get("refused", []):
             row = (resource["name"], refusal["pciAddress"], "refused", "", "", "", refusal["reason"])
             table.add_row(*row, *held_by_nobody)
-    Console().print(table)
+    table_console().print(table)
