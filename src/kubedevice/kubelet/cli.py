@@ -343,7 +343,11 @@ def kubelet(
 
     With --dra it is the kubelet's DRA side: every socket in KUBELET_DIR/plugins_registry gets
     the plugin watcher's handshake, and claims from --claims DIR are prepared on their drivers:
-    claims; prepare NS/NAME; unprepare NS/NAME; status; quit.
+    claims; prepare NS/NAME; unprepare NS/NAME; admit NS/POD CLAIM [CLAIM ...] (a pod using
+    them); remove NS/POD; status; quit.
+
+    Both serve the kubelet's PodResources API at ROOT/pod-resources/kubelet.sock, ROOT being
+    KUBELET_DIR, or the parent of a PLUGIN_DIR named device-plugins.
     """
     if dra:
         scripted = admit or restart_after is not None or plugin_dir is not None

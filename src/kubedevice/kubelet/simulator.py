@@ -41,6 +41,7 @@ from .model import (
     Registration,
     Resource,
 )
+from .podresources import PodResourcesServer, PodResourcesView, kubelet_root_of
 
 SUPPORTED_VERSIONS = (VERSION,)
 MAX_UNIX_PATH = 107  # sun_path holds 108 bytes with the terminating NUL
@@ -154,6 +155,12 @@ class KubeletSimulator:
         self._server: grpc.aio.Server | None = None
         self._changed = asyncio.Event()
         self._admission = asyncio.Lock()
+        self.known_pods: dict[str, Pod] = {}
+        """Admitted pods not removed, kept across a restart as the API server keeps them (PodResources lists them)."""
+        root = kubelet_root_of(self.plugin_dir)
+        view = PodResourcesView(self.known_pods.values, devices=self)
+        self.pod_resources = PodResourcesServer.in_root(root, view, self._event) if root else None
+        """The PodResources API, at ``<root>/pod-resources/kubelet.sock`` for a ``<root>/device-plugins``."""
 
     @property
     def kubelet_sock(self) -> Path:
@@ -193,6 +200,8 @@ class KubeletSimulator:
         self._server = server
         self.kubelet_sock_created_at = time.monotonic()
         self._event(f"serving {self.kubelet_sock}")
+        if self.pod_resources is not None:
+            await self.pod_resources.start()
 
     async def stop(self) -> None:
         """Disconnect every plugin and stop serving; the socket goes away as Go's listener removes it."""
@@ -207,6 +216,8 @@ class KubeletSimulator:
             await self._server.stop(None)
             self._server = None
         self.kubelet_sock.unlink(missing_ok=True)
+        if self.pod_resources is not None:
+            await self.pod_resources.stop()
         self._event("stopped")
 
     async def restart(self) -> None:
@@ -248,6 +259,11 @@ class KubeletSimulator:
 
     def allocatable(self) -> dict[str, int]:
         return {name: r.allocatable for name, r in self.resources.items()}
+
+    def container_devices(self, pod_uid: str, container: str) -> dict[str, dict[int, list[str]]]:
+        """``GetDevices``: a container's device IDs per resource and NUMA node, as recorded."""
+        assigned = self._pod_devices.get(pod_uid, {}).get(container, {})
+        return {name: {node: list(ids) for node, ids in a.device_ids.items()} for name, a in assigned.items()}
 
     def assignments(self) -> dict[str, dict[str, dict[str, list[str]]]]:
         """Device IDs per pod UID, container and resource, as recorded (and checkpointed)."""
@@ -439,6 +455,7 @@ class KubeletSimulator:
             await asyncio.sleep(wait)
         async with self._admission:
             self._pods[pod.uid] = pod
+            self.known_pods[pod.uid] = pod
             self._active.add(pod.uid)
             try:
                 result = await self._admit(pod)
@@ -471,12 +488,14 @@ class KubeletSimulator:
         running = pod_uid in self._active
         self._active.discard(pod_uid)
         self._pods.pop(pod_uid, None)
+        self.known_pods.pop(pod_uid, None)
         return running
 
     def _reject(self, pod: Pod) -> None:
         """A rejected pod is no longer active; what it got stays recorded until the next purge."""
         self._active.discard(pod.uid)
         self._pods.pop(pod.uid, None)
+        self.known_pods.pop(pod.uid, None)
 
     def _admission_of(self, pod: Pod, container: Container, preferred: dict[str, list[str]]) -> ContainerAdmission:
         assigned = self._pod_devices.get(pod.uid, {}).get(container.name, {})
