@@ -44,6 +44,7 @@ class Config(BaseModel):
     dra: DraConfig | None = Field(None, description="serve the resources as a DRA driver instead of device plugins")
     pod_resources_socket: Path | None = Field(
         None,
+        strict=False,
         description="the kubelet's PodResources socket, read on each scrape to label device metrics with pods "
         "(default: <kubelet root>/pod-resources/kubelet.sock, the root being the plugin directory's parent, "
         "or --kubelet-dir for DRA)",

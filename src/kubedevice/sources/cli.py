@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
+from ..cliparams import existing_socket
 from ..device import Device
 from ..errors import fail
 from .base import Found
@@ -36,7 +37,12 @@ def discover(
     ] = False,
     pod_resources: Annotated[
         Path | None,
-        typer.Option("--pod-resources", metavar="SOCKET", help="the kubelet's PodResources socket (implies --pods)"),
+        typer.Option(
+            "--pod-resources",
+            metavar="PATH",
+            callback=existing_socket,
+            help="the kubelet's PodResources socket (implies --pods)",
+        ),
     ] = None,
 ) -> None:
     """Dry run: per resource, each device's ID, health, NUMA nodes, host and container paths, and what its
@@ -85,7 +91,7 @@ def _holders(cfg: Config, socket: Path | None) -> list[Holder]:
     try:
         return read_holders_sync(where)
     except PodResourcesUnavailable as err:
-        fail(f"--pods: {err}", code=1)
+        fail(f"{'--pod-resources' if socket else '--pods'}: {err}", code=1)
 
 
 def _held_by(held: list[Holder] | None, resource: str, device_id: str) -> dict[str, Any]:
