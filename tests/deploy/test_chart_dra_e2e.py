@@ -150,12 +150,7 @@ def test_dra_install_publishes_from_the_pod_and_a_claim_is_prepared(release: Rel
     # The driver prepared it: our CDI spec is on the node and containerd injected its env.
     spec = release.cluster.cdi_dir / f"kubedevice-dra-{DRIVER}-{claim['metadata']['uid']}.json"
     assert spec.exists()
-    log = wait_for(
-        "the container's output",
-        lambda: clusterkit.scenarios.container_log(release.cluster, api.pod(workload)),
-        30,
-        0.2,
-    )
+    log = clusterkit.scenarios.container_output(release.cluster, api.pod(workload))
     assert f"NULL_DEVICE={result['device']}" in log, log
     api.delete_pod(workload, grace=1)
     wait_for("the pod gone", lambda: api.pod(workload) is None, 60, 0.2)
