@@ -22,6 +22,7 @@ from grpc import aio
 from kubedevice.api import pb, pb_grpc
 from kubedevice.kubelet import Container, KubeletSimulator, Pod
 from kubedevice.names import endpoint_for
+from kubedevice.testing import waiting
 
 TIMEOUT = 10.0
 NULL = "example.com/null"
@@ -91,12 +92,9 @@ class Daemon:
 
 
 async def eventually(check: Callable[[], bool], what: str) -> None:
-    deadline = time.monotonic() + TIMEOUT
-    while time.monotonic() < deadline:
-        if await asyncio.to_thread(check):
-            return
-        await asyncio.sleep(0.05)
-    raise AssertionError(f"timed out waiting for {what}")
+    """``check`` polled in a thread: its HTTP calls and file reads block, and the simulator this
+    loop runs must keep answering the daemon meanwhile."""
+    await waiting.eventually(what, lambda: asyncio.to_thread(check), TIMEOUT)
 
 
 @asynccontextmanager

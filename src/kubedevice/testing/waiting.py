@@ -18,6 +18,7 @@ import asyncio
 import inspect
 import time
 from collections.abc import Awaitable, Callable
+from pathlib import Path
 from typing import TypeVar
 
 T = TypeVar("T")
@@ -69,6 +70,17 @@ async def eventually(
         if loop.time() > deadline:
             raise AssertionError(timed_out(what, timeout, value, seen))
         await asyncio.sleep(interval)
+
+
+def logged(log: Path, text: str) -> str | None:
+    """The first complete line of the file ``log`` that holds ``text``; None while there is none
+    (or no file). The writer may be in the middle of a line: one not yet ended by its newline
+    is left out, so what a test then asserts about the line is about all of it."""
+    try:
+        complete = log.read_text(errors="replace").split("\n")[:-1]
+    except OSError:
+        return None
+    return next((line for line in complete if text in line), None)
 
 
 def timed_out(what: str, timeout: float, last: object, seen: Callable[[], object] | None = None) -> str:
