@@ -279,7 +279,7 @@ def reboot(cluster: Any, before_kubelet: Callable[[], None] = lambda: None) -> f
         [str(bins.containerd / "containerd"), f"--config={cluster.dir / 'config' / 'containerd.toml'}"],
         state,
     )
-    wait_for("containerd's socket back", cluster.containerd_socket.exists, 30)
+    wait_for("containerd serving its socket again", lambda: cluster_module.accepts(cluster.containerd_socket), 30)
     before_kubelet()
     started = time.monotonic()
     for attempt in range(3):

@@ -50,6 +50,7 @@ from .components import Binaries
 from .gobuild import BuildError
 from .images import write_oci_archive
 from .kubeapi import KubeApi
+from .waiting import wait_for
 
 DEFAULT_DIR = Path("/tmp/kubedevice-cluster")
 DIR_ENV = "KUBEDEVICE_CLUSTER_DIR"
@@ -468,8 +469,8 @@ class Cluster:
         inside = self.spawn("relay-inside", [sys.executable, str(_RELAY), "inside", str(self.relay_dir), *ports], state)
         _wait(
             "the relay inside the namespace",
-            15.0,
-            lambda: all((self.relay_dir / f"{port}.sock").exists() for port in ports),
+            30.0,
+            lambda: all(accepts(self.relay_dir / f"{port}.sock") for port in ports),
             self.logs / "relay-inside.log",
             inside,
         )
@@ -486,7 +487,7 @@ class Cluster:
         self.save(state)
         _wait(
             "the relay on the host",
-            15.0,
+            30.0,
             lambda: all(_listening(int(port)) for port in ports),
             self.logs / "relay-host.log",
             process.pid,
@@ -852,7 +853,7 @@ class Node:
         self.cluster.save(state)
         ready = self.root / "ns.ready"
         ready.unlink(missing_ok=True)
-        _wait(f"the private namespace of {self._name(state)}", 15.0, ready.exists, log_path, process.pid)
+        _wait(f"the private namespace of {self._name(state)}", 30.0, ready.exists, log_path, process.pid)
         return process.pid, _child_of(process.pid)
 
     def start_relays(self, state: State) -> None:
@@ -869,8 +870,8 @@ class Node:
         )
         _wait(
             f"the relay of {self._name(state)}",
-            15.0,
-            (relays / f"{healthz}.sock").exists,
+            30.0,
+            lambda: accepts(relays / f"{healthz}.sock"),
             self._log(state, "relay"),
             relay,
         )
@@ -883,7 +884,7 @@ class Node:
         _wait(
             f"{self._name(state)}'s containerd socket",
             30.0,
-            self.containerd_socket.exists,
+            lambda: accepts(self.containerd_socket),
             self._log(state, "containerd"),
             self.pids(state)["containerd"],
         )
@@ -1128,16 +1129,19 @@ printf '"ips":[{"address":"%s/32","interface":0}]}\n' "$addr"
 """
 
 
-def _child_of(pid: int, timeout: float = 10.0) -> int:
+def _child_of(pid: int, timeout: float = 30.0) -> int:
     """The host PID of the process nsenter forked into the namespace."""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
+
+    def child() -> int | None:
         with contextlib.suppress(OSError):
             children = Path(f"/proc/{pid}/task/{pid}/children").read_text().split()
-            if children:
-                return int(children[0])
-        time.sleep(0.01)
-    raise ClusterError(f"nsenter (pid {pid}) did not start its command")
+            return int(children[0]) if children else None
+        return None
+
+    try:
+        return wait_for(f"the command of nsenter (pid {pid})", child, timeout, 0.01)
+    except AssertionError:
+        raise ClusterError(f"nsenter (pid {pid}) did not start its command") from None
 
 
 def _alive(pid: int) -> bool:
@@ -1156,14 +1160,15 @@ def _terminate(pid: int, timeout: float) -> None:
         return
     with contextlib.suppress(ProcessLookupError):
         os.kill(pid, signal.SIGTERM)
-    deadline = time.monotonic() + timeout
-    while _alive(pid) and time.monotonic() < deadline:
-        time.sleep(0.05)
-    if _alive(pid):
+    try:
+        wait_for(f"process {pid} to stop", lambda: not _alive(pid), timeout)
+    except AssertionError:
         with contextlib.suppress(ProcessLookupError):
             os.kill(pid, signal.SIGKILL)
-        while _alive(pid):
-            time.sleep(0.05)
+        try:
+            wait_for(f"process {pid} killed", lambda: not _alive(pid), 60.0)
+        except AssertionError:
+            raise ClusterError(f"process {pid} still alive 60 s after SIGKILL") from None
 
 
 def _descendants(roots: list[int]) -> set[int]:
@@ -1204,14 +1209,14 @@ def _stop_namespace(pids: dict[str, int], namespace_pid: int, init_pid: int) -> 
 
 def _wait_gone(pids: set[int], timeout: float = 20.0) -> None:
     """Until none of ``pids`` is alive (the kernel kills a PID namespace's processes after its init)."""
-    deadline = time.monotonic() + timeout
-    while True:
-        left = sorted(pid for pid in pids if _alive(pid))
-        if not left:
-            return
-        if time.monotonic() > deadline:
-            raise ClusterError(f"processes of the cluster still alive after stop: {left}")
-        time.sleep(0.05)
+
+    def left() -> list[int]:
+        return sorted(pid for pid in pids if _alive(pid))
+
+    try:
+        wait_for("the cluster's processes gone", lambda: not left(), timeout)
+    except AssertionError:
+        raise ClusterError(f"processes of the cluster still alive after stop: {left()}") from None
 
 
 def _all_pids() -> Iterator[int]:
@@ -1312,6 +1317,13 @@ def _disk_usage(path: Path) -> int:
     return total
 
 
+def accepts(path: Path) -> bool:
+    """Whether the unix socket at ``path`` takes a connection. Its file appears at bind(), before
+    listen(): a client that dials as soon as the file exists may be refused."""
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as sock:
+        return sock.connect_ex(str(path)) == 0
+
+
 def _listening(port: int) -> bool:
     with socket.socket() as sock:
         return sock.connect_ex(("127.0.0.1", port)) == 0
@@ -1326,16 +1338,20 @@ def _http_ok(url: str) -> bool:
 
 
 def _wait(what: str, timeout: float, ready: Callable[[], bool], log: Path, pid: int | None) -> None:
-    """Poll ``ready``; ClusterError with the log's tail if the process dies or time runs out."""
-    deadline = time.monotonic() + timeout
-    while True:
+    """Poll ``ready`` (:func:`waiting.wait_for`); ClusterError with the log's tail if the process
+    dies or time runs out."""
+
+    def check() -> bool:
         if ready():
-            return
+            return True
         if pid is not None and not _alive(pid):
             raise ClusterError(f"{what}: the process exited; {log} ends with:\n{_tail(log)}")
-        if time.monotonic() > deadline:
-            raise ClusterError(f"{what}: not ready after {timeout:.0f} s; {log} ends with:\n{_tail(log)}")
-        time.sleep(0.1)
+        return False
+
+    try:
+        wait_for(what, check, timeout, 0.1)
+    except AssertionError:
+        raise ClusterError(f"{what}: not ready after {timeout:.0f} s; {log} ends with:\n{_tail(log)}") from None
 
 
 def _tail(log: Path, size: int = 3000) -> str:

@@ -19,7 +19,7 @@ import inspect
 import time
 from collections.abc import Awaitable, Callable
 from pathlib import Path
-from typing import TypeVar
+from typing import TypeVar, overload
 
 T = TypeVar("T")
 
@@ -50,13 +50,33 @@ def wait_for(
         time.sleep(interval)
 
 
+@overload
 async def eventually(
     what: str,
-    predicate: Callable[[], T | Awaitable[T | None] | None],
+    predicate: Callable[[], Awaitable[T | None]],
     timeout: float,
     interval: float = 0.05,
     seen: Callable[[], object] | None = None,
-) -> T:
+) -> T: ...
+
+
+@overload
+async def eventually(
+    what: str,
+    predicate: Callable[[], T | None],
+    timeout: float,
+    interval: float = 0.05,
+    seen: Callable[[], object] | None = None,
+) -> T: ...
+
+
+async def eventually(
+    what: str,
+    predicate: Callable[[], object],
+    timeout: float,
+    interval: float = 0.05,
+    seen: Callable[[], object] | None = None,
+) -> object:
     """:func:`wait_for` inside an event loop: the loop runs between polls, and ``predicate`` may
     return an awaitable (an ``async def``), which is awaited."""
     loop = asyncio.get_running_loop()
