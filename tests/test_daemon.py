@@ -24,7 +24,7 @@ from kubedevice.kubelet import Container, KubeletSimulator, Pod
 from kubedevice.names import endpoint_for
 from kubedevice.testing import waiting
 
-TIMEOUT = 10.0
+TIMEOUT = 60.0  # a bound on a hang: a `kubedevice serve` took 12 s to import at a load of 20 on 2 cores
 NULL = "example.com/null"
 SERIAL = "example.com/serial"
 

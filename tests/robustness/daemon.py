@@ -14,6 +14,7 @@ from kubedevice.testing.waiting import wait_for
 
 STATIC = "example.com/null"
 SERIAL = "example.com/serial"
+START_TIMEOUT = 60.0  # a bound on a hang: a `kubedevice serve` took 12 s to import at a load of 20 on 2 cores
 CONFIG = f"""\
 resources:
   - name: {STATIC}
@@ -49,7 +50,7 @@ class Daemon:
             self.proc = subprocess.Popen(args, stdout=out, stderr=subprocess.STDOUT)
         if wait:
             names = re.findall(r"- name: (\S+)", self.config.read_text())
-            wait_for("daemon sockets", lambda: all(self.socket(n).is_socket() for n in names), 15)
+            wait_for("daemon sockets", lambda: all(self.socket(n).is_socket() for n in names), START_TIMEOUT)
 
     @property
     def pid(self) -> int:
