@@ -23,7 +23,7 @@ from ..errors import UsageError
 from .dra_claims import ClaimFileError, drivers_of
 from .dra_sim import DraKubelet
 from .dra_view import dra_view
-from .simulator import CannotServe
+from .plugin_server import CannotServe
 
 HELP = "commands: claims | prepare NS/NAME | unprepare NS/NAME | status | quit"
 
