@@ -30,7 +30,8 @@ from ..cliparams import directory, seconds
 from ..errors import UsageError, fail
 from ..plugin_dir import plugin_dir_from_env, resolve_plugin_dir
 from .model import AdmissionError, Container, ContainerStartError, Pod
-from .simulator import CannotServe, KubeletSimulator
+from .plugin_server import CannotServe
+from .simulator import KubeletSimulator
 from .view import state_view, unknown
 
 DEFAULT_KUBELET_DIR = Path("/var/lib/kubelet")

@@ -25,7 +25,7 @@ from .dra_claims import ClaimFileError, drivers_of
 from .dra_sim import DraKubelet
 from .dra_view import dra_view
 from .model import Container, Pod
-from .simulator import CannotServe
+from .plugin_server import CannotServe
 from .view import unknown
 
 HELP = (

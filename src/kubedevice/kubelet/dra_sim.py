@@ -29,8 +29,8 @@ from .dra import DraClient, Registered, get_info, kubelet_refusal, notify, regis
 from .dra_claims import drivers_of, find_claim, load_claims
 from .endpoint import go_error
 from .model import Pod
+from .plugin_server import CannotServe, KubeletSocketInUse, socket_is_live
 from .podresources import PodResourcesServer, PodResourcesView
-from .simulator import CannotServe, KubeletSocketInUse, _socket_is_live
 
 REGISTRY = "plugins_registry"
 # The plugin manager's back-off on a failed registration (pkg/util/goroutinemap/exponentialbackoff).
@@ -111,7 +111,7 @@ class DraKubelet:
         drivers wait for both rather than make them.
         """
         kubelet_sock = self.kubelet_dir / "device-plugins" / "kubelet.sock"
-        if kubelet_sock.is_socket() and _socket_is_live(kubelet_sock):
+        if kubelet_sock.is_socket() and socket_is_live(kubelet_sock):
             raise KubeletSocketInUse(
                 f"{kubelet_sock} is served by a running kubelet or simulator; not watching its plugins "
                 "(stop it, or use another --kubelet-dir)"

@@ -43,6 +43,7 @@ from ..podresources.model import (
 )
 from .checkpoint import NO_TOPOLOGY
 from .model import Container, Pod, Resource
+from .plugin_server import socket_is_live
 
 QPS = 100  # podresources.DefaultQPS
 BURST = 10  # podresources.DefaultBurstTokens
@@ -269,11 +270,9 @@ class PodResourcesServer:
 
     async def start(self) -> None:
         """``ListenAndServePodResources``: make the directory (0750), replace a stale socket, serve."""
-        from .simulator import _socket_is_live  # noqa: PLC0415 - the simulator imports this module
-
         try:
             self.socket.parent.mkdir(mode=0o750, parents=True, exist_ok=True)
-            if self.socket.is_socket() and _socket_is_live(self.socket):
+            if self.socket.is_socket() and socket_is_live(self.socket):
                 self._event(f"not serving PodResources: {self.socket} is served by another process")
                 return
             self.socket.unlink(missing_ok=True)
