@@ -80,8 +80,9 @@ def ecdf(path: Path, title: str, unit: str, panels: Sequence[Panel], note: str =
     matplotlib.rcParams["svg.hashsalt"] = "kubedevice"  # the same ids every run: a stable diff
     matplotlib.rcParams["svg.fonttype"] = "none"  # text as text: smaller, searchable
     from matplotlib.figure import Figure  # noqa: PLC0415
+    from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter  # noqa: PLC0415
 
-    figure = Figure(figsize=(4.2 * len(panels), 3.4), layout="constrained")
+    figure = Figure(figsize=(max(6.4, 4.2 * len(panels)), 3.4), layout="constrained")
     figure.suptitle(f"{title}\n{note}" if note else title, fontsize=9)
     for axes, panel in zip(figure.subplots(1, len(panels), squeeze=False)[0], panels, strict=True):
         for name, samples in panel.series.items():
@@ -91,6 +92,9 @@ def ecdf(path: Path, title: str, unit: str, panels: Sequence[Panel], note: str =
             label = f"{name}: p50 {p50}, p99 {p99} {unit} (n={len(ordered)})"
             axes.step(ordered, fractions, where="post", label=label)
         axes.set_xscale("log")
+        axes.xaxis.set_major_locator(LogLocator(subs=(1.0, 2.0, 5.0)))  # 1, 2, 5, 10, 20, ...: plain numbers
+        axes.xaxis.set_major_formatter(FuncFormatter(lambda value, _: f"{value:g}"))
+        axes.xaxis.set_minor_formatter(NullFormatter())
         axes.set_title(panel.title, fontsize=9)
         axes.set_xlabel(unit, fontsize=8)
         axes.set_ylabel("fraction of calls at or below", fontsize=8)
