@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import itertools
 import sys
 import xml.etree.ElementTree as ET
 from pathlib import Path
@@ -61,3 +62,10 @@ def test_a_quick_run_leaves_the_docs_pictures_alone() -> None:
     if plots.importlib.util.find_spec("matplotlib") is not None:
         assert plots.svg_dir(parser.parse_args(["--quick", "--svg", "/tmp/x"])) == Path("/tmp/x")
         assert plots.svg_dir(parser.parse_args([])) == plots.DOCS_DIR
+
+
+def test_a_long_series_is_drawn_through_evenly_spaced_ranks_with_both_ends() -> None:
+    assert plots._ranks(5, most=10) == [0, 1, 2, 3, 4]
+    ranks = plots._ranks(6000, most=500)
+    assert len(ranks) == 500 and ranks[0] == 0 and ranks[-1] == 5999
+    assert max(b - a for a, b in itertools.pairwise(ranks)) <= 13
