@@ -33,7 +33,7 @@ from typing import Any
 from procstat import noise, percentile
 
 from kubedevice.dra import models
-from kubedevice.dra.allocator import Node, Unallocatable, allocate, allocated_devices
+from kubedevice.dra.structured import Node, Unallocatable, allocate, allocated_devices
 from kubedevice.testing import gobuild
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -7,7 +7,8 @@ from typing import Any
 
 import pytest
 
-from kubedevice.dra.allocator import (
+from kubedevice.dra.models import DeviceClass, ResourceClaim, ResourceSlice, from_document
+from kubedevice.dra.structured import (
     AllocationError,
     DeviceID,
     Node,
@@ -16,7 +17,6 @@ from kubedevice.dra.allocator import (
     allocated_devices,
     gather_pools,
 )
-from kubedevice.dra.models import DeviceClass, ResourceClaim, ResourceSlice, from_document
 
 DRIVER = "gpu.example.com"
 NODE = Node("node-1", {"zone": "a"})

@@ -26,8 +26,8 @@ from typing import Any, TypeVar
 import pytest
 
 from kubedevice.dra import models
-from kubedevice.dra.allocator import AllocationError, ClaimAllocation, Node, Unallocatable, allocate, allocated_devices
 from kubedevice.dra.models import DeviceClass, ResourceClaim, ResourceSlice
+from kubedevice.dra.structured import AllocationError, ClaimAllocation, Node, Unallocatable, allocate, allocated_devices
 from kubedevice.testing import gobuild
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "dra"))

@@ -19,10 +19,10 @@ import typer
 from ..boundedyaml import read_text
 from ..errors import cannot_read, fail
 from . import models
-from .allocator import AllocationError, Node, Unallocatable, allocated_devices
 from .explain import explain, render, requests_using, verdicts_json
 from .models import DecodeError, DeviceClass, DRAObject, NodeObject, Pod, ResourceClaim, ResourceSlice, of_kind
 from .pods import PodClaims, PodInputError, claims_for_pod, decode_core, pod_ref, schedule
+from .structured import AllocationError, Node, Unallocatable, allocated_devices
 
 
 @dataclass(frozen=True)

@@ -37,7 +37,6 @@ from typing import Any
 from pydantic import ValidationError
 
 from ..cel.quantity import QuantityError, parse_quantity
-from .allocator import DeviceID, Node, SharedDevice, Unallocatable, allocate
 from .models import (
     Container,
     DeviceClass,
@@ -52,6 +51,7 @@ from .models import (
     ResourceClaimTemplate,
     ResourceSlice,
 )
+from .structured import DeviceID, Node, SharedDevice, Unallocatable, allocate
 
 POD_CLAIM_ANNOTATION = "resource.kubernetes.io/pod-claim-name"  # resourceapi.PodResourceClaimAnnotation
 EXTENDED_CLAIM_ANNOTATION = "resource.kubernetes.io/extended-resource-claim"  # ExtendedResourceClaimAnnotation
