@@ -69,6 +69,7 @@ class Allocator:
         self.ledger = ledger
         self.verdicts: dict[tuple[str, tuple[str, ...]], dict[DeviceID, bool]] = {}  # per selector_key
         self.static_fits: dict[tuple[tuple[str, cap.Exact], ...], dict[Hashable, bool]] = {}  # per capacity_key
+        self.compiled: dict[str, cel.Selector | cel.CompileError] = {}
         # Every device of the usable pools in the order the scheduler tries them.
         self.order = [c for pool in self.pools if not pool.incomplete and not pool.invalid for c in pool_devices(pool)]
         self.any_shared = any(self.allows_multiple_allocations(c) for c in self.order)
@@ -216,7 +217,9 @@ class Allocator:
             except TooMany:
                 return False
         if alt is None:
-            return self.allocate_subrequests(ci, ri)
+            if len(self.plan[ci][ri]) > 1:
+                return self.allocate_subrequests(ci, ri)
+            alt = 0  # the loop over one alternative is the alternative itself
         request = self.plan[ci][ri][alt]
         if request.all_devices is not None and not request.all_devices:
             return False
@@ -306,23 +309,24 @@ class Allocator:
     def _is_selectable(self, claim_index: int, request: RequestData, candidate: DeviceWithID) -> bool:
         if candidate.device.binding_conditions and not self.features.binding_conditions:
             return False
-        class_name = request.device_class.metadata.name
-        if not self.selectors_match(f"class {class_name}", request.device_class.spec.selectors, candidate):
+        device_class = request.device_class
+        if device_class.spec.selectors and not self.selectors_match(
+            f"class {device_class.metadata.name}", device_class.spec.selectors, candidate
+        ):
             return False
-        if not self.selectors_match(f"claim {claim_ref(self.claims[claim_index])}", request.spec.selectors, candidate):
+        if request.spec.selectors and not self.selectors_match(
+            f"claim {claim_ref(self.claims[claim_index])}", request.spec.selectors, candidate
+        ):
             return False
         # After the selectors, as in isSelectable: a CEL error on another node's device still counts.
         return not candidate.per_device_node or device_matches_node(candidate.device, self.node)
 
-    @staticmethod
-    def selectors_match(owner: str, selectors: Sequence[DeviceSelector], candidate: DeviceWithID) -> bool:
+    def selectors_match(self, owner: str, selectors: Sequence[DeviceSelector], candidate: DeviceWithID) -> bool:
         """``selectorsMatch``: every selector of the class or the request holds for the device."""
         for i, selector in enumerate(selectors):
-            expression = selector.cel.expression if selector.cel else ""
-            try:
-                compiled = cel.compile_selector(expression, env="StoredExpressions")
-            except cel.CompileError as error:
-                raise AllocationError(f"{owner}: selector #{i}: CEL compile error: {error.message}") from None
+            compiled = self.compile(selector.cel.expression if selector.cel else "")
+            if isinstance(compiled, cel.CompileError):
+                raise AllocationError(f"{owner}: selector #{i}: CEL compile error: {compiled.message}")
             try:
                 if not compiled.matches(candidate.view):
                     return False
@@ -331,6 +335,17 @@ class Allocator:
                     f"{owner}: selector #{i} on device {candidate.id}: CEL runtime error: {error.message}"
                 ) from None
         return True
+
+    def compile(self, expression: str) -> cel.Selector | cel.CompileError:
+        """The expression compiled (or why not) in the scheduler's environment, kept per expression."""
+        compiled = self.compiled.get(expression)
+        if compiled is None:
+            try:
+                compiled = cel.compile_selector(expression, env="StoredExpressions")
+            except cel.CompileError as error:
+                compiled = error
+            self.compiled[expression] = compiled
+        return compiled
 
     def selectable_or_error(self, claim_index: int, request: RequestData, candidate: DeviceWithID) -> bool | None:
         """``is_selectable``, with None for a device whose selectors fail instead of raising.

@@ -63,11 +63,11 @@ class MatchAttribute(_AttributeConstraint):
 
     def __init__(self, attribute: str, requests: Sequence[str], list_types: bool = False) -> None:
         super().__init__(attribute, requests, list_types)
-        self.value: dict[str, Any] | None = None
+        self.value: Mapping[str, Any] | None = None
         self.stack: list[tuple[str, frozenset[Any]]] = []
         self.count = 0
 
-    def _next(self, value: dict[str, Any]) -> tuple[str, frozenset[Any]] | bool:
+    def _next(self, value: Mapping[str, Any]) -> tuple[str, frozenset[Any]] | bool:
         """What adding ``value`` pushes (list types), or whether it is accepted (False: refused)."""
         if self.list_types:
             as_set = attribute_set(value)
@@ -121,7 +121,7 @@ class DistinctAttribute(_AttributeConstraint):
 
     def __init__(self, attribute: str, requests: Sequence[str], list_types: bool = False) -> None:
         super().__init__(attribute, requests, list_types)
-        self.values: list[dict[str, Any]] = []
+        self.values: list[Mapping[str, Any]] = []
 
     def add(self, base: str, full: str, candidate: DeviceWithID) -> bool:
         if not self.matches(base, full):
@@ -132,7 +132,7 @@ class DistinctAttribute(_AttributeConstraint):
         self.values.append(value)
         return True
 
-    def matches_attribute(self, value: dict[str, Any]) -> bool:
+    def matches_attribute(self, value: Mapping[str, Any]) -> bool:
         """``matchesAttribute``: the value is distinct from every one held."""
         if self.list_types:
             as_set = attribute_set(value)
@@ -167,7 +167,7 @@ class DistinctAttributeV036(_AttributeConstraint):
 
     def __init__(self, attribute: str, requests: Sequence[str], list_types: bool = False) -> None:
         super().__init__(attribute, requests, list_types)
-        self.by_request: dict[str, dict[str, Any]] = {}
+        self.by_request: dict[str, Mapping[str, Any]] = {}
         self.count = 0
 
     def add(self, base: str, full: str, candidate: DeviceWithID) -> bool:
@@ -180,7 +180,7 @@ class DistinctAttributeV036(_AttributeConstraint):
         self.count += 1
         return True
 
-    def matches_attribute(self, value: dict[str, Any], held: Iterable[dict[str, Any]]) -> bool:
+    def matches_attribute(self, value: Mapping[str, Any], held: Iterable[Mapping[str, Any]]) -> bool:
         """``matchesAttribute``: no held value of the same kind equal (sets: overlapping) to ``value``."""
         if self.list_types:
             as_set = attribute_set(value)

@@ -14,7 +14,7 @@ from functools import cached_property
 from typing import Any, TypeVar
 
 from .. import cel
-from ..models import Device, DeviceAttribute, NodeSelector, ResourceSlice
+from ..models import Device, NodeSelector, ResourceSlice
 from . import consumable_capacity as cap
 from .consumable_capacity import Amount, CapacityError, Exact
 from .gates import Features
@@ -24,6 +24,7 @@ PoolID = tuple[str, str]  # (driver, pool name)
 CounterSets = dict[str, dict[str, Amount]]  # counter set -> counter -> value
 CounterTotals = dict[tuple[str, str], Exact]  # (counter set, counter) -> value
 T = TypeVar("T")
+V = TypeVar("V")
 
 
 # --- node selection -----------------------------------------------------------------------
@@ -309,18 +310,18 @@ def device_input(driver: str, device: Device) -> cel.DeviceInput:
     )
 
 
-def lookup_attribute(device: Device, driver: str, name: str) -> DeviceAttribute | None:
+def lookup_attribute(attributes: Mapping[str, V], driver: str, name: str) -> V | None:
     """``lookupAttribute``: a fully qualified attribute; a bare key in the device counts for the
     driver's own domain."""
-    if name in device.attributes:
-        return device.attributes[name]
+    if name in attributes:
+        return attributes[name]
     domain, slash, ident = name.partition("/")
     if not slash or domain != driver:
         return None
-    return device.attributes.get(ident)
+    return attributes.get(ident)
 
 
-@dataclass(frozen=True, eq=False)
+@dataclass(eq=False)
 class DeviceWithID:
     """``deviceWithID``: one device of a usable pool, with what the search needs of its slice and pool."""
 
@@ -339,20 +340,20 @@ class DeviceWithID:
         """The device as CEL sees it, built once: every claim's selectors read the same view."""
         return device_input(self.id.driver, self.device)
 
-    def attribute(self, name: str) -> dict[str, Any] | None:
+    def attribute(self, name: str) -> Mapping[str, Any] | None:
         """The attribute's one-key value (``{"int": 5}``), None when the device lacks it.
 
-        Kept per name: constraints ask it of the same device at every step of the walk, and
-        each answer is a pydantic dump. Callers must not change the dict.
+        Kept per name: constraints ask it of the same device at every step of the walk. Read
+        from the CEL view, which every device the search considers has. Callers must not
+        change the dict.
         """
         values = self._attributes
         if name not in values:
-            attribute = lookup_attribute(self.device, self.id.driver, name)
-            values[name] = None if attribute is None else attribute.as_value()
+            values[name] = lookup_attribute(self.view.attributes, self.id.driver, name)
         return values[name]
 
     @cached_property
-    def _attributes(self) -> dict[str, dict[str, Any] | None]:
+    def _attributes(self) -> dict[str, Mapping[str, Any] | None]:
         return {}
 
     @cached_property

@@ -21,6 +21,7 @@ capacity they need against what the shared devices have left.
 
 from __future__ import annotations
 
+from collections.abc import Hashable
 from typing import TYPE_CHECKING
 
 from .consumable_capacity import CapacityError, Exact, get_consumed_capacity_from_request
@@ -33,26 +34,42 @@ if TYPE_CHECKING:
 
 GATE_REFUSAL = "consume counters (DRAPartitionableDevices is off)"
 
+# What a device is to a request whatever the search holds (Pruner.static_verdict): not known
+# yet; could be taken; could be taken but for its taints, which are only counted after the checks
+# that can fail (the capacity of a shared device, the counters); never taken (the selectors, or
+# the capacity of a device that takes one allocation, of which nothing is ever held); refused for
+# DRAPartitionableDevices being off; or a check that fails with an error.
+UNKNOWN, TAKEABLE, TAINTED, REFUSED, GATED, FAILS = range(6)
+
+
+def gated(alloc: Allocator, candidate: DeviceWithID) -> bool:
+    """``allocateDevice`` refuses a device that consumes counters while DRAPartitionableDevices is off."""
+    return bool(candidate.device.consumes_counters) and not alloc.features.partitionable_devices
+
+
+def counters_refuse(alloc: Allocator, candidate: DeviceWithID) -> bool:
+    """``checkAvailableCounters`` would refuse the device now (a further share of a shared device
+    in use charges nothing)."""
+    return (
+        bool(candidate.device.consumes_counters)
+        and not (alloc.allows_multiple_allocations(candidate) and alloc.ledger.device_capacity_in_use(candidate.id))
+        and not alloc.ledger.counters_fit(candidate)
+    )
+
 
 def refusal(alloc: Allocator, ci: int, request: RequestData, candidate: DeviceWithID) -> str:
     """What ``allocateDevice`` refuses a selectable device for, now, without changing anything; ""
     when it would take it. In ``allocateDevice``'s order."""
-    device, features = candidate.device, alloc.features
-    if device.consumes_counters and not features.partitionable_devices:
+    if gated(alloc, candidate):
         return GATE_REFUSAL
-    if features.consumable_capacity and not alloc.capacity_left(ci, request, candidate):
+    if alloc.features.consumable_capacity and not alloc.capacity_left(ci, request, candidate):
         return "by capacity"
-    if (
-        device.consumes_counters
-        and not (alloc.allows_multiple_allocations(candidate) and alloc.ledger.device_capacity_in_use(candidate.id))
-        and not alloc.ledger.counters_fit(candidate)
-    ):
+    if counters_refuse(alloc, candidate):
         return "by counters"
     if alloc.taint_prevents_allocation(request, candidate):
         return "by taints"
-    for constraint in alloc.constraints[ci]:
-        if not constraint.admits(request.base, request.name, candidate):
-            return "by constraints"
+    if any(not c.admits(request.base, request.name, candidate) for c in alloc.constraints[ci]):
+        return "by constraints"
     return ""
 
 
@@ -64,6 +81,12 @@ class Pruner:
         self.need_after = self._need_after()
         self.must_add_after = self._must_add_after()
         self.least_takes: dict[tuple[int, str, str], Exact | None] = {}
+        self.statics: dict[Hashable, bytearray] = {}
+        # 1 where what the search holds can refuse the device: it consumes counters, or takes
+        # several allocations (its capacity is shared).
+        self.dynamic = bytearray(
+            1 if c.device.consumes_counters or alloc.allows_multiple_allocations(c) else 0 for c in alloc.order
+        )
 
     def _need_after(self) -> dict[tuple[int, int], int]:
         """Per (claim, request): the fewest exclusive devices all later requests need together.
@@ -112,30 +135,82 @@ class Pruner:
         without a side effect or an error, so it need not visit them again. All but one:
         a device refused because DRAPartitionableDevices is off, which the walk meets only
         after its capacity check (that may fail), so the walk begins there at the latest.
+
+        What does not depend on what the search holds is worked out once per device and
+        :attr:`~.types.RequestData.static_key` (``_static``); only counters, the capacity of
+        shared devices and the claim's constraints are checked again. This runs at every device
+        of every request, so it is written for the fewest steps per device.
         """
         alloc = self.alloc
+        order, statics, dynamic = alloc.order, self.statics_of(request), self.dynamic
+        constraints = [c for c in alloc.constraints[ci] if c.matches(request.base, request.name)]
         found = 0
         begin: int | None = None
         for position in alloc.positions(ci, request, start):
-            candidate = alloc.order[position]
-            selectable = alloc.selectable_or_error(ci, request, candidate)
-            if selectable is None:
-                return start
-            if not selectable:
+            verdict = statics[position] or self._static(statics, ci, request, position)
+            if verdict == REFUSED:
                 continue
-            try:
-                refused = refusal(alloc, ci, request, candidate)
-            except AllocationError:
+            if verdict == GATED:
+                begin = position if begin is None else begin
+                continue
+            if verdict == FAILS:
                 return start
-            if refused == GATE_REFUSAL and begin is None:
-                begin = position
-            if refused:
+            candidate = order[position]
+            if dynamic[position]:
+                takeable = self._dynamic_checks(ci, request, candidate)
+                if takeable is None:
+                    return start
+                if not takeable:
+                    continue
+            if verdict == TAINTED or not all(c.admits(request.base, request.name, candidate) for c in constraints):
                 continue
             found += 1
             begin = position if begin is None else begin
             if found >= needed:
                 return begin
         return None
+
+    def statics_of(self, request: RequestData) -> bytearray:
+        """The static verdicts for the request's :attr:`~RequestData.static_key`, one per device."""
+        statics = self.statics.get(request.static_key)
+        if statics is None:
+            statics = self.statics[request.static_key] = bytearray(len(self.alloc.order))
+        return statics
+
+    def _static(self, statics: bytearray, ci: int, request: RequestData, position: int) -> int:
+        """The device's verdict whatever the search holds, in ``refusal``'s order, kept."""
+        alloc = self.alloc
+        candidate = alloc.order[position]
+        selectable = alloc.selectable_or_error(ci, request, candidate)
+        if selectable is None:
+            verdict = FAILS
+        elif not selectable:
+            verdict = REFUSED
+        elif gated(alloc, candidate):
+            verdict = GATED
+        else:
+            verdict = TAKEABLE
+            if alloc.features.consumable_capacity and not alloc.allows_multiple_allocations(candidate):
+                try:  # nothing is ever held of a device that takes one allocation at a time
+                    verdict = TAKEABLE if alloc.capacity_left(ci, request, candidate) else REFUSED
+                except AllocationError:
+                    verdict = FAILS
+            if verdict == TAKEABLE and alloc.taint_prevents_allocation(request, candidate):
+                verdict = TAINTED
+        statics[position] = verdict
+        return verdict
+
+    def _dynamic_checks(self, ci: int, request: RequestData, candidate: DeviceWithID) -> bool | None:
+        """The capacity of a shared device and the counters, which what the search holds decides,
+        in ``refusal``'s order; None for an error."""
+        alloc = self.alloc
+        try:
+            shared = alloc.features.consumable_capacity and alloc.allows_multiple_allocations(candidate)
+            if shared and not alloc.capacity_left(ci, request, candidate):
+                return False
+            return not counters_refuse(alloc, candidate)
+        except AllocationError:
+            return None
 
     def contended(self, ci: int, ri: int, alt: int, di: int) -> bool:
         """All requests still to serve need more exclusive devices than are free: none can succeed.

@@ -7,7 +7,6 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from ..models import ResourceClaim
-from .taints import stored_tolerations
 from .types import AllocationError, ClaimAllocation, DeviceResult
 
 if TYPE_CHECKING:
@@ -33,7 +32,7 @@ def device_result(alloc: Allocator, pick: Pick) -> DeviceResult:
         request.name,
         pick.candidate.id,
         True if request.spec.admin_access else None,
-        stored_tolerations(request.spec),
+        request.tolerations,
         tuple(device.binding_conditions or []) if binding else (),
         tuple(device.binding_failure_conditions or []) if binding else (),
         pick.share_id,

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 
 from ..models import DeviceClass, ExactDeviceRequest, ResourceClaim
 from .consumable_capacity import Amount, Exact
+from .taints import stored_tolerations
 
 if TYPE_CHECKING:
     from .pools import DeviceWithID
@@ -155,6 +156,18 @@ class RequestData:
         """What decides whether the request's share fits a device of which nothing is held."""
         return tuple(sorted((name, amount.value) for name, amount in self.capacity.items()))
 
+    @cached_property
+    def tolerations(self) -> tuple[dict[str, Any], ...]:
+        """The request's tolerations as its results carry them."""
+        return stored_tolerations(self.spec)
+
+    @cached_property
+    def static_key(self) -> Hashable:
+        """What decides whether a device could serve the request whatever the search holds: the
+        selectors, the amounts asked of each capacity and the tolerations."""
+        tolerations = tuple(tuple(sorted(t.items())) for t in self.spec.tolerations or [])
+        return self.selector_key, self.capacity_key, tolerations
+
 
 class Pick(NamedTuple):
     """``internalDeviceResult``: a device the search took for a request, with its share (if it
@@ -170,7 +183,7 @@ class TooMany(Exception):
     """The claim would exceed the result limit: backtrack further (``errAllocationResultMaxSizeExceeded``)."""
 
 
-@dataclass
+@dataclass(slots=True)
 class DeviceRollbackState:
     """``deviceRollbackState``: what one ``allocate_device`` changed, for ``rollback_device``."""
 
