@@ -71,8 +71,13 @@ class Allocator:
         self.static_fits: dict[tuple[tuple[str, cap.Exact], ...], dict[Hashable, bool]] = {}  # per capacity_key
         self.compiled: dict[str, cel.Selector | cel.CompileError] = {}
         # Every device of the usable pools in the order the scheduler tries them.
-        self.order = [c for pool in self.pools if not pool.incomplete and not pool.invalid for c in pool_devices(pool)]
-        self.any_shared = any(self.allows_multiple_allocations(c) for c in self.order)
+        self.order = [
+            c
+            for pool in self.pools
+            if not pool.incomplete and not pool.invalid
+            for c in pool_devices(pool, self.features.consumable_capacity)
+        ]
+        self.any_shared = any(c.shared for c in self.order)
         self.by_id = {c.id: c for c in self.order}
         self.position = {c.id: i for i, c in enumerate(self.order)}
         # 1 where the device at that position of ``order`` is not in use: the walk and its count
@@ -176,7 +181,7 @@ class Allocator:
                 raise AllocationError(
                     f"{where}: asks for all devices, but resource pool {pool.driver}/{pool.name} is currently invalid"
                 )
-            for candidate in pool_devices(pool):
+            for candidate in pool_devices(pool, self.features.consumable_capacity):
                 if not self.is_selectable(index, request, candidate):
                     continue
                 if self.features.consumable_capacity and not self.cmp_request_over_capacity(
@@ -390,10 +395,6 @@ class Allocator:
 
     # --- allocateDevice and rollbackDevice ---------------------------------------------------
 
-    def allows_multiple_allocations(self, candidate: DeviceWithID) -> bool:
-        """The device takes several allocations (``allowMultipleAllocations`` with the gate on)."""
-        return self.features.consumable_capacity and bool(candidate.device.allow_multiple_allocations)
-
     def taint_prevents_allocation(self, request: RequestData, candidate: DeviceWithID) -> bool:
         """``taintPreventsAllocation`` where the gate is on (most devices have no taints: asked first)."""
         device = candidate.device
@@ -404,7 +405,7 @@ class Allocator:
     ) -> DeviceRollbackState | None:
         """``allocateDevice``: tentatively allocate; the caller must roll the state back when backtracking."""
         ledger, device = self.ledger, candidate.device
-        shared = self.allows_multiple_allocations(candidate)
+        shared = candidate.shared
         admin = bool(request.spec.admin_access)
         if not shared and admin and ledger.allocating_device_for_claim(candidate.id, claim_index):
             return None
@@ -456,7 +457,7 @@ class Allocator:
                 known = self.cmp_request_over_capacity(where, request, candidate, held, f"{candidate.id} (recheck)")
             if not known:
                 return None
-            if self.allows_multiple_allocations(candidate):
+            if candidate.shared:
                 consumed = cap.get_consumed_capacity_from_request(request.capacity, candidate.capacities) or {}
                 claim = self.claims[ci]
                 key = (claim.metadata.model_extra or {}).get("uid") or claim_ref(claim)

@@ -64,6 +64,7 @@ class MatchAttribute(_AttributeConstraint):
     def __init__(self, attribute: str, requests: Sequence[str], list_types: bool = False) -> None:
         super().__init__(attribute, requests, list_types)
         self.value: Mapping[str, Any] | None = None
+        self.scalar = False  # the value is of a scalar kind (a list value matches nothing)
         self.stack: list[tuple[str, frozenset[Any]]] = []
         self.count = 0
 
@@ -75,7 +76,7 @@ class MatchAttribute(_AttributeConstraint):
             return False if narrowed is None else narrowed
         if not self.count:
             return True
-        return next(iter(value), "") in _SCALAR_KINDS and value == self.value
+        return self.scalar and value == self.value
 
     def add(self, base: str, full: str, candidate: DeviceWithID) -> bool:
         if not self.matches(base, full):
@@ -90,6 +91,7 @@ class MatchAttribute(_AttributeConstraint):
             self.stack.append(pushed)
         elif not self.count:
             self.value = value
+            self.scalar = next(iter(value), "") in _SCALAR_KINDS
         self.count += 1
         return True
 

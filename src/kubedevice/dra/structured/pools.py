@@ -10,7 +10,6 @@ from __future__ import annotations
 
 from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from functools import cached_property
 from typing import Any, TypeVar
 
 from .. import cel
@@ -321,24 +320,55 @@ def lookup_attribute(attributes: Mapping[str, V], driver: str, name: str) -> V |
     return attributes.get(ident)
 
 
-@dataclass(eq=False)
 class DeviceWithID:
-    """``deviceWithID``: one device of a usable pool, with what the search needs of its slice and pool."""
+    """``deviceWithID``: one device of a usable pool, with what the search needs of its slice and pool.
 
-    id: DeviceID
-    device: Device
-    slice_: ResourceSlice
-    pool: Pool
-    index: int  # in the slice's devices, for messages
+    What is derived from the device is worked out when first asked and kept. Slots and plain
+    attributes rather than a dataclass of ``cached_property``: a search meets every device of
+    the node, and making one and first asking each property was a large part of meeting it
+    (benchmarks/allocate_vs_go.py).
+    """
+
+    __slots__ = (
+        "_attributes",
+        "_capacities",
+        "_capacity_key",
+        "_counters",
+        "_view",
+        "device",
+        "id",
+        "index",
+        "per_device_node",
+        "pool",
+        "shared",
+        "slice_",
+    )
+
+    def __init__(
+        self, id: DeviceID, device: Device, slice_: ResourceSlice, pool: Pool, index: int, *, consumable: bool
+    ) -> None:
+        """``consumable``: whether DRAConsumableCapacity is on, without which no device is shared."""
+        self.id = id
+        self.device = device
+        self.slice_ = slice_
+        self.pool = pool
+        self.index = index  # in the slice's devices, for messages
+        self.per_device_node = bool(slice_.spec.per_device_node_selection)
+        # Takes several allocations (``allowMultipleAllocations`` with the gate on).
+        self.shared = consumable and bool(device.allow_multiple_allocations)
+        self._view: cel.DeviceInput | None = None
+        self._attributes: dict[str, Mapping[str, Any] | None] | None = None
+        self._counters: CounterTotals | None = None
+        self._capacity_key: Hashable | None = None
+        self._capacities: dict[str, cap.Capacity] | None = None
 
     @property
-    def per_device_node(self) -> bool:
-        return bool(self.slice_.spec.per_device_node_selection)
-
-    @cached_property
     def view(self) -> cel.DeviceInput:
         """The device as CEL sees it, built once: every claim's selectors read the same view."""
-        return device_input(self.id.driver, self.device)
+        view = self._view
+        if view is None:
+            view = self._view = device_input(self.id.driver, self.device)
+        return view
 
     def attribute(self, name: str) -> Mapping[str, Any] | None:
         """The attribute's one-key value (``{"int": 5}``), None when the device lacks it.
@@ -348,47 +378,51 @@ class DeviceWithID:
         change the dict.
         """
         values = self._attributes
+        if values is None:
+            values = self._attributes = {}
         if name not in values:
             values[name] = lookup_attribute(self.view.attributes, self.id.driver, name)
         return values[name]
 
-    @cached_property
-    def _attributes(self) -> dict[str, Mapping[str, Any] | None]:
-        return {}
-
-    @cached_property
+    @property
     def where(self) -> str:
         return f"{slice_where(self.slice_)}: spec.devices[{self.index}]"
 
-    @cached_property
+    @property
     def counter_totals(self) -> CounterTotals:
         """What the device consumes of each counter, summed over its ``consumesCounters`` entries."""
-        totals: CounterTotals = {}
-        consumed = _allocator_error(lambda: device_consumption(self.device, self.where))
-        for counter_set, counter, amount in consumed:
-            totals[(counter_set, counter)] = totals.get((counter_set, counter), 0) + amount.value
-        return totals
+        if self._counters is None:
+            totals: CounterTotals = {}
+            for counter_set, counter, amount in _allocator_error(lambda: device_consumption(self.device, self.where)):
+                totals[(counter_set, counter)] = totals.get((counter_set, counter), 0) + amount.value
+            self._counters = totals
+        return self._counters
 
-    @cached_property
+    @property
     def capacity_key(self) -> Hashable:
         """What decides whether a request's share fits the device while none of it is held: the
         capacities' values when none has a request policy (a pool's devices mostly repeat them,
         so the check runs once for all of them), else the device itself."""
-        capacity = self.device.capacity
-        if any(c.request_policy is not None for c in capacity.values()):
-            return self.id
-        return tuple((name, c.value) for name, c in capacity.items())
+        if self._capacity_key is None:
+            capacity = self.device.capacity
+            if any(c.request_policy is not None for c in capacity.values()):
+                self._capacity_key = self.id
+            else:
+                self._capacity_key = tuple((name, c.value) for name, c in capacity.items())
+        return self._capacity_key
 
-    @cached_property
+    @property
     def capacities(self) -> dict[str, cap.Capacity]:
-        where = f"ResourceSlice {self.slice_.metadata.name}: device {self.device.name}: capacity"
-        return _allocator_error(lambda: cap.capacities_of(self.device.capacity, where))
+        if self._capacities is None:
+            where = f"ResourceSlice {self.slice_.metadata.name}: device {self.device.name}: capacity"
+            self._capacities = _allocator_error(lambda: cap.capacities_of(self.device.capacity, where))
+        return self._capacities
 
 
-def pool_devices(pool: Pool) -> list[DeviceWithID]:
+def pool_devices(pool: Pool, consumable: bool) -> list[DeviceWithID]:
     """The pool's devices on the node in search order: slice by slice, device by device."""
     return [
-        DeviceWithID(DeviceID(pool.driver, pool.name, d.name), d, s, pool, i)
+        DeviceWithID(DeviceID(pool.driver, pool.name, d.name), d, s, pool, i, consumable=consumable)
         for s in pool.slices
         for i, d in enumerate(s.spec.devices)
     ]

@@ -52,7 +52,7 @@ def counters_refuse(alloc: Allocator, candidate: DeviceWithID) -> bool:
     in use charges nothing)."""
     return (
         bool(candidate.device.consumes_counters)
-        and not (alloc.allows_multiple_allocations(candidate) and alloc.ledger.device_capacity_in_use(candidate.id))
+        and not (candidate.shared and alloc.ledger.device_capacity_in_use(candidate.id))
         and not alloc.ledger.counters_fit(candidate)
     )
 
@@ -84,9 +84,7 @@ class Pruner:
         self.statics: dict[Hashable, bytearray] = {}
         # 1 where what the search holds can refuse the device: it consumes counters, or takes
         # several allocations (its capacity is shared).
-        self.dynamic = bytearray(
-            1 if c.device.consumes_counters or alloc.allows_multiple_allocations(c) else 0 for c in alloc.order
-        )
+        self.dynamic = bytearray(1 if c.device.consumes_counters or c.shared else 0 for c in alloc.order)
 
     def _need_after(self) -> dict[tuple[int, int], int]:
         """Per (claim, request): the fewest exclusive devices all later requests need together.
@@ -162,12 +160,16 @@ class Pruner:
                     return start
                 if not takeable:
                     continue
-            if verdict == TAINTED or not all(c.admits(request.base, request.name, candidate) for c in constraints):
+            if verdict == TAINTED:
                 continue
-            found += 1
-            begin = position if begin is None else begin
-            if found >= needed:
-                return begin
+            for constraint in constraints:
+                if not constraint.admits(request.base, request.name, candidate):
+                    break
+            else:
+                found += 1
+                begin = position if begin is None else begin
+                if found >= needed:
+                    return begin
         return None
 
     def statics_of(self, request: RequestData) -> bytearray:
@@ -190,7 +192,7 @@ class Pruner:
             verdict = GATED
         else:
             verdict = TAKEABLE
-            if alloc.features.consumable_capacity and not alloc.allows_multiple_allocations(candidate):
+            if alloc.features.consumable_capacity and not candidate.shared:
                 try:  # nothing is ever held of a device that takes one allocation at a time
                     verdict = TAKEABLE if alloc.capacity_left(ci, request, candidate) else REFUSED
                 except AllocationError:
@@ -205,8 +207,7 @@ class Pruner:
         in ``refusal``'s order; None for an error."""
         alloc = self.alloc
         try:
-            shared = alloc.features.consumable_capacity and alloc.allows_multiple_allocations(candidate)
-            if shared and not alloc.capacity_left(ci, request, candidate):
+            if candidate.shared and not alloc.capacity_left(ci, request, candidate):
                 return False
             return not counters_refuse(alloc, candidate)
         except AllocationError:
