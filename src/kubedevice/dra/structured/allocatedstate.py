@@ -66,6 +66,7 @@ class Ledger:
         self.allocating_capacity: dict[DeviceID, list[dict[str, Exact]]] = {}
         # Per pool: its counters' values less all that consumes them, and those left below zero.
         self.left: dict[tuple[str, str], tuple[CounterTotals, set[tuple[str, str]]]] = {}
+        self.counters_taken = 0  # how many times a device took counters; never goes down
 
     def _add_share(self, item: SharedDevice) -> None:
         """``AggregatedCapacity``: what the shares of a device consume, summed."""
@@ -170,6 +171,7 @@ class Ledger:
         """Take (``sign`` 1: ``checkAvailableCounters``) or give back (-1:
         ``deallocateCountersForDevice``) what the device consumes of the pool's counters."""
         left, overdrawn = self.available_counters(candidate.pool)
+        self.counters_taken += sign > 0
         for name, value in candidate.counter_totals.items():
             if name not in left:
                 continue

@@ -46,6 +46,9 @@ class _AttributeConstraint:
         self.attribute = attribute
         self.requests = set(requests)
         self.list_types = list_types
+        # How many adds may have narrowed what ``admits`` accepts; never goes down, so the count
+        # cut can tell that nothing narrowed since it last counted (prune.Pruner.walk_start).
+        self.narrowed = 0
 
     def matches(self, base: str, full: str) -> bool:
         """``matches``: the constraint governs the request (all requests when it names none)."""
@@ -88,10 +91,12 @@ class MatchAttribute(_AttributeConstraint):
         if pushed is False:
             return False
         if isinstance(pushed, tuple):
+            self.narrowed += not self.stack or pushed != self.stack[-1]
             self.stack.append(pushed)
         elif not self.count:
             self.value = value
             self.scalar = next(iter(value), "") in _SCALAR_KINDS
+            self.narrowed += 1
         self.count += 1
         return True
 
@@ -132,6 +137,7 @@ class DistinctAttribute(_AttributeConstraint):
         if value is None or not self.matches_attribute(value):
             return False
         self.values.append(value)
+        self.narrowed += 1
         return True
 
     def matches_attribute(self, value: Mapping[str, Any]) -> bool:
@@ -180,6 +186,7 @@ class DistinctAttributeV036(_AttributeConstraint):
             return False
         self.by_request[base] = value
         self.count += 1
+        self.narrowed += 1
         return True
 
     def matches_attribute(self, value: Mapping[str, Any], held: Iterable[Mapping[str, Any]]) -> bool:

@@ -82,6 +82,9 @@ class Pruner:
         self.must_add_after = self._must_add_after()
         self.least_takes: dict[tuple[int, str, str], Exact | None] = {}
         self.statics: dict[Hashable, bytearray] = {}
+        # Per request (its id) and devices still needed: the devices walk_start counted, and
+        # the changes that could narrow them, summed, then.
+        self.counted: dict[tuple[int, int], tuple[list[int], int]] = {}
         # 1 where what the search holds can refuse the device: it consumes counters, or takes
         # several allocations (its capacity is shared).
         self.dynamic = bytearray(1 if c.device.consumes_counters or c.shared else 0 for c in alloc.order)
@@ -138,11 +141,26 @@ class Pruner:
         :attr:`~.types.RequestData.static_key` (``_static``); only counters, the capacity of
         shared devices and the claim's constraints are checked again. This runs at every device
         of every request, so it is written for the fewest steps per device.
+
+        The devices counted for the request's previous device are counted again only when
+        something may have narrowed since (a constraint of the request took a value, or a device
+        took counters: ``narrowed`` and ``counters_taken`` never go down). That count is kept
+        for the next call only (each call drops its own): between the two, the walk took one
+        device, before ``start``, and took back whatever else it tried, so those counted after
+        it can still be taken, and those between were refused then and still are.
         """
         alloc = self.alloc
-        order, statics, dynamic = alloc.order, self.statics_of(request), self.dynamic
+        self.counted.pop((id(request), needed), None)  # only the call for the next device may read it
         constraints = [c for c in alloc.constraints[ci] if c.matches(request.base, request.name)]
-        found = 0
+        changes = alloc.ledger.counters_taken + sum(c.narrowed for c in constraints)
+        earlier = self.counted.get((id(request), needed + 1))
+        if earlier is not None and earlier[1] == changes:
+            left = [p for p in earlier[0] if p >= start]
+            if len(left) >= needed:
+                self.counted[(id(request), needed)] = left, changes
+                return left[0]
+        order, statics, dynamic = alloc.order, self.statics_of(request), self.dynamic
+        counted: list[int] = []
         begin: int | None = None
         for position in alloc.positions(ci, request, start):
             verdict = statics[position] or self._static(statics, ci, request, position)
@@ -150,6 +168,7 @@ class Pruner:
                 continue
             if verdict == GATED:
                 begin = position if begin is None else begin
+                changes = -1  # the walk must begin there: what was counted is no start for the next device
                 continue
             if verdict == FAILS:
                 return start
@@ -166,9 +185,10 @@ class Pruner:
                 if not constraint.admits(request.base, request.name, candidate):
                     break
             else:
-                found += 1
+                counted.append(position)
                 begin = position if begin is None else begin
-                if found >= needed:
+                if len(counted) >= needed:
+                    self.counted[(id(request), needed)] = counted, changes
                     return begin
         return None
 
