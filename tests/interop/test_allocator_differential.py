@@ -228,6 +228,7 @@ def test_generator_produces_every_construct() -> None:
         "requestPolicy",
         "validValues",
         "validRange",
+        '"step"',
         '"capacity": {"requests"',
         "allowMultipleAllocations",
         "bindingConditions",
