@@ -16,6 +16,8 @@ version-5 UUID of the claim, the request and the device, so the same input gives
 
 from __future__ import annotations
 
+import contextlib
+import gc
 import uuid
 from collections.abc import Hashable, Iterable, Iterator, Mapping, Sequence
 
@@ -234,8 +236,12 @@ class Allocator:
             raise TooMany
         if request.all_devices is not None:
             return self._allocate_then_next((ci, ri, di, alt), request, request.all_devices[di], must=True, start=0)
-        begin = self.prune.walk_start(ci, request, request.count - di, start)
-        if begin is None or self.prune.contended(ci, ri, alt, di) or self.prune.capacity_short(ci, ri, alt, di):
+        begin = self.prune.walk_start(self, ci, request, request.count - di, start)
+        if (
+            begin is None
+            or self.prune.contended(self, ci, ri, alt, di)
+            or self.prune.capacity_short(self, ci, ri, alt, di)
+        ):
             return False
         for position in self.positions(ci, request, begin):
             candidate = self.order[position]
@@ -490,6 +496,26 @@ class Allocator:
             ledger.reserve_counters(candidate, -1)
 
 
+@contextlib.contextmanager
+def collector_paused() -> Iterator[None]:
+    """Python's cyclic garbage collector off while an allocation runs, back on after (if it was on).
+
+    The search makes many short-lived objects and no reference cycles (tests/dra/test_allocator.py
+    checks), so refcounting frees all of it; but those objects trigger collections, and each
+    older-generation one walks the caller's whole heap (the decoded slices: tens of thousands of
+    objects) to find nothing: a fifth of the CPU time of 100 claims on 1,000 devices
+    (benchmarks/allocate_vs_go.py). An error path may leave a cycle (an exception's traceback);
+    the next collection after this frees it.
+    """
+    was_on = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was_on:
+            gc.enable()
+
+
 def _capacity_requests(where: str, spec: ExactDeviceRequest) -> dict[str, cap.Amount]:
     try:
         return cap.requested(spec.capacity.requests if spec.capacity is not None else {}, where)
@@ -517,21 +543,22 @@ def allocate(
     allocator itself changed between releases (else guessed from the gates: :func:`~.gates.release_of`).
     """
     enabled = Features.of(features, release)
-    pools = gather_pools(list(slices), node, enabled)
-    alloc = Allocator(
-        claims,
-        {c.metadata.name: c for c in classes},
-        pools,
-        Ledger(in_use, shares=not enabled.stable, by_pool_name=enabled.before_137),
-        node=node,
-        features=enabled,
-    )
-    try:
-        done = alloc.allocate_one(0, 0, 0, None)
-    except TooMany:
-        done = False
-    if done:
-        return allocation_results(alloc)
+    with collector_paused():
+        pools = gather_pools(list(slices), node, enabled)
+        alloc = Allocator(
+            claims,
+            {c.metadata.name: c for c in classes},
+            pools,
+            Ledger(in_use, shares=not enabled.stable, by_pool_name=enabled.before_137),
+            node=node,
+            features=enabled,
+        )
+        try:
+            done = alloc.allocate_one(0, 0, 0, None)
+        except TooMany:
+            done = False
+        if done:
+            return allocation_results(alloc)
     invalid = [p for p in pools if p.invalid]
     if invalid:
         raise Unallocatable(

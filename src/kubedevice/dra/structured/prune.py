@@ -77,9 +77,10 @@ class Pruner:
     """The cuts, with what they work out once per ``Allocate`` (after planning)."""
 
     def __init__(self, alloc: Allocator) -> None:
-        self.alloc = alloc
-        self.need_after = self._need_after()
-        self.must_add_after = self._must_add_after()
+        """Worked out from the allocator's plan; the allocator is passed to each cut rather than
+        kept, so that the two make no reference cycle (garbage only a full collection frees)."""
+        self.need_after = self._need_after(alloc)
+        self.must_add_after = self._must_add_after(alloc)
         self.least_takes: dict[tuple[int, str, str], Exact | None] = {}
         self.statics: dict[Hashable, bytearray] = {}
         # Per request (its id) and devices still needed: the devices walk_start counted, and
@@ -89,12 +90,13 @@ class Pruner:
         # several allocations (its capacity is shared).
         self.dynamic = bytearray(1 if c.device.consumes_counters or c.shared else 0 for c in alloc.order)
 
-    def _need_after(self) -> dict[tuple[int, int], int]:
+    @staticmethod
+    def _need_after(alloc: Allocator) -> dict[tuple[int, int], int]:
         """Per (claim, request): the fewest exclusive devices all later requests need together.
 
         Admin access shares devices, so such alternatives count as needing none.
         """
-        plan = self.alloc.plan
+        plan = alloc.plan
         need_after: dict[tuple[int, int], int] = {}
         total = 0
         for ci in reversed(range(len(plan))):
@@ -103,7 +105,8 @@ class Pruner:
                 total += min(0 if alt.spec.admin_access else alt.count for alt in plan[ci][ri])
         return need_after
 
-    def _must_add_after(self) -> set[tuple[int, int]]:
+    @staticmethod
+    def _must_add_after(alloc: Allocator) -> set[tuple[int, int]]:
         """The (claim, request) positions after which an ``All`` request of a claim with constraints waits.
 
         ``allocateDevice`` with ``must`` aborts the whole allocation when a constraint refuses one
@@ -112,7 +115,7 @@ class Pruner:
         alone cannot tell which comes first, so the counting cuts (:meth:`contended`,
         :meth:`capacity_short`) are not taken at these positions.
         """
-        plan, constraints = self.alloc.plan, self.alloc.constraints
+        plan, constraints = alloc.plan, alloc.constraints
         after: set[tuple[int, int]] = set()
         pending = False
         for ci in reversed(range(len(plan))):
@@ -123,7 +126,7 @@ class Pruner:
                 pending = pending or (constrained and any(a.all_devices for a in plan[ci][ri]))
         return after
 
-    def walk_start(self, ci: int, request: RequestData, needed: int, start: int) -> int | None:
+    def walk_start(self, alloc: Allocator, ci: int, request: RequestData, needed: int, start: int) -> int | None:
         """None when fewer devices from ``start`` on could still be taken than the request needs,
         else where the walk may begin: the first device that could be taken now.
 
@@ -149,7 +152,6 @@ class Pruner:
         device, before ``start``, and took back whatever else it tried, so those counted after
         it can still be taken, and those between were refused then and still are.
         """
-        alloc = self.alloc
         self.counted.pop((id(request), needed), None)  # only the call for the next device may read it
         constraints = [c for c in alloc.constraints[ci] if c.matches(request.base, request.name)]
         changes = alloc.ledger.counters_taken + sum(c.narrowed for c in constraints)
@@ -159,11 +161,11 @@ class Pruner:
             if len(left) >= needed:
                 self.counted[(id(request), needed)] = left, changes
                 return left[0]
-        order, statics, dynamic = alloc.order, self.statics_of(request), self.dynamic
+        order, statics, dynamic = alloc.order, self.statics_of(request, len(alloc.order)), self.dynamic
         counted: list[int] = []
         begin: int | None = None
         for position in alloc.positions(ci, request, start):
-            verdict = statics[position] or self._static(statics, ci, request, position)
+            verdict = statics[position] or self._static(alloc, statics, ci, request, position)
             if verdict == REFUSED:
                 continue
             if verdict == GATED:
@@ -174,7 +176,7 @@ class Pruner:
                 return start
             candidate = order[position]
             if dynamic[position]:
-                takeable = self._dynamic_checks(ci, request, candidate)
+                takeable = self._dynamic_checks(alloc, ci, request, candidate)
                 if takeable is None:
                     return start
                 if not takeable:
@@ -192,16 +194,16 @@ class Pruner:
                     return begin
         return None
 
-    def statics_of(self, request: RequestData) -> bytearray:
+    def statics_of(self, request: RequestData, devices: int) -> bytearray:
         """The static verdicts for the request's :attr:`~RequestData.static_key`, one per device."""
         statics = self.statics.get(request.static_key)
         if statics is None:
-            statics = self.statics[request.static_key] = bytearray(len(self.alloc.order))
+            statics = self.statics[request.static_key] = bytearray(devices)
         return statics
 
-    def _static(self, statics: bytearray, ci: int, request: RequestData, position: int) -> int:
+    @staticmethod
+    def _static(alloc: Allocator, statics: bytearray, ci: int, request: RequestData, position: int) -> int:
         """The device's verdict whatever the search holds, in ``refusal``'s order, kept."""
-        alloc = self.alloc
         candidate = alloc.order[position]
         selectable = alloc.selectable_or_error(ci, request, candidate)
         if selectable is None:
@@ -222,10 +224,10 @@ class Pruner:
         statics[position] = verdict
         return verdict
 
-    def _dynamic_checks(self, ci: int, request: RequestData, candidate: DeviceWithID) -> bool | None:
+    @staticmethod
+    def _dynamic_checks(alloc: Allocator, ci: int, request: RequestData, candidate: DeviceWithID) -> bool | None:
         """The capacity of a shared device and the counters, which what the search holds decides,
         in ``refusal``'s order; None for an error."""
-        alloc = self.alloc
         try:
             if candidate.shared and not alloc.capacity_left(ci, request, candidate):
                 return False
@@ -233,7 +235,7 @@ class Pruner:
         except AllocationError:
             return None
 
-    def contended(self, ci: int, ri: int, alt: int, di: int) -> bool:
+    def contended(self, alloc: Allocator, ci: int, ri: int, alt: int, di: int) -> bool:
         """All requests still to serve need more exclusive devices than are free: none can succeed.
 
         Safe by monotony: free devices only get fewer deeper in the branch. This cut skips CEL on
@@ -242,7 +244,6 @@ class Pruner:
         raises that error where the scheduler does. A device that takes several allocations can
         serve any number of requests, so with one in the pools there is no cut.
         """
-        alloc = self.alloc
         if alloc.any_shared or (ci, ri) in self.must_add_after:
             return False
         request = alloc.plan[ci][ri][alt]
@@ -264,7 +265,7 @@ class Pruner:
             for c in (alloc.order if later.spec.admin_access else free)
         )
 
-    def capacity_short(self, ci: int, ri: int, alt: int, di: int) -> bool:
+    def capacity_short(self, alloc: Allocator, ci: int, ri: int, alt: int, di: int) -> bool:
         """The requests still to serve need more of some capacity than all devices have left.
 
         The cut for devices shared by many allocations, where counting devices cannot see that
@@ -277,7 +278,6 @@ class Pruner:
         neither a selector nor the capacity arithmetic fails on a device upstream's walk would
         try, so the scheduler's errors stay.
         """
-        alloc = self.alloc
         if not alloc.any_shared or (ci, ri) in self.must_add_after:
             return False
         request = alloc.plan[ci][ri][alt]
@@ -296,7 +296,7 @@ class Pruner:
             )
             need: Exact = 0
             for group in groups:
-                takes = [self._least_take(cj, r, name) for cj, r, _ in group]
+                takes = [self._least_take(alloc, cj, r, name) for cj, r, _ in group]
                 if any(t is None for t in takes):
                     return False
                 need += min(count * (t or 0) for (_, _, count), t in zip(group, takes, strict=True))
@@ -304,20 +304,21 @@ class Pruner:
                 return True
         return False
 
-    def _least_take(self, ci: int, request: RequestData, name: str) -> Exact | None:
+    def _least_take(self, alloc: Allocator, ci: int, request: RequestData, name: str) -> Exact | None:
         """The least of capacity ``name`` one allocation of the request takes; None when a selector
         or the capacity arithmetic fails on some device (then the walk must go on and meet it).
 
         Depends on nothing the search changes, so it is worked out once."""
         key = (ci, request.name, name)
         if key not in self.least_takes:
-            self.least_takes[key] = self._least_take_of(ci, request, name)
+            self.least_takes[key] = self._least_take_of(alloc, ci, request, name)
         return self.least_takes[key]
 
-    def _least_take_of(self, ci: int, request: RequestData, name: str) -> Exact | None:
+    @staticmethod
+    def _least_take_of(alloc: Allocator, ci: int, request: RequestData, name: str) -> Exact | None:
         least: Exact | None = None
-        for candidate in self.alloc.order:
-            selectable = self.alloc.selectable_or_error(ci, request, candidate)
+        for candidate in alloc.order:
+            selectable = alloc.selectable_or_error(ci, request, candidate)
             if selectable is None:
                 return None
             if not selectable:
