@@ -28,7 +28,7 @@ from .allocatedstate import Ledger
 from .constraint import Constraint, DistinctAttribute, DistinctAttributeV036, MatchAttribute
 from .gates import Features
 from .pools import DeviceWithID, Pool, device_matches_node, gather_pools, pool_devices
-from .prune import Pruner
+from .prune import SELECTABLE_WITH_CAPACITY, Pruner
 from .reasons import reason
 from .results import allocation_results
 from .taints import taint_prevents_allocation
@@ -243,12 +243,16 @@ class Allocator:
             or self.prune.capacity_short(self, ci, ri, alt, di)
         ):
             return False
+        # What walk_start found of each device it met: selectable, and a device that takes one
+        # allocation at a time has the capacity (nothing of it is ever held), so neither is asked again.
+        known = self.prune.statics_of(request, len(self.order))
         for position in self.positions(ci, request, begin):
             candidate = self.order[position]
-            if not self.is_selectable(ci, request, candidate):
-                continue
-            if self.features.consumable_capacity and not self.capacity_left(ci, request, candidate):
-                continue
+            if known[position] not in SELECTABLE_WITH_CAPACITY or candidate.shared:
+                if not self.is_selectable(ci, request, candidate):
+                    continue
+                if self.features.consumable_capacity and not self.capacity_left(ci, request, candidate):
+                    continue
             if self._allocate_then_next((ci, ri, di, alt), request, candidate, must=False, start=position + 1):
                 return True
         return False

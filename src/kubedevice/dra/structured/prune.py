@@ -40,6 +40,7 @@ GATE_REFUSAL = "consume counters (DRAPartitionableDevices is off)"
 # the capacity of a device that takes one allocation, of which nothing is ever held); refused for
 # DRAPartitionableDevices being off; or a check that fails with an error.
 UNKNOWN, TAKEABLE, TAINTED, REFUSED, GATED, FAILS = range(6)
+SELECTABLE_WITH_CAPACITY = (TAKEABLE, TAINTED)  # for a device that takes one allocation at a time
 
 
 def gated(alloc: Allocator, candidate: DeviceWithID) -> bool:
