@@ -95,7 +95,9 @@ class Ledger:
 
     def mark(self, device: DeviceID, claim_index: int, on: bool) -> None:
         """Allocating the device to the claim, or no longer (``allocatingDevices``); ``busy`` follows."""
-        owners = self.allocating.setdefault(device, set())
+        owners = self.allocating.get(device)
+        if owners is None:
+            owners = self.allocating[device] = set()
         if on:
             owners.add(claim_index)
             self.busy.add(device)

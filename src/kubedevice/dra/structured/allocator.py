@@ -86,6 +86,7 @@ class Allocator:
         # cut look for the next free device with ``bytearray.find`` instead of asking each
         # device in turn (with 100 claims the devices earlier claims hold were most of the walk).
         self.free = bytearray(0 if ledger.device_in_use(c.id) else 1 for c in self.order)
+        self.free_count = self.free.count(1)
         self.plan: list[list[list[RequestData]]] = []
         self.constraints: list[list[Constraint]] = []
         for index, claim in enumerate(claims):  # per claim, as upstream reports the first error
@@ -236,12 +237,11 @@ class Allocator:
             raise TooMany
         if request.all_devices is not None:
             return self._allocate_then_next((ci, ri, di, alt), request, request.all_devices[di], must=True, start=0)
-        begin = self.prune.walk_start(self, ci, request, request.count - di, start)
-        if (
-            begin is None
-            or self.prune.contended(self, ci, ri, alt, di)
-            or self.prune.capacity_short(self, ci, ri, alt, di)
-        ):
+        prune = self.prune
+        begin = prune.walk_start(self, ci, request, request.count - di, start)
+        if begin is None:
+            return False
+        if prune.capacity_short(self, ci, ri, alt, di) if self.any_shared else prune.contended(self, ci, ri, alt, di):
             return False
         # What walk_start found of each device it met: selectable, and a device that takes one
         # allocation at a time has the capacity (nothing of it is ever held), so neither is asked again.
@@ -429,7 +429,7 @@ class Allocator:
                 return None
             ledger.reserve_counters(candidate, 1)
             state.counters = True
-        if self.taint_prevents_allocation(request, candidate):
+        if device.taints and self.taint_prevents_allocation(request, candidate):
             self.rollback_device(state)
             return None
         for constraint in self.constraints[claim_index]:
@@ -479,11 +479,13 @@ class Allocator:
         return Pick(request, candidate, share_id, tuple((name, str(a)) for name, a in consumed.items()))
 
     def mark_allocating(self, device: DeviceID, claim_index: int, on: bool) -> None:
-        """``allocatingDevices``, with the free map kept in step."""
+        """``allocatingDevices``, with the free map and its count kept in step."""
         self.ledger.mark(device, claim_index, on)
         position = self.position.get(device)
         if position is not None:
-            self.free[position] = 0 if self.ledger.device_in_use(device) else 1
+            free = 0 if self.ledger.device_in_use(device) else 1
+            self.free_count += free - self.free[position]
+            self.free[position] = free
 
     def rollback_device(self, state: DeviceRollbackState) -> None:
         """``rollbackDevice``: reverse what ``allocate_device`` recorded, last change first."""

@@ -29,6 +29,7 @@ from .types import AllocationError
 
 if TYPE_CHECKING:
     from .allocator import Allocator
+    from .constraint import Constraint
     from .pools import DeviceWithID
     from .types import RequestData
 
@@ -87,6 +88,7 @@ class Pruner:
         # Per request (its id) and devices still needed: the devices walk_start counted, and
         # the changes that could narrow them, summed, then.
         self.counted: dict[tuple[int, int], tuple[list[int], int]] = {}
+        self.governing: dict[int, list[Constraint]] = {}  # per request (its id)
         # 1 where what the search holds can refuse the device: it consumes counters, or takes
         # several allocations (its capacity is shared).
         self.dynamic = bytearray(1 if c.device.consumes_counters or c.shared else 0 for c in alloc.order)
@@ -154,7 +156,7 @@ class Pruner:
         it can still be taken, and those between were refused then and still are.
         """
         self.counted.pop((id(request), needed), None)  # only the call for the next device may read it
-        constraints = [c for c in alloc.constraints[ci] if c.matches(request.base, request.name)]
+        constraints = self.constraints_of(alloc, ci, request)
         changes = alloc.ledger.counters_taken + sum(c.narrowed for c in constraints)
         earlier = self.counted.get((id(request), needed + 1))
         if earlier is not None and earlier[1] == changes:
@@ -194,6 +196,14 @@ class Pruner:
                     self.counted[(id(request), needed)] = counted, changes
                     return begin
         return None
+
+    def constraints_of(self, alloc: Allocator, ci: int, request: RequestData) -> list[Constraint]:
+        """The claim's constraints that govern the request, worked out once per request."""
+        constraints = self.governing.get(id(request))
+        if constraints is None:
+            constraints = [c for c in alloc.constraints[ci] if c.matches(request.base, request.name)]
+            self.governing[id(request)] = constraints
+        return constraints
 
     def statics_of(self, request: RequestData, devices: int) -> bytearray:
         """The static verdicts for the request's :attr:`~RequestData.static_key`, one per device."""
@@ -249,7 +259,7 @@ class Pruner:
             return False
         request = alloc.plan[ci][ri][alt]
         need = self.need_after[(ci, ri)] + (0 if request.spec.admin_access else request.count - di)
-        if need <= alloc.free.count(1):
+        if need <= alloc.free_count:
             return False
         free = [c for c in alloc.order if not alloc.ledger.device_in_use(c.id)]
         pending = [(ci, request)] + [
