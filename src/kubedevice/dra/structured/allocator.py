@@ -72,16 +72,17 @@ class Allocator:
         self.verdicts: dict[tuple[str, tuple[str, ...]], dict[DeviceID, bool]] = {}  # per selector_key
         self.static_fits: dict[tuple[tuple[str, cap.Exact], ...], dict[Hashable, bool]] = {}  # per capacity_key
         self.compiled: dict[str, cel.Selector | cel.CompileError] = {}
-        # Every device of the usable pools in the order the scheduler tries them.
-        self.order = [
-            c
+        # Every device of the usable pools in the order the scheduler tries them, and per pool.
+        self.devices_of = {
+            id(pool): pool_devices(pool, self.features.consumable_capacity)
             for pool in self.pools
             if not pool.incomplete and not pool.invalid
-            for c in pool_devices(pool, self.features.consumable_capacity)
-        ]
+        }
+        self.order = [c for devices in self.devices_of.values() for c in devices]
+        for position, candidate in enumerate(self.order):
+            candidate.position = position
         self.any_shared = any(c.shared for c in self.order)
         self.by_id = {c.id: c for c in self.order}
-        self.position = {c.id: i for i, c in enumerate(self.order)}
         # 1 where the device at that position of ``order`` is not in use: the walk and its count
         # cut look for the next free device with ``bytearray.find`` instead of asking each
         # device in turn (with 100 claims the devices earlier claims hold were most of the walk).
@@ -184,7 +185,7 @@ class Allocator:
                 raise AllocationError(
                     f"{where}: asks for all devices, but resource pool {pool.driver}/{pool.name} is currently invalid"
                 )
-            for candidate in pool_devices(pool, self.features.consumable_capacity):
+            for candidate in self.devices_of[id(pool)]:
                 if not self.is_selectable(index, request, candidate):
                     continue
                 if self.features.consumable_capacity and not self.cmp_request_over_capacity(
@@ -245,7 +246,7 @@ class Allocator:
             return False
         # What walk_start found of each device it met: selectable, and a device that takes one
         # allocation at a time has the capacity (nothing of it is ever held), so neither is asked again.
-        known = self.prune.statics_of(request, len(self.order))
+        known = self.prune.statics_of(request)
         for position in self.positions(ci, request, begin):
             candidate = self.order[position]
             if known[position] not in SELECTABLE_WITH_CAPACITY or candidate.shared:
@@ -419,7 +420,7 @@ class Allocator:
         admin = bool(request.spec.admin_access)
         if not shared and admin and ledger.allocating_device_for_claim(candidate.id, claim_index):
             return None
-        if (not admin and ledger.device_in_use(candidate.id)) or (
+        if (not admin and (candidate.id in ledger.busy or candidate.id in ledger.exclusive)) or (
             not self.features.partitionable_devices and device.consumes_counters
         ):
             return None
@@ -443,7 +444,7 @@ class Allocator:
                 return None
             state.constraints += 1
         if not shared:
-            self.mark_allocating(candidate.id, claim_index, True)
+            self.mark_allocating(candidate, claim_index, True)
             state.marked = True
         result = self._take_share(claim_index, request, candidate, state)
         if result is None:
@@ -476,16 +477,16 @@ class Allocator:
                     {name: a.value for name, a in consumed.items()}
                 )
                 state.share = True
-        return Pick(request, candidate, share_id, tuple((name, str(a)) for name, a in consumed.items()))
+        written = tuple((name, str(a)) for name, a in consumed.items()) if consumed else ()
+        return Pick(request, candidate, share_id, written)
 
-    def mark_allocating(self, device: DeviceID, claim_index: int, on: bool) -> None:
+    def mark_allocating(self, candidate: DeviceWithID, claim_index: int, on: bool) -> None:
         """``allocatingDevices``, with the free map and its count kept in step."""
-        self.ledger.mark(device, claim_index, on)
-        position = self.position.get(device)
-        if position is not None:
-            free = 0 if self.ledger.device_in_use(device) else 1
-            self.free_count += free - self.free[position]
-            self.free[position] = free
+        ledger = self.ledger
+        ledger.mark(candidate.id, claim_index, on)
+        free = 0 if ledger.device_in_use(candidate.id) else 1
+        self.free_count += free - self.free[candidate.position]
+        self.free[candidate.position] = free
 
     def rollback_device(self, state: DeviceRollbackState) -> None:
         """``rollbackDevice``: reverse what ``allocate_device`` recorded, last change first."""
@@ -495,7 +496,7 @@ class Allocator:
         if state.share:
             ledger.allocating_capacity[candidate.id].pop()
         if state.marked:
-            self.mark_allocating(candidate.id, state.claim_index, False)
+            self.mark_allocating(candidate, state.claim_index, False)
         for constraint in reversed(self.constraints[state.claim_index][: state.constraints]):
             constraint.remove(state.request.base, state.request.name)
         if state.counters:

@@ -340,6 +340,7 @@ class DeviceWithID:
         "index",
         "per_device_node",
         "pool",
+        "position",
         "shared",
         "slice_",
     )
@@ -354,6 +355,7 @@ class DeviceWithID:
         self.pool = pool
         self.index = index  # in the slice's devices, for messages
         self.per_device_node = bool(slice_.spec.per_device_node_selection)
+        self.position = -1  # in the allocator's order of all devices, once it has one
         # Takes several allocations (``allowMultipleAllocations`` with the gate on).
         self.shared = consumable and bool(device.allow_multiple_allocations)
         self._view: cel.DeviceInput | None = None

@@ -21,6 +21,7 @@ capacity they need against what the shared devices have left.
 
 from __future__ import annotations
 
+from bisect import bisect_left
 from collections.abc import Hashable
 from typing import TYPE_CHECKING
 
@@ -82,13 +83,14 @@ class Pruner:
         """Worked out from the allocator's plan; the allocator is passed to each cut rather than
         kept, so that the two make no reference cycle (garbage only a full collection frees)."""
         self.need_after = self._need_after(alloc)
+        self.devices = len(alloc.order)
         self.must_add_after = self._must_add_after(alloc)
         self.least_takes: dict[tuple[int, str, str], Exact | None] = {}
         self.statics: dict[Hashable, bytearray] = {}
         # Per request (its id) and devices still needed: the devices walk_start counted, and
         # the changes that could narrow them, summed, then.
         self.counted: dict[tuple[int, int], tuple[list[int], int]] = {}
-        self.governing: dict[int, list[Constraint]] = {}  # per request (its id)
+        self.governing: dict[int, list[Constraint]] = {}  # the constraints on each request (its id)
         # 1 where what the search holds can refuse the device: it consumes counters, or takes
         # several allocations (its capacity is shared).
         self.dynamic = bytearray(1 if c.device.consumes_counters or c.shared else 0 for c in alloc.order)
@@ -155,16 +157,23 @@ class Pruner:
         device, before ``start``, and took back whatever else it tried, so those counted after
         it can still be taken, and those between were refused then and still are.
         """
-        self.counted.pop((id(request), needed), None)  # only the call for the next device may read it
-        constraints = self.constraints_of(alloc, ci, request)
-        changes = alloc.ledger.counters_taken + sum(c.narrowed for c in constraints)
-        earlier = self.counted.get((id(request), needed + 1))
+        counts, key = self.counted, (id(request), needed)
+        counts.pop(key, None)  # only the call for the next device may read it
+        constraints = self.governing.get(key[0])
+        if constraints is None:
+            constraints = self.governing[key[0]] = [
+                c for c in alloc.constraints[ci] if c.matches(request.base, request.name)
+            ]
+        changes = alloc.ledger.counters_taken
+        for constraint in constraints:
+            changes += constraint.narrowed
+        earlier = counts.get((key[0], needed + 1))
         if earlier is not None and earlier[1] == changes:
-            left = [p for p in earlier[0] if p >= start]
+            left = earlier[0][bisect_left(earlier[0], start) :]
             if len(left) >= needed:
-                self.counted[(id(request), needed)] = left, changes
+                counts[key] = left, changes
                 return left[0]
-        order, statics, dynamic = alloc.order, self.statics_of(request, len(alloc.order)), self.dynamic
+        order, statics, dynamic = alloc.order, self.statics_of(request), self.dynamic
         counted: list[int] = []
         begin: int | None = None
         for position in alloc.positions(ci, request, start):
@@ -193,23 +202,15 @@ class Pruner:
                 counted.append(position)
                 begin = position if begin is None else begin
                 if len(counted) >= needed:
-                    self.counted[(id(request), needed)] = counted, changes
+                    counts[key] = counted, changes
                     return begin
         return None
 
-    def constraints_of(self, alloc: Allocator, ci: int, request: RequestData) -> list[Constraint]:
-        """The claim's constraints that govern the request, worked out once per request."""
-        constraints = self.governing.get(id(request))
-        if constraints is None:
-            constraints = [c for c in alloc.constraints[ci] if c.matches(request.base, request.name)]
-            self.governing[id(request)] = constraints
-        return constraints
-
-    def statics_of(self, request: RequestData, devices: int) -> bytearray:
+    def statics_of(self, request: RequestData) -> bytearray:
         """The static verdicts for the request's :attr:`~RequestData.static_key`, one per device."""
         statics = self.statics.get(request.static_key)
         if statics is None:
-            statics = self.statics[request.static_key] = bytearray(devices)
+            statics = self.statics[request.static_key] = bytearray(self.devices)
         return statics
 
     @staticmethod
