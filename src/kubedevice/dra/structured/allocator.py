@@ -327,28 +327,31 @@ class Allocator:
             return False
         device_class = request.device_class
         if device_class.spec.selectors and not self.selectors_match(
-            f"class {device_class.metadata.name}", device_class.spec.selectors, candidate
+            "class", device_class.metadata.name, device_class.spec.selectors, candidate
         ):
             return False
         if request.spec.selectors and not self.selectors_match(
-            f"claim {claim_ref(self.claims[claim_index])}", request.spec.selectors, candidate
+            "claim", claim_ref(self.claims[claim_index]), request.spec.selectors, candidate
         ):
             return False
         # After the selectors, as in isSelectable: a CEL error on another node's device still counts.
         return not candidate.per_device_node or device_matches_node(candidate.device, self.node)
 
-    def selectors_match(self, owner: str, selectors: Sequence[DeviceSelector], candidate: DeviceWithID) -> bool:
-        """``selectorsMatch``: every selector of the class or the request holds for the device."""
+    def selectors_match(
+        self, kind: str, owner: str, selectors: Sequence[DeviceSelector], candidate: DeviceWithID
+    ) -> bool:
+        """``selectorsMatch``: every selector of the class or the request holds for the device.
+        Errors name the ``kind`` ("class", "claim") and the ``owner``."""
         for i, selector in enumerate(selectors):
             compiled = self.compile(selector.cel.expression if selector.cel else "")
             if isinstance(compiled, cel.CompileError):
-                raise AllocationError(f"{owner}: selector #{i}: CEL compile error: {compiled.message}")
+                raise AllocationError(f"{kind} {owner}: selector #{i}: CEL compile error: {compiled.message}")
             try:
                 if not compiled.matches(candidate.view):
                     return False
             except cel.EvalError as error:
                 raise AllocationError(
-                    f"{owner}: selector #{i} on device {candidate.id}: CEL runtime error: {error.message}"
+                    f"{kind} {owner}: selector #{i} on device {candidate.id}: CEL runtime error: {error.message}"
                 ) from None
         return True
 

@@ -405,13 +405,16 @@ class DeviceWithID:
         """What decides whether a request's share fits the device while none of it is held: the
         capacities' values when none has a request policy (a pool's devices mostly repeat them,
         so the check runs once for all of them), else the device itself."""
-        if self._capacity_key is None:
-            capacity = self.device.capacity
-            if any(c.request_policy is not None for c in capacity.values()):
-                self._capacity_key = self.id
-            else:
-                self._capacity_key = tuple((name, c.value) for name, c in capacity.items())
-        return self._capacity_key
+        key = self._capacity_key
+        if key is None:
+            values = []
+            for name, capacity in self.device.capacity.items():
+                if capacity.request_policy is not None:
+                    key = self.id
+                    break
+                values.append((name, capacity.value))
+            key = self._capacity_key = key or tuple(values)
+        return key
 
     @property
     def capacities(self) -> dict[str, cap.Capacity]:
