@@ -16,34 +16,27 @@ version-5 UUID of the claim, the request and the device, so the same input gives
 
 from __future__ import annotations
 
-import contextlib
-import gc
 import uuid
-from collections.abc import Hashable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Hashable, Iterator, Mapping, Sequence
 
 from .. import cel
-from ..models import DeviceClass, DeviceRequest, DeviceSelector, ExactDeviceRequest, ResourceClaim, ResourceSlice
+from ..models import DeviceClass, DeviceRequest, DeviceSelector, ExactDeviceRequest, ResourceClaim
 from . import consumable_capacity as cap
 from .allocatedstate import Ledger
 from .constraint import Constraint, DistinctAttribute, DistinctAttributeV036, MatchAttribute
 from .gates import Features
-from .pools import DeviceWithID, Pool, device_matches_node, gather_pools, pool_devices
+from .pools import DeviceWithID, Pool, device_matches_node, pool_devices
 from .prune import SELECTABLE_WITH_CAPACITY, Pruner
-from .reasons import reason
-from .results import allocation_results
 from .taints import taint_prevents_allocation
 from .types import (
     MAX_RESULTS,
     AllocationError,
-    ClaimAllocation,
     DeviceID,
     DeviceRollbackState,
     Node,
     Pick,
     RequestData,
-    SharedDevice,
     TooMany,
-    Unallocatable,
     claim_ref,
 )
 
@@ -506,72 +499,8 @@ class Allocator:
             ledger.reserve_counters(candidate, -1)
 
 
-@contextlib.contextmanager
-def collector_paused() -> Iterator[None]:
-    """Python's cyclic garbage collector off while an allocation runs, back on after (if it was on).
-
-    The search makes many short-lived objects and no reference cycles (tests/dra/test_allocator.py
-    checks), so refcounting frees all of it; but those objects trigger collections, and each
-    older-generation one walks the caller's whole heap (the decoded slices: tens of thousands of
-    objects) to find nothing: a fifth of the CPU time of 100 claims on 1,000 devices
-    (benchmarks/allocate_vs_go.py). An error path may leave a cycle (an exception's traceback);
-    the next collection after this frees it.
-    """
-    was_on = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if was_on:
-            gc.enable()
-
-
 def _capacity_requests(where: str, spec: ExactDeviceRequest) -> dict[str, cap.Amount]:
     try:
         return cap.requested(spec.capacity.requests if spec.capacity is not None else {}, where)
     except cap.CapacityError as error:
         raise AllocationError(str(error)) from None
-
-
-def allocate(
-    claims: Sequence[ResourceClaim],
-    classes: Iterable[DeviceClass],
-    slices: Iterable[ResourceSlice],
-    node: Node,
-    in_use: Iterable[DeviceID | SharedDevice] = (),
-    *,
-    features: Mapping[str, bool] | None = None,
-    release: str | None = None,
-) -> list[ClaimAllocation]:
-    """Allocate all ``claims`` together on ``node`` or raise :class:`Unallocatable` with a reason.
-
-    ``in_use`` lists devices, and shares of devices, already allocated to other claims. Claims
-    that already carry ``status.allocation`` are the caller's business: pass
-    :func:`~.allocatedstate.allocated_devices` of them as ``in_use``. ``features`` are Kubernetes
-    feature gates by name (``DRAPartitionableDevices``, ``DRAConsumableCapacity``, ...) over
-    :data:`~.gates.FEATURE_DEFAULTS`, the 1.37 defaults; ``release`` ("1.34".."1.37") where the
-    allocator itself changed between releases (else guessed from the gates: :func:`~.gates.release_of`).
-    """
-    enabled = Features.of(features, release)
-    with collector_paused():
-        pools = gather_pools(list(slices), node, enabled)
-        alloc = Allocator(
-            claims,
-            {c.metadata.name: c for c in classes},
-            pools,
-            Ledger(in_use, shares=not enabled.stable, by_pool_name=enabled.before_137),
-            node=node,
-            features=enabled,
-        )
-        try:
-            done = alloc.allocate_one(0, 0, 0, None)
-        except TooMany:
-            done = False
-        if done:
-            return allocation_results(alloc)
-    invalid = [p for p in pools if p.invalid]
-    if invalid:
-        raise Unallocatable(
-            f"invalid resource pools were encountered: {invalid[0].driver}/{invalid[0].name}: {invalid[0].invalid}"
-        )
-    raise Unallocatable(reason(alloc, node))
