@@ -250,7 +250,7 @@ def main() -> None:
         f"allocate, {POOLS * PER_POOL} devices × {CLAIMS} claims; ms per allocation of all claims "
         f"(ours {args.runs} runs, Go {args.go_runs}, in {args.rounds} interleaved rounds); median, p99"
     )
-    print(noise())
+    print(noise().replace("at the end", "at the start"))
     print(f"{'workload':32} {'verdict':13} {'ours':>19} {'Go v0.37.2':>19} {'ratio (median)':>15}")
     for name, make in WORKLOADS.items():
         if args.only and args.only not in name:
