@@ -26,7 +26,7 @@ from .allocatedstate import Ledger
 from .constraint import Constraint, DistinctAttribute, DistinctAttributeV036, MatchAttribute
 from .gates import Features
 from .pools import DeviceWithID, Pool, device_matches_node, pool_devices
-from .prune import SELECTABLE_WITH_CAPACITY, Pruner
+from .prune import REFUSED, SELECTABLE_WITH_CAPACITY, Pruner
 from .taints import taint_prevents_allocation
 from .types import (
     MAX_RESULTS,
@@ -231,25 +231,57 @@ class Allocator:
             raise TooMany
         if request.all_devices is not None:
             return self._allocate_then_next((ci, ri, di, alt), request, request.all_devices[di], must=True, start=0)
-        prune = self.prune
-        begin = prune.walk_start(self, ci, request, request.count - di, start)
-        if begin is None:
+        # The first device that could be taken is tried before anything is counted: where it leads
+        # to a solution (most requests), counting ahead would be work for nothing. When it does not,
+        # the cuts decide whether the walk goes on (prune.py).
+        prune, at = self.prune, (ci, ri, di, alt)
+        prune.forget(request, request.count - di)
+        known = prune.statics_of(request)
+        first = next(
+            (
+                p
+                for p in self.positions(ci, request, start)
+                if known[p] != REFUSED and self.walkable(ci, request, p, known)
+            ),
+            -1,
+        )
+        if first < 0:
             return False
+        if self._allocate_then_next(at, request, self.order[first], must=False, start=first + 1):
+            return True
         if prune.capacity_short(self, ci, ri, alt, di) if self.any_shared else prune.contended(self, ci, ri, alt, di):
             return False
-        # What walk_start found of each device it met: selectable, and a device that takes one
-        # allocation at a time has the capacity (nothing of it is ever held), so neither is asked again.
-        known = self.prune.statics_of(request)
+        begin = prune.walk_start(self, ci, request, request.count - di, first + 1)
+        if begin is None:
+            return False
         for position in self.positions(ci, request, begin):
-            candidate = self.order[position]
-            if known[position] not in SELECTABLE_WITH_CAPACITY or candidate.shared:
-                if not self.is_selectable(ci, request, candidate):
-                    continue
-                if self.features.consumable_capacity and not self.capacity_left(ci, request, candidate):
-                    continue
-            if self._allocate_then_next((ci, ri, di, alt), request, candidate, must=False, start=position + 1):
+            if (
+                known[position] != REFUSED
+                and self.walkable(ci, request, position, known)
+                and self._allocate_then_next(at, request, self.order[position], must=False, start=position + 1)
+            ):
                 return True
         return False
+
+    def walkable(self, ci: int, request: RequestData, position: int, known: bytearray) -> bool:
+        """The device at ``position`` passes the walk's checks before ``allocateDevice``: the
+        selectors and, with consumable capacity, the capacity left.
+
+        Read from the device's verdict for the request (``known``, kept across claims; worked out
+        here if no walk met the device yet), where it settles both: refused, or selectable and,
+        taking one allocation at a time, with the capacity (nothing of it is ever held). Else
+        (a check failed with an error, DRAPartitionableDevices is off for it, or its capacity is
+        shared) the checks themselves run, and raise where upstream's do.
+        """
+        verdict = known[position] or self.prune.static_verdict(self, known, ci, request, position)
+        if verdict == REFUSED:
+            return False
+        candidate = self.order[position]
+        if verdict in SELECTABLE_WITH_CAPACITY and not candidate.shared:
+            return True
+        if not self.is_selectable(ci, request, candidate):
+            return False
+        return not self.features.consumable_capacity or self.capacity_left(ci, request, candidate)
 
     def allocate_subrequests(self, ci: int, ri: int) -> bool:
         """The ``firstAvailable`` loop of ``allocateOne``: the first subrequest that succeeds."""

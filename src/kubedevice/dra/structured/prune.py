@@ -146,7 +146,7 @@ class Pruner:
         after its capacity check (that may fail), so the walk begins there at the latest.
 
         What does not depend on what the search holds is worked out once per device and
-        :attr:`~.types.RequestData.static_key` (``_static``); only counters, the capacity of
+        :attr:`~.types.RequestData.static_key` (:meth:`static_verdict`); only counters, the capacity of
         shared devices and the claim's constraints are checked again. This runs at every device
         of every request, so it is written for the fewest steps per device.
 
@@ -177,7 +177,7 @@ class Pruner:
         counted: list[int] = []
         begin: int | None = None
         for position in alloc.positions(ci, request, start):
-            verdict = statics[position] or self._static(alloc, statics, ci, request, position)
+            verdict = statics[position] or self.static_verdict(alloc, statics, ci, request, position)
             if verdict == REFUSED:
                 continue
             if verdict == GATED:
@@ -206,6 +206,11 @@ class Pruner:
                     return begin
         return None
 
+    def forget(self, request: RequestData, needed: int) -> None:
+        """Drop what walk_start counted for the request with ``needed`` devices to go: a new walk
+        at that device begins, and its next device may read only what this walk counts."""
+        self.counted.pop((id(request), needed), None)
+
     def statics_of(self, request: RequestData) -> bytearray:
         """The static verdicts for the request's :attr:`~RequestData.static_key`, one per device."""
         statics = self.statics.get(request.static_key)
@@ -214,7 +219,7 @@ class Pruner:
         return statics
 
     @staticmethod
-    def _static(alloc: Allocator, statics: bytearray, ci: int, request: RequestData, position: int) -> int:
+    def static_verdict(alloc: Allocator, statics: bytearray, ci: int, request: RequestData, position: int) -> int:
         """The device's verdict whatever the search holds, in ``refusal``'s order, kept."""
         candidate = alloc.order[position]
         selectable = alloc.selectable_or_error(ci, request, candidate)
