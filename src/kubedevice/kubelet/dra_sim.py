@@ -11,8 +11,6 @@ driver named in the claim's allocation and checks the answer as the kubelet's DR
 from __future__ import annotations
 
 import asyncio
-import contextlib
-import stat
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -23,15 +21,27 @@ import grpc
 from ..dra.driver.model import Claim
 from ..errors import counted, os_reason
 from ..plugin.watcher import DirectoryWatcher
+from ..unixsocket import is_live, is_socket
 from .dra import DraClient, Registered, get_info, kubelet_refusal, notify, registered_as
 from .dra_claims import drivers_of, find_claim, load_claims
 from .endpoint import go_error
-from .simulator import CannotServe, KubeletSocketInUse, _socket_is_live
+from .simulator import CannotServe, KubeletSocketInUse
 
 REGISTRY = "plugins_registry"
 # The plugin manager's back-off on a failed registration (pkg/util/goroutinemap/exponentialbackoff).
 RETRY_FIRST = 0.5
 RETRY_MAX = 122.0
+
+
+def refuse_live_kubelet(kubelet_dir: Path, refusal: str) -> None:
+    """A real kubelet watching the same registry would register the drivers too: ``KubeletSocketInUse``,
+    its message ending in ``refusal`` (what the caller will not do)."""
+    kubelet_sock = kubelet_dir / "device-plugins" / "kubelet.sock"
+    if is_live(kubelet_sock):  # nothing there, or no listener: free
+        raise KubeletSocketInUse(
+            f"{kubelet_sock} is served by a running kubelet or simulator; {refusal} "
+            "(stop it, or use another --kubelet-dir)"
+        )
 
 
 @dataclass(frozen=True, slots=True)
@@ -101,12 +111,7 @@ class DraKubelet:
         ``plugins_registry/`` and ``plugins/`` are created if missing, as the kubelet does at start:
         drivers wait for both rather than make them.
         """
-        kubelet_sock = self.kubelet_dir / "device-plugins" / "kubelet.sock"
-        if kubelet_sock.is_socket() and _socket_is_live(kubelet_sock):
-            raise KubeletSocketInUse(
-                f"{kubelet_sock} is served by a running kubelet or simulator; not watching its plugins "
-                "(stop it, or use another --kubelet-dir)"
-            )
+        refuse_live_kubelet(self.kubelet_dir, "not watching its plugins")
         try:
             self.registry.mkdir(parents=True, exist_ok=True)
             (self.kubelet_dir / "plugins").mkdir(exist_ok=True)
@@ -139,10 +144,9 @@ class DraKubelet:
         if name.startswith("."):
             return
         if created:
-            with contextlib.suppress(OSError):
-                if stat.S_ISSOCK(path.lstat().st_mode) and path not in self._sockets:
-                    self._sockets.add(path)
-                    self._spawn(self._register(path))
+            if is_socket(path) and path not in self._sockets:
+                self._sockets.add(path)
+                self._spawn(self._register(path))
             return
         self._sockets.discard(path)
         for driver in [d for d in self.drivers.values() if d.socket == path]:

@@ -10,7 +10,6 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import os
-import socket
 import stat
 import time
 from collections.abc import Awaitable, Callable, Coroutine
@@ -27,6 +26,7 @@ from ..api import CHECKPOINT_FILE, KUBELET_SOCKET, PRE_START_TIMEOUT_SECONDS, VE
 from ..api.convert import allocation_from_pb, device_from_pb
 from ..device import ContainerAllocation, Device, DeviceError, Health
 from ..errors import counted, os_reason
+from ..unixsocket import MAX_PATH_BYTES, is_live
 from . import checkpoint
 from .endpoint import DialError, Endpoint, endpoint_path, go_error
 from .model import (
@@ -43,7 +43,6 @@ from .model import (
 )
 
 SUPPORTED_VERSIONS = (VERSION,)
-MAX_UNIX_PATH = 107  # sun_path holds 108 bytes with the terminating NUL
 ADMISSION_DELAY_S = 0.25
 """After a start no pod reaches the real kubelet's admission at once: its sync loop waits for the
 first container runtime check, and pods created when it answers healthz arrived 0.28-0.82 s after
@@ -59,19 +58,6 @@ class CannotServe(Exception):
 
 class KubeletSocketInUse(CannotServe):
     """``kubelet.sock`` is live (a kubelet or another simulator answers on it) or is not a socket."""
-
-
-def _socket_is_live(path: Path) -> bool:
-    """Whether something accepts connections on the unix socket ``path`` (refused: a stale leftover)."""
-    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as probe:
-        probe.settimeout(1.0)
-        try:
-            probe.connect(str(path))
-        except (ConnectionRefusedError, FileNotFoundError):
-            return False
-        except OSError:
-            return True  # cannot tell (e.g. no permission): assume someone owns it
-    return True
 
 
 class _AllocateFailed(Exception):
@@ -215,15 +201,15 @@ class KubeletSimulator:
 
     def _refuse_a_live_kubelet(self) -> None:
         path = self.kubelet_sock
-        if len(os.fsencode(path)) > MAX_UNIX_PATH:
-            raise CannotServe(f"{path}: longer than a unix socket path may be ({MAX_UNIX_PATH} bytes)")
+        if len(os.fsencode(path)) > MAX_PATH_BYTES:
+            raise CannotServe(f"{path}: longer than a unix socket path may be ({MAX_PATH_BYTES} bytes)")
         try:
             mode = path.lstat().st_mode
         except (FileNotFoundError, NotADirectoryError):
             return  # nothing there to take over; a bad directory is reported when it is created
         if not stat.S_ISSOCK(mode):
             raise KubeletSocketInUse(f"{path} exists and is not a socket; not replacing it")
-        if _socket_is_live(path):
+        if is_live(path):
             raise KubeletSocketInUse(
                 f"{path} is served by a running kubelet or simulator; not taking it over "
                 "(stop it, or use another --plugin-dir)"
