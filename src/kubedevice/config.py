@@ -42,8 +42,15 @@ class Config(BaseModel):
     cdi_dir: Path = Field(Path("/var/run/cdi"), strict=False, description="where CDI spec files are written")
     resources: list[ResourceConfig] = Field(min_length=1)
     dra: DraConfig | None = Field(None, description="serve the resources as a DRA driver instead of device plugins")
+    pod_resources_socket: Path | None = Field(
+        None,
+        strict=False,
+        description="the kubelet's PodResources socket, read on each scrape to label device metrics with pods "
+        "(default: <kubelet root>/pod-resources/kubelet.sock, the root being the plugin directory's parent, "
+        "or --kubelet-dir for DRA)",
+    )
 
-    @field_validator("plugin_dir", "host_root", "cdi_dir")
+    @field_validator("plugin_dir", "host_root", "cdi_dir", "pod_resources_socket")
     @classmethod
     def _absolute(cls, value: Path | None) -> Path | None:
         if value is not None and not value.is_absolute():

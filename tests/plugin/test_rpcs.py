@@ -13,6 +13,7 @@ from grpc import aio
 
 from kubedevice import ContainerAllocation, Device, DeviceSpec, Health, Plugin
 from kubedevice.api import pb
+from kubedevice.testing.waiting import eventually
 
 from .conftest import (
     TIMEOUT,
@@ -73,11 +74,7 @@ def test_stream_ends_cleanly_when_the_client_leaves(tmp_path: Path) -> None:
                 await next_message(stream)
                 assert server.open_streams == 1
                 stream.cancel()
-            for _ in range(100):
-                if server.open_streams == 0:
-                    break
-                await asyncio.sleep(0.01)
-            assert server.open_streams == 0
+            await eventually("the stream closed", lambda: server.open_streams == 0, TIMEOUT, 0.01)
             async with client(tmp_path) as stub:  # and the server still serves
                 assert len((await next_message(stub.ListAndWatch(pb.Empty()))).devices) == 4
 

@@ -18,6 +18,8 @@ from ..metrics import Metrics, Readiness, start_http_server
 from ..plugin.base import Plugin
 from ..plugin.manager import Manager, ManagerHooks, run
 from ..plugin_dir import daemon_plugin_dir
+from ..podresources.attribution import Attribution
+from ..podresources.client import beside_plugin_dir
 from ..sources import limits
 from ..sources.configured import ConfiguredPlugin
 from ..sources.limits import LimitError
@@ -170,6 +172,8 @@ async def _serve(
         features.follow(plugins)
     directory, source = daemon_plugin_dir(options.plugin_dir, config.plugin_dir, options.config_path)
     manager = Manager(plugins, directory, observe(metrics, readiness), plugin_dir_source=source)
+    attribution = Attribution(config.pod_resources_socket or beside_plugin_dir(directory))
+    metrics.attribute_devices(attribution, lambda: {p.resource_name: p.devices() for p in manager.plugins})
 
     def applied(new: Config, added: list[Plugin]) -> None:
         names = {r.name for r in new.resources}
@@ -219,3 +223,4 @@ async def _serve(
         reloader.stop()
         if http is not None:
             await http.close()
+        await attribution.close()
