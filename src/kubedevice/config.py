@@ -18,7 +18,7 @@ import yaml
 from pydantic import BaseModel, Field, ValidationError, field_validator, model_validator
 
 from . import boundedyaml
-from .dra.driver.config import DraConfig
+from .dra.driverconfig import DraConfig
 from .errors import FieldProblem, at, cannot_read
 from .plugin_dir import resolve_plugin_dir
 from .sources.schema import SCHEMA_CONFIG, ResourceConfig, path_problem, template_fields

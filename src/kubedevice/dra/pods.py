@@ -38,7 +38,6 @@ from pydantic import ValidationError
 
 from ..cel.quantity import QuantityError, parse_quantity
 from .allocator import DeviceID, Node, SharedDevice, Unallocatable, allocate
-from .driver.model import POD_CLAIM_ANNOTATION
 from .models import (
     Container,
     DeviceClass,
@@ -53,6 +52,7 @@ from .models import (
     ResourceClaimTemplate,
     ResourceSlice,
 )
+from .nodeclaims import POD_CLAIM_ANNOTATION
 
 EXTENDED_CLAIM_ANNOTATION = "resource.kubernetes.io/extended-resource-claim"  # ExtendedResourceClaimAnnotation
 DEVICE_CLASS_PREFIX = "deviceclass.resource.kubernetes.io/"  # resourceapi.ResourceDeviceClassPrefix

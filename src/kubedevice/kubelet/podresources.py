@@ -78,7 +78,7 @@ class PreparedClaimView(Protocol):
 
 
 class ClaimsProvider(Protocol):
-    """The DRA manager's cache: what :class:`~.dra_sim.DraKubelet` offers, claims by ``NS/NAME``."""
+    """The DRA manager's cache: what :class:`~.dra.simulator.DraKubelet` offers, claims by ``NS/NAME``."""
 
     @property
     def prepared(self) -> Mapping[str, PreparedClaimView]: ...

@@ -61,7 +61,7 @@ from pathlib import Path
 from typing import Any
 
 from ...allocation.cdi import Spec
-from .model import PreparedClaim, PreparedDevice
+from ..nodeclaims import PreparedClaim, PreparedDevice
 
 VERSION = 1
 FILE_NAME = "checkpoint.json"

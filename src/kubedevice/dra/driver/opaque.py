@@ -23,7 +23,7 @@ from typing import Any, Protocol, runtime_checkable
 
 from ...device import ContainerAllocation, Device
 from ...names import C_IDENTIFIER
-from .model import AllocatedDevice, DeviceConfig
+from ..nodeclaims import AllocatedDevice, DeviceConfig
 
 SOURCES = ("FromClass", "FromClaim")
 """Lowest precedence first."""

@@ -262,8 +262,8 @@ async def serve(
 ) -> None:
     """Serve ``driver`` until cancelled: claims from the API server unless ``claims`` is given, and
     with ``options.device_status`` the claims' ``status.devices`` there too unless ``status`` is given."""
+    from ...kubeclient import client  # noqa: PLC0415
     from .claims import ApiClaims  # noqa: PLC0415 - the API client only when it is used
-    from .kube import client  # noqa: PLC0415
 
     api_status = options.device_status and status is None
     api = client(kubeconfig) if claims is None or publish or api_status else None

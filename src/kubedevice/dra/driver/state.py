@@ -24,10 +24,10 @@ from typing import IO, Protocol
 from ...allocation.cdi import CdiError, Spec
 from ...device import EMPTY_ALLOCATION, ContainerAllocation, Device
 from ...plugin.base import Plugin
+from ..nodeclaims import AllocatedDevice, Claim, ClaimRef, PreparedClaim, PreparedDevice, PrepareResult
 from . import checkpoint as ckpt
 from .cdi import ClaimSpecs
 from .metadata import AttributeLookup, Document, MetadataFiles, add_device_ids, describe
-from .model import AllocatedDevice, Claim, ClaimRef, PreparedClaim, PreparedDevice, PrepareResult
 from .opaque import configs_for, edits_for
 
 log = logging.getLogger("kubedevice.dra.state")

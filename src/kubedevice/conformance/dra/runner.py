@@ -19,17 +19,25 @@ from pathlib import Path
 
 import grpc
 
-from ..api import pluginregistration_v1_pb2 as regpb
-from ..dra.driver.model import Claim
-from ..kubelet.dra import KUBELET_SERVICES, DraClient, Registered, get_info, kubelet_refusal, notify, registered_as
-from ..kubelet.dra_claims import load_claims
-from ..kubelet.dra_sim import REGISTRY, refuse_live_kubelet
-from ..kubelet.endpoint import go_error
-from ..plugin.watcher import DirectoryWatcher
-from ..unixsocket import is_live, is_socket
-from . import dra_checks as c
-from .checks import skipped, verdict
-from .model import Phase, Report, Result, Status
+from ...api import pluginregistration_v1_pb2 as regpb
+from ...dra.nodeclaims import Claim
+from ...kubelet.dra.claims import load_claims
+from ...kubelet.dra.plugin import (
+    KUBELET_SERVICES,
+    DraClient,
+    Registered,
+    get_info,
+    kubelet_refusal,
+    notify,
+    registered_as,
+)
+from ...kubelet.dra.simulator import REGISTRY, refuse_live_kubelet
+from ...kubelet.endpoint import go_error
+from ...plugin.watcher import DirectoryWatcher
+from ...unixsocket import is_live, is_socket
+from ..checks import skipped, verdict
+from ..model import Phase, Report, Result, Status
+from . import checks as c
 
 DRA_RPC_TIMEOUT_S = 10.0
 """Per call: the kubelet allows 45 s, but a checker must not hang on a stuck driver."""

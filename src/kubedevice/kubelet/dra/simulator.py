@@ -4,7 +4,7 @@ Follows ``pkg/kubelet/pluginmanager`` and ``pkg/kubelet/cm/dra`` (v1.36): every 
 appears in ``<kubelet-dir>/plugins_registry`` (inotify, and those already there at start) gets
 ``GetInfo`` and ``NotifyRegistrationStatus``, a refusal carrying the kubelet's message; an
 accepted driver is called on its endpoint with the service the kubelet picks, and its health
-stream is opened when offered. Claims come from files (:mod:`.dra_claims`); a prepare calls every
+stream is opened when offered. Claims come from files (:mod:`.claims`); a prepare calls every
 driver named in the claim's allocation and checks the answer as the kubelet's DRA manager does.
 Pods admitted with :meth:`DraKubelet.admit` have their claims prepared, and the PodResources API
 (:mod:`.podresources`) at ``<kubelet-dir>/pod-resources/kubelet.sock`` lists them with their devices.
@@ -20,16 +20,16 @@ from typing import Any
 
 import grpc
 
-from ..dra.driver.model import Claim
-from ..errors import counted, os_reason
-from ..plugin.watcher import DirectoryWatcher
-from ..unixsocket import is_live, is_socket
-from .dra import DraClient, Registered, get_info, kubelet_refusal, notify, registered_as
-from .dra_claims import drivers_of, find_claim, load_claims
-from .endpoint import go_error
-from .model import Pod
-from .plugin_server import CannotServe, KubeletSocketInUse
-from .podresources import PodResourcesServer, PodResourcesView
+from ...dra.nodeclaims import Claim
+from ...errors import counted, os_reason
+from ...plugin.watcher import DirectoryWatcher
+from ...unixsocket import is_live, is_socket
+from ..endpoint import go_error
+from ..model import Pod
+from ..plugin_server import CannotServe, KubeletSocketInUse
+from ..podresources import PodResourcesServer, PodResourcesView
+from .claims import drivers_of, find_claim, load_claims
+from .plugin import DraClient, Registered, get_info, kubelet_refusal, notify, registered_as
 
 REGISTRY = "plugins_registry"
 # The plugin manager's back-off on a failed registration (pkg/util/goroutinemap/exponentialbackoff).

@@ -14,7 +14,7 @@ from typing import Any
 
 import yaml
 
-from ..dra.driver.model import Claim
+from ...dra.nodeclaims import Claim
 
 SUFFIXES = (".yaml", ".yml", ".json")
 
