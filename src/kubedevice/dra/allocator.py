@@ -33,6 +33,7 @@ from fractions import Fraction
 from functools import cached_property
 from typing import Any, NamedTuple
 
+from ..errors import KubedeviceError
 from . import capacity as cap
 from . import cel
 from .explain import device_input
@@ -53,11 +54,11 @@ MAX_RESULTS = 32  # resource.AllocationResultsMaxSize
 _SHARE_NAMESPACE = uuid.UUID("6ba7b811-9dad-11d1-80b4-00c04fd430c8")  # RFC 4122's URL namespace
 
 
-class AllocationError(Exception):
+class AllocationError(KubedeviceError):
     """Allocation cannot proceed at all (missing class, CEL error, bad request): as upstream."""
 
 
-class Unallocatable(Exception):
+class Unallocatable(KubedeviceError):
     """No solution exists on this node; the message says which request or constraint fails."""
 
 

@@ -27,6 +27,7 @@ from fractions import Fraction
 from typing import Any
 
 from ..cel.quantity import Quantity, QuantityError, parse_quantity
+from ..errors import KubedeviceError
 from .allocator import Node, claim_ref, node_selector_matches
 from .models import Device, NodeSelector, ResourceClaim, ResourceSlice
 
@@ -34,7 +35,7 @@ FREE, ALLOCATED, SHARED, BLOCKED = "free", "allocated", "shared", "blocked"
 ALL_NODES = "<all nodes>"
 
 
-class InputError(ValueError):
+class InputError(KubedeviceError, ValueError):
     """A value the API server would have refused: one line naming the object and field."""
 
 

@@ -27,11 +27,12 @@ from functools import lru_cache
 from typing import Any
 
 from ..cel.quantity import QuantityError, parse_quantity
+from ..errors import KubedeviceError
 
 _MAX_INT64 = (1 << 63) - 1
 
 
-class CapacityError(Exception):
+class CapacityError(KubedeviceError):
     """A request the allocator must refuse outright (``errCapacityRequestNotRepresentable``, ...)."""
 
 

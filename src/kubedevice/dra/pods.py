@@ -37,6 +37,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from ..cel.quantity import QuantityError, parse_quantity
+from ..errors import KubedeviceError
 from .allocator import DeviceID, Node, SharedDevice, Unallocatable, allocate
 from .models import (
     Container,
@@ -60,7 +61,7 @@ EXTENDED_CLAIM_NAME = "<extended-resources>"  # specialClaimInMemName: not a val
 _MAX_BASE_LEN = 57  # room for "-" and five random characters in 63
 
 
-class PodInputError(ValueError):
+class PodInputError(KubedeviceError, ValueError):
     """A pod refers to something the input does not hold, or to a feature that is off; or a Pod or
     Node whose fields scheduling reads do not decode (``loc``: where in the document)."""
 

@@ -18,6 +18,7 @@ import grpc
 
 from .. import names
 from ..api import VERSION, pb, pb_grpc
+from ..errors import KubedeviceError
 from ..unixsocket import MAX_PATH_BYTES, is_live
 from .endpoint import DialError, Endpoint, endpoint_path, go_error
 from .model import PluginOptions
@@ -27,7 +28,7 @@ Register = Callable[[pb.RegisterRequest], Awaitable[str | None]]
 """What answers a ``Register``: None when accepted, else the error the plugin is told."""
 
 
-class CannotServe(Exception):
+class CannotServe(KubedeviceError):
     """The simulator cannot serve ``kubelet.sock`` in its directory; ``str()`` is one line saying why."""
 
 

@@ -27,6 +27,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from ..errors import KubedeviceError
 from ..names import endpoint_for
 from ..unixsocket import is_live
 
@@ -44,7 +45,7 @@ EXEC_START = (
 DEFAULT_SYSTEMCTL = "nsenter -t 1 -m -u -i -n -p -- systemctl"
 
 
-class HostServiceError(Exception):
+class HostServiceError(KubedeviceError):
     """Install or uninstall cannot go on: ``str()`` is the one line to print."""
 
 

@@ -22,6 +22,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any, Protocol, runtime_checkable
 
 from ...device import ContainerAllocation, Device
+from ...errors import KubedeviceError
 from ...names import C_IDENTIFIER
 from ..nodeclaims import AllocatedDevice, DeviceConfig
 
@@ -32,7 +33,7 @@ ADMIN_ACCESS_ENV = "DRA_ADMIN_ACCESS"
 _ALLOWED_KEYS = frozenset({"apiVersion", "kind", "env"})
 
 
-class ConfigError(ValueError):
+class ConfigError(KubedeviceError, ValueError):
     """A configuration the driver refuses: the claim's error, never the daemon's."""
 
 

@@ -23,6 +23,7 @@ from typing import IO, Protocol
 
 from ...allocation.cdi import CdiError, Spec
 from ...device import EMPTY_ALLOCATION, ContainerAllocation, Device
+from ...errors import KubedeviceError
 from ...plugin.base import Plugin
 from ..nodeclaims import AllocatedDevice, Claim, ClaimRef, PreparedClaim, PreparedDevice, PrepareResult
 from . import checkpoint as ckpt
@@ -33,7 +34,7 @@ from .opaque import configs_for, edits_for
 log = logging.getLogger("kubedevice.dra.state")
 
 
-class ClaimError(Exception):
+class ClaimError(KubedeviceError):
     """A claim that cannot be fetched; the message names it and says why."""
 
 
@@ -54,7 +55,7 @@ class Offered:
 Resolver = Callable[[str], Offered | None]
 
 
-class PrepareFailed(Exception):
+class PrepareFailed(KubedeviceError):
     """One claim cannot be prepared (its message goes into that claim's answer)."""
 
 

@@ -28,6 +28,7 @@ from ...api import dra_v1beta1_pb2 as v1beta1
 from ...api import dra_v1beta1_pb2_grpc as v1beta1_grpc
 from ...api import pluginregistration_v1_pb2 as regpb
 from ...api import pluginregistration_v1_pb2_grpc as regpb_grpc
+from ...errors import KubedeviceError
 from ...gostrings import quote_list
 
 KUBELET_SERVICES = ("v1.DRAPlugin", "v1beta1.DRAPlugin")  # the kubelet takes the first of these the plugin lists
@@ -35,7 +36,7 @@ HEALTH_SERVICES = ("v1.DRAResourceHealth", "v1alpha1.DRAResourceHealth")  # the 
 CALL_TIMEOUT = 45.0  # the kubelet's default per DRA call
 
 
-class RegistrationRefused(Exception):
+class RegistrationRefused(KubedeviceError):
     """What the kubelet would refuse at registration (the message says why)."""
 
 
