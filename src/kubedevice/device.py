@@ -12,6 +12,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from types import MappingProxyType
 
+from .errors import KubedeviceError
 from .names import C_IDENTIFIER
 
 MAX_ID_LENGTH = 63  # api.proto: "Max length of this field is 63 characters"
@@ -28,7 +29,7 @@ class Health(enum.StrEnum):
     UNHEALTHY = "Unhealthy"
 
 
-class DeviceError(ValueError):
+class DeviceError(KubedeviceError, ValueError):
     """Device data the kubelet would reject or misread."""
 
 

@@ -20,6 +20,8 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
+from ..errors import KubedeviceError
+
 RELEASES = ("1.34", "1.35", "1.36", "1.37")
 NEWEST = RELEASES[-1]
 
@@ -88,7 +90,7 @@ DEPENDENCIES: dict[str, tuple[str, ...]] = {
 }
 
 
-class FeatureGateError(ValueError):
+class FeatureGateError(KubedeviceError, ValueError):
     """A ``--feature-gates`` value Kubernetes would refuse; the message is Kubernetes' own."""
 
 
@@ -210,7 +212,7 @@ DEFAULT_API_VERSIONS = ("v1",)
 (``DefaultAPIResourceConfigSource``, pkg/controlplane/instance.go, 1.34 to 1.37)."""
 
 
-class RuntimeConfigError(ValueError):
+class RuntimeConfigError(KubedeviceError, ValueError):
     """A ``--runtime-config`` value kube-apiserver would refuse; the message is its own."""
 
 

@@ -22,8 +22,9 @@ from collections.abc import Mapping, Sequence
 from typing import Any, Protocol, runtime_checkable
 
 from ...device import ContainerAllocation, Device
+from ...errors import KubedeviceError
 from ...names import C_IDENTIFIER
-from .model import AllocatedDevice, DeviceConfig
+from ..nodeclaims import AllocatedDevice, DeviceConfig
 
 SOURCES = ("FromClass", "FromClaim")
 """Lowest precedence first."""
@@ -32,7 +33,7 @@ ADMIN_ACCESS_ENV = "DRA_ADMIN_ACCESS"
 _ALLOWED_KEYS = frozenset({"apiVersion", "kind", "env"})
 
 
-class ConfigError(ValueError):
+class ConfigError(KubedeviceError, ValueError):
     """A configuration the driver refuses: the claim's error, never the daemon's."""
 
 
