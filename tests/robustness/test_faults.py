@@ -18,6 +18,7 @@ from pathlib import Path
 import grpc
 
 from kubedevice.api import pb, pb_grpc
+from kubedevice.errors import counted
 from kubedevice.kubelet import KubeletSimulator
 from kubedevice.testing.waiting import wait_for
 
@@ -63,7 +64,7 @@ def streaming(output: Path) -> bool:
     """Whether the kubelet's output shows a first device list from each resource: both
     ListAndWatch streams are open (the simulator prints ``RES: N devices`` per list received)."""
     text = output.read_text()
-    return all(f"{resource}: {count} devices" in text for resource, count in ALL.items())
+    return all(f"{resource}: {counted(count, 'device')}" in text for resource, count in ALL.items())
 
 
 def test_kubelet_sigkilled_mid_stream_then_back(tmp_path: Path) -> None:
