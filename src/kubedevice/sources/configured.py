@@ -31,9 +31,6 @@ from .watch import HotplugWatcher
 
 log = logging.getLogger("kubedevice.sources")
 
-#: The attribute ``{products}`` reads: a PCI function's "product" is its device ID.
-_PRODUCT_ATTRIBUTE = {"usb": "product", "pci": "device"}
-
 
 class ConfiguredPlugin(Plugin):
     """One configured resource (static, glob, usb, pci or udev source) as a served plugin."""
@@ -193,7 +190,7 @@ class ConfiguredPlugin(Plugin):
     def _render_env(self, devices: Sequence[Device], granted: dict[str, ContainerAllocation]) -> dict[str, str]:
         """Set-wide fields, and per-device ones with one entry per ID (replicas repeat their device's)."""
         each = [self._by_key[physical(d)] for d in devices]
-        product = _PRODUCT_ATTRIBUTE.get(self.config.source_kind, "product")
+        product = self.config.source[0].product_attribute
         fields = {
             "ids": ",".join(d.id for d in devices),
             "devices": ",".join(granted),

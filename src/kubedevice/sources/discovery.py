@@ -2,44 +2,33 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import PurePosixPath
 from typing import Any
 
 from ..device import ContainerAllocation, Device, DeviceSpec, Health, Mount
-from . import glob, pci, static, udev, usb
 from .base import REPLICA_SEPARATOR, Attributes, Found, int_attr, string_attr
 from .hostroot import HostRoot
 from .schema import ResourceConfig
-
-_Discover = Callable[[Any, HostRoot, str], list[Found]]
-_DISCOVER: dict[str, _Discover] = {
-    "static": static.discover,
-    "glob": glob.discover,
-    "usb": usb.discover,
-    "pci": pci.discover,
-    "udev": udev.discover,
-}
-_WATCHED: dict[str, Callable[[Any], list[str]]] = {
-    "static": static.watched,
-    "glob": glob.watched,
-    "usb": usb.watched,
-    "pci": pci.watched,
-    "udev": udev.watched,
-}
+from .source import Refusal
 
 
 def find(resource: ResourceConfig, host: HostRoot) -> list[Found]:
     """The physical devices of ``resource`` present under ``host`` now."""
-    kind = resource.source_kind
-    stem = resource.name.rsplit("/", 1)[-1]
-    return _DISCOVER[kind](getattr(resource, kind), host, stem)
+    source, config = resource.source
+    return source.discover(config, host, resource.name.rsplit("/", 1)[-1])
 
 
 def watched_patterns(resource: ResourceConfig) -> list[str]:
     """Host path globs whose directories change when a device of ``resource`` comes or goes."""
-    kind = resource.source_kind
-    return _WATCHED[kind](getattr(resource, kind))
+    source, config = resource.source
+    return source.watched(config)
+
+
+def refused(resource: ResourceConfig, host: HostRoot) -> list[Refusal]:
+    """Devices the source saw but cannot advertise, and why (``kubedevice discover`` lists them)."""
+    source, config = resource.source
+    return source.refused(config, host)
 
 
 def cdi_name(kind: str, found: Found) -> str:

@@ -12,9 +12,12 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+from pydantic import Field
+
 from .base import Found, int_attr, log, stable_key, string_attr
+from .fields import HexId, Model, PciClass
 from .hostroot import HostRoot
-from .schema import PciConfig
+from .source import Refusal, Source
 from .sysfs import attribute, numa_nodes, scan_bus
 
 DEVICES = "/sys/bus/pci/devices"
@@ -28,7 +31,14 @@ _ALLOWED_DRIVERS = frozenset({"pci-stub", "pcieport"})
 #: "PCI interconnect devices" the kernel lets into a user-owned group whatever their driver.
 _BRIDGE_CLASSES = ("0604", "0607", "0609")
 
-Refusal = tuple[str, str]  # (PCI address of a selected function, why it cannot be advertised)
+
+class PciConfig(Model):
+    """PCI functions by vendor/device/class from ``/sys/bus/pci/devices``; VFIO grants the group node."""
+
+    vendor: HexId
+    device: HexId | None = None
+    pci_class: PciClass | None = Field(default=None, alias="class")
+    vfio: bool = False
 
 
 def discover(config: PciConfig, host: HostRoot, stem: str) -> list[Found]:
@@ -176,3 +186,28 @@ def _is_vfio(driver: str | None) -> bool:
 
 def watched(config: PciConfig) -> list[str]:
     return [f"{DEVICES}/*", "/dev/vfio/*"] if config.vfio else [f"{DEVICES}/*"]
+
+
+def _not_one_node(config: PciConfig) -> str | None:
+    return (
+        "container_path applies to devices of one node; pci devices have none, or with vfio two "
+        "(/dev/vfio/<group> and /dev/vfio/vfio), which keep their own paths"
+    )
+
+
+def refused(config: PciConfig, host: HostRoot) -> list[Refusal]:
+    """A VFIO resource's selected functions that cannot be advertised, and why."""
+    return scan(config, host)[1] if config.vfio else []
+
+
+SOURCE = Source(
+    "pci",
+    PciConfig,
+    discover,
+    watched,
+    _not_one_node,
+    refused=refused,
+    matched_paths=False,
+    sysfs=True,
+    product_attribute="device",
+)
