@@ -7,22 +7,29 @@ from pathlib import PurePosixPath
 from typing import Any
 
 from ..device import ContainerAllocation, Device, DeviceSpec, Health, Mount
-from .base import REPLICA_SEPARATOR, Attributes, Found, int_attr, string_attr
+from .base import REPLICA_SEPARATOR, Attributes, Found, int_attr, log, string_attr
 from .hostroot import HostRoot
 from .schema import ResourceConfig
 from .source import Refusal
 
 
 def find(resource: ResourceConfig, host: HostRoot) -> list[Found]:
-    """The physical devices of ``resource`` present under ``host`` now."""
+    """The physical devices of ``resource`` present under ``host`` now; none while a shared path is
+    missing, since every container given a device needs it (its runtime would refuse to start)."""
     source, config = resource.source
-    return source.discover(config, host, resource.name.rsplit("/", 1)[-1])
+    stem = resource.name.rsplit("/", 1)[-1]
+    found = source.discover(config, host, stem)
+    missing = [path for path in resource.shared_paths if not host.exists(path)]
+    if found and missing:
+        log.warning("%s: shared_paths missing under host root: %s; nothing to advertise", stem, ", ".join(missing))
+        return []
+    return found
 
 
 def watched_patterns(resource: ResourceConfig) -> list[str]:
     """Host path globs whose directories change when a device of ``resource`` comes or goes."""
     source, config = resource.source
-    return source.watched(config)
+    return source.watched(config) + list(resource.shared_paths)
 
 
 def refused(resource: ResourceConfig, host: HostRoot) -> list[Refusal]:
@@ -54,14 +61,17 @@ def node_grant(resource: ResourceConfig, found: Found, index: int) -> ContainerA
 
     The one place container paths are made, so Allocate, CDI specs and ``discover`` agree: a node
     keeps the path it was found by (a symlink's own name), and ``container_path`` renames the node
-    of a single-node device; a device of several nodes keeps each node's own path.
+    of a single-node device; a device of several nodes keeps each node's own path. ``shared_paths``
+    follow every device's own nodes; merging the grants of one container keeps each path once.
     """
     fields = path_fields(found, index)
     seen = found.seen_paths
     if resource.container_path is not None and len(seen) == 1:
         seen = (resource.container_path.format_map(fields),)
+    shared = tuple(DeviceSpec(p, p, resource.permissions) for p in resource.shared_paths)
     return ContainerAllocation(
-        devices=tuple(DeviceSpec(h, c, resource.permissions) for h, c in zip(found.host_paths, seen, strict=True)),
+        devices=tuple(DeviceSpec(h, c, resource.permissions) for h, c in zip(found.host_paths, seen, strict=True))
+        + shared,
         mounts=tuple(
             Mount(m.host_path, m.container_path.format_map(fields) if m.container_path else "", m.read_only)
             for m in resource.mounts

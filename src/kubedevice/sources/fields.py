@@ -12,6 +12,8 @@ from typing import Annotated, Any
 
 from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict
 
+from ..errors import FieldProblem
+
 #: Linux's PATH_MAX, the terminating NUL included: a longer path fails with ENAMETOOLONG.
 PATH_MAX = 4096
 #: Any other text: far above any name, pattern or value a config needs.
@@ -76,3 +78,11 @@ def regex(value: str) -> str:
 AbsPath = Annotated[str, AfterValidator(_absolute)]
 HexId = Annotated[str, BeforeValidator(_hex(_HEX4, '4 hex digits like "10ee"'))]
 PciClass = Annotated[str, BeforeValidator(_hex(_PCI_CLASS, _CLASS_FORMAT))]
+
+
+def each_once(kinds: list[str]) -> None:
+    """A node kind listed twice is a typo or a merge slip: refused at its second place."""
+    twice = sorted({kind for kind in kinds if kinds.count(kind) > 1})
+    if twice:
+        second = next(i for i, kind in enumerate(kinds) if kind in kinds[:i])
+        raise FieldProblem((second,), f"lists {', '.join(twice)} more than once")

@@ -29,7 +29,7 @@ from pydantic import (
 from ..device import MAX_MESSAGE_BYTES
 from ..errors import FieldProblem
 from ..names import C_IDENTIFIER, extended_resource_name_error, label_value_error, qualified_name_errors
-from .fields import MAX_TEXT, PATH_MAX, SCHEMA_CONFIG, AbsPath, HexId, Model, PciClass, path_problem
+from .fields import MAX_TEXT, PATH_MAX, SCHEMA_CONFIG, AbsPath, HexId, Model, PciClass, each_once, path_problem
 from .glob import GlobConfig
 from .pci import PciConfig
 from .registry import SOURCE_KINDS, SOURCES
@@ -272,6 +272,8 @@ class ResourceConfig(Model):
     udev: UdevConfig | None = None
     permissions: Permissions = "rw"
     container_path: PathTemplate | None = None
+    shared_paths: list[AbsPath] = Field(default_factory=list)
+    """Nodes no device owns but each needs (``/dev/kfd``, ``/dev/nvidiactl``): granted once per container."""
     mounts: list[MountConfig] = Field(default_factory=list)
     env: dict[str, ExecText] = Field(default_factory=dict)
     annotations: dict[str, AnnotationText] = Field(default_factory=dict)
@@ -304,6 +306,12 @@ class ResourceConfig(Model):
             if error:
                 raise FieldProblem((key,), f"label {key!r}: {error}")
         return selector
+
+    @field_validator("shared_paths")
+    @classmethod
+    def _shared_once(cls, paths: list[str]) -> list[str]:
+        each_once(paths)
+        return paths
 
     @field_validator("env")
     @classmethod
@@ -379,8 +387,8 @@ class ResourceConfig(Model):
                 f"{where} {template!r} uses {{index}}, which cdi cannot express: a device's CDI spec is "
                 "written before any container asks for it (use {name} or {path})"
             )
-        source = self.source[0]
-        if not source.matched_paths and template_fields(template) & {"path", "name"}:
+        source, config = self.source
+        if not source.matched_paths(config) and template_fields(template) & {"path", "name"}:
             raise ValueError(
                 f"{where} {template!r}: {source.kind} devices have no matched path for {{path}} or {{name}}"
             )

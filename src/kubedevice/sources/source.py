@@ -37,6 +37,10 @@ def _no_check(config: object, name: str, replicas: int) -> None:
     return None
 
 
+def _always(config: object) -> bool:
+    return True
+
+
 @dataclass(frozen=True)
 class Source(Generic[C]):
     """One kind of device source; each rule is a function of the source's own config.
@@ -59,7 +63,7 @@ class Source(Generic[C]):
     check: Callable[[C, str, int], None] = _no_check
     refused: Callable[[C, HostRoot], list[Refusal]] = _no_refusals
     #: Its devices have the path they were found by (``{path}``, ``{name}`` in templates).
-    matched_paths: bool = True
+    matched_paths: Callable[[C], bool] = _always
     #: Its devices have udev's symlinks (``{devlink}``).
     devlinks: bool = False
     #: Its devices have a sysfs directory (a ``sysfs`` health check may name a relative attribute).

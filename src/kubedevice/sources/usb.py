@@ -27,9 +27,8 @@ from typing import Literal
 
 from pydantic import Field, field_validator
 
-from ..errors import FieldProblem
 from .base import Found, int_attr, log, stable_key, string_attr
-from .fields import HexId, Model
+from .fields import HexId, Model, each_once
 from .hostroot import HostRoot
 from .source import Source
 from .sysfs import attribute, dev_path, numa_nodes, scan_bus
@@ -40,14 +39,6 @@ UsbNode = Literal["bus", "tty", "video", "hidraw", "input", "sound"]
 
 def _default_usb_nodes() -> list[UsbNode]:
     return ["bus"]
-
-
-def each_once(nodes: list[str]) -> None:
-    """A kind listed twice is a typo or a merge slip: refused at its second place."""
-    twice = sorted({kind for kind in nodes if nodes.count(kind) > 1})
-    if twice:
-        second = next(i for i, kind in enumerate(nodes) if kind in nodes[:i])
-        raise FieldProblem((second,), f"lists {', '.join(twice)} more than once")
 
 
 class UsbConfig(Model):
