@@ -366,6 +366,7 @@ SOURCE = Source(
     _several,
     refused=refused,
     matched_paths=_has_paths,
+    unusable_stays=_has_paths,
     sysfs=True,
     product_attribute="device",
 )

@@ -41,6 +41,10 @@ def _always(config: object) -> bool:
     return True
 
 
+def _never(config: object) -> bool:
+    return False
+
+
 @dataclass(frozen=True)
 class Source(Generic[C]):
     """One kind of device source; each rule is a function of the source's own config.
@@ -70,3 +74,7 @@ class Source(Generic[C]):
     sysfs: bool = False
     #: The attribute ``{products}`` reads (a PCI function's "product" is its device ID).
     product_attribute: str = "product"
+    #: A device advertised before that the source still sees but refuses now (its ``refused`` names
+    #: it: a PCI function unbound from its driver, a node removed) stays listed, Unhealthy, so that a
+    #: pod holding it is told rather than the device silently leaving; one gone from the host leaves.
+    unusable_stays: Callable[[C], bool] = _never
