@@ -8,6 +8,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import re
 import tempfile
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
@@ -76,6 +77,13 @@ def test_card_numbers_follow_probe_order_and_each_gpu_keeps_its_own(host: FakeHo
         "0000:85:00.0": (("/dev/dri/card1", "/dev/dri/renderD128"), (1,)),
         "0000:8a:00.0": (("/dev/dri/card3", "/dev/dri/renderD130"), (1,)),
     }  # no class filter: the switch ports (same vendor) are passed over, not granted the GPUs' nodes
+
+
+def test_switch_ports_are_passed_over_without_a_warning(host: FakeHost, caplog: pytest.LogCaptureFixture) -> None:
+    built = hosts.amd_instinct_node(host)
+    with caplog.at_level(logging.WARNING):
+        find(resource('name: a.com/gpu\npci: {vendor: "1002", nodes: [render]}'), HostRoot(host.root))
+    assert built.decoys and not any(port in caplog.text for port in built.decoys)
 
 
 def test_kinds_select_nodes_and_all_takes_every_class_device_of_the_function(host: FakeHost) -> None:
@@ -300,3 +308,40 @@ def test_discover_lists_a_function_without_its_nodes_as_refused(host: FakeHost, 
         {"pciAddress": "0000:00:02.0", "reason": "has no accel node (driver: i915)"},
         {"pciAddress": "0000:00:0b.0", "reason": "is bound to no driver"},
     ]
+
+
+def test_an_nvidia_gpu_unbound_is_seen_unhealthy_at_the_next_rescan(host: FakeHost) -> None:
+    """/dev/nvidiaN is nvidia-modprobe's, not devtmpfs's: unbinding leaves /dev as it was."""
+    built, config = build(host, "nvidia")
+    plugin = ConfiguredPlugin(config, host.root)
+    first = built.functions[0].address
+    host.bind_pci(first, None)
+    assert host.path("/dev/nvidia0").exists()
+    plugin.rescan()
+    assert {d.id: d.healthy for d in plugin.devices()} == {f.address: f.address != first for f in built.functions}
+
+
+DOCS_MACHINES = {
+    "amd.com/gpu": hosts.amd_instinct_node,
+    "gpu.intel.com/i915": hosts.intel_flex_node,
+    "nvidia.com/gpu": hosts.nvidia_node,
+    "intel.com/npu": hosts.intel_npu_laptop,
+    "amd.com/npu": hosts.amd_npu_laptop,
+    "coral.ai/tpu": hosts.coral_pcie,
+}
+
+
+def test_the_docs_configs_find_their_machines_functions(tmp_path: Path) -> None:
+    """Each config docs/sources.md offers, on the fake machine it is written for."""
+    text = (Path(__file__).resolve().parents[2] / "docs" / "sources.md").read_text()
+    body = text.split("## PCI devices on their host driver", 1)[1].split("\n## ", 1)[0]
+    (block,) = re.findall(r"```yaml\n(.*?)```", body, re.DOTALL)
+    configs = [ResourceConfig.model_validate(r) for r in yaml.safe_load(block)["resources"]]
+    assert [c.name for c in configs] == list(DOCS_MACHINES)
+    for config in configs:
+        host = FakeHost(tmp_path / config.name.replace("/", "_"))
+        built = DOCS_MACHINES[config.name](host)
+        assert {f.key: f.host_paths for f in find(config, HostRoot(host.root))} == {
+            f.address: f.nodes for f in built.functions
+        }, config.name
+        assert list(config.shared_paths) == list(built.shared), config.name
