@@ -127,13 +127,12 @@ def _row(resource: ResourceConfig, device: Device, physical: Mapping[str, Found]
 
 
 def _refused(resource: ResourceConfig, host_root: Path) -> dict[str, Any]:
-    """A VFIO resource's selected functions that cannot be advertised, and why (a host driver in the group)."""
-    if resource.pci is None or not resource.pci.vfio:
-        return {}
-    from . import HostRoot, pci  # noqa: PLC0415 - with the sources, loaded on use
+    """The devices its source saw but cannot advertise, and why (a VFIO group a host driver holds)."""
+    from . import HostRoot  # noqa: PLC0415 - with the sources, loaded on use
+    from .discovery import refused  # noqa: PLC0415
 
-    _, refused = pci.scan(resource.pci, HostRoot(host_root))
-    return {"refused": [{"pciAddress": address, "reason": why} for address, why in refused]}
+    found = refused(resource, HostRoot(host_root))
+    return {"refused": [{"pciAddress": address, "reason": why} for address, why in found]} if found else {}
 
 
 def _details(device: dict[str, Any]) -> str:

@@ -17,22 +17,19 @@ import grpc
 
 from ..allocation.cdi import CdiError, CdiSpecDir, container_edits, with_ownership
 from ..allocation.sharing import Layout, SharingPolicy, check_one_replica_per_device, physical
-from ..device import ContainerAllocation, Device, DeviceError
+from ..device import ContainerAllocation, Device, DeviceError, Health
 from ..health.checks import HealthChecker
 from ..health.tracker import HealthTracker
 from ..plugin.base import Plugin, merge_grants
 from ..plugin.server import RpcFailure
-from .base import Found
-from .discovery import advertised, find, node_grant, watched_patterns
+from .base import Found, stable_key
+from .discovery import advertised, find, node_grant, refused, watched_patterns
 from .hostroot import HostRoot
 from .schema import PATH_FIELDS, ResourceConfig, template_fields
 from .sysfs import numa_distances
 from .watch import HotplugWatcher
 
 log = logging.getLogger("kubedevice.sources")
-
-#: The attribute ``{products}`` reads: a PCI function's "product" is its device ID.
-_PRODUCT_ATTRIBUTE = {"usb": "product", "pci": "device"}
 
 
 class ConfiguredPlugin(Plugin):
@@ -53,6 +50,7 @@ class ConfiguredPlugin(Plugin):
         self._cdi_behind = False  # the last write failed (a full disk): retry until it works
         self._policy = SharingPolicy(resource.policy, resource.one_replica_per_device, numa_distances(self.host))
         self._found: list[Found] = find(resource, self.host) if found is None else found
+        self._unusable: set[str] = set()  # advertised, seen still, but refused now: listed Unhealthy
         self._by_key = {f.key: f for f in self._found}
         self._per_container = resource.cdi is None and _names_devices(resource)
         super().__init__(resource.name, advertised(resource, self._found))
@@ -74,6 +72,9 @@ class ConfiguredPlugin(Plugin):
         self._apply(await asyncio.to_thread(find, self.config, self.host))
 
     def _apply(self, found: list[Found]) -> None:
+        kept = self._still_seen(found)
+        self._unusable = {f.key for f in kept}
+        found = found + kept
         changed = found != self._found
         self._found = found
         self._by_key = {f.key: f for f in found}
@@ -81,6 +82,17 @@ class ConfiguredPlugin(Plugin):
         self._republish()
         if changed or self._cdi_behind:
             self._sync_cdi_logged()
+
+    def _still_seen(self, found: list[Found]) -> list[Found]:
+        """The devices that left ``found`` but that the source refuses rather than misses (see
+        :attr:`~kubedevice.sources.source.Source.unusable_stays`)."""
+        source, config = self.config.source
+        present = {f.key for f in found}
+        gone = [f for f in self._found if f.key not in present]
+        if not gone or not source.unusable_stays(config):
+            return []
+        refusals = {stable_key(name) for name, _ in refused(self.config, self.host)}
+        return [f for f in gone if f.key in refusals]
 
     def _sync_cdi_logged(self) -> None:
         """Keep serving when the CDI directory cannot be written; a later change or health round retries."""
@@ -96,7 +108,9 @@ class ConfiguredPlugin(Plugin):
 
     def _republish(self) -> None:
         """Publish the current devices; the allocation layout follows every change (IDs or health)."""
-        health = {f.key: self._tracker.health(f.key) for f in self._found}
+        health = {
+            f.key: Health.UNHEALTHY if f.key in self._unusable else self._tracker.health(f.key) for f in self._found
+        }
         devices = advertised(self.config, self._found, health)
         if devices != self.devices():
             self.publish(devices)
@@ -193,7 +207,7 @@ class ConfiguredPlugin(Plugin):
     def _render_env(self, devices: Sequence[Device], granted: dict[str, ContainerAllocation]) -> dict[str, str]:
         """Set-wide fields, and per-device ones with one entry per ID (replicas repeat their device's)."""
         each = [self._by_key[physical(d)] for d in devices]
-        product = _PRODUCT_ATTRIBUTE.get(self.config.source_kind, "product")
+        product = self.config.source[0].product_attribute
         fields = {
             "ids": ",".join(d.id for d in devices),
             "devices": ",".join(granted),

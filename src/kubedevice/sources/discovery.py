@@ -2,44 +2,40 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import PurePosixPath
 from typing import Any
 
 from ..device import ContainerAllocation, Device, DeviceSpec, Health, Mount
-from . import glob, pci, static, udev, usb
-from .base import REPLICA_SEPARATOR, Attributes, Found, int_attr, string_attr
+from .base import REPLICA_SEPARATOR, Attributes, Found, int_attr, log, string_attr
 from .hostroot import HostRoot
 from .schema import ResourceConfig
-
-_Discover = Callable[[Any, HostRoot, str], list[Found]]
-_DISCOVER: dict[str, _Discover] = {
-    "static": static.discover,
-    "glob": glob.discover,
-    "usb": usb.discover,
-    "pci": pci.discover,
-    "udev": udev.discover,
-}
-_WATCHED: dict[str, Callable[[Any], list[str]]] = {
-    "static": static.watched,
-    "glob": glob.watched,
-    "usb": usb.watched,
-    "pci": pci.watched,
-    "udev": udev.watched,
-}
+from .source import Refusal
 
 
 def find(resource: ResourceConfig, host: HostRoot) -> list[Found]:
-    """The physical devices of ``resource`` present under ``host`` now."""
-    kind = resource.source_kind
+    """The physical devices of ``resource`` present under ``host`` now; none while a shared path is
+    missing, since every container given a device needs it (its runtime would refuse to start)."""
+    source, config = resource.source
     stem = resource.name.rsplit("/", 1)[-1]
-    return _DISCOVER[kind](getattr(resource, kind), host, stem)
+    found = source.discover(config, host, stem)
+    missing = [path for path in resource.shared_paths if not host.exists(path)]
+    if found and missing:
+        log.warning("%s: shared_paths missing under host root: %s; nothing to advertise", stem, ", ".join(missing))
+        return []
+    return found
 
 
 def watched_patterns(resource: ResourceConfig) -> list[str]:
     """Host path globs whose directories change when a device of ``resource`` comes or goes."""
-    kind = resource.source_kind
-    return _WATCHED[kind](getattr(resource, kind))
+    source, config = resource.source
+    return source.watched(config) + list(resource.shared_paths)
+
+
+def refused(resource: ResourceConfig, host: HostRoot) -> list[Refusal]:
+    """Devices the source saw but cannot advertise, and why (``kubedevice discover`` lists them)."""
+    source, config = resource.source
+    return source.refused(config, host)
 
 
 def cdi_name(kind: str, found: Found) -> str:
@@ -65,14 +61,17 @@ def node_grant(resource: ResourceConfig, found: Found, index: int) -> ContainerA
 
     The one place container paths are made, so Allocate, CDI specs and ``discover`` agree: a node
     keeps the path it was found by (a symlink's own name), and ``container_path`` renames the node
-    of a single-node device; a device of several nodes keeps each node's own path.
+    of a single-node device; a device of several nodes keeps each node's own path. ``shared_paths``
+    follow every device's own nodes; merging the grants of one container keeps each path once.
     """
     fields = path_fields(found, index)
     seen = found.seen_paths
     if resource.container_path is not None and len(seen) == 1:
         seen = (resource.container_path.format_map(fields),)
+    shared = tuple(DeviceSpec(p, p, resource.permissions) for p in resource.shared_paths)
     return ContainerAllocation(
-        devices=tuple(DeviceSpec(h, c, resource.permissions) for h, c in zip(found.host_paths, seen, strict=True)),
+        devices=tuple(DeviceSpec(h, c, resource.permissions) for h, c in zip(found.host_paths, seen, strict=True))
+        + shared,
         mounts=tuple(
             Mount(m.host_path, m.container_path.format_map(fields) if m.container_path else "", m.read_only)
             for m in resource.mounts

@@ -2,11 +2,31 @@
 
 from __future__ import annotations
 
+import glob as globlib
 import re
+from typing import Annotated
 
+from pydantic import AfterValidator, Field, model_validator
+
+from ..errors import FieldProblem
 from .base import Found, log, stable_key, string_attr
+from .fields import AbsPath, Model, regex
 from .hostroot import HostRoot
-from .schema import GlobConfig
+from .source import Source
+
+
+class GlobConfig(Model):
+    """Host paths by glob: each match is a device, or matches form groups (``group``/``group_by``)."""
+
+    paths: list[AbsPath] = Field(min_length=1)
+    group: bool = False
+    group_by: Annotated[str, AfterValidator(regex)] | None = None
+
+    @model_validator(mode="after")
+    def _one_grouping(self) -> GlobConfig:
+        if self.group and self.group_by is not None:
+            raise FieldProblem(("group_by",), "set either group or group_by, not both")
+        return self
 
 
 def discover(config: GlobConfig, host: HostRoot, stem: str) -> list[Found]:
@@ -56,3 +76,12 @@ def _grouped(nodes: list[str], seen: dict[str, str], pattern: re.Pattern[str]) -
 
 def watched(config: GlobConfig) -> list[str]:
     return list(config.paths)
+
+
+def _several(config: GlobConfig) -> str | None:
+    if len(config.paths) != 1 or globlib.has_magic(config.paths[0]):
+        return "the glob can match several devices (only a glob of one literal path yields one)"
+    return None
+
+
+SOURCE = Source("glob", GlobConfig, discover, watched, several=_several)

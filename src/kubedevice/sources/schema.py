@@ -12,17 +12,13 @@ lead's ``field.path:`` prefix; a check across fields blames the entry at fault
 
 from __future__ import annotations
 
-import glob as globlib
 import re
 import string
-from collections.abc import Callable
 from typing import Annotated, Any, Literal
 
 from pydantic import (
     AfterValidator,
-    BaseModel,
     BeforeValidator,
-    ConfigDict,
     Field,
     StrictInt,
     StringConstraints,
@@ -30,46 +26,45 @@ from pydantic import (
     model_validator,
 )
 
-from ..device import MAX_ID_LENGTH, MAX_MESSAGE_BYTES
+from ..device import MAX_MESSAGE_BYTES
 from ..errors import FieldProblem
 from ..names import C_IDENTIFIER, extended_resource_name_error, label_value_error, qualified_name_errors
+from .fields import MAX_TEXT, PATH_MAX, SCHEMA_CONFIG, AbsPath, HexId, Model, PciClass, each_once, path_problem
+from .glob import GlobConfig
+from .pci import PciConfig
+from .registry import SOURCE_KINDS, SOURCES
+from .source import Source
+from .static import StaticConfig
+from .udev import UdevConfig
+from .usb import UsbConfig, UsbNode
 
-SOURCE_KINDS = ("static", "glob", "usb", "pci", "udev")
+__all__ = [
+    "MAX_TEXT",
+    "PATH_MAX",
+    "SCHEMA_CONFIG",
+    "SOURCE_KINDS",
+    "AbsPath",
+    "GlobConfig",
+    "HexId",
+    "PciClass",
+    "PciConfig",
+    "ResourceConfig",
+    "StaticConfig",
+    "UdevConfig",
+    "UsbConfig",
+    "UsbNode",
+    "path_problem",
+]
 _SET_FIELDS = {"ids", "devices", "paths", "count", "resource"}
 _PER_DEVICE_FIELDS = {"serials", "vendors", "products", "pci_addresses", "numa_nodes", "devlinks", "container_paths"}
 ENV_FIELDS = frozenset(_SET_FIELDS | _PER_DEVICE_FIELDS)
 #: Fields of ``container_path`` templates (the device's own and mounts'), per device.
 PATH_FIELDS = frozenset({"path", "name", "index", "devlink"})
 _SAMPLE_FIELDS: dict[str, object] = {"path": "/dev/sample", "name": "sample", "index": 0, "devlink": "/dev/sample"}
-#: The node kinds ``usb.nodes`` may ask for: the device's own bus node and its interfaces' class nodes.
-UsbNode = Literal["bus", "tty", "video", "hidraw", "input", "sound"]
-_HEX4 = re.compile(r"^(0x)?([0-9a-fA-F]{4})\Z")
-_PCI_CLASS = re.compile(r"^(0x)?([0-9a-fA-F]{2}|[0-9a-fA-F]{4}|[0-9a-fA-F]{6})\Z")
-_CLASS_FORMAT = '2, 4 or 6 hex digits like "1200" (class, subclass, prog-if)'
 _CDI_PART = re.compile(r"^[A-Za-z]([A-Za-z0-9_.-]*[A-Za-z0-9])?\Z")
-#: Linux's PATH_MAX, the terminating NUL included: a longer path fails with ENAMETOOLONG.
-PATH_MAX = 4096
 #: Linux's MAX_ARG_STRLEN: one argument, or one ``NAME=value`` environment string, NUL included;
 #: a longer one fails the container's or check's execve with E2BIG.
 MAX_ARG_STRLEN = 131072
-#: Any other text: far above any name, pattern or value a config needs.
-MAX_TEXT = 4096
-#: Every model of the config file (``config.py`` and the ``dra:`` section use it too).
-SCHEMA_CONFIG = ConfigDict(extra="forbid", frozen=True, strict=True, allow_inf_nan=False, str_max_length=MAX_TEXT)
-
-
-class _Model(BaseModel):
-    model_config = ConfigDict(**SCHEMA_CONFIG, populate_by_name=True)
-
-
-def path_problem(value: str) -> str | None:
-    if not value.startswith("/"):
-        return "must be absolute"
-    if ".." in value.split("/"):
-        return "must not contain '..'"
-    if len(value.encode()) >= PATH_MAX:
-        return f"is {len(value.encode())} bytes, over the {PATH_MAX - 1} a path may have (PATH_MAX)"
-    return "must not contain NUL" if "\0" in value else None
 
 
 def exec_string_problem(text: str) -> str | None:
@@ -85,42 +80,6 @@ ExecText = Annotated[str, StringConstraints(max_length=MAX_ARG_STRLEN)]
 AnnotationText = Annotated[str, StringConstraints(max_length=MAX_MESSAGE_BYTES)]
 
 
-def _absolute(value: str) -> str:
-    problem = path_problem(value)
-    if problem:
-        raise ValueError(f"path {value!r} {problem}")
-    return value
-
-
-def _hex(pattern: re.Pattern[str], what: str) -> Callable[[Any], Any]:
-    """A before-validator for hex IDs: quoted (YAML reads 1234 as a number), normalised to lowercase."""
-
-    def check(value: Any) -> Any:
-        if isinstance(value, int):
-            raise ValueError(f"{value} must be quoted: {what}")
-        if isinstance(value, str):
-            match = pattern.match(value)
-            if not match:
-                raise ValueError(f"{value!r} is not {what}")
-            return match.group(2).lower()
-        return value
-
-    return check
-
-
-def _regex(value: str) -> str:
-    try:
-        re.compile(value)
-    except re.error as exc:
-        raise ValueError(f"invalid regular expression {value!r}: {exc}") from exc
-    return value
-
-
-AbsPath = Annotated[str, AfterValidator(_absolute)]
-HexId = Annotated[str, BeforeValidator(_hex(_HEX4, '4 hex digits like "10ee"'))]
-PciClass = Annotated[str, BeforeValidator(_hex(_PCI_CLASS, _CLASS_FORMAT))]
-
-
 def _permissions(value: str) -> str:
     if not value or not set(value) <= set("rwm"):
         raise ValueError(f"permissions {value!r} must be letters from 'rwm' (read, write, mknod)")
@@ -130,106 +89,19 @@ def _permissions(value: str) -> str:
 Permissions = Annotated[str, AfterValidator(_permissions)]
 
 
-#: Devices one resource advertises at most (IDs with their replicas), known from the config for a
-#: static source; the kubelet's 4 MiB ListAndWatch answer bounds every source (:mod:`.limits`).
-MAX_DEVICES = 100_000
-
-
-class StaticConfig(_Model):
-    """``count`` identical devices, each granting the same fixed paths (the null example)."""
-
-    count: int = Field(ge=1, le=MAX_DEVICES)
-    paths: list[AbsPath] = []
-
-
-class GlobConfig(_Model):
-    """Host paths by glob: each match is a device, or matches form groups (``group``/``group_by``)."""
-
-    paths: list[AbsPath] = Field(min_length=1)
-    group: bool = False
-    group_by: Annotated[str, AfterValidator(_regex)] | None = None
-
-    @model_validator(mode="after")
-    def _one_grouping(self) -> GlobConfig:
-        if self.group and self.group_by is not None:
-            raise FieldProblem(("group_by",), "set either group or group_by, not both")
-        return self
-
-
-def _default_usb_nodes() -> list[UsbNode]:
-    return ["bus"]
-
-
-class UsbConfig(_Model):
-    """USB devices by vendor/product (and serial) from ``/sys/bus/usb/devices``; ``nodes`` says which
-    of its device nodes a device grants (its ``/dev/bus/usb`` node, its interfaces' ttys, ...)."""
-
-    vendor: HexId
-    product: HexId | None = None
-    serial: str | None = None
-    nodes: list[UsbNode] = Field(default_factory=_default_usb_nodes, min_length=1)
-
-    @field_validator("nodes")
-    @classmethod
-    def _each_once(cls, nodes: list[UsbNode]) -> list[UsbNode]:
-        twice = sorted({kind for kind in nodes if nodes.count(kind) > 1})
-        if twice:
-            second = next(i for i, kind in enumerate(nodes) if kind in nodes[:i])
-            raise FieldProblem((second,), f"lists {', '.join(twice)} more than once")
-        return nodes
-
-
-def _quoted_pattern(value: Any) -> Any:
-    """YAML reads ``ID_VENDOR_ID: 0403`` as the number 259: ask for quotes rather than guess the text."""
-    if not isinstance(value, str):
-        raise ValueError(f'{value!r} must be a quoted string: udev property values are text (write "{value}")')
-    return value
-
-
-class UdevConfig(_Model):
-    """Device nodes by udev's database (``/run/udev/data``): subsystem and properties as shell patterns."""
-
-    subsystem: str | None = Field(default=None, min_length=1)
-    match: dict[str, Annotated[str, BeforeValidator(_quoted_pattern)]] = {}
-
-    @field_validator("match")
-    @classmethod
-    def _property_names(cls, match: dict[str, str]) -> dict[str, str]:
-        bad = [key for key in match if not C_IDENTIFIER.match(key)]  # udev's keys are identifiers
-        if bad:
-            names = ", ".join(map(repr, sorted(bad)))
-            raise FieldProblem((bad[0], "[key]"), f"invalid udev property names: {names} (letters, digits and '_')")
-        return match
-
-    @model_validator(mode="after")
-    def _selects(self) -> UdevConfig:
-        if self.subsystem is None and not self.match:
-            raise ValueError("set subsystem or match (or both): without either every device node of the host matches")
-        return self
-
-
-class PciConfig(_Model):
-    """PCI functions by vendor/device/class from ``/sys/bus/pci/devices``; VFIO grants the group node."""
-
-    vendor: HexId
-    device: HexId | None = None
-    pci_class: PciClass | None = Field(default=None, alias="class")
-    vfio: bool = False
-
-
-class PresentCheck(_Model):
+class PresentCheck(Model):
     """Healthy while every host path of the device exists."""
 
     type: Literal["present"] = "present"
 
 
-class OpenableCheck(_Model):
+class OpenableCheck(Model):
     """Healthy while every host path opens (non-blocking, read-only); catches dead nodes."""
 
     type: Literal["openable"] = "openable"
 
 
-class ExecCheck(_Model):
+class ExecCheck(Model):
     """Healthy while a command exits 0 within its timeout (argv list, never a shell)."""
 
     type: Literal["exec"] = "exec"
@@ -249,7 +121,7 @@ class ExecCheck(_Model):
         return self
 
 
-class SysfsCheck(_Model):
+class SysfsCheck(Model):
     """Healthy while an attribute reads ``equals`` (relative to the device's sysfs directory)."""
 
     type: Literal["sysfs"] = "sysfs"
@@ -270,7 +142,7 @@ def _default_checks() -> list[HealthCheck]:
     return [PresentCheck()]
 
 
-class HealthConfig(_Model):
+class HealthConfig(Model):
     """Checks run every ``interval_seconds`` and on hotplug; thresholds damp flapping."""
 
     checks: list[HealthCheck] = Field(default_factory=_default_checks)
@@ -300,7 +172,7 @@ def template_fields(template: str) -> frozenset[str]:
 PathTemplate = Annotated[str, AfterValidator(_path_template)]
 
 
-class MountConfig(_Model):
+class MountConfig(Model):
     """A host path mounted into each container; ``container_path`` may name the device
     (``{path}``, ``{name}``, ``{index}``) so that its firmware or data follows it."""
 
@@ -309,7 +181,7 @@ class MountConfig(_Model):
     read_only: bool = False
 
 
-class CdiConfig(_Model):
+class CdiConfig(Model):
     """Write CDI spec files and answer Allocate with CDI names (``cri``) or annotations."""
 
     kind: str | None = Field(default=None, description="vendor.com/class; defaults to the resource name")
@@ -336,7 +208,7 @@ def _file_mode(value: Any) -> Any:
     return value
 
 
-class DeviceOwnership(_Model):
+class DeviceOwnership(Model):
     """Owner and mode of the device nodes a container gets, written into the CDI spec (non-root pods)."""
 
     uid: StrictInt | None = Field(default=None, ge=0, le=_MAX_ID)
@@ -388,10 +260,11 @@ def _check_template(template: str, allowed: frozenset[str]) -> None:
         )
 
 
-class ResourceConfig(_Model):
+class ResourceConfig(Model):
     """One extended resource: a name, exactly one source, and what its devices grant."""
 
     name: str
+    # One optional field per source of the registry, in its order (checked below): typed for mypy.
     static: StaticConfig | None = None
     glob: GlobConfig | None = None
     usb: UsbConfig | None = None
@@ -399,16 +272,18 @@ class ResourceConfig(_Model):
     udev: UdevConfig | None = None
     permissions: Permissions = "rw"
     container_path: PathTemplate | None = None
-    mounts: list[MountConfig] = []
-    env: dict[str, ExecText] = {}
-    annotations: dict[str, AnnotationText] = {}
+    shared_paths: list[AbsPath] = Field(default_factory=list)
+    """Nodes no device owns but each needs (``/dev/kfd``, ``/dev/nvidiactl``): granted once per container."""
+    mounts: list[MountConfig] = Field(default_factory=list)
+    env: dict[str, ExecText] = Field(default_factory=dict)
+    annotations: dict[str, AnnotationText] = Field(default_factory=dict)
     health: HealthConfig = HealthConfig()
     replicas: int = Field(default=1, ge=1, le=1000, description="IDs advertised per physical device")
     policy: Literal["spread", "pack"] = "spread"
     one_replica_per_device: bool = False
     cdi: CdiConfig | None = None
     device_ownership: DeviceOwnership | None = None
-    node_selector: dict[str, LabelValue] = {}
+    node_selector: dict[str, LabelValue] = Field(default_factory=dict)
     """Serve only on nodes whose labels hold every pair (a pod's ``nodeSelector``): :mod:`kubedevice.node.labels`."""
 
     @field_validator("name")
@@ -431,6 +306,12 @@ class ResourceConfig(_Model):
             if error:
                 raise FieldProblem((key,), f"label {key!r}: {error}")
         return selector
+
+    @field_validator("shared_paths")
+    @classmethod
+    def _shared_once(cls, paths: list[str]) -> list[str]:
+        each_once(paths)
+        return paths
 
     @field_validator("env")
     @classmethod
@@ -466,10 +347,10 @@ class ResourceConfig(_Model):
                 raise FieldProblem(
                     ("name",), f"{err} (the CDI kind defaults to the resource name; set cdi.kind)"
                 ) from None
-        if self.source_kind in ("static", "glob"):
+        source, config = self.source
+        if not source.sysfs:
             self._no_relative_sysfs()
-        if self.static is not None:
-            self._static_ids_fit(self.static)
+        source.check(config, self.name, self.replicas)
         if self.container_path is not None:
             try:
                 self._container_path_fits(self.container_path)
@@ -483,63 +364,21 @@ class ResourceConfig(_Model):
                     raise FieldProblem(("mounts", i, "container_path"), str(err)) from None
         return self
 
-    def _static_ids_fit(self, static: StaticConfig) -> None:
-        """A static device's ID is ``<name's last part>-<i>`` (``::<replica>`` after it): within the
-        63 characters of the device-plugin API, known from the config alone."""
-        if static.count * self.replicas > MAX_DEVICES:
-            raise FieldProblem(
-                ("replicas",),
-                f"static.count {static.count:,} × replicas {self.replicas:,} is {static.count * self.replicas:,} "
-                f"devices, over the {MAX_DEVICES:,} a resource may advertise",
-            )
-        stem = self.name.rsplit("/", 1)[-1]
-        longest = f"{stem}-{static.count - 1}" + (f"::{self.replicas - 1}" if self.replicas > 1 else "")
-        if len(longest) > MAX_ID_LENGTH:
-            raise FieldProblem(
-                ("name",),
-                f"static devices of this resource get IDs up to {longest!r} ({len(longest)} characters), over the "
-                f"{MAX_ID_LENGTH} the device plugin API allows: shorten the name after its '/', or lower "
-                "static.count or replicas",
-            )
-
     def _container_path_fits(self, template: str) -> None:
         """Refuse what would put two devices at one path, or a template that could never apply."""
-        if self.pci is not None:
-            raise ValueError(
-                "container_path applies to devices of one node; pci devices have none, or with vfio two "
-                "(/dev/vfio/<group> and /dev/vfio/vfio), which keep their own paths"
-            )
-        if self.static is not None and len(self.static.paths) != 1:
-            raise ValueError(
-                f"container_path applies to devices of one node; this static device grants "
-                f"{len(self.static.paths)} paths"
-            )
-        if self.usb is not None and (len(self.usb.nodes) > 1 or "sound" in self.usb.nodes):
-            raise ValueError(
-                f"container_path applies to devices of one node; usb nodes [{', '.join(self.usb.nodes)}] give "
-                "each device several, which keep their own paths"
-            )
+        source, config = self.source
+        problem = source.not_one_node(config)
+        if problem:
+            raise ValueError(problem)
         if not template_fields(template) & PATH_FIELDS:
-            reason = self._several_devices()
+            reason = source.several(config)
             if reason:
-                fields = "{path}, {name} or {index}" if self.udev is None else "{path}, {name}, {index} or {devlink}"
+                fields = "{path}, {name}, {index} or {devlink}" if source.devlinks else "{path}, {name} or {index}"
                 raise ValueError(
                     f"container_path {template!r} has no per-device field ({fields}) "
                     f"but {reason}: two devices in one container would need the same path"
                 )
         self._fields_fit("container_path", template)
-
-    def _several_devices(self) -> str | None:
-        """Why the source may yield more than one device, or ``None`` when it yields at most one."""
-        if self.glob is not None and (len(self.glob.paths) != 1 or globlib.has_magic(self.glob.paths[0])):
-            return "the glob can match several devices (only a glob of one literal path yields one)"
-        if self.static is not None and self.static.count != 1:
-            return f"static has count {self.static.count}"
-        if self.usb is not None and self.usb.serial is None:
-            return "usb without a serial can match several devices"
-        if self.udev is not None:
-            return "udev can match several device nodes"
-        return None
 
     def _fields_fit(self, where: str, template: str) -> None:
         """``{index}`` counts the devices of one container, which a CDI spec written ahead cannot know."""
@@ -548,9 +387,12 @@ class ResourceConfig(_Model):
                 f"{where} {template!r} uses {{index}}, which cdi cannot express: a device's CDI spec is "
                 "written before any container asks for it (use {name} or {path})"
             )
-        if self.pci is not None and template_fields(template) & {"path", "name"}:
-            raise ValueError(f"{where} {template!r}: pci devices have no matched path for {{path}} or {{name}}")
-        if self.udev is None and "devlink" in template_fields(template):
+        source, config = self.source
+        if not source.matched_paths(config) and template_fields(template) & {"path", "name"}:
+            raise ValueError(
+                f"{where} {template!r}: {source.kind} devices have no matched path for {{path}} or {{name}}"
+            )
+        if not source.devlinks and "devlink" in template_fields(template):
             raise ValueError(f"{where} {template!r} uses {{devlink}}, which only udev devices have (udev's symlinks)")
 
     def _no_relative_sysfs(self) -> None:
@@ -567,5 +409,22 @@ class ResourceConfig(_Model):
         return next(kind for kind in SOURCE_KINDS if getattr(self, kind) is not None)
 
     @property
+    def source(self) -> tuple[Source[Any], Any]:
+        """The resource's source and its config (``SOURCES["pci"]`` and the ``pci:`` model)."""
+        kind = self.source_kind
+        return SOURCES[kind], getattr(self, kind)
+
+    @property
     def cdi_kind(self) -> str:
         return (self.cdi.kind if self.cdi is not None else None) or self.name
+
+
+def _fields_match_registry() -> None:
+    """A source registered without its typed field (or with another model) could never be chosen."""
+    declared = tuple(name for name in ResourceConfig.model_fields if name in SOURCES)
+    fields = ResourceConfig.model_fields
+    if declared != SOURCE_KINDS or any(fields[k].annotation != SOURCES[k].config | None for k in SOURCE_KINDS):
+        raise ImportError(f"ResourceConfig's source fields {declared} do not match the registry's {SOURCE_KINDS}")
+
+
+_fields_match_registry()

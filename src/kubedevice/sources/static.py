@@ -2,9 +2,21 @@
 
 from __future__ import annotations
 
+from pydantic import Field
+
+from ..device import MAX_ID_LENGTH
+from ..errors import FieldProblem
 from .base import Found, int_attr, log
+from .fields import MAX_DEVICES, AbsPath, Model
 from .hostroot import HostRoot
-from .schema import StaticConfig
+from .source import Source
+
+
+class StaticConfig(Model):
+    """``count`` identical devices, each granting the same fixed paths (the null example)."""
+
+    count: int = Field(ge=1, le=MAX_DEVICES)
+    paths: list[AbsPath] = Field(default_factory=list)
 
 
 def discover(config: StaticConfig, host: HostRoot, stem: str) -> list[Found]:
@@ -23,3 +35,36 @@ def discover(config: StaticConfig, host: HostRoot, stem: str) -> list[Found]:
 
 def watched(config: StaticConfig) -> list[str]:
     return list(config.paths)
+
+
+def _not_one_node(config: StaticConfig) -> str | None:
+    if len(config.paths) == 1:
+        return None
+    return f"container_path applies to devices of one node; this static device grants {len(config.paths)} paths"
+
+
+def _several(config: StaticConfig) -> str | None:
+    return f"static has count {config.count}" if config.count != 1 else None
+
+
+def _ids_fit(config: StaticConfig, name: str, replicas: int) -> None:
+    """A static device's ID is ``<name's last part>-<i>`` (``::<replica>`` after it): within the
+    63 characters of the device-plugin API, known from the config alone."""
+    if config.count * replicas > MAX_DEVICES:
+        raise FieldProblem(
+            ("replicas",),
+            f"static.count {config.count:,} × replicas {replicas:,} is {config.count * replicas:,} "
+            f"devices, over the {MAX_DEVICES:,} a resource may advertise",
+        )
+    stem = name.rsplit("/", 1)[-1]
+    longest = f"{stem}-{config.count - 1}" + (f"::{replicas - 1}" if replicas > 1 else "")
+    if len(longest) > MAX_ID_LENGTH:
+        raise FieldProblem(
+            ("name",),
+            f"static devices of this resource get IDs up to {longest!r} ({len(longest)} characters), over the "
+            f"{MAX_ID_LENGTH} the device plugin API allows: shorten the name after its '/', or lower "
+            "static.count or replicas",
+        )
+
+
+SOURCE = Source("static", StaticConfig, discover, watched, _not_one_node, _several, _ids_fit)

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from pathlib import PurePosixPath
+from pathlib import Path, PurePosixPath
 
 from .base import Found, log
 from .hostroot import HostRoot
@@ -62,3 +62,16 @@ def scan_bus(host: HostRoot, directory: str, read: Callable[[str], Found | None]
         if device is not None:
             found.append(device)
     return found
+
+
+def dev_path(uevent: Path) -> str | None:
+    """``/dev/<DEVNAME>`` as a class device's ``uevent`` names it (devtmpfs makes the node there);
+    ``None`` without a name, or with one that would leave ``/dev``."""
+    try:
+        lines = uevent.read_text().splitlines()
+    except OSError:
+        return None
+    devname = next((line[len("DEVNAME=") :] for line in lines if line.startswith("DEVNAME=")), "")
+    if not devname or ".." in devname.split("/"):
+        return None
+    return f"/dev/{devname}"

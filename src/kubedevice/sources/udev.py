@@ -27,11 +27,47 @@ from __future__ import annotations
 import re
 from fnmatch import fnmatchcase
 from pathlib import PurePosixPath
+from typing import Annotated, Any
 
+from pydantic import BeforeValidator, Field, field_validator, model_validator
+
+from ..errors import FieldProblem
+from ..names import C_IDENTIFIER
 from .base import Found, log, stable_key, string_attr
+from .fields import Model
 from .hostroot import HostRoot
-from .schema import UdevConfig
+from .source import Source
 from .sysfs import numa_nodes
+
+
+def _quoted_pattern(value: Any) -> Any:
+    """YAML reads ``ID_VENDOR_ID: 0403`` as the number 259: ask for quotes rather than guess the text."""
+    if not isinstance(value, str):
+        raise ValueError(f'{value!r} must be a quoted string: udev property values are text (write "{value}")')
+    return value
+
+
+class UdevConfig(Model):
+    """Device nodes by udev's database (``/run/udev/data``): subsystem and properties as shell patterns."""
+
+    subsystem: str | None = Field(default=None, min_length=1)
+    match: dict[str, Annotated[str, BeforeValidator(_quoted_pattern)]] = Field(default_factory=dict)
+
+    @field_validator("match")
+    @classmethod
+    def _property_names(cls, match: dict[str, str]) -> dict[str, str]:
+        bad = [key for key in match if not C_IDENTIFIER.match(key)]  # udev's keys are identifiers
+        if bad:
+            names = ", ".join(map(repr, sorted(bad)))
+            raise FieldProblem((bad[0], "[key]"), f"invalid udev property names: {names} (letters, digits and '_')")
+        return match
+
+    @model_validator(mode="after")
+    def _selects(self) -> UdevConfig:
+        if self.subsystem is None and not self.match:
+            raise ValueError("set subsystem or match (or both): without either every device node of the host matches")
+        return self
+
 
 DATA = "/run/udev/data"
 _DEVNUM = re.compile(r"^([cb])(\d+):(\d+)\Z")
@@ -138,3 +174,10 @@ def _described(config: UdevConfig) -> str:
 def watched(config: UdevConfig) -> list[str]:
     """udev's database directory: an entry is renamed into place on add/change and deleted on remove."""
     return [f"{DATA}/*"]
+
+
+def _several(config: UdevConfig) -> str | None:
+    return "udev can match several device nodes"
+
+
+SOURCE = Source("udev", UdevConfig, discover, watched, several=_several, devlinks=True, sysfs=True)

@@ -23,11 +23,39 @@ from __future__ import annotations
 
 import os
 from pathlib import Path, PurePosixPath
+from typing import Literal
+
+from pydantic import Field, field_validator
 
 from .base import Found, int_attr, log, stable_key, string_attr
+from .fields import HexId, Model, each_once
 from .hostroot import HostRoot
-from .schema import UsbConfig
-from .sysfs import attribute, numa_nodes, scan_bus
+from .source import Source
+from .sysfs import attribute, dev_path, numa_nodes, scan_bus
+
+#: The node kinds ``usb.nodes`` may ask for: the device's own bus node and its interfaces' class nodes.
+UsbNode = Literal["bus", "tty", "video", "hidraw", "input", "sound"]
+
+
+def _default_usb_nodes() -> list[UsbNode]:
+    return ["bus"]
+
+
+class UsbConfig(Model):
+    """USB devices by vendor/product (and serial) from ``/sys/bus/usb/devices``; ``nodes`` says which
+    of its device nodes a device grants (its ``/dev/bus/usb`` node, its interfaces' ttys, ...)."""
+
+    vendor: HexId
+    product: HexId | None = None
+    serial: str | None = None
+    nodes: list[UsbNode] = Field(default_factory=_default_usb_nodes, min_length=1)
+
+    @field_validator("nodes")
+    @classmethod
+    def _each_once(cls, nodes: list[UsbNode]) -> list[UsbNode]:
+        each_once(list(nodes))
+        return nodes
+
 
 DEVICES = "/sys/bus/usb/devices"
 #: The class directory a node's own directory sits in (``tty/ttyACM0``) and the kind it is.
@@ -145,14 +173,9 @@ def _kind(parts: tuple[str, ...]) -> str | None:
 
 def _devnode(host: HostRoot, uevent: Path) -> str | None:
     """``/dev/<DEVNAME>`` of a class device, when it names one and the node exists under the root."""
-    try:
-        lines = uevent.read_text().splitlines()
-    except OSError:
+    node = dev_path(uevent)
+    if node is None:
         return None
-    devname = next((line[len("DEVNAME=") :] for line in lines if line.startswith("DEVNAME=")), "")
-    if not devname or ".." in devname.split("/"):
-        return None
-    node = f"/dev/{devname}"
     if not host.exists(node):
         log.info("%s: not created yet", node)
         return None
@@ -162,3 +185,19 @@ def _devnode(host: HostRoot, uevent: Path) -> str | None:
 def watched(config: UsbConfig) -> list[str]:
     """The ``/dev`` directories each asked-for kind appears in (sysfs itself sends no inotify events)."""
     return [_DEV_PATTERNS[kind] for kind in config.nodes] + [f"{DEVICES}/*"]
+
+
+def _not_one_node(config: UsbConfig) -> str | None:
+    if len(config.nodes) > 1 or "sound" in config.nodes:
+        return (
+            f"container_path applies to devices of one node; usb nodes [{', '.join(config.nodes)}] give "
+            "each device several, which keep their own paths"
+        )
+    return None
+
+
+def _several(config: UsbConfig) -> str | None:
+    return "usb without a serial can match several devices" if config.serial is None else None
+
+
+SOURCE = Source("usb", UsbConfig, discover, watched, _not_one_node, _several, sysfs=True)

@@ -249,9 +249,16 @@ class FakeHost:
         numa_node: int = -1,
         iommu_group: int | None = None,
         driver: str | None = None,
+        parent: str | None = None,
+        root_bus: str = "pci0000:00",
     ) -> str:
-        """A PCI function (``pci_class`` is the 6 hex digits of ``class``); returns its address."""
-        sys_dir = f"{_PCI_ROOT}/{address}"
+        """A PCI function (``pci_class`` is the 6 hex digits of ``class``); returns its address.
+
+        ``parent`` is the address of the bridge (a switch's downstream port) it sits below, as
+        ``drivers/pci/probe.c`` nests a bus's devices in its bridge's directory; without one it sits
+        on the host bridge ``root_bus`` (``pci0000:00``, or ``pci0000:80`` on the second socket).
+        """
+        sys_dir = f"{self.pci_dir(parent)}/{address}" if parent else f"/sys/devices/{root_bus}/{address}"
         self._attributes(
             sys_dir,
             vendor=f"0x{vendor}",
@@ -275,13 +282,16 @@ class FakeHost:
         """Rebind a PCI function (``None``: unbind) as the kernel does, ``/dev/vfio`` nodes included.
 
         The group node exists while any member of the group is bound to vfio-pci; the function
-        keeps its ``driver`` link and the driver's directory links back to it.
+        keeps its ``driver`` link and the driver's directory links back to it. The old driver's
+        class devices (DRM and accel minors, ...) go with it, and devtmpfs removes their nodes;
+        a new driver's are made by its builder (:meth:`pci_class_node`), as its probe would.
         """
-        sys_dir = f"{_PCI_ROOT}/{address}"
+        sys_dir = self.pci_dir(address)
         old = self.path(f"{sys_dir}/driver")
         if old.is_symlink():
             self.remove(f"/sys/bus/pci/drivers/{os.path.basename(os.readlink(old))}/{address}")
             old.unlink()
+            self._remove_function_nodes(sys_dir)
         if driver is not None:
             driver_dir = f"/sys/bus/pci/drivers/{driver}"
             self.remove(f"{driver_dir}/{address}")  # a function unplugged without unbinding
@@ -290,6 +300,63 @@ class FakeHost:
         group = self.path(f"{sys_dir}/iommu_group")
         if group.is_symlink():
             self._vfio_group_node(os.path.basename(os.readlink(group)))
+
+    def pci_dir(self, address: str) -> str:
+        """The function's own sysfs directory, wherever it sits in the hierarchy."""
+        local = self.path(f"/sys/bus/pci/devices/{address}").resolve()
+        return "/" + local.relative_to(self.root.resolve()).as_posix()
+
+    def pci_class_node(
+        self, address: str, class_dir: str, devname: str, major: int, minor: int, *, create_node: bool = True
+    ) -> str:
+        """A class device of a PCI function's driver: ``<function>/<class_dir>/<name>`` (``name``: the
+        last part of ``devname``) with ``dev`` and
+        ``uevent`` (``DEVNAME``), as ``device_create`` makes it below its parent device
+        (``drivers/base/core.c``: a class device of a parent sits in a ``<class>`` glue directory).
+
+        ``drm_node`` and ``accel_node`` name the DRM and accel minors; other drivers' classes
+        (gasket's ``apex``) come through here. Returns the ``/dev`` path.
+        """
+        sys_dir = f"{self.pci_dir(address)}/{class_dir}/{PurePosixPath(devname).name}"
+        return self.class_device(sys_dir, devname, major, minor, class_dir, create_node=create_node)
+
+    def drm_node(self, address: str, name: str, *, create_node: bool = True) -> str:
+        """A DRM minor of the function: ``card<N>`` (major 226, minor N) or ``renderD<N>`` (minor N,
+        from 128), in ``<function>/drm/`` with ``DEVNAME=dri/<name>`` (``drivers/gpu/drm/drm_sysfs.c``:
+        ``drm_sysfs_minor_alloc`` names them, ``drm_devnode`` puts them in ``dri/``)."""
+        minor = int(name.removeprefix("renderD").removeprefix("card"))
+        return self.pci_class_node(address, "drm", f"dri/{name}", 226, minor, create_node=create_node)
+
+    def accel_node(self, address: str, index: int, *, major: int = 261, create_node: bool = True) -> str:
+        """An accel minor, ``<function>/accel/accel<N>`` with ``DEVNAME=accel/accel<N>``
+        (``drivers/accel/drm_accel.c``: ``accel_devnode``; its major is dynamic, 261 on most hosts)."""
+        name = f"accel{index}"
+        return self.pci_class_node(address, "accel", f"accel/{name}", major, index, create_node=create_node)
+
+    def nvidia_gpu_info(self, address: str, minor: int, model: str) -> str:
+        """``/proc/driver/nvidia/gpus/<address>/information`` as the NVIDIA driver prints it
+        (``kernel-open/nvidia/nv-procfs.c``), and ``/dev/nvidia<minor>`` (made by nvidia-modprobe
+        or the driver's udev rule, never by devtmpfs: no class device names it). Returns the node."""
+        self.write(
+            f"/proc/driver/nvidia/gpus/{address}/information",
+            f"Model: \t\t {model}\nIRQ:   \t\t {140 + minor}\n"
+            f"GPU UUID: \t GPU-{minor:08x}-0000-0000-0000-000000000000\n"
+            f"Video BIOS: \t 92.00.45.00.03\nBus Type: \t PCIe\nDMA Size: \t 47 bits\n"
+            f"DMA Mask: \t 0x7fffffffffff\nBus Location: \t {address}\nDevice Minor: \t {minor}\n"
+            "GPU Excluded:\t No\n",
+        )
+        return self.device_node(f"/dev/nvidia{minor}")
+
+    def _remove_function_nodes(self, sys_dir: str) -> None:
+        """Every class device below the function (not its child functions'): nodes, links, directories."""
+        top = self.path(sys_dir)
+        for directory, subdirs, files in os.walk(top):
+            subdirs[:] = [d for d in subdirs if not re.match(r"^[0-9a-f]{4}:", d)]
+            if "dev" in files:
+                self._remove_class_device(Path(directory))
+        for glue in [d for d in top.iterdir() if d.is_dir() and not d.is_symlink()]:
+            if not re.match(r"^[0-9a-f]{4}:", glue.name) and any(glue.rglob("dev")):
+                shutil.rmtree(glue)
 
     def _vfio_group_node(self, group: str) -> None:
         """``/dev/vfio/<group>`` (and the container node) while a member is on vfio-pci, else gone."""
