@@ -106,10 +106,10 @@ def parse_amount(text: Any, where: str) -> Amount:
         quantity = parse_quantity(str(text))
     except QuantityError as error:
         raise InputError(f"{where}: Invalid value: {text!r}: {error}") from None
-    return Amount(quantity, _format_of(str(text)))
+    return Amount(quantity, format_of(str(text)))
 
 
-def _format_of(text: str) -> str:
+def format_of(text: str) -> str:
     """The Format ParseQuantity gives: the suffix's kind (quantity.go, ``parseQuantityString``)."""
     suffix = text.lstrip("+-").lstrip("0123456789.")
     if suffix.endswith("i"):

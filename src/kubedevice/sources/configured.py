@@ -24,15 +24,14 @@ from ..plugin.base import Plugin, merge_grants
 from ..plugin.server import RpcFailure
 from .base import Found
 from .discovery import advertised, find, node_grant, watched_patterns
+from .facts import ENV_FACTS, PRODUCT_ATTRIBUTE, env_facts
+from .facts import attribute_text as _text
 from .hostroot import HostRoot
 from .schema import PATH_FIELDS, ResourceConfig, template_fields
 from .sysfs import numa_distances
 from .watch import HotplugWatcher
 
 log = logging.getLogger("kubedevice.sources")
-
-#: The attribute ``{products}`` reads: a PCI function's "product" is its device ID.
-_PRODUCT_ATTRIBUTE = {"usb": "product", "pci": "device"}
 
 
 class ConfiguredPlugin(Plugin):
@@ -193,7 +192,7 @@ class ConfiguredPlugin(Plugin):
     def _render_env(self, devices: Sequence[Device], granted: dict[str, ContainerAllocation]) -> dict[str, str]:
         """Set-wide fields, and per-device ones with one entry per ID (replicas repeat their device's)."""
         each = [self._by_key[physical(d)] for d in devices]
-        product = _PRODUCT_ATTRIBUTE.get(self.config.source_kind, "product")
+        product = PRODUCT_ATTRIBUTE.get(self.config.source_kind, "product")
         fields = {
             "ids": ",".join(d.id for d in devices),
             "devices": ",".join(granted),
@@ -208,6 +207,8 @@ class ConfiguredPlugin(Plugin):
             "devlinks": ",".join(_text(f, "devlink") for f in each),
             "container_paths": ",".join(_first_node(granted[f.key]) for f in each),
         }
+        if any(template_fields(t) & ENV_FACTS.keys() for t in self.config.env.values()):  # read only when named
+            fields.update(env_facts(self.host, self.config.source_kind, each))
         return {name: template.format_map(fields) for name, template in self.config.env.items()}
 
     def preferred_allocation(
@@ -234,12 +235,6 @@ def _without_clashes(granted: dict[str, ContainerAllocation]) -> ContainerAlloca
                     f"container_path {node.container_path} would hold both {first} and {node.host_path}",
                 )
     return ContainerAllocation.merge(granted.values())
-
-
-def _text(found: Found, name: str) -> str:
-    """An attribute's value as text (``{"string": "10ee"}`` → ``10ee``); empty when the device has none."""
-    value = found.attributes.get(name)
-    return str(next(iter(value.values()))) if value else ""
 
 
 def _pci_addresses(found: Found) -> str:
