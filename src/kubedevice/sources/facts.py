@@ -90,8 +90,13 @@ class DeviceFacts(Mapping[str, str]):
             driver = self._driver()
             return driver if name == "driver" else self._driver_version(driver)
         if name in ("vendor_name", "model"):
-            vendor_name, model = pci_names(self._host, self._ids("vendor"), self._ids("device"))
-            return vendor_name if name == "vendor_name" else model
+            vendor, device = self._ids("vendor"), self._ids("device")
+            vendor_name, model = pci_names(self._host, vendor, device)
+            if name == "vendor_name":
+                return vendor_name
+            if model is None:
+                raise FactUnavailable(pci_ids_file(self._host), f"has no device {vendor}:{device}")
+            return model
         renamed = {"product": PRODUCT_ATTRIBUTE.get(self._kind, "product"), "pci_address": "pciAddress"}
         attribute = renamed.get(name, name)
         text = attribute_text(found, attribute)
@@ -141,8 +146,9 @@ def pci_ids_file(host: HostRoot) -> str:
     raise FactUnavailable(PCI_IDS_PATHS[0], f"no PCI ID database on the host (looked in {', '.join(PCI_IDS_PATHS)})")
 
 
-def pci_names(host: HostRoot, vendor: str, device: str) -> tuple[str, str]:
-    """The vendor's and the device's names in the host's ``pci.ids``."""
+def pci_names(host: HostRoot, vendor: str, device: str) -> tuple[str, str | None]:
+    """The vendor's and the device's names in the host's ``pci.ids`` (a vendor's newest devices
+    may be missing from an older file: None)."""
     path = pci_ids_file(host)
     local = host.local(host.resolve(path))
     try:
@@ -154,10 +160,7 @@ def pci_names(host: HostRoot, vendor: str, device: str) -> tuple[str, str]:
     if block is None:
         raise FactUnavailable(path, f"has no vendor {vendor}")
     vendor_name, devices = block
-    model = devices.get(device.lower())
-    if model is None:
-        raise FactUnavailable(path, f"has no device {vendor}:{device}")
-    return vendor_name, model
+    return vendor_name, devices.get(device.lower())
 
 
 @lru_cache(maxsize=32)

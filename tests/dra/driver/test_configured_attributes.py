@@ -239,3 +239,18 @@ def test_a_source_without_sysfs_cannot_read_files_or_pci_facts() -> None:
     with pytest.raises(ConfigError, match=where + ": model: only pci devices have these"):
         parse_config(null + "  resources: {example.com/null: {attributes: {a: '{model}'}}}\n")
     assert parse_config(null + "  resources: {example.com/null: {attributes: {a: 'null {id}'}}}\n").dra is not None
+
+
+def test_the_docs_example_is_this_config(tmp_path: Path, host: FakeHost) -> None:
+    """docs/dra-driver.md's example publishes what the tests above check."""
+    docs = (Path(__file__).resolve().parents[3] / "docs" / "dra-driver.md").read_text()
+    section = docs.split("## Attributes and capacity from config", 1)[1]
+    example = section.split("```yaml\n", 1)[1].split("```", 1)[0]
+    assert by_name(slices(tmp_path, host, example)[1]) == by_name(slices(tmp_path, host, CONFIG)[1])
+
+
+def test_a_configured_name_replaces_a_discovered_one(tmp_path: Path, host: FakeHost) -> None:
+    config = CONFIG.replace("        family: instinct\n", "        family: instinct\n        vendor: AMD\n")
+    code, output = slices(tmp_path, host, config)
+    assert code == 0, output
+    assert {d["vendor"] for d in by_name(output).values()} == {"AMD"}
