@@ -196,6 +196,8 @@ def test_the_list_form_of_numa_node_follows_upstream(tmp_path: Path, host: FakeH
     code, output = slices(tmp_path, host, config, "--feature-gates", "DRAListTypeAttributes=true")
     assert code == 0, output
     assert [d.get(NUMA_NODE) for d in by_name(output).values()] == [None, [1, 0]]
+    code, output = slices(tmp_path, host, config)  # the gate off: the API server drops the list, then refuses
+    assert code == 1 and "generated slice is invalid" in output and "exactly one value must be specified" in output
 
 
 @pytest.mark.parametrize(
