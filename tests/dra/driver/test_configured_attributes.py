@@ -221,6 +221,8 @@ def test_the_list_form_of_numa_node_follows_upstream(tmp_path: Path, host: FakeH
          "6:52: dra.resources.amd.com/gpu.attributes.m.file: .*must be a path relative"),
         ("resources: {amd.com/gpu: {attributes: {n: {template: '{model}', type: float}}}}",
          "6:73: dra.resources.amd.com/gpu.attributes.n.type: Input should be"),
+        ("resources: {amd.com/gpu: {attributes: {n: '{numa_node:d}'}}}",
+         "6:45: dra.resources.amd.com/gpu.attributes.n.template: template '{numa_node:d}': Unknown format code 'd'"),
         ("numa_node_attribute: lists", "6:24: dra.numa_node_attribute: Input should be 'scalar' or 'list'"),
     ],
 )  # fmt: skip

@@ -96,7 +96,12 @@ def _quantity(text: str) -> str:
 
 
 def _device_template(template: str) -> str:
+    """Known fields, and format specs that fit text (every fact is text: ``{numa_node:d}`` is refused)."""
     check_template(template, DEVICE_FIELDS)
+    try:
+        template.format_map(dict.fromkeys(DEVICE_FIELDS, "sample"))
+    except (ValueError, TypeError) as err:
+        raise ValueError(f"template {template!r}: {err}") from None
     return template
 
 
