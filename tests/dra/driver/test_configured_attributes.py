@@ -258,3 +258,13 @@ def test_a_configured_name_replaces_a_discovered_one(tmp_path: Path, host: FakeH
     code, output = slices(tmp_path, host, config)
     assert code == 0, output
     assert {d["vendor"] for d in by_name(output).values()} == {"AMD"}
+
+
+def test_values_read_are_kept_until_the_device_changes(host: FakeHost) -> None:
+    """A file read once is not read again while discovery finds the same device (and it stays healthy)."""
+    driver = build_driver(parse_config(CONFIG), host.root)
+    [before] = driver.slices("node-1")
+    host.write("/sys/bus/pci/devices/0000:03:00.0/mem_info_vram_total", "1\n")
+    [after] = driver.slices("node-1")
+    assert [d.capacity["memory"].value for d in after.spec.devices] == [str(VRAM)] * 2
+    assert after.spec.model_dump() == before.spec.model_dump()
