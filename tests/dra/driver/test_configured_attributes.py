@@ -209,6 +209,8 @@ def test_the_list_form_of_numa_node_follows_upstream(tmp_path: Path, host: FakeH
          "6:49: dra.resources.amd.com/gpu.attributes.model.template: template '{modle}' uses unknown field"),
         ("resources: {amd.com/gpu: {attributes: {id: x}}}",
          "6:42: dra.resources.amd.com/gpu.attributes.id: 'id' is given by the driver itself"),
+        ("resources: {amd.com/gpu: {capacity: {replicas: 2}}}",
+         "6:40: dra.resources.amd.com/gpu.capacity.replicas: 'replicas' is given by the driver itself"),
         ("resources: {amd.com/gpu: {attributes: {bad-name: x}}}",
          "6:42: dra.resources.amd.com/gpu.attributes.bad-name: 'bad-name' must be a C identifier"),
         ("resources: {amd.com/gpu: {attributes: {v: {template: '1.x', type: semver}}}}",

@@ -42,8 +42,10 @@ _TYPE_KEY = {"int": "int", "bool": "bool", "string": "string", "semver": "versio
 _INT = re.compile(r"^[+-]?([0-9]+|0[xX][0-9a-fA-F]+)\Z")
 _TRUE, _FALSE = frozenset({"1", "y", "yes", "true", "on"}), frozenset({"0", "n", "no", "false", "off"})
 _MAX_VALUE = 64  # the API's longest string or version value
-#: Attributes the driver itself gives every device (and ``replicas``, a shared device's capacity).
+#: Attributes the driver itself gives every device.
 RESERVED = frozenset({"id", "resource", "group", "replica", "physicalDevice", "source", "numaNode"})
+#: The capacity of a device shared as capacity (``dra.sharing: capacity``), the driver's own too.
+RESERVED_CAPACITY = frozenset({"replicas"})
 _NO_SYSFS = ("static", "glob")
 
 
@@ -196,6 +198,8 @@ class ResourceAttributes(_Model):
         capacity = info.field_name == "capacity"
         for name, value in values.items():
             problem = _name_problem(name)
+            if capacity and name in RESERVED_CAPACITY:
+                problem = f"{name!r} is given by the driver itself (dra.sharing: capacity); choose another name"
             if problem:
                 raise FieldProblem((name, "[key]"), problem)
             spec = _spec(value, capacity)
