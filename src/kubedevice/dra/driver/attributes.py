@@ -87,14 +87,13 @@ def _semver(text: str) -> str:
 
 
 def _quantity(text: str) -> str:
-    """The canonical form the API server stores, so the published slice never differs from it."""
-    from ...cel.quantity import QuantityError, parse_quantity  # noqa: PLC0415 - the CEL engine only when used
-    from ..available import canonical, format_of  # noqa: PLC0415 - likewise
+    """The text the API server stores (``Quantity.String()``), so the published slice never differs from it."""
+    from ..structured.consumable_capacity import CapacityError, parse  # noqa: PLC0415 - only when used
 
     try:
-        return canonical(parse_quantity(text).value, format_of(text))
-    except QuantityError as err:
-        raise NotOfType(f"{text!r} is not a quantity: {err}") from None
+        return str(parse(text, "quantity"))
+    except CapacityError:
+        raise NotOfType(f"{text!r} is not a quantity") from None
 
 
 def _device_template(template: str) -> str:
