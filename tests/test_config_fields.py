@@ -92,6 +92,19 @@ SAMPLES: list[dict[str, Any]] = [
         },
         "resources": [{"name": "example.com/null", "static": {"count": 1}}],
     },
+    {
+        "dra": {
+            "driver": "gpu.example.com",
+            "numa_node_attribute": "scalar",
+            "resources": {
+                "example.com/gpu": {
+                    "attributes": {"model": {"template": "{model}"}},
+                    "capacity": {"memory": {"file": "mem_info_vram_total"}},
+                }
+            },
+        },
+        "resources": [{"name": "example.com/gpu", "pci": {"vendor": "1002"}}],
+    },
 ]
 
 # A change that a check across fields blames on another entry: (changed, blamed).
@@ -191,7 +204,11 @@ def _instances(data: Any, model: type[BaseModel], loc: Loc) -> Iterator[tuple[ty
         value = data[key]
         candidates = list(_models_in(field.annotation))
         tp, _ = _unwrap(field.annotation)
-        items = list(enumerate(value)) if isinstance(value, list) else [(None, value)]
+        items: list[tuple[int | str | None, Any]] = [(None, value)]
+        if isinstance(value, list):
+            items = list(enumerate(value))
+        elif typing.get_origin(tp) is dict and isinstance(value, dict):  # a map of models: each value
+            items = list(value.items())
         for index, item in items:
             where = (*loc, key) if index is None else (*loc, key, index)
             chosen = [
@@ -200,7 +217,7 @@ def _instances(data: Any, model: type[BaseModel], loc: Loc) -> Iterator[tuple[ty
                 if "type" not in m.model_fields
                 or m.model_fields["type"].default == (item.get("type") if isinstance(item, dict) else None)
             ]
-            if typing.get_origin(tp) is dict or not chosen or not isinstance(item, dict):
+            if (typing.get_origin(tp) is dict and index is None) or not chosen or not isinstance(item, dict):
                 continue
             yield from _instances(item, chosen[0], where)
 

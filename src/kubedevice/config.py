@@ -97,6 +97,22 @@ class Config(BaseModel):
                 _no_index_for_dra(resource, i)
         return self
 
+    @model_validator(mode="after")
+    def _dra_resources_exist(self) -> Config:
+        """``dra.resources`` names configured resources, and asks only what their source can give."""
+        if self.dra is None:
+            return self
+        kinds = {resource.name: resource.source_kind for resource in self.resources}
+        for name, spec in self.dra.resources.items():
+            where = ("dra", "resources", name)
+            if name not in kinds:
+                suggestion = _suggest(name, list(kinds))
+                raise FieldProblem((*where, "[key]"), f"{name!r} is not a configured resource{suggestion}")
+            problem = spec.source_problem(kinds[name])
+            if problem is not None:
+                raise FieldProblem((*where, *problem.loc), str(problem))
+        return self
+
     def resolved_plugin_dir(self, override: Path | None = None) -> Path:
         """Flag, then ``$KUBEDEVICE_PLUGIN_DIR``, then the config file, then the kubelet default."""
         return resolve_plugin_dir(override, self.plugin_dir)

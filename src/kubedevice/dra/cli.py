@@ -417,19 +417,22 @@ def _check_names(node: str, driver: str | None) -> None:
 def _discovery() -> Callable[[Path, Path | None], Any]:
     """Config loading and discovery are imported only for this command: the rest needs neither."""
     from kubedevice.config import ConfigError, load_config  # noqa: PLC0415 - lazy on purpose
-    from kubedevice.sources import HostRoot, HostRootError, discover_resources  # noqa: PLC0415 - lazy on purpose
+    from kubedevice.sources import HostRoot, HostRootError, survey  # noqa: PLC0415 - lazy on purpose
 
-    from .deviceattribute import with_standard_attributes  # noqa: PLC0415 - lazy on purpose
+    from .configuredattributes import ConfiguredAttributes  # noqa: PLC0415 - lazy on purpose
 
     def run(config: Path, host_root: Path | None) -> Any:
         try:
             loaded = load_config(config)
             root = host_root or loaded.host_root
-            resources = [
-                (name, devices, with_standard_attributes(HostRoot(root), attrs))  # as the driver publishes them
-                for name, devices, attrs in discover_resources(loaded, root)
-            ]
-            return resources, loaded.dra
+            dra = loaded.dra
+            resources = []
+            for resource, found, devices in survey(loaded, root):  # as the driver publishes them
+                spec = dra.resources.get(resource.name) if dra is not None else None
+                form = dra.numa_node_attribute if dra is not None else "scalar"
+                built = ConfiguredAttributes(HostRoot(root), resource, spec, form)
+                resources.append((resource.name, *built.published(devices, found)))
+            return resources, dra
         except (ConfigError, HostRootError) as error:
             fail(str(error))
 

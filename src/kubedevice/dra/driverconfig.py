@@ -16,6 +16,7 @@ from pydantic import BaseModel, Field, ValidationInfo, field_validator
 
 from ..names import is_dns1123_subdomain
 from ..sources.schema import SCHEMA_CONFIG
+from .configuredattributes import ResourceAttributes
 from .devicemetadata import kind_error
 
 
@@ -57,6 +58,21 @@ class DraConfig(BaseModel):
         description=(
             "effect of the <driver>/unhealthy taint an unhealthy device carries in the slices "
             "(NoSchedule, NoExecute, None = informational); off: unhealthy devices are left out"
+        ),
+    )
+
+    resources: dict[str, ResourceAttributes] = Field(
+        default_factory=dict,
+        description=(
+            "per resource name, attributes and capacity its devices publish: constants, templates over the "
+            "device's facts, or files of its sysfs directory (docs/dra-driver.md)"
+        ),
+    )
+    numa_node_attribute: Literal["scalar", "list"] = Field(
+        "scalar",
+        description=(
+            "form of resource.kubernetes.io/numaNode on PCI devices: scalar (an int), or list (the node and "
+            "the same socket's nearest nodes; needs DRAListTypeAttributes on the API server and scheduler)"
         ),
     )
 

@@ -35,6 +35,23 @@ def _drop_slice(obj: ResourceSlice, gates: Mapping[str, bool]) -> None:
             device.allow_multiple_allocations = None
             for capacity in device.capacity.values():
                 capacity.request_policy = None
+        if not _on(gates, _LIST_TYPE_ATTRIBUTES):  # dropDisableDRAListTypeAttributesFields (1.36, 1.37)
+            for attribute in device.attributes.values():
+                attribute.bools = attribute.ints = attribute.strings = attribute.versions = None
+
+
+_LIST_TYPE_ATTRIBUTES = "DRAListTypeAttributes"
+_LISTS = ("bools", "ints", "strings", "versions")
+
+
+def _has_lists(obj: DRAObject) -> bool:
+    """Whether a slice has a list attribute: only then does ``DRAListTypeAttributes`` off change it."""
+    return isinstance(obj, ResourceSlice) and any(
+        getattr(attribute, name) is not None
+        for device in obj.spec.devices
+        for attribute in device.attributes.values()
+        for name in _LISTS
+    )
 
 
 def _drop_claim(spec: ResourceClaimSpec, gates: Mapping[str, bool], release: str) -> None:
@@ -77,7 +94,7 @@ _GATES = (
 def drop_disabled_fields(obj: DRAObject, gates: Mapping[str, bool], release: str = features.NEWEST) -> DRAObject:
     """``obj`` as the API server of ``release`` would store it under ``gates``: a copy when a gate
     it reads is off, else ``obj`` itself (the driver validates every slice it publishes; no copy then)."""
-    if all(_on(gates, name) for name in _GATES):
+    if all(_on(gates, name) for name in _GATES) and (_on(gates, _LIST_TYPE_ATTRIBUTES) or not _has_lists(obj)):
         return obj
     copy = obj.model_copy(deep=True)
     if isinstance(copy, ResourceSlice):

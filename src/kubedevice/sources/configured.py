@@ -24,6 +24,8 @@ from ..plugin.base import Plugin, merge_grants
 from ..plugin.server import RpcFailure
 from .base import Found, stable_key
 from .discovery import advertised, find, node_grant, refused, watched_patterns
+from .facts import ENV_FACTS, env_facts
+from .facts import attribute_text as _text
 from .hostroot import HostRoot
 from .schema import PATH_FIELDS, ResourceConfig, template_fields
 from .sysfs import numa_distances
@@ -222,6 +224,8 @@ class ConfiguredPlugin(Plugin):
             "devlinks": ",".join(_text(f, "devlink") for f in each),
             "container_paths": ",".join(_first_node(granted[f.key]) for f in each),
         }
+        if any(template_fields(t) & ENV_FACTS.keys() for t in self.config.env.values()):  # read only when named
+            fields.update(env_facts(self.host, self.config.source_kind, each))
         return {name: template.format_map(fields) for name, template in self.config.env.items()}
 
     def preferred_allocation(
@@ -248,12 +252,6 @@ def _without_clashes(granted: dict[str, ContainerAllocation]) -> ContainerAlloca
                     f"container_path {node.container_path} would hold both {first} and {node.host_path}",
                 )
     return ContainerAllocation.merge(granted.values())
-
-
-def _text(found: Found, name: str) -> str:
-    """An attribute's value as text (``{"string": "10ee"}`` → ``10ee``); empty when the device has none."""
-    value = found.attributes.get(name)
-    return str(next(iter(value.values()))) if value else ""
 
 
 def _pci_addresses(found: Found) -> str:

@@ -29,6 +29,7 @@ from pydantic import (
 from ..device import MAX_MESSAGE_BYTES
 from ..errors import FieldProblem
 from ..names import C_IDENTIFIER, extended_resource_name_error, label_value_error, qualified_name_errors
+from .facts import ENV_FACTS
 from .fields import MAX_TEXT, PATH_MAX, SCHEMA_CONFIG, AbsPath, HexId, Model, PciClass, each_once, path_problem
 from .glob import GlobConfig
 from .pci import PciConfig
@@ -57,7 +58,7 @@ __all__ = [
 ]
 _SET_FIELDS = {"ids", "devices", "paths", "count", "resource"}
 _PER_DEVICE_FIELDS = {"serials", "vendors", "products", "pci_addresses", "numa_nodes", "devlinks", "container_paths"}
-ENV_FIELDS = frozenset(_SET_FIELDS | _PER_DEVICE_FIELDS)
+ENV_FIELDS = frozenset(_SET_FIELDS | _PER_DEVICE_FIELDS | set(ENV_FACTS))
 #: Fields of ``container_path`` templates (the device's own and mounts'), per device.
 PATH_FIELDS = frozenset({"path", "name", "index", "devlink"})
 _SAMPLE_FIELDS: dict[str, object] = {"path": "/dev/sample", "name": "sample", "index": 0, "devlink": "/dev/sample"}
@@ -112,7 +113,7 @@ class ExecCheck(Model):
     def _known_fields(self) -> ExecCheck:
         for i, arg in enumerate(self.argv):
             try:
-                _check_template(arg, frozenset({"id", "path", "paths", "sysfs"}))
+                check_template(arg, frozenset({"id", "path", "paths", "sysfs"}))
             except ValueError as err:
                 raise FieldProblem(("argv", i), str(err)) from None
             problem = exec_string_problem(arg)
@@ -153,7 +154,7 @@ class HealthConfig(Model):
 
 def _path_template(template: str) -> str:
     """A ``container_path`` template: known fields only, and absolute once rendered."""
-    _check_template(template, PATH_FIELDS)
+    check_template(template, PATH_FIELDS)
     try:
         sample = template.format_map(_SAMPLE_FIELDS)
     except (ValueError, TypeError) as exc:  # a format spec that does not fit, such as {path:d}
@@ -247,7 +248,7 @@ def cdi_kind_error(kind: str) -> None:
         )
 
 
-def _check_template(template: str, allowed: frozenset[str]) -> None:
+def check_template(template: str, allowed: frozenset[str]) -> None:
     try:
         fields = template_fields(template)
     except ValueError as exc:
@@ -322,7 +323,7 @@ class ResourceConfig(Model):
             raise FieldProblem((bad[0], "[key]"), f"invalid environment variable names: {names}")
         for name, template in env.items():
             try:
-                _check_template(template, ENV_FIELDS)
+                check_template(template, ENV_FIELDS)
             except ValueError as err:
                 raise FieldProblem((name,), str(err)) from None
             problem = exec_string_problem(f"{name}={template}")

@@ -63,7 +63,15 @@ def build_driver(config: Config, host_root: Path | None = None) -> DraDriver:
     # The plugins write no device-plugin CDI specs: the driver writes one per prepared claim.
     plugins = build_plugins(config, host_root, None)
     dra = config.dra
-    return DraDriver(dra.driver, plugins, dra.taint_effect, dra.sharing, device_metadata=dra.device_metadata)
+    return DraDriver(
+        dra.driver,
+        plugins,
+        dra.taint_effect,
+        dra.sharing,
+        device_metadata=dra.device_metadata,
+        configured=dra.resources,
+        numa_form=dra.numa_node_attribute,
+    )
 
 
 def run_dra_daemon(config: Config, options: DraOptions, early_signal: Callable[[], int | None] = lambda: None) -> int:

@@ -12,11 +12,12 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Protocol, runtime_checkable
 
+from ...device import Device
 from ...names import is_dns1123_subdomain
 from ...plugin.base import Plugin
 from ...sources.configured import ConfiguredPlugin
-from ...sources.discovery import dra_attributes
-from ..deviceattribute import with_standard_attributes
+from ..configuredattributes import ConfiguredAttributes, ResourceAttributes
+from ..deviceattribute import NumaForm
 from ..devicemetadata import kind_error
 from ..models import ResourceSlice
 from ..slices import DEFAULT_TAINT_EFFECT, ResourceInput, Sharing, device_name, published, slices_for
@@ -48,11 +49,14 @@ class DraDriver:
         sharing: Sharing = "replicas",
         *,
         device_metadata: bool = False,
+        configured: Mapping[str, ResourceAttributes] | None = None,
+        numa_form: NumaForm = "scalar",
     ) -> None:
         """``taint_effect``: of the taint an unhealthy device carries in the slices; None leaves it out.
         ``sharing``: how replicas are published (:func:`kubedevice.dra.slices.published`).
         ``device_metadata``: give each prepared claim's containers a file describing their devices
-        (KEP-5304, :mod:`kubedevice.dra.driver.metadata`)."""
+        (KEP-5304, :mod:`kubedevice.dra.driver.metadata`). ``configured``: per resource name, the
+        attributes and capacity of ``dra.resources``; ``numa_form``: of ``resource.kubernetes.io/numaNode``."""
         if not is_dns1123_subdomain(name) or len(name) > 63:
             raise ValueError(f"DRA driver name {name!r} must be a DNS subdomain of at most 63 characters")
         if not plugins:
@@ -64,6 +68,12 @@ class DraDriver:
         self.taint_effect = taint_effect
         self.sharing: Sharing = sharing
         self.device_metadata = device_metadata
+        configured = configured or {}
+        self._attributes = {
+            id(p): ConfiguredAttributes(p.host, p.config, configured.get(p.resource_name), numa_form)
+            for p in self.plugins
+            if isinstance(p, ConfiguredPlugin)
+        }
 
     def subscribe(self, listener: Callable[[], None]) -> None:
         """Call ``listener`` after any device or health change of any plugin."""
@@ -71,7 +81,24 @@ class DraDriver:
             plugin.subscribe(listener)
 
     def resources(self) -> list[ResourceInput]:
-        return [(p.resource_name, p.devices(), _attributes(p)) for p in self.plugins]
+        return [self._resource(p) for p in self.plugins]
+
+    def _resource(self, plugin: Plugin) -> ResourceInput:
+        """A configured resource's devices with the attributes of discovery, config and Kubernetes'
+        standard ones; another plugin's as it describes them."""
+        built = self._attributes.get(id(plugin))
+        if built is not None and isinstance(plugin, ConfiguredPlugin):
+            devices, attributes = built.published(plugin.devices(), plugin.found)
+            return plugin.resource_name, devices, attributes
+        described = plugin.dra_attributes() if isinstance(plugin, AttributeProvider) else {}
+        return plugin.resource_name, plugin.devices(), described
+
+    def _devices(self, plugin: Plugin) -> list[Device]:
+        """The plugin's devices, unhealthy where a configured value cannot be read."""
+        built = self._attributes.get(id(plugin))
+        if built is not None and isinstance(plugin, ConfiguredPlugin):
+            return built.devices(plugin.devices(), plugin.found)
+        return plugin.devices()
 
     def slices(self, node: str) -> list[ResourceSlice]:
         """The ResourceSlices of this node's pool (generation and owner are the publisher's)."""
@@ -94,7 +121,7 @@ class DraDriver:
         index: dict[str, Offered] = {}
         for plugin in self.plugins:
             prefix = plugin.resource_name.rpartition("/")[2] if prefixed else ""
-            for shown in published(plugin.devices(), self.sharing):
+            for shown in published(self._devices(plugin), self.sharing):
                 index[device_name(shown.device.id, prefix)] = Offered(plugin, shown.granted)
         return index
 
@@ -103,12 +130,3 @@ class DraDriver:
             DeviceHealth(node, name, offered.device.healthy, "" if offered.device.healthy else "reported unhealthy")
             for name, offered in sorted(self.offered().items())
         ]
-
-
-def _attributes(plugin: Plugin) -> Attributes:
-    """A configured resource's discovered attributes, plus Kubernetes' standard ones for PCI devices."""
-    if isinstance(plugin, ConfiguredPlugin):
-        return with_standard_attributes(plugin.host, dra_attributes(plugin.config, plugin.found))
-    if isinstance(plugin, AttributeProvider):
-        return plugin.dra_attributes()
-    return {}
