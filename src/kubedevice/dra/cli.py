@@ -15,10 +15,11 @@ from typing import Annotated, Any, Literal
 import typer
 
 from ..boundedyaml import read_text
-from ..errors import cannot_read, fail
+from ..errors import UsageError, cannot_read, fail
 from . import features, models
-from .allocator import AllocationError, Node, Unallocatable, allocate, allocated_devices
+from .allocator import AllocationError, Node, Unallocatable, allocate, allocated_devices, claim_ref
 from .explain import explain, render, requests_using, verdicts_json
+from .live.options import Context, Kubeconfig, Namespace, ServerRelease
 from .models import DecodeError, DeviceClass, DRAObject, ResourceClaim, ResourceSlice, of_kind
 from .slices import DEFAULT_TAINT_EFFECT, Sharing, SliceError, slices_for
 from .strategy import drop_disabled_fields
@@ -57,6 +58,20 @@ def gates_from_flags(release: str, feature_gates: str | None) -> dict[str, bool]
         fail(f"{option}: {error}")
 
 
+def _live(kubeconfig: Path | None, context: str | None, namespace: str | None = None) -> Any:
+    """The cluster as input (no FILE given): the access and the commands, imported only then."""
+    from .live import cli as live  # noqa: PLC0415 - the API client only when the cluster is read
+    from .live.cluster import Access  # noqa: PLC0415
+
+    return live, Access(kubeconfig, context, namespace)
+
+
+def _gates_for(release: str | None, feature_gates: str | None) -> Callable[[str], dict[str, bool]]:
+    """The flags checked now (before the cluster is asked), the gates computed for the release found."""
+    gates_from_flags(release or features.NEWEST, feature_gates)
+    return lambda found: gates_from_flags(release or found, feature_gates)
+
+
 def _as_stored(objects: Sequence[DRAObject], gates: dict[str, bool], release: str) -> list[DRAObject]:
     """The objects as that release's API server stores them: fields of disabled features dropped."""
     return [drop_disabled_fields(obj, gates, release) for obj in objects]
@@ -92,11 +107,12 @@ def _describe(obj: DRAObject) -> str:
 @app.command("validate")
 def validate_command(
     files: Annotated[
-        list[Path],
+        list[Path] | None,
         # described in the docstring: typer >= 0.2x would list it with its Python type (<list[Path]>)
         typer.Argument(metavar="FILE", hidden=True, show_default=False),
-    ],
-    kubernetes_version: KubernetesVersion = features.NEWEST,
+    ] = None,
+    *,
+    kubernetes_version: ServerRelease = None,
     feature_gates: FeatureGates = None,
     runtime_config: Annotated[
         str | None,
@@ -106,6 +122,8 @@ def validate_command(
             help="The API versions the API server enables, as its own flag: which objects it serves.",
         ),
     ] = None,
+    kubeconfig: Kubeconfig = None,
+    context: Context = None,
 ) -> None:
     """Validate DeviceClasses, ResourceSlices, ResourceClaims, ResourceClaimTemplates and
     DeviceTaintRules as the API server of --kubernetes-version would (fields of disabled
@@ -116,9 +134,20 @@ def validate_command(
     a problem too: a kind the release lacks in that version, or a version off in --runtime-config
     (without it the version is taken as enabled, and a DeviceTaintRule as served where its
     feature's gate is on).
+
+    Without FILEs, every DeviceClass, ResourceSlice, ResourceClaim and ResourceClaimTemplate
+    stored in the cluster (--kubeconfig, --context) is judged, as the API server's release (or
+    --kubernetes-version) would judge it.
     """
-    gates = gates_from_flags(kubernetes_version, feature_gates)
-    api = _api_config(kubernetes_version, runtime_config)
+    if not files:
+        if runtime_config is not None:
+            fail("--runtime-config goes with FILEs: the cluster's API server says what it serves")
+        live, access = _live(kubeconfig, context)
+        live.validate_command(access, kubernetes_version, _gates_for(kubernetes_version, feature_gates))
+        return
+    release = kubernetes_version or features.NEWEST
+    gates = gates_from_flags(release, feature_gates)
+    api = _api_config(release, runtime_config)
     problems = checked = 0
     documents = [(path, _documents(path)) for path in files]  # an unreadable file: exit 2 before any report
     for path, docs in documents:
@@ -126,17 +155,17 @@ def validate_command(
             where = f"{path}:{line}"
             checked += 1
             try:
-                obj = models.from_document(document, where, kubernetes_version)
+                obj = models.from_document(document, where, release)
             except DecodeError as error:
                 problems += 1
                 for message in error.messages:
                     typer.echo(f"{where}: {message}")
                 continue
-            if unserved := features.not_served(obj.kind, obj.api_version, kubernetes_version, gates, api):
+            if unserved := features.not_served(obj.kind, obj.api_version, release, gates, api):
                 problems += 1
                 typer.echo(f"{where}: {unserved}")
                 continue
-            errors = validate(obj, gates, kubernetes_version)
+            errors = validate(obj, gates, release)
             problems += bool(errors)
             for field_error in errors:
                 typer.echo(f"{where}: {_describe(obj)} is invalid: {field_error}")
@@ -166,27 +195,35 @@ def _one_claim(path: Path | None) -> ResourceClaim | None:
     return claims[0]
 
 
-def _classes_to_explain(path: Path, claim: ResourceClaim | None) -> list[DeviceClass]:
-    classes = of_kind(_load(path), DeviceClass)
+def _classes_to_explain(classes: list[DeviceClass], where: str, claim: ResourceClaim | None) -> list[DeviceClass]:
     if not classes:
-        fail(f"{path}: no DeviceClass found")
+        fail(f"{where}: no DeviceClass found")
     if claim is not None:
         classes = [c for c in classes if requests_using(c, claim)]
         if not classes:
-            fail(f"{path}: no DeviceClass used by the claim's requests")
+            fail(f"{where}: no DeviceClass used by the claim's requests")
     return classes
 
 
 @app.command("explain")
 def explain_command(
-    class_file: Annotated[Path, typer.Option("--class", metavar="FILE", help="File with the DeviceClass(es).")],
-    slices_file: Annotated[Path, typer.Option("--slices", metavar="FILE", help="File with the ResourceSlices.")],
+    target: Annotated[
+        str | None, typer.Argument(metavar="[pod/NAME]", show_default=False, help="A pod of the cluster to explain.")
+    ] = None,
+    class_file: Annotated[
+        Path | None,
+        typer.Option("--class", metavar="FILE", help="File with the DeviceClass(es) [default: the cluster's]."),
+    ] = None,
+    slices_file: Annotated[
+        Path | None,
+        typer.Option("--slices", metavar="FILE", help="File with the ResourceSlices [default: the cluster's]."),
+    ] = None,
     claim_file: Annotated[
         Path | None, typer.Option("--claim", metavar="FILE", help="A ResourceClaim whose request selectors count too.")
     ] = None,
     as_json: Annotated[bool, typer.Option("--json", metavar="", help="Machine-readable output.")] = False,
     *,
-    kubernetes_version: KubernetesVersion = features.NEWEST,
+    kubernetes_version: ServerRelease = None,
     feature_gates: FeatureGates = None,
     pod_files: Annotated[
         list[Path] | None,
@@ -200,26 +237,46 @@ def explain_command(
     labels: Annotated[
         list[str] | None, typer.Option("--label", metavar="KEY=VALUE", help="With --pod: a node label (repeatable).")
     ] = None,
+    namespace: Namespace = None,
+    kubeconfig: Kubeconfig = None,
+    context: Context = None,
 ) -> None:
     """For each device, whether each selector matches; for a miss, the failing clause or the error.
 
     A selector that does not compile is reported once per class. Exits 1 when some class
     matches no device at all. With --pod and --node: per pod, its claims' classes, then whether
     it can be scheduled on the node and, if not, the first request or constraint that fails and
-    what rules devices out; exits 1 when some pod cannot be scheduled.
+    what rules devices out; exits 1 when some pod cannot be scheduled. Without --class or
+    --slices, the cluster's DeviceClasses or ResourceSlices are read (--kubeconfig, --context).
+
+    With pod/NAME, the pod is read from the cluster (-n) with every DeviceClass, ResourceSlice,
+    ResourceClaim and Node, one LIST each: on every node, whether the scheduler's filters pass
+    and, where not, the first reason, nodes grouped by reason; then the nodes where it fits and
+    the devices it would get. Exits 1 when it fits nowhere.
     """
-    _pod_flags(pod_files, claim_file, node, labels)
-    gates = gates_from_flags(kubernetes_version, feature_gates)
-    if pod_files:
-        _explain_pods(
-            pod_files, (class_file, slices_file), node, labels or [], (kubernetes_version, gates), as_json=as_json
+    if target is not None:
+        _pod_target_flags(
+            {"--class": class_file, "--slices": slices_file, "--claim": claim_file, "--pod": pod_files}
+            | {"--node": node, "--label": labels}
         )
+        live, access = _live(kubeconfig, context, namespace)
+        gates_for = _gates_for(kubernetes_version, feature_gates)
+        live.explain_pod_command(target, access, kubernetes_version, gates_for, as_json_output=as_json)
+        return
+    _pod_flags(pod_files, claim_file, node, labels)
+    if namespace is not None:
+        fail("--namespace goes with pod/NAME: the pod's namespace")
+    release, gates_for = kubernetes_version, _gates_for(kubernetes_version, feature_gates)
+    classes, slices, release = _classes_and_slices((class_file, slices_file), (kubeconfig, context), release)
+    gates = gates_for(release)
+    slices = of_kind(_as_stored(list(slices), gates, release), ResourceSlice)
+    if pod_files:
+        _explain_pods(pod_files, (classes, slices), node, labels or [], (release, gates), as_json=as_json)
         return
     claim = _one_claim(claim_file)
     if claim is not None:
-        claim = of_kind(_as_stored([claim], gates, kubernetes_version), ResourceClaim)[0]
-    classes = _classes_to_explain(class_file, claim)
-    slices = of_kind(_as_stored(_load(slices_file), gates, kubernetes_version), ResourceSlice)
+        claim = of_kind(_as_stored([claim], gates, release), ResourceClaim)[0]
+    classes = _classes_to_explain(classes, str(class_file or "the cluster"), claim)
     report: list[dict[str, Any]] = []
     unmatched = 0
     for device_class in classes:
@@ -236,6 +293,32 @@ def explain_command(
         raise typer.Exit(1)
 
 
+def _classes_and_slices(
+    files: tuple[Path | None, Path | None], cluster: tuple[Path | None, str | None], release: str | None
+) -> tuple[list[DeviceClass], list[ResourceSlice], str]:
+    """The classes and slices of the files given, the cluster's for a file not given; the release."""
+    class_file, slices_file = files
+    classes = of_kind(_load(class_file), DeviceClass) if class_file is not None else None
+    slices = of_kind(_load(slices_file), ResourceSlice) if slices_file is not None else None
+    if classes is not None and slices is not None:
+        return classes, slices, release or features.NEWEST
+    live, access = _live(*cluster)
+    kinds = [kind for kind, given in (("DeviceClass", classes), ("ResourceSlice", slices)) if given is None]
+    snap, _ = live.snapshot_of(access, kinds, release)
+    return (
+        classes if classes is not None else snap.of(DeviceClass),
+        slices if slices is not None else snap.of(ResourceSlice),
+        snap.release,
+    )
+
+
+def _pod_target_flags(flags: dict[str, object]) -> None:
+    """pod/NAME reads everything from the cluster: a file or node given with it is an error, not ignored."""
+    given = [flag for flag, value in flags.items() if value]
+    if given:
+        fail(f"{given[0]} does not go with pod/NAME: the pod is explained on every node of the cluster")
+
+
 def _pod_flags(pod_files: list[Path] | None, claim: Path | None, node: str | None, labels: list[str] | None) -> None:
     """``explain``'s two modes take different flags: one given to the other mode is an error, not ignored."""
     if pod_files:
@@ -250,7 +333,7 @@ def _pod_flags(pod_files: list[Path] | None, claim: Path | None, node: str | Non
 
 def _explain_pods(
     pod_files: list[Path],
-    files: tuple[Path, Path],
+    objects: tuple[list[DeviceClass], list[ResourceSlice]],
     node: str | None,
     labels: list[str],
     release_gates: tuple[str, dict[str, bool]],
@@ -264,8 +347,7 @@ def _explain_pods(
     inputs = load_inputs(pod_files, lambda objects: _as_stored(objects, gates, release))
     if not inputs.pods:
         fail("--pod: no Pod found")
-    classes = of_kind(_load(files[0]), DeviceClass)
-    slices = of_kind(_as_stored(_load(files[1]), gates, release), ResourceSlice)
+    classes, slices = objects
     if not explain_pods(inputs, classes, slices, (node, _parse_labels(labels)), gates, as_json=as_json):
         raise typer.Exit(1)
 
@@ -283,17 +365,20 @@ def _parse_labels(labels: Sequence[str]) -> dict[str, str]:
 @app.command("allocate")
 def allocate_command(
     files: Annotated[
-        list[Path],
+        list[Path] | None,
         typer.Argument(metavar="FILE", hidden=True, show_default=False),  # described in the docstring
-    ],
-    node: Annotated[str, typer.Option("--node", metavar="NODE", help="The node to allocate on.")],
+    ] = None,
+    node: Annotated[str | None, typer.Option("--node", metavar="NODE", help="The node to allocate on.")] = None,
     labels: Annotated[
         list[str] | None, typer.Option("--label", metavar="KEY=VALUE", help="A node label (repeatable).")
     ] = None,
     output: Annotated[str, typer.Option("--output", "-o", metavar="yaml|json", help="Output format.")] = "yaml",
     *,
-    kubernetes_version: KubernetesVersion = features.NEWEST,
+    kubernetes_version: ServerRelease = None,
     feature_gates: FeatureGates = None,
+    namespace: Namespace = None,
+    kubeconfig: Kubeconfig = None,
+    context: Context = None,
 ) -> None:
     """Allocate all claims together on one node like the scheduler; print them with status.allocation.
 
@@ -304,13 +389,34 @@ def allocate_command(
     and the Node for its labels and allocatable), each pod is scheduled in turn with the claims
     it names, makes from templates or needs for extended resources; the output is those
     claims, reserved for their pods.
+
+    Without FILEs, the cluster's objects (--kubeconfig, --context): the pending claims of the
+    namespace (-n) are allocated on --node (its labels from its Node), every allocated claim's
+    devices in use. Nothing is written to the cluster.
     """
     from .pod_cli import allocate_pods, load_inputs  # noqa: PLC0415 - reads Pods as well
 
     fmt = _output(output)
+    if node is None:
+        fail("missing option '--node' (the node to allocate on)")
     _check_names(node, None)
-    gates = gates_from_flags(kubernetes_version, feature_gates)
-    inputs = load_inputs(files, lambda objects: _as_stored(objects, gates, kubernetes_version))
+    if not files:
+        live, access = _live(kubeconfig, context, namespace)
+        gates_for = _gates_for(kubernetes_version, feature_gates)
+        live.allocate_command(
+            access,
+            node=node,
+            labels=_parse_labels(labels or []),
+            fmt=fmt,
+            release=kubernetes_version,
+            gates_for=gates_for,
+        )
+        return
+    if namespace is not None:
+        fail("--namespace goes without FILEs: the cluster's namespace whose claims are allocated")
+    release = kubernetes_version or features.NEWEST
+    gates = gates_from_flags(release, feature_gates)
+    inputs = load_inputs(files, lambda objects: _as_stored(objects, gates, release))
     if inputs.pods:
         allocate_pods(inputs, node, _parse_labels(labels or []), fmt, gates)
         return
@@ -319,34 +425,42 @@ def allocate_command(
     if not claims:
         fail("no ResourceClaim given")
     pending = [c for c in claims if not (c.status or {}).get("allocation")]
-    in_use = allocated_devices([c for c in claims if c not in pending])
     target = Node(node, _parse_labels(labels or []))
+    allocated = [c for c in claims if c not in pending]
+    world = (of_kind(objects, DeviceClass), of_kind(objects, ResourceSlice), allocated)
+    print_allocation(pending, world, target, (release, gates), fmt)
+
+
+def print_allocation(
+    pending: Sequence[ResourceClaim],
+    world: tuple[Sequence[DeviceClass], Sequence[ResourceSlice], Sequence[ResourceClaim]],
+    target: Node,
+    release_gates: tuple[str, dict[str, bool]],
+    fmt: Output,
+) -> None:
+    """The pending claims allocated together on ``target`` (the allocated ones' devices in use), printed."""
+    classes, slices, allocated = world
+    release, gates = release_gates
     try:
         results = allocate(
-            pending,
-            of_kind(objects, DeviceClass),
-            of_kind(objects, ResourceSlice),
-            target,
-            in_use,
-            features=gates,
-            release=kubernetes_version,
+            pending, classes, slices, target, allocated_devices(allocated), features=gates, release=release
         )
     except (AllocationError, Unallocatable) as error:
-        fail(f"cannot allocate on node {node}: {error}", 1)
-    allocated = []
+        fail(f"cannot allocate on node {target.name}: {error}", 1)
+    done = []
     for result in results:
         claim = result.claim.model_copy(deep=True)
-        claim.status = {**(claim.status or {}), "allocation": result.as_status(node)}
-        allocated.append(claim)
-    typer.echo(models.dump(list(allocated), fmt), nl=False)
+        claim.status = {**(claim.status or {}), "allocation": result.as_status(target.name)}
+        done.append(claim)
+    typer.echo(models.dump(list(done), fmt), nl=False)
 
 
 @app.command("available")
 def available_command(
     files: Annotated[
-        list[Path],
+        list[Path] | None,
         typer.Argument(metavar="FILE", hidden=True, show_default=False),  # described in the docstring
-    ],
+    ] = None,
     node: Annotated[
         str | None, typer.Option("--node", metavar="NODE", help="Only the devices this node can use.")
     ] = None,
@@ -356,35 +470,71 @@ def available_command(
     ] = None,
     as_json: Annotated[bool, typer.Option("--json", metavar="", help="Machine-readable output.")] = False,
     *,
-    kubernetes_version: KubernetesVersion = features.NEWEST,
+    kubernetes_version: ServerRelease = None,
     feature_gates: FeatureGates = None,
+    driver: Annotated[str | None, typer.Option("--driver", metavar="NAME", help="Only this driver's pools.")] = None,
+    device_class: Annotated[
+        str | None, typer.Option("--class", metavar="NAME", help="Only the devices this DeviceClass selects.")
+    ] = None,
+    watch: Annotated[
+        bool, typer.Option("--watch", "-w", metavar="", help="Without FILEs: draw again on every change.")
+    ] = False,
+    kubeconfig: Kubeconfig = None,
+    context: Context = None,
 ) -> None:
     """What is free, per pool and the nodes it serves: devices, shared counters and capacity left.
 
     The FILEs hold ResourceSlices and ResourceClaims (YAML or JSON, kinds mixed; other kinds are
-    ignored). Devices in a claim's status.allocation are in use, except adminAccess results, as
-    the scheduler counts them. A device is free, shared (a share of a device that allows
-    multiple allocations), allocated, or blocked (free but its shared counters are used up).
-    The objects are read as the API server of --kubernetes-version stores them: without
-    DRAPartitionableDevices no counters are shared, without DRAConsumableCapacity no device
-    is shared between claims.
-    """
-    from .available import InputError, as_json_report, available, render  # noqa: PLC0415 - this command only
+    ignored but DeviceClasses, for --class). Devices in a claim's status.allocation are in use,
+    except adminAccess results, as the scheduler counts them. A device is free, shared (a share
+    of a device that allows multiple allocations), allocated, or blocked (free but its shared
+    counters are used up). The objects are read as the API server of --kubernetes-version
+    stores them: without DRAPartitionableDevices no counters are shared, without
+    DRAConsumableCapacity no device is shared between claims. The devices taken are listed with
+    the claims holding them and the pods those are reserved for.
 
-    gates = gates_from_flags(kubernetes_version, feature_gates)
-    loaded = [(str(path), obj) for path in files for obj in _as_stored(_load(path), gates, kubernetes_version)]
-    slices = [(source, obj) for source, obj in loaded if isinstance(obj, ResourceSlice)]
-    claims = [(source, obj) for source, obj in loaded if isinstance(obj, ResourceClaim)]
+    Without FILEs, the cluster's slices and claims (--kubeconfig, --context), one LIST each;
+    --watch keeps one watch per kind and draws again on every change.
+    """
+    from .live.cli import Filters  # noqa: PLC0415 - this command only
+
     if node is not None:
         _check_names(node, None)
     elif labels:
         fail("--label needs --node")
-    target = Node(node, _parse_labels(labels or [])) if node is not None else None
+    for flag, name in (("--driver", driver), ("--class", device_class)):
+        problems = validate_driver_name(name, FieldPath(flag)) if flag == "--driver" and name is not None else []
+        problems += validate_dns_subdomain(name, FieldPath(flag)) if flag == "--class" and name is not None else []
+        if problems:
+            fail(str(problems[0]))
+    filters = Filters(node, _parse_labels(labels or []), driver, device_class)
+    if not files:
+        live, access = _live(kubeconfig, context)
+        gates_for = _gates_for(kubernetes_version, feature_gates)
+        live.available_command(access, filters, kubernetes_version, gates_for, as_json_output=as_json, watch=watch)
+        return
+    if watch:
+        fail("--watch goes without FILEs: it follows the cluster's slices and claims")
+    _available_files(files, filters, (kubernetes_version or features.NEWEST, feature_gates), as_json=as_json)
+
+
+def _available_files(files: list[Path], filters: Any, release_gates: tuple[str, str | None], *, as_json: bool) -> None:
+    from .available import InputError  # noqa: PLC0415 - this command only
+    from .live.cli import narrowed, report_json, report_text  # noqa: PLC0415
+    from .live.podexplain import claim_label  # noqa: PLC0415
+
+    release, feature_gates = release_gates
+    gates = gates_from_flags(release, feature_gates)
+    loaded = [(str(path), obj) for path in files for obj in _as_stored(_load(path), gates, release)]
+    slices = [(source, obj) for source, obj in loaded if isinstance(obj, ResourceSlice)]
+    claims = [(source, obj) for source, obj in loaded if isinstance(obj, ResourceClaim)]
+    classes = [obj for _, obj in loaded if isinstance(obj, DeviceClass)]
     try:
-        pools = available(slices, claims, target)
-    except InputError as error:
+        pools = narrowed(slices, claims, classes, filters, gates)
+    except (UsageError, InputError) as error:
         fail(str(error))
-    typer.echo(json.dumps(as_json_report(pools), indent=2) if as_json else render(pools), nl=as_json)
+    labels = {claim_ref(c): claim_label(c) for _, c in claims}
+    typer.echo(json.dumps(report_json(pools, labels), indent=2) if as_json else report_text(pools, labels), nl=as_json)
 
 
 def _output(value: str) -> Output:
