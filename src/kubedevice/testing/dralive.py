@@ -17,6 +17,7 @@ another pod is deleted. Used by ``tests/e2e/test_dra_live.py`` and ``docs/dra.md
 
 from __future__ import annotations
 
+import json
 import time
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
@@ -256,16 +257,18 @@ def wait(what: str, check: Callable[[], Any], timeout: float = 60.0, interval: f
 
 
 def pinned(document: dict[str, Any], node: str, name: str) -> dict[str, Any]:
-    """A copy of a pod that may go to ``node`` only (a required node affinity on its name).
+    """A copy of a pod that may go to ``node`` only: its name ANDed into each required node
+    affinity term (a pod without one gets one term). No scheduling gates.
 
     The copy's claims: a template makes it a claim of its own; a named claim is shared.
     """
-    spec = dict(document["spec"])
-    term = {"matchFields": [{"key": "metadata.name", "operator": "In", "values": [node]}]}
-    spec["affinity"] = {
-        "nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [term]}}
-    }
-    spec.pop("nodeName", None)
+    spec = json.loads(json.dumps(document["spec"]))
+    spec.pop("schedulingGates", None)
+    field = {"key": "metadata.name", "operator": "In", "values": [node]}
+    node_affinity = spec.setdefault("affinity", {}).setdefault("nodeAffinity", {})
+    required = node_affinity.setdefault("requiredDuringSchedulingIgnoredDuringExecution", {"nodeSelectorTerms": [{}]})
+    for term in required["nodeSelectorTerms"]:
+        term["matchFields"] = [*term.get("matchFields", []), field]
     return {"metadata": {"name": name, "namespace": document["metadata"]["namespace"]}, "spec": spec}
 
 

@@ -348,11 +348,13 @@ def explain_pod(work: Workload) -> Explanation:
     groups: dict[tuple[str, str], Group] = {}
     firsts: dict[tuple[str, str], NodeInfo] = {}
     by_name = {n.name: n for n in work.nodes}
+    counts: dict[tuple[str, str], list[list[int]]] = {}
     for verdict in verdicts:
         if verdict.fits:
             continue
-        key = (verdict.plugin, verdict.reason)
+        key = (verdict.plugin, COUNT.sub("#", verdict.reason))
         group = groups.setdefault(key, Group(verdict.plugin, verdict.reason, []))
+        counts.setdefault(key, []).append([int(n) for n in COUNT.findall(verdict.reason)])
         firsts.setdefault(key, by_name[verdict.node])
         group.nodes.append(verdict.node)
         group.dra_fits += verdict.dra_fits
@@ -360,11 +362,27 @@ def explain_pod(work: Workload) -> Explanation:
             known = group.held.setdefault(device, [])
             known += [h for h in holders if h not in known]
     for key, group in groups.items():
+        group.reason = _merged(key[1], counts[key])
         if group.plugin == DRA:
             group.details = _details(judge, firsts[key], group.reason)
     ordered = sorted(groups.values(), key=lambda g: (-len(g.nodes), g.plugin, g.reason))
     claims = [claim_ref(c.claim) for c in (judge.shared.claims if judge.shared else ())]
     return Explanation(pod_ref(work.pod), judge.pod_wide, claims, verdicts, ordered)
+
+
+COUNT = re.compile(r"(?<![\w./-])\d+(?![\w./-])")
+"""A number standing alone in a reason (a count of devices), not part of a name."""
+
+
+def _merged(pattern: str, numbers: Sequence[Sequence[int]]) -> str:
+    """The group's reason with each count as its value, or its range (``0..3``) where nodes differ."""
+    parts = pattern.split("#")
+    text = parts[0]
+    for i, part in enumerate(parts[1:]):
+        values = [row[i] for row in numbers]
+        low, high = min(values), max(values)
+        text += (str(low) if low == high else f"{low}..{high}") + part
+    return text
 
 
 def _details(judge: Judge, node: NodeInfo, reason: str) -> list[str]:
@@ -379,8 +397,8 @@ def _details(judge: Judge, node: NodeInfo, reason: str) -> list[str]:
             continue
         for device_class in [c for c in judge.work.classes if requests_using(c, entry.claim)]:
             found += _class_details(device_class, slices, entry.claim, judge.work.gates)
-    if "counters" in reason:
-        found += _counters(slices, judge.work.claims)
+    if "counters" in reason or "capacity" in reason:
+        found += _left(slices, judge.work.claims, counters="counters" in reason, capacity="capacity" in reason)
     return found
 
 
@@ -403,13 +421,24 @@ def _class_details(
     return lines
 
 
-def _counters(slices: Sequence[ResourceSlice], claims: Sequence[ResourceClaim]) -> list[str]:
-    """The node's pools' shared counters with what is left of them."""
+def _left(
+    slices: Sequence[ResourceSlice], claims: Sequence[ResourceClaim], *, counters: bool, capacity: bool
+) -> list[str]:
+    """What is left of the node's pools' shared counters and of its devices' consumable capacity."""
     allocated = [("", c) for c in claims if (c.status or {}).get("allocation")]
-    return [
+    pools = available([("", s) for s in slices], allocated)
+    lines = [
         f"counter {c.counter} of set {c.counter_set} in pool {p.driver}/{p.name}: {c.left} of {c.total} left"
-        for p in available([("", s) for s in slices], allocated)
+        for p in pools
         for c in p.counters
+        if counters
+    ]
+    return lines + [
+        f"capacity {name} of {p.driver}/{p.name}/{d.name}: {left} of {total} left"
+        for p in pools
+        for d in p.devices
+        for name, (total, left) in d.capacity.items()
+        if capacity
     ]
 
 
