@@ -66,6 +66,14 @@ def _live(kubeconfig: Path | None, context: str | None, namespace: str | None = 
     return live, Access(kubeconfig, context, namespace)
 
 
+def _cluster_flags_with_files(kubeconfig: Path | None, context: str | None) -> None:
+    """With FILEs the cluster is not read; a ``--kubeconfig`` or ``--context`` given anyway is still
+    resolved, so that a bad one is one line (exit 2) rather than silently ignored."""
+    if kubeconfig is not None or context is not None:
+        _, access = _live(kubeconfig, context)
+        access.config()
+
+
 def _gates_for(release: str | None, feature_gates: str | None) -> Callable[[str], dict[str, bool]]:
     """The flags checked now (before the cluster is asked), the gates computed for the release found."""
     gates_from_flags(release or features.NEWEST, feature_gates)
@@ -145,6 +153,7 @@ def validate_command(
         live, access = _live(kubeconfig, context)
         live.validate_command(access, kubernetes_version, _gates_for(kubernetes_version, feature_gates))
         return
+    _cluster_flags_with_files(kubeconfig, context)
     release = kubernetes_version or features.NEWEST
     gates = gates_from_flags(release, feature_gates)
     api = _api_config(release, runtime_config)
@@ -301,6 +310,7 @@ def _classes_and_slices(
     classes = of_kind(_load(class_file), DeviceClass) if class_file is not None else None
     slices = of_kind(_load(slices_file), ResourceSlice) if slices_file is not None else None
     if classes is not None and slices is not None:
+        _cluster_flags_with_files(*cluster)
         return classes, slices, release or features.NEWEST
     live, access = _live(*cluster)
     kinds = [kind for kind, given in (("DeviceClass", classes), ("ResourceSlice", slices)) if given is None]
@@ -414,6 +424,7 @@ def allocate_command(
         return
     if namespace is not None:
         fail("--namespace goes without FILEs: the cluster's namespace whose claims are allocated")
+    _cluster_flags_with_files(kubeconfig, context)
     release = kubernetes_version or features.NEWEST
     gates = gates_from_flags(release, feature_gates)
     inputs = load_inputs(files, lambda objects: _as_stored(objects, gates, release))
@@ -515,6 +526,7 @@ def available_command(
         return
     if watch:
         fail("--watch goes without FILEs: it follows the cluster's slices and claims")
+    _cluster_flags_with_files(kubeconfig, context)
     _available_files(files, filters, (kubernetes_version or features.NEWEST, feature_gates), as_json=as_json)
 
 
