@@ -20,9 +20,12 @@ from __future__ import annotations
 
 import json
 import os
+import queue
 import re
+import signal
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -34,6 +37,7 @@ import pytest
 from kubedevice.testing import components
 from kubedevice.testing.cluster import Cluster
 from kubedevice.testing.dralive import (
+    DRIVER,
     GPU_CLASS,
     NIC_CLASS,
     Layout,
@@ -306,3 +310,47 @@ def _documented_output_matches(kubeconfig: Path) -> None:
         DOC.write_text(text[:start] + shown + text[end:])
         return
     assert text[start:end] == shown, f"docs/dra.md shows something else; kubectl dra explain printed:\n{shown}"
+
+
+def test_available_watch_draws_again_when_the_scheduler_allocates(live_cluster: Cluster) -> None:
+    """``available --watch --json``: one line per drawing, from one watch per kind; a pod bound and
+    deleted shows as its devices taken (held by the pod) and free again; Ctrl-C ends it quietly."""
+    kubeconfig = live_cluster.kubeconfig
+    with KubeApi(kubeconfig) as api:
+        work = Workload(api, "team-w", Layout("watch-node"))
+        argv = [sys.executable, "-m", "kubedevice", "dra", "available", "--watch", "--json", "--driver", DRIVER,
+                "--node", work.layout.name("b"), "--kubeconfig", str(kubeconfig)]  # fmt: skip
+        watcher = None
+        try:
+            work.setup()
+            work.template("h100x4", [request("gpu", GPU_CLASS, 4, model("H100"))])
+            watcher = subprocess.Popen(
+                argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True
+            )
+            lines: queue.Queue[str] = queue.Queue()
+            threading.Thread(target=lambda: [lines.put(line) for line in watcher.stdout or []], daemon=True).start()
+
+            def drawing(check: Any) -> list[dict[str, Any]]:
+                deadline = time.monotonic() + 60
+                while time.monotonic() < deadline:
+                    pools = json.loads(lines.get(timeout=max(0.1, deadline - time.monotonic())))
+                    if check(pools):
+                        return pools  # type: ignore[no-any-return]
+                raise AssertionError("no such drawing within 60 s")
+
+            def summary(pools: list[dict[str, Any]]) -> dict[str, int]:
+                return pools[0]["summary"] if pools else {}
+
+            drawing(lambda p: summary(p).get("free") == 4)
+            work.pod("w-1", template="h100x4")
+            taken = drawing(lambda p: summary(p).get("allocated") == 4)
+            held = [h for d in taken[0]["devices"] for h in d["heldBy"]]
+            assert len(held) == 4 and all(h.endswith("(pod team-w/w-1)") for h in held), held
+            work.delete_pod("w-1")
+            drawing(lambda p: summary(p).get("free") == 4)
+        finally:
+            if watcher is not None:
+                os.killpg(watcher.pid, signal.SIGINT)
+                _, err = watcher.communicate(timeout=30)
+                assert watcher.returncode == 130 and err == "", (watcher.returncode, err)
+            work.delete()

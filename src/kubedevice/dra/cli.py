@@ -76,8 +76,13 @@ def _cluster_flags_with_files(kubeconfig: Path | None, context: str | None) -> N
 
 def _gates_for(release: str | None, feature_gates: str | None) -> Callable[[str], dict[str, bool]]:
     """The flags checked now (before the cluster is asked), the gates computed for the release found."""
-    gates_from_flags(release or features.NEWEST, feature_gates)
-    return lambda found: gates_from_flags(release or found, feature_gates)
+    gates_from_flags(_release(release), feature_gates)
+    return lambda found: gates_from_flags(found if release is None else release, feature_gates)
+
+
+def _release(given: str | None) -> str:
+    """``--kubernetes-version``, or the newest release when it is not given (with FILEs)."""
+    return features.NEWEST if given is None else given
 
 
 def _as_stored(objects: Sequence[DRAObject], gates: dict[str, bool], release: str) -> list[DRAObject]:
@@ -154,7 +159,7 @@ def validate_command(
         live.validate_command(access, kubernetes_version, _gates_for(kubernetes_version, feature_gates))
         return
     _cluster_flags_with_files(kubeconfig, context)
-    release = kubernetes_version or features.NEWEST
+    release = _release(kubernetes_version)
     gates = gates_from_flags(release, feature_gates)
     api = _api_config(release, runtime_config)
     problems = checked = 0
@@ -311,7 +316,7 @@ def _classes_and_slices(
     slices = of_kind(_load(slices_file), ResourceSlice) if slices_file is not None else None
     if classes is not None and slices is not None:
         _cluster_flags_with_files(*cluster)
-        return classes, slices, release or features.NEWEST
+        return classes, slices, _release(release)
     live, access = _live(*cluster)
     kinds = [kind for kind, given in (("DeviceClass", classes), ("ResourceSlice", slices)) if given is None]
     snap, _ = live.snapshot_of(access, kinds, release)
@@ -425,7 +430,7 @@ def allocate_command(
     if namespace is not None:
         fail("--namespace goes without FILEs: the cluster's namespace whose claims are allocated")
     _cluster_flags_with_files(kubeconfig, context)
-    release = kubernetes_version or features.NEWEST
+    release = _release(kubernetes_version)
     gates = gates_from_flags(release, feature_gates)
     inputs = load_inputs(files, lambda objects: _as_stored(objects, gates, release))
     if inputs.pods:
@@ -527,7 +532,7 @@ def available_command(
     if watch:
         fail("--watch goes without FILEs: it follows the cluster's slices and claims")
     _cluster_flags_with_files(kubeconfig, context)
-    _available_files(files, filters, (kubernetes_version or features.NEWEST, feature_gates), as_json=as_json)
+    _available_files(files, filters, (_release(kubernetes_version), feature_gates), as_json=as_json)
 
 
 def _available_files(files: list[Path], filters: Any, release_gates: tuple[str, str | None], *, as_json: bool) -> None:
