@@ -266,7 +266,7 @@ BY_METAVAR: dict[str, list[Value]] = {
     "yaml|json": [refused("xml", "not a format"), refused("", "empty")],
     "COMMAND": [refused("", "empty")],
     "NAMESPACE": [refused("Bad_NS", "not a DNS label"), refused("a.b", "a dot"), refused("", "empty")],
-    "[pod/NAME]": [refused("", "empty"), refused("node/x", "not a pod"), refused("pod/Bad_Name", "not a pod name")],
+    "[pod/NAME]": [refused("node/x", "not a pod"), refused("pod/Bad_Name", "not a pod name")],
 }
 
 

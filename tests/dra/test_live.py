@@ -273,6 +273,7 @@ def test_the_newest_served_version_is_read(api: Api, capsys: pytest.CaptureFixtu
         (["pod/nope"], 1, 'kubedevice: pod "team-a/nope" not found (API server http://127.0.0.1:'),
         (["pod/train-2", "-n", "other"], 1, 'kubedevice: pod "other/train-2" not found'),
         (["node/x"], 2, "kubedevice: 'node/x': expected pod/NAME"),
+        (["", "--class", "c.yaml"], 2, "kubedevice: '': expected pod/NAME"),
         (["pod/train-2", "--node", "n-a"], 2, "kubedevice: --node does not go with pod/NAME"),
         (["pod/train-2", "--context", "gone"], 2, "kubedevice: --context 'gone': kubeconfig "),
     ],

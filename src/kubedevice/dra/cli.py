@@ -19,7 +19,7 @@ from ..errors import UsageError, cannot_read, fail
 from . import features, models
 from .allocator import AllocationError, Node, Unallocatable, allocate, allocated_devices, claim_ref
 from .explain import explain, render, requests_using, verdicts_json
-from .live.options import Context, Kubeconfig, Namespace, ServerRelease
+from .live.options import Context, Kubeconfig, Namespace, ServerRelease, pod_name
 from .models import DecodeError, DeviceClass, DRAObject, ResourceClaim, ResourceSlice, of_kind
 from .slices import DEFAULT_TAINT_EFFECT, Sharing, SliceError, slices_for
 from .strategy import drop_disabled_fields
@@ -269,6 +269,7 @@ def explain_command(
     the devices it would get. Exits 1 when it fits nowhere.
     """
     if target is not None:
+        pod_name(target)
         _pod_target_flags(
             {"--class": class_file, "--slices": slices_file, "--claim": claim_file, "--pod": pod_files}
             | {"--node": node, "--label": labels}
@@ -329,7 +330,7 @@ def _classes_and_slices(
 
 def _pod_target_flags(flags: dict[str, object]) -> None:
     """pod/NAME reads everything from the cluster: a file or node given with it is an error, not ignored."""
-    given = [flag for flag, value in flags.items() if value]
+    given = [flag for flag, value in flags.items() if value not in (None, [])]
     if given:
         fail(f"{given[0]} does not go with pod/NAME: the pod is explained on every node of the cluster")
 

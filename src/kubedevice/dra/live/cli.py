@@ -20,7 +20,6 @@ import typer
 from pydantic import ValidationError
 
 from ...errors import UsageError, fail
-from ...names import is_dns1123_subdomain
 from ..allocator import Node
 from ..available import InputError, PoolState, as_json_report, available
 from ..available import render as render_pools
@@ -29,21 +28,11 @@ from ..models import DeviceClass, Pod, ResourceClaim, ResourceClaimTemplate, Res
 from ..validation import validate
 from .cluster import NODES, Access, ApiAccessError, ApiServer, Snapshot, list_items, resource_path, snapshot
 from .nodefilters import NodeInfo, PodPlacement
+from .options import pod_name
 from .podexplain import Workload, as_json, claim_label, explain_pod, render
 
 GatesFor = Callable[[str], dict[str, bool]]
 """The effective feature gates for a release (``--feature-gates`` on its defaults)."""
-POD_KINDS = ("pod", "pods", "po")
-
-
-def pod_name(target: str) -> str:
-    """``pod/NAME`` (or ``pods/NAME``, ``po/NAME``, as kubectl takes them) -> NAME; a bad one exits 2."""
-    kind, slash, name = target.partition("/")
-    if not slash or kind.lower() not in POD_KINDS:
-        fail(f"{target!r}: expected pod/NAME (the pod to explain)")
-    if not is_dns1123_subdomain(name):
-        fail(f"{target!r}: {name!r} is not a pod name (a lowercase RFC 1123 subdomain)")
-    return name
 
 
 def _run(main: Callable[[], Any]) -> Any:
@@ -122,7 +111,7 @@ def explain_pod_command(
     target: str, access: Access, release: str | None, gates_for: GatesFor, *, as_json_output: bool
 ) -> None:
     """``dra explain pod/NAME``: exit 0 when the pod fits on some node, 1 when on none."""
-    name = pod_name(target)
+    name = pod_name(target)  # checked by the command line already; here for library callers
     loaded = _run(lambda: load_for_pod(access, name, release))
     snap = loaded.snapshot
     explanation = explain_pod(workload(loaded, gates_for(snap.release)))

@@ -12,6 +12,8 @@ from typing import Annotated
 import typer
 
 from ...cliparams import namespace
+from ...errors import fail
+from ...names import is_dns1123_subdomain
 from .. import features
 
 Kubeconfig = Annotated[
@@ -40,3 +42,15 @@ ServerRelease = Annotated[
         help="The release whose feature-gate defaults apply (default: the API server's; with FILEs, the newest).",
     ),
 ]
+
+POD_KINDS = ("pod", "pods", "po")
+
+
+def pod_name(target: str) -> str:
+    """``pod/NAME`` (or ``pods/NAME``, ``po/NAME``, as kubectl takes them) -> NAME; a bad one exits 2."""
+    kind, slash, name = target.partition("/")
+    if not slash or kind.lower() not in POD_KINDS:
+        fail(f"{target!r}: expected pod/NAME (the pod to explain)")
+    if not is_dns1123_subdomain(name):
+        fail(f"{target!r}: {name!r} is not a pod name (a lowercase RFC 1123 subdomain)")
+    return name
