@@ -15,7 +15,7 @@ from pathlib import Path
 import typer
 
 from .names import is_dns1123_label, is_dns1123_subdomain
-from .paths import directory_problem, output_file_problem
+from .paths import directory_problem, output_file_problem, socket_problem
 
 
 def seconds(value: float | None) -> float | None:
@@ -42,6 +42,13 @@ def directory(value: Path | None) -> Path | None:
 def output_file(value: Path | None) -> Path | None:
     """A file the command writes: not a directory, in a directory that exists."""
     if value is not None and (problem := output_file_problem(value)):
+        raise typer.BadParameter(problem)
+    return value
+
+
+def existing_socket(value: Path | None) -> Path | None:
+    """A unix socket to read now, which must exist: a command that asks once does not wait for it."""
+    if value is not None and (problem := socket_problem(value)):
         raise typer.BadParameter(problem)
     return value
 

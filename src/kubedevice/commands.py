@@ -62,16 +62,20 @@ LAZY = {
 }
 
 
-class LazyGroup(TyperGroup):
-    """A group whose tool commands are imported when invoked, and listed in help without import."""
-
-    def list_commands(self, ctx: Any) -> list[str]:
-        return [*super().list_commands(ctx), *LAZY]
+class BareHelpGroup(TyperGroup):
+    """A group that, named without a command, prints its help on stderr and exits 2 (:func:`_bare`)."""
 
     def parse_args(self, ctx: Any, args: list[str]) -> list[str]:
         if not args and self.no_args_is_help:
             _bare(ctx)
         return super().parse_args(ctx, args)
+
+
+class LazyGroup(BareHelpGroup):
+    """A group whose tool commands are imported when invoked, and listed in help without import."""
+
+    def list_commands(self, ctx: Any) -> list[str]:
+        return [*super().list_commands(ctx), *LAZY]
 
     def resolve_command(self, ctx: Any, args: list[str]) -> Any:
         name, command, rest = super().resolve_command(ctx, args)
@@ -363,16 +367,22 @@ def demo(
 
 
 def run(args: list[str]) -> NoReturn:
-    """Run the command line; every error becomes the one-line format (:mod:`kubedevice.errors`).
+    """Run the command line; every error becomes the one-line format (:mod:`kubedevice.errors`)."""
+    raise SystemExit(invoke(app, args, "kubedevice"))
+
+
+def invoke(typer_app: typer.Typer, args: list[str], prog: str) -> int:
+    """Run ``typer_app`` on ``args``; its exit code.
 
     click's usage errors and :class:`UsageError` exit 2, :class:`DependencyError` (a port, a
-    kubelet, an API server) exits 1: a command raises them from wherever it finds the problem.
+    kubelet, an API server) exits 1: a command raises them from wherever it finds the problem,
+    and each is the one line of every kubedevice command, naming ``prog``'s help.
     """
-    command = typer.main.get_command(app)
+    command = typer.main.get_command(typer_app)
     try:
-        code = command.main(args=args, prog_name="kubedevice", standalone_mode=False)
+        code = command.main(args=args, prog_name=prog, standalone_mode=False)
     except USAGE_ERROR as err:
-        where = err.ctx.command_path if err.ctx is not None else "kubedevice"
+        where = err.ctx.command_path if err.ctx is not None else prog
         message = err.format_message().replace("Value error, ", "").rstrip(".")
         fail(f"{message[:1].lower()}{message[1:]} (see '{where} --help')")
     except CLICK_ERROR as err:
@@ -383,4 +393,4 @@ def run(args: list[str]) -> NoReturn:
         fail(str(err))
     except DependencyError as err:
         fail(str(err), 1)
-    raise SystemExit(code if isinstance(code, int) else 0)
+    return code if isinstance(code, int) else 0

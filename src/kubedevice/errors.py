@@ -29,6 +29,19 @@ class DependencyError(Exception):
     ``str()`` is the one line to print, naming the thing and what to do; exit 1."""
 
 
+class FieldProblem(ValueError):
+    """A check across fields that blames one of them.
+
+    A schema's model validator runs on the whole model, so its error would point at the model's
+    first line; ``loc`` (field names and list indexes, relative to the model that raises it, and
+    ``"[key]"`` after a map key to blame the key itself) says which entry the line should name.
+    """
+
+    def __init__(self, loc: tuple[int | str, ...], message: str) -> None:
+        super().__init__(message)
+        self.loc = loc
+
+
 def line(message: str) -> str:
     """The message as the one line every command prints (the prefix added once)."""
     text = " ".join(message.split("\n")).strip()

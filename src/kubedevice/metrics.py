@@ -16,13 +16,18 @@ import ipaddress
 import os
 import re
 import threading
-from collections.abc import Iterable
+from collections.abc import Awaitable, Callable, Iterable, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from .errors import DependencyError, os_reason
 
 if TYPE_CHECKING:
     from prometheus_client import CollectorRegistry
+    from prometheus_client.metrics_core import Metric
+
+    from .device import Device
+    from .podresources.attribution import Attribution
+    from .podresources.model import Holder
 
 ALLOCATION_RESULTS = ("ok", "invalid_argument", "failed_precondition", "internal")
 REGISTRATION_RESULTS = ("ok", "rejected", "error")
@@ -95,6 +100,7 @@ class Metrics:
         # validates on every call, which these calls on every RPC's path avoid; and
         # forget() knows from here exactly which series a resource has.
         self._children: dict[tuple[Any, str, str], Any] = {}
+        self._before_scrape: list[Callable[[], Awaitable[None]]] = []
 
     @classmethod
     def disabled(cls) -> Metrics:
@@ -167,6 +173,37 @@ class Metrics:
     def health_check_failure(self, resource: str, check: str) -> None:
         self._child(self._health_failures, resource, check).inc()
 
+    def before_scrape(self, refresh: Callable[[], Awaitable[None]]) -> None:
+        """Await ``refresh`` on the daemon's loop before each ``/metrics`` answer is rendered."""
+        self._before_scrape.append(refresh)
+
+    async def refresh(self) -> None:
+        for refresh in self._before_scrape:
+            await refresh()
+
+    def attribute(self, collector: AttributedDevices) -> None:
+        """Serve ``collector``'s series, rebuilt before each scrape."""
+        assert self.registry is not None
+        self.registry.register(collector)
+        self.before_scrape(collector.refresh)
+
+    def attribute_devices(
+        self, attribution: Attribution, devices: Callable[[], Mapping[str, Sequence[Device]]]
+    ) -> None:
+        """``kubedevice_device_healthy``: each device of ``devices()`` (by resource), labelled with
+        the container holding it by ``attribution``."""
+
+        def rows(held: Sequence[Holder]) -> Iterator[Row]:
+            from .podresources.attribution import attributed  # noqa: PLC0415 - grpc only when used
+
+            listed = devices()
+            ours = [((name, d.id), d.healthy) for name, found in listed.items() for d in found]
+            theirs = [((h.resource, h.device), h) for h in held if h.resource in listed]
+            return ((key + holder_labels(h), value) for key, h, value in attributed(ours, theirs))
+
+        labels = ["resource", "device"]
+        self.attribute(AttributedDevices(attribution, "kubedevice_device_healthy", DEVICE_HEALTHY_HELP, labels, rows))
+
     def exposition(self, accept: str = "") -> tuple[bytes, str]:
         """The scrape body and its content type, in the format the scraper asked for."""
         from prometheus_client.exposition import choose_encoder  # noqa: PLC0415
@@ -212,6 +249,74 @@ class _DisabledMetrics(Metrics):
 
     def health_check_failure(self, resource: str, check: str) -> None:
         pass
+
+    def before_scrape(self, refresh: Callable[[], Awaitable[None]]) -> None:
+        pass
+
+    def attribute(self, collector: AttributedDevices) -> None:
+        pass
+
+    def attribute_devices(
+        self, attribution: Attribution, devices: Callable[[], Mapping[str, Sequence[Device]]]
+    ) -> None:
+        pass
+
+
+POD_LABELS = ("pod", "namespace", "container")
+UP_HELP = "1 if the kubelet's PodResources API answered before this scrape, else 0 (no pod labels then)."
+DEVICE_HEALTHY_HELP = (
+    "1 if the device is healthy, 0 if not (or gone while a container holds it); one series per container "
+    "holding it (pod, namespace, container from the kubelet's PodResources API), one with empty pod labels "
+    "while it is free or the API does not answer."
+)
+Row = tuple[tuple[str, ...], float]
+"""A series: its label values and its value."""
+
+
+def holder_labels(holder: Holder | None) -> tuple[str, str, str]:
+    """``POD_LABELS`` of a holder; empty for a free device (Prometheus reads an empty label as none)."""
+    return (holder.pod, holder.namespace, holder.container) if holder else ("", "", "")
+
+
+class AttributedDevices:
+    """A collector: one gauge per device and container holding it, and ``kubedevice_pod_resources_up``.
+
+    ``rows(holders)`` turns the kubelet's answer into label values (``labels`` then
+    ``POD_LABELS``) and values. They are built on the daemon's loop before each scrape, from
+    the devices and the answer of that moment; ``collect()``, on the exposition thread, only
+    reads them, so a series outlives its pod or device by no more than a scrape.
+    """
+
+    def __init__(
+        self,
+        attribution: Attribution,
+        name: str,
+        documentation: str,
+        labels: Sequence[str],
+        rows: Callable[[Sequence[Holder]], Iterable[Row]],
+    ) -> None:
+        self._attribution = attribution
+        self._name = name
+        self._documentation = documentation
+        self._labels = [*labels, *POD_LABELS]
+        self._build = rows
+        self._rows: tuple[Row, ...] = ()
+
+    async def refresh(self) -> None:
+        await self._attribution.refresh()
+        self._rows = tuple(self._build(self._attribution.holders))
+
+    def describe(self) -> list[Metric]:
+        return []  # nothing to check at registration; collect() is called only on scrapes
+
+    def collect(self) -> Iterator[Metric]:
+        from prometheus_client.core import GaugeMetricFamily  # noqa: PLC0415
+
+        family = GaugeMetricFamily(self._name, self._documentation, labels=self._labels)
+        for labels, value in self._rows:
+            family.add_metric(labels, value)
+        yield family
+        yield GaugeMetricFamily("kubedevice_pod_resources_up", UP_HELP, value=1.0 if self._attribution.up else 0.0)
 
 
 class Readiness:
@@ -351,6 +456,7 @@ class MetricsServer:
         if path == "/readyz":
             return self._readyz()
         if path == "/metrics" and self._metrics.enabled:
+            await self._metrics.refresh()  # e.g. which pod holds which device, asked of the kubelet now
             # Off the loop: a big registry takes milliseconds to render, and the GIL's switch
             # interval then lets gRPC handlers on the loop interleave instead of waiting.
             body, content_type = await asyncio.to_thread(self._metrics.exposition, _header(header_lines, "accept"))

@@ -11,6 +11,7 @@ cannot look at; the command then meets the real error and reports it.
 from __future__ import annotations
 
 import os
+import stat
 from pathlib import Path
 
 
@@ -42,3 +43,15 @@ def output_file_problem(path: Path) -> str | None:
     if blocker is not None:
         return f"{path} can never be written: {blocker} is not a directory"
     return f"{path} can never be written: directory {path.parent} does not exist"
+
+
+def socket_problem(path: Path) -> str | None:
+    """Why ``path`` cannot be a unix socket to connect to now: nothing is there, or it is not a socket.
+
+    For a socket the user named to be read once (``discover --pod-resources``): unlike a
+    daemon's directory, it is not waited for, so a missing one is a mistake in the command line.
+    """
+    if not os.path.lexists(path):
+        blocker = _blocker(path)
+        return f"{path} can never be a socket: {blocker} is not a directory" if blocker else f"{path} does not exist"
+    return None if stat.S_ISSOCK(os.stat(path).st_mode) else f"{path} is not a unix socket"

@@ -230,15 +230,26 @@ def test_every_dra_command_takes_the_release_and_its_gates_as_the_readme_says() 
 
 def test_what_is_free_and_what_is_published_depend_on_the_release(tmp_path: Path) -> None:
     """Without 1.36's defaults (partitionable devices, consumable capacity, taints) the API server
-    drops those fields: fewer devices blocked by shared counters, slices without shared capacity."""
+    drops those fields: fewer devices blocked by shared counters, slices without shared capacity.
+    The example's per-device node selection needs DRAPartitionableDevices, without which a 1.35 API
+    server would not store its slice at all (one judgement per object: validate's refusal)."""
+    refused = kubedevice_cli("dra", "available", DRA / "available.yaml", "--kubernetes-version", "1.35")
+    assert refused.returncode == 2 and "exactly one of `nodeName`" in refused.stderr, refused.stderr
     available = [
-        kubedevice_cli("dra", "available", DRA / "available.yaml", "--kubernetes-version", v) for v in ("1.35", "1.37")
+        kubedevice_cli(
+            "dra",
+            "available",
+            DRA / "available.yaml",
+            "--kubernetes-version",
+            v,
+            "--feature-gates",
+            "DRAPartitionableDevices=true",
+        )
+        for v in ("1.35", "1.37")
     ]
     assert all(r.returncode == 0 for r in available), [r.stderr for r in available]
     assert available[0].stdout != available[1].stdout
-    gated = kubedevice_cli(
-        "dra", "available", DRA / "available.yaml", "--feature-gates", "DRAPartitionableDevices=false"
-    )
+    gated = kubedevice_cli("dra", "available", DRA / "available.yaml", "--feature-gates", "DRAConsumableCapacity=false")
     assert gated.returncode == 0 and gated.stdout != available[1].stdout, gated.stderr
     config = ROOT / "examples" / "dra-shared-capacity.yaml"
     slices = [

@@ -48,9 +48,9 @@ from kubedevice.testing.dralive import (
     outcome,
     pinned,
     request,
-    wait,
 )
 from kubedevice.testing.kubeapi import KubeApi
+from kubedevice.testing.waiting import wait_for
 
 from .conftest import _session_cluster
 
@@ -127,16 +127,16 @@ def probe(work: Workload, document: dict[str, Any], node: str, fits: bool) -> st
     work.api.request("POST", f"/api/v1/namespaces/{NAMESPACE}/pods", pinned(document, node, name))
     try:
         if fits:
-            seen = wait(f"{name} bound", lambda: _bound_or_none(work, name), timeout=30.0, interval=0.1)
+            seen = wait_for(f"{name} bound", lambda: _bound_or_none(work, name), timeout=30.0, interval=0.1)
         else:
-            seen = wait(f"{name} decided", lambda: outcome(work.get_pod(name)), timeout=60.0)
+            seen = wait_for(f"{name} decided", lambda: outcome(work.get_pod(name)), timeout=60.0)
             if seen.startswith("unschedulable:"):
                 time.sleep(1.0)
                 seen = _bound_or_none(work, name) or seen
     except AssertionError:
         seen = outcome(work.get_pod(name)) or "undecided"
     work.delete_pod(name)
-    wait(f"{name} released", lambda: settled(work, name), timeout=60.0, interval=0.2)
+    wait_for(f"{name} released", lambda: settled(work, name), timeout=60.0, interval=0.2)
     time.sleep(0.3)  # the scheduler's informers see the release
     return seen
 
@@ -168,11 +168,11 @@ def check(work: Workload, kubeconfig: Path, name: str, tally: Tally) -> set[str]
             tally.disagreements.append(f"{name} on {node}: kubedevice names {verdict['plugin']}, scheduler: {seen}")
     _ungate(work, name)
     if fits:
-        landed = wait(f"{name} bound", lambda: _bound_or_none(work, name), timeout=60.0)
+        landed = wait_for(f"{name} bound", lambda: _bound_or_none(work, name), timeout=60.0)
         if landed.removeprefix("bound:") not in fits:
             tally.disagreements.append(f"{name} landed on {landed}, kubedevice said {sorted(fits)}")
     else:
-        seen = wait(f"{name} decided", lambda: outcome(work.get_pod(name)), timeout=60.0)
+        seen = wait_for(f"{name} decided", lambda: outcome(work.get_pod(name)), timeout=60.0)
         time.sleep(1.0)
         if (outcome(work.get_pod(name)) or "").startswith("bound:") or seen.startswith("bound:"):
             tally.disagreements.append(f"{name}: kubedevice said it fits nowhere, the scheduler bound it")
@@ -225,10 +225,10 @@ def test_explain_agrees_with_the_scheduler_on_every_node(live_cluster: Cluster) 
             for pending in ("mem80", "net-2", "big"):
                 work.delete_pod(pending)
             work.delete_pod("train-1")
-            wait("train-1's devices released", lambda: settled(work, "train-1"), timeout=60.0)
+            wait_for("train-1's devices released", lambda: settled(work, "train-1"), timeout=60.0)
             fits = {f["node"] for f in explained(kubeconfig, "train-2")["fits"]}
             tally.pods += 1
-            landed = wait("train-2 bound", lambda: _bound_or_none(work, "train-2"), timeout=120.0)
+            landed = wait_for("train-2 bound", lambda: _bound_or_none(work, "train-2"), timeout=120.0)
             if fits != {b} or landed != f"bound:{b}":
                 tally.disagreements.append(f"train-2 after train-1: kubedevice {sorted(fits)}, scheduler {landed}")
             assert not unexpected, unexpected

@@ -13,6 +13,7 @@ from grpc import aio
 
 from kubedevice import ContainerAllocation, Device, DeviceSpec, Health, Plugin
 from kubedevice.api import pb
+from kubedevice.testing.waiting import eventually
 
 from .conftest import (
     TIMEOUT,
@@ -73,11 +74,7 @@ def test_stream_ends_cleanly_when_the_client_leaves(tmp_path: Path) -> None:
                 await next_message(stream)
                 assert server.open_streams == 1
                 stream.cancel()
-            for _ in range(100):
-                if server.open_streams == 0:
-                    break
-                await asyncio.sleep(0.01)
-            assert server.open_streams == 0
+            await eventually("the stream closed", lambda: server.open_streams == 0, TIMEOUT, 0.01)
             async with client(tmp_path) as stub:  # and the server still serves
                 assert len((await next_message(stub.ListAndWatch(pb.Empty()))).devices) == 4
 
@@ -302,5 +299,23 @@ def test_default_grants_merge_the_same_way_whatever_the_request_order(tmp_path: 
                 (container,) = (await stub.Allocate(allocate_request(order))).container_responses
                 answers.add((container.envs["WHO"], container.annotations["k"]))
             assert answers == {("d0", "d0")}
+
+    asyncio.run(main())
+
+
+def test_an_allocate_answer_past_the_kubelets_4_mib_is_refused_naming_the_limit(tmp_path: Path) -> None:
+    """The kubelet reads a plugin's answer with grpc's 4 MiB limit: past it, its own error names no plugin
+    and no device (issue #27). The server answers RESOURCE_EXHAUSTED with the size and the limit."""
+
+    async def main() -> None:
+        big = ContainerAllocation(envs={"BIG": "x" * 5_000_000})
+        plugin = NullPlugin(devices=[Device("big-0", grant=big), *null_devices(1)])
+        async with running([plugin], tmp_path), client(tmp_path) as stub:
+            with pytest.raises(aio.AioRpcError) as refused:
+                await stub.Allocate(allocate_request(["big-0"]), timeout=TIMEOUT)
+            assert refused.value.code() == grpc.StatusCode.RESOURCE_EXHAUSTED
+            assert "over the 4,194,304 bytes (4 MiB) the kubelet accepts" in str(refused.value.details())
+            ok = await stub.Allocate(allocate_request(["null-0"]), timeout=TIMEOUT)  # the rest still served
+            assert ok.container_responses[0].envs["NULL"] == "1"
 
     asyncio.run(main())

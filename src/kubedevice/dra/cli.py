@@ -1,8 +1,9 @@
 """``kubedevice dra``: validate, explain, allocate and generate DRA objects offline.
 
 Exit codes: 0 all good; 1 something is invalid, does not match or cannot be allocated;
-2 a file cannot be read or parsed, or the command line is wrong (one ``kubedevice:`` line on
-stderr, no traceback; see :mod:`kubedevice.errors`).
+2 a file cannot be read or parsed or holds no object, an object of a command's input is one the
+API server would not store (judged as ``validate`` judges it, :mod:`.inputs`), or the command line
+is wrong (one ``kubedevice:`` line on stderr, no traceback; see :mod:`kubedevice.errors`).
 """
 
 from __future__ import annotations
@@ -14,13 +15,12 @@ from typing import Annotated, Any, Literal
 
 import typer
 
-from ..boundedyaml import read_text
-from ..errors import UsageError, cannot_read, fail
-from . import features, models
+from ..errors import UsageError, fail
+from . import features, inputs, models
 from .allocator import AllocationError, Node, Unallocatable, allocate, allocated_devices, claim_ref
 from .explain import explain, render, requests_using, verdicts_json
 from .live.options import Context, Kubeconfig, Namespace, ServerRelease, pod_name
-from .models import DecodeError, DeviceClass, DRAObject, ResourceClaim, ResourceSlice, of_kind
+from .models import DeviceClass, DRAObject, ResourceClaim, ResourceSlice, of_kind
 from .slices import DEFAULT_TAINT_EFFECT, Sharing, SliceError, slices_for
 from .strategy import drop_disabled_fields
 from .validation import Path as FieldPath
@@ -90,33 +90,6 @@ def _as_stored(objects: Sequence[DRAObject], gates: dict[str, bool], release: st
     return [drop_disabled_fields(obj, gates, release) for obj in objects]
 
 
-def _documents(path: Path) -> list[tuple[int, Any]]:
-    try:
-        text = read_text(path)
-    except (OSError, UnicodeDecodeError) as error:
-        fail(cannot_read(path, error))
-    try:
-        return models.load_documents(text, str(path))
-    except DecodeError as error:
-        fail(error.first())
-
-
-def _load(path: Path) -> list[DRAObject]:
-    """Every object of a file, or exit 2 naming the first undecodable document."""
-    try:
-        return models.load_text(read_text(path), str(path))
-    except (OSError, UnicodeDecodeError) as error:
-        fail(cannot_read(path, error))
-    except DecodeError as error:
-        fail(error.first())
-
-
-def _describe(obj: DRAObject) -> str:
-    meta = obj.metadata
-    name = f"{meta.namespace}/{meta.name}" if meta.namespace else meta.name or meta.generate_name
-    return f'{obj.kind} "{name}"'
-
-
 @app.command("validate")
 def validate_command(
     files: Annotated[
@@ -142,11 +115,13 @@ def validate_command(
     DeviceTaintRules as the API server of --kubernetes-version would (fields of disabled
     features are dropped, not refused).
 
-    Each FILE is YAML or JSON; kinds may be mixed. Prints one line per problem and a summary,
-    all on stdout. Exits 1 if any object is invalid. An object the API server would not serve is
-    a problem too: a kind the release lacks in that version, or a version off in --runtime-config
-    (without it the version is taken as enabled, and a DeviceTaintRule as served where its
-    feature's gate is on).
+    Each FILE is YAML or JSON; kinds may be mixed, and objects of other API groups (a Pod) are
+    listed as not checked. Prints one line per problem, placed at the field as
+    file:line:column, and a summary, all on stdout. Exits 1 if any object is invalid,
+    2 if a FILE cannot be read or parsed or holds no object. An object the API server would not
+    serve is a problem too: a kind the release lacks in that version, or a version off in
+    --runtime-config (without it the version is taken as enabled, and a DeviceTaintRule as served
+    where its feature's gate is on).
 
     Without FILEs, every DeviceClass, ResourceSlice, ResourceClaim and ResourceClaimTemplate
     stored in the cluster (--kubeconfig, --context) is judged, as the API server's release (or
@@ -162,32 +137,24 @@ def validate_command(
     release = _release(kubernetes_version)
     gates = gates_from_flags(release, feature_gates)
     api = _api_config(release, runtime_config)
-    problems = checked = 0
-    documents = [(path, _documents(path)) for path in files]  # an unreadable file: exit 2 before any report
-    for path, docs in documents:
-        for line, document in docs:
-            where = f"{path}:{line}"
-            checked += 1
-            try:
-                obj = models.from_document(document, where, release)
-            except DecodeError as error:
-                problems += 1
-                for message in error.messages:
-                    typer.echo(f"{where}: {message}")
-                continue
-            if unserved := features.not_served(obj.kind, obj.api_version, release, gates, api):
-                problems += 1
-                typer.echo(f"{where}: {unserved}")
-                continue
-            errors = validate(obj, gates, release)
-            problems += bool(errors)
-            for field_error in errors:
-                typer.echo(f"{where}: {_describe(obj)} is invalid: {field_error}")
+    problems = checked = others = 0
+    documents = [inputs.documents(path) for path in files]  # a bad or empty file: exit 2 before any report
+    for document in (d for docs in documents for d in docs):
+        if inputs.category(document.data) != "dra":
+            others += 1
+            typer.echo(inputs.not_judged(document))
+            continue
+        checked += 1
+        verdict = inputs.judge(document, release, gates, api)
+        problems += bool(verdict.problems)
+        for line in verdict.problems:
+            typer.echo(line)
     noun = "object" if checked == 1 else "objects"
+    rest = f", {others} other {'object' if others == 1 else 'objects'} not checked" if others else ""
     if problems:
-        typer.echo(f"{problems} of {checked} {noun} invalid")
+        typer.echo(f"{problems} of {checked} {noun} invalid{rest}")
         raise typer.Exit(1)
-    typer.echo(f"{checked} {noun} valid")
+    typer.echo(f"{checked} {noun} valid{rest}")
 
 
 def _api_config(release: str, runtime_config: str | None) -> features.APIConfig | None:
@@ -200,10 +167,10 @@ def _api_config(release: str, runtime_config: str | None) -> features.APIConfig 
         fail(f"--runtime-config: {error}")
 
 
-def _one_claim(path: Path | None) -> ResourceClaim | None:
+def _one_claim(path: Path | None, release: str, gates: dict[str, bool]) -> ResourceClaim | None:
     if path is None:
         return None
-    claims = of_kind(_load(path), ResourceClaim)
+    claims = of_kind(inputs.read_one(path, release, gates), ResourceClaim)
     if len(claims) != 1:
         fail(f"{path}: expected exactly one ResourceClaim, found {len(claims)}")
     return claims[0]
@@ -257,8 +224,9 @@ def explain_command(
 ) -> None:
     """For each device, whether each selector matches; for a miss, the failing clause or the error.
 
-    A selector that does not compile is reported once per class. Exits 1 when some class
-    matches no device at all. With --pod and --node: per pod, its claims' classes, then whether
+    Every object is judged as validate judges it: one the API server would not store (a selector
+    that does not compile, say) exits 2 with validate's line. Exits 1 when some class matches no
+    device at all. With --pod and --node: per pod, its claims' classes, then whether
     it can be scheduled on the node and, if not, the first request or constraint that fails and
     what rules devices out; exits 1 when some pod cannot be scheduled. Without --class or
     --slices, the cluster's DeviceClasses or ResourceSlices are read (--kubeconfig, --context).
@@ -281,16 +249,14 @@ def explain_command(
     _pod_flags(pod_files, claim_file, node, labels)
     if namespace is not None:
         fail("--namespace goes with pod/NAME: the pod's namespace")
-    release, gates_for = kubernetes_version, _gates_for(kubernetes_version, feature_gates)
-    classes, slices, release = _classes_and_slices((class_file, slices_file), (kubeconfig, context), release)
-    gates = gates_for(release)
-    slices = of_kind(_as_stored(list(slices), gates, release), ResourceSlice)
+    release_gates = (kubernetes_version, _gates_for(kubernetes_version, feature_gates))
+    classes, slices, release, gates = _classes_and_slices(
+        (class_file, slices_file), (kubeconfig, context), release_gates
+    )
     if pod_files:
         _explain_pods(pod_files, (classes, slices), node, labels or [], (release, gates), as_json=as_json)
         return
-    claim = _one_claim(claim_file)
-    if claim is not None:
-        claim = of_kind(_as_stored([claim], gates, release), ResourceClaim)[0]
+    claim = _one_claim(claim_file, release, gates)
     classes = _classes_to_explain(classes, str(class_file or "the cluster"), claim)
     report: list[dict[str, Any]] = []
     unmatched = 0
@@ -309,23 +275,36 @@ def explain_command(
 
 
 def _classes_and_slices(
-    files: tuple[Path | None, Path | None], cluster: tuple[Path | None, str | None], release: str | None
-) -> tuple[list[DeviceClass], list[ResourceSlice], str]:
-    """The classes and slices of the files given, the cluster's for a file not given; the release."""
+    files: tuple[Path | None, Path | None],
+    cluster: tuple[Path | None, str | None],
+    release_gates: tuple[str | None, Callable[[str], dict[str, bool]]],
+) -> tuple[list[DeviceClass], list[ResourceSlice], str, dict[str, bool]]:
+    """The classes and slices of the files given, the cluster's for a file not given; the release
+    (the cluster's when it is read) and its gates. The files are judged as that release's API server
+    would judge them, so they are parsed first: a bad file is exit 2 before the cluster is asked."""
     class_file, slices_file = files
-    classes = of_kind(_load(class_file), DeviceClass) if class_file is not None else None
-    slices = of_kind(_load(slices_file), ResourceSlice) if slices_file is not None else None
-    if classes is not None and slices is not None:
+    release, gates_for = release_gates
+    given = [path for path in files if path is not None]
+    for path in given:
+        inputs.documents(path)
+    snap = None
+    if len(given) == len(files):
         _cluster_flags_with_files(*cluster)
-        return classes, slices, _release(release)
-    live, access = _live(*cluster)
-    kinds = [kind for kind, given in (("DeviceClass", classes), ("ResourceSlice", slices)) if given is None]
-    snap, _ = live.snapshot_of(access, kinds, release)
-    return (
-        classes if classes is not None else snap.of(DeviceClass),
-        slices if slices is not None else snap.of(ResourceSlice),
-        snap.release,
-    )
+        found = _release(release)
+    else:
+        live, access = _live(*cluster)
+        kinds = [kind for kind, path in (("DeviceClass", class_file), ("ResourceSlice", slices_file)) if path is None]
+        snap, _ = live.snapshot_of(access, kinds, release)
+        found = snap.release
+    gates = gates_for(found)
+
+    def read(path: Path | None, kind: type[Any]) -> list[Any]:
+        if path is not None:
+            return of_kind(inputs.read_one(path, found, gates), kind)
+        assert snap is not None  # a kind without a file is the cluster's
+        return of_kind(_as_stored(snap.of(kind), gates, found), kind)
+
+    return read(class_file, DeviceClass), read(slices_file, ResourceSlice), found, gates
 
 
 def _pod_target_flags(flags: dict[str, object]) -> None:
@@ -356,15 +335,15 @@ def _explain_pods(
     *,
     as_json: bool,
 ) -> None:
-    from .pod_cli import explain_pods, load_inputs  # noqa: PLC0415 - only with --pod
+    from .pod_cli import explain_pods  # noqa: PLC0415 - only with --pod
 
     assert node is not None  # _pod_flags
     release, gates = release_gates
-    inputs = load_inputs(pod_files, lambda objects: _as_stored(objects, gates, release))
-    if not inputs.pods:
+    given = inputs.read(pod_files, release, gates, core=True)
+    if not given.pods:
         fail("--pod: no Pod found")
     classes, slices = objects
-    if not explain_pods(inputs, classes, slices, (node, _parse_labels(labels)), gates, as_json=as_json):
+    if not explain_pods(given, classes, slices, (node, _parse_labels(labels)), gates, as_json=as_json):
         raise typer.Exit(1)
 
 
@@ -410,7 +389,7 @@ def allocate_command(
     namespace (-n) are allocated on --node (its labels from its Node), every allocated claim's
     devices in use. Nothing is written to the cluster.
     """
-    from .pod_cli import allocate_pods, load_inputs  # noqa: PLC0415 - reads Pods as well
+    from .pod_cli import allocate_pods  # noqa: PLC0415 - reads Pods as well
 
     fmt = _output(output)
     if node is None:
@@ -433,11 +412,11 @@ def allocate_command(
     _cluster_flags_with_files(kubeconfig, context)
     release = _release(kubernetes_version)
     gates = gates_from_flags(release, feature_gates)
-    inputs = load_inputs(files, lambda objects: _as_stored(objects, gates, release))
-    if inputs.pods:
-        allocate_pods(inputs, node, _parse_labels(labels or []), fmt, gates)
+    given = inputs.read(files, release, gates, core=True)
+    if given.pods:
+        allocate_pods(given, node, _parse_labels(labels or []), fmt, gates)
         return
-    objects = inputs.objects
+    objects = given.objects
     claims = of_kind(objects, ResourceClaim)
     if not claims:
         fail("no ResourceClaim given")
@@ -501,14 +480,15 @@ def available_command(
 ) -> None:
     """What is free, per pool and the nodes it serves: devices, shared counters and capacity left.
 
-    The FILEs hold ResourceSlices and ResourceClaims (YAML or JSON, kinds mixed; other kinds are
-    ignored but DeviceClasses, for --class). Devices in a claim's status.allocation are in use,
-    except adminAccess results, as the scheduler counts them. A device is free, shared (a share
-    of a device that allows multiple allocations), allocated, or blocked (free but its shared
-    counters are used up). The objects are read as the API server of --kubernetes-version
-    stores them: without DRAPartitionableDevices no counters are shared, without
-    DRAConsumableCapacity no device is shared between claims. The devices taken are listed with
-    the claims holding them and the pods those are reserved for.
+    The FILEs hold ResourceSlices and ResourceClaims (YAML or JSON, kinds mixed; DeviceClasses
+    are read for --class, other resource.k8s.io objects are checked as validate checks them and
+    not used, and objects of other API groups, such as Pods, are ignored). Devices in a claim's
+    status.allocation are in use, except adminAccess results, as the scheduler counts them. A
+    device is free, shared (a share of a device that allows multiple allocations), allocated, or
+    blocked (free but its shared counters are used up). The objects are read as the API server
+    of --kubernetes-version stores them: without DRAPartitionableDevices no counters are shared,
+    without DRAConsumableCapacity no device is shared between claims. The devices taken are
+    listed with the claims holding them and the pods those are reserved for.
 
     Without FILEs, the cluster's slices and claims (--kubeconfig, --context), one LIST each;
     --watch keeps one watch per kind and draws again on every change.
@@ -543,7 +523,7 @@ def _available_files(files: list[Path], filters: Any, release_gates: tuple[str, 
 
     release, feature_gates = release_gates
     gates = gates_from_flags(release, feature_gates)
-    loaded = [(str(path), obj) for path in files for obj in _as_stored(_load(path), gates, release)]
+    loaded = [(source.rpartition(":")[0], obj) for source, obj in inputs.read(files, release, gates).placed]
     slices = [(source, obj) for source, obj in loaded if isinstance(obj, ResourceSlice)]
     claims = [(source, obj) for source, obj in loaded if isinstance(obj, ResourceClaim)]
     classes = [obj for _, obj in loaded if isinstance(obj, DeviceClass)]
@@ -602,7 +582,7 @@ def slices_command(
         fail(str(error))
     except (OSError, ValueError) as error:
         fail(f"{config}: {error}")
-    stored = of_kind(_as_stored(slices, gates, kubernetes_version), ResourceSlice)
+    stored = [drop_disabled_fields(s, gates, kubernetes_version) for s in slices]
     problems = [f"{s.metadata.name}: {e}" for s in stored for e in validate(s, gates, kubernetes_version)]
     if problems:
         fail(f"generated slice is invalid: {problems[0]}", 1)

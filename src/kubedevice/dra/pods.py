@@ -61,7 +61,12 @@ _MAX_BASE_LEN = 57  # room for "-" and five random characters in 63
 
 
 class PodInputError(ValueError):
-    """A pod refers to something the input does not hold, or to a feature that is off."""
+    """A pod refers to something the input does not hold, or to a feature that is off; or a Pod or
+    Node whose fields scheduling reads do not decode (``loc``: where in the document)."""
+
+    def __init__(self, message: str, loc: tuple[int | str, ...] = ()) -> None:
+        super().__init__(message)
+        self.loc = loc
 
 
 @dataclass(frozen=True)
@@ -492,4 +497,4 @@ def decode_core(document: Any) -> Pod | NodeObject | None:
     except ValidationError as error:
         first = error.errors()[0]
         where = ".".join(str(part) for part in first["loc"])
-        raise PodInputError(f"{document['kind']} {where}: {first['msg']}") from None
+        raise PodInputError(f"{document['kind']} {where}: {first['msg']}", tuple(first["loc"])) from None

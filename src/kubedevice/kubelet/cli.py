@@ -30,7 +30,8 @@ from ..cliparams import directory, seconds
 from ..errors import UsageError, fail
 from ..plugin_dir import plugin_dir_from_env, resolve_plugin_dir
 from .model import AdmissionError, Container, ContainerStartError, Pod
-from .simulator import CannotServe, KubeletSimulator
+from .plugin_server import CannotServe
+from .simulator import KubeletSimulator
 from .view import state_view, unknown
 
 DEFAULT_KUBELET_DIR = Path("/var/lib/kubelet")
@@ -343,7 +344,11 @@ def kubelet(
 
     With --dra it is the kubelet's DRA side: every socket in KUBELET_DIR/plugins_registry gets
     the plugin watcher's handshake, and claims from --claims DIR are prepared on their drivers:
-    claims; prepare NS/NAME; unprepare NS/NAME; status; quit.
+    claims; prepare NS/NAME; unprepare NS/NAME; admit NS/POD CLAIM [CLAIM ...] (a pod using
+    them); remove NS/POD; status; quit.
+
+    Both serve the kubelet's PodResources API at ROOT/pod-resources/kubelet.sock, ROOT being
+    KUBELET_DIR, or the parent of a PLUGIN_DIR named device-plugins.
     """
     if dra:
         scripted = admit or restart_after is not None or plugin_dir is not None

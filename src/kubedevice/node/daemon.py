@@ -12,13 +12,17 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
-from ..config import Config
+from ..config import Config, resource_problem
 from ..logs import setup_logging
 from ..metrics import Metrics, Readiness, start_http_server
 from ..plugin.base import Plugin
 from ..plugin.manager import Manager, ManagerHooks, run
 from ..plugin_dir import daemon_plugin_dir
+from ..podresources.attribution import Attribution
+from ..podresources.client import beside_plugin_dir
+from ..sources import limits
 from ..sources.configured import ConfiguredPlugin
+from ..sources.limits import LimitError
 from .affinity import pin_to_one_cpu
 from .features import FeaturesFile
 from .labels import Labels, NodeLabels, connect, describe_change, selection, selector_keys
@@ -53,11 +57,19 @@ class DaemonOptions:
 
 
 def build_plugins(config: Config, host_root: Path | None = None, cdi_dir: Path | None = None) -> list[Plugin]:
-    """One plugin per configured resource, all looking at the host through ``host_root``."""
+    """One plugin per configured resource, all looking at the host through ``host_root``.
+
+    Served as device plugins, each is held to what the kubelet takes (:mod:`kubedevice.sources.limits`:
+    a :class:`~kubedevice.sources.limits.LimitError` naming the resource and entry).
+    """
     root = host_root or config.host_root
     if not root.is_dir():
         raise ValueError(f"host root {root} does not exist or is not a directory")
-    return [ConfiguredPlugin(resource, root, cdi_dir or config.cdi_dir) for resource in config.resources]
+    plugins = [ConfiguredPlugin(resource, root, cdi_dir or config.cdi_dir) for resource in config.resources]
+    if config.dra is None:
+        for plugin in plugins:
+            limits.check(plugin)
+    return list(plugins)
 
 
 def observe(metrics: Metrics, readiness: Readiness) -> ManagerHooks:
@@ -132,7 +144,10 @@ def run_daemon(config: Config, options: DaemonOptions, early_signal: Callable[[]
         pin_to_one_cpu()
     labels = connect(config, options.node, options.kubeconfig)  # refuses selectors it cannot evaluate
     features = FeaturesFile(options.features_file) if options.features_file else None
-    plugins = build_plugins(selection(labels)(config), options.host_root, options.cdi_dir)
+    try:
+        plugins = build_plugins(selection(labels)(config), options.host_root, options.cdi_dir)
+    except LimitError as problem:  # found by discovery, reported as the config's own errors are
+        raise ValueError(resource_problem(options.config_path, config, problem, problem.resource)) from None
     return asyncio.run(_serve(config, options, plugins, early_signal, features, labels=labels))
 
 
@@ -157,6 +172,8 @@ async def _serve(
         features.follow(plugins)
     directory, source = daemon_plugin_dir(options.plugin_dir, config.plugin_dir, options.config_path)
     manager = Manager(plugins, directory, observe(metrics, readiness), plugin_dir_source=source)
+    attribution = Attribution(config.pod_resources_socket or beside_plugin_dir(directory))
+    metrics.attribute_devices(attribution, lambda: {p.resource_name: p.devices() for p in manager.plugins})
 
     def applied(new: Config, added: list[Plugin]) -> None:
         names = {r.name for r in new.resources}
@@ -206,3 +223,4 @@ async def _serve(
         reloader.stop()
         if http is not None:
             await http.close()
+        await attribution.close()

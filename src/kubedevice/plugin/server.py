@@ -27,7 +27,7 @@ from ..allocation.policies import AllocationRequestError, check_answer, check_re
 from ..api import PRE_START_TIMEOUT_SECONDS, pb, pb_grpc
 from ..api.convert import allocation_to_pb, ids, list_response, options_to_pb
 from ..api.malformed import add_refusing_malformed
-from ..device import ContainerAllocation, Device, Health
+from ..device import MAX_MESSAGE_BYTES, ContainerAllocation, Device, Health
 from ..errors import DependencyError
 from .base import Plugin, PreferredAllocator, PreStarter, options_of
 
@@ -231,7 +231,7 @@ class PluginServer(pb_grpc.DevicePluginServicer):  # type: ignore[misc]
         response = pb.AllocateResponse()
         for number, container in enumerate(containers):
             response.container_responses.append(_allocation_pb(await self._grant(container, number)))  # copies
-        return response
+        return _within_limit(response)
 
     async def _grant(self, container: pb.ContainerAllocateRequest, number: int) -> ContainerAllocation:
         devices = self._resolve(list(container.devices_ids), f"container request {number}")
@@ -362,8 +362,22 @@ def _single_response(allocation: ContainerAllocation) -> pb.AllocateResponse:
         return entry[1]
     if len(_responses) >= _CACHED_RESPONSES:
         _responses.clear()
-    response = pb.AllocateResponse(container_responses=[_allocation_pb(allocation)])
+    response = _within_limit(pb.AllocateResponse(container_responses=[_allocation_pb(allocation)]))
     _responses[id(allocation)] = (allocation, response)
+    return response
+
+
+def _within_limit(response: pb.AllocateResponse) -> pb.AllocateResponse:
+    """The answer, or RESOURCE_EXHAUSTED naming the limit: past it the kubelet could not read the
+    answer, and its own error would not say which plugin or devices (``serve`` refuses such a config
+    at start-up; devices hotplug adds later can still get here)."""
+    size = response.ByteSize()
+    if size > MAX_MESSAGE_BYTES:
+        raise RpcFailure(
+            grpc.StatusCode.RESOURCE_EXHAUSTED,
+            f"the Allocate answer would be {size:,} bytes, over the {MAX_MESSAGE_BYTES:,} bytes (4 MiB) the kubelet "
+            "accepts from a device plugin",
+        )
     return response
 
 

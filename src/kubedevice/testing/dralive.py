@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -243,17 +243,6 @@ def outcome(pod: dict[str, Any] | None) -> str | None:
         if failed and condition.get("reason") in ("Unschedulable", "SchedulerError"):
             return f"unschedulable:{condition.get('message', '')}"
     return None
-
-
-def wait(what: str, check: Callable[[], Any], timeout: float = 60.0, interval: float = 0.1) -> Any:
-    deadline = time.monotonic() + timeout
-    while True:
-        value = check()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout:g} s waiting for {what}")
-        time.sleep(interval)
 
 
 def pinned(document: dict[str, Any], node: str, name: str) -> dict[str, Any]:

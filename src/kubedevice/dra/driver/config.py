@@ -9,14 +9,15 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator
+from pydantic import BaseModel, Field, ValidationInfo, field_validator
 
 from ...names import is_dns1123_subdomain
+from ...sources.schema import SCHEMA_CONFIG
 from .metadata import kind_error
 
 
 class DraConfig(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = SCHEMA_CONFIG
 
     driver: str = Field(description="DRA driver name (DeviceClass selectors match device.driver)")
     publish: bool = Field(True, description="publish ResourceSlices for this node (off: an external publisher does)")

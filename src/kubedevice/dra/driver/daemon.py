@@ -26,9 +26,11 @@ from ...metrics import Metrics, Readiness, start_http_server
 from ...node.affinity import pin_to_one_cpu
 from ...node.daemon import build_plugins
 from ...node.memory import trimming
+from ...podresources.attribution import Attribution
+from ...podresources.client import socket_in
 from .checkpoint import CheckpointError
 from .driver import DraDriver
-from .metrics import DraMetrics
+from .metrics import DraMetrics, held_devices
 from .service import DEFAULT_KUBELET_DIR, ServiceOptions, serve
 
 log = logging.getLogger("kubedevice.dra.daemon")
@@ -92,9 +94,12 @@ async def _serve(config: Config, driver: DraDriver, options: DraOptions, early_s
     readiness = Readiness([driver.name])
     metrics = Metrics() if options.metrics_address else Metrics.disabled()
     dra_metrics = DraMetrics(metrics.registry) if metrics.enabled else None
+    kubelet_dir = options.kubelet_dir or DEFAULT_KUBELET_DIR
+    attribution = Attribution(config.pod_resources_socket or socket_in(kubelet_dir))
+    metrics.attribute(held_devices(attribution, driver, options.node))  # the pool is named after the node
     service_options = ServiceOptions(
         options.node,
-        options.kubelet_dir or DEFAULT_KUBELET_DIR,
+        kubelet_dir,
         options.cdi_dir or config.cdi_dir,
         rolling_update_uid=os.environ.get(POD_UID_ENV, "") if config.dra.rolling_update else "",
         observe=dra_metrics.observe_rpc if dra_metrics else None,
@@ -122,6 +127,7 @@ async def _serve(config: Config, driver: DraDriver, options: DraOptions, early_s
             await asyncio.gather(task, return_exceptions=True)
         if http is not None:
             await http.close()
+        await attribution.close()
     return 0
 
 
