@@ -21,6 +21,7 @@ from __future__ import annotations
 import json
 import os
 import queue
+import random
 import re
 import signal
 import subprocess
@@ -83,9 +84,11 @@ class Tally:
     disagreements: list[str] = field(default_factory=list)
 
 
-def explain(kubeconfig: Path, pod: str, *, text: bool = False) -> subprocess.CompletedProcess[str]:
+def explain(
+    kubeconfig: Path, pod: str, *, text: bool = False, namespace: str = NAMESPACE
+) -> subprocess.CompletedProcess[str]:
     """``dra explain pod/NAME`` as a user runs it (JSON unless ``text``)."""
-    args = ["dra", "explain", f"pod/{pod}", "-n", NAMESPACE, "--kubeconfig", str(kubeconfig)]
+    args = ["dra", "explain", f"pod/{pod}", "-n", namespace, "--kubeconfig", str(kubeconfig)]
     return subprocess.run(
         [sys.executable, "-m", "kubedevice", *args, *([] if text else ["--json"])],
         capture_output=True,
@@ -95,8 +98,8 @@ def explain(kubeconfig: Path, pod: str, *, text: bool = False) -> subprocess.Com
     )
 
 
-def explained(kubeconfig: Path, pod: str) -> dict[str, Any]:
-    result = explain(kubeconfig, pod)
+def explained(kubeconfig: Path, pod: str, namespace: str = NAMESPACE) -> dict[str, Any]:
+    result = explain(kubeconfig, pod, namespace=namespace)
     assert result.returncode in (0, 1) and not result.stderr, result
     report: dict[str, Any] = json.loads(result.stdout)
     assert result.returncode == (0 if report["fits"] else 1)
@@ -124,7 +127,7 @@ def probe(work: Workload, document: dict[str, Any], node: str, fits: bool) -> st
     after its first rejection, so a late binding is seen.
     """
     name = f"{document['metadata']['name']}-on-{node}"[:63]
-    work.api.request("POST", f"/api/v1/namespaces/{NAMESPACE}/pods", pinned(document, node, name))
+    work.api.request("POST", f"/api/v1/namespaces/{work.namespace}/pods", pinned(document, node, name))
     try:
         if fits:
             seen = wait_for(f"{name} bound", lambda: _bound_or_none(work, name), timeout=30.0, interval=0.1)
@@ -150,7 +153,7 @@ def check(work: Workload, kubeconfig: Path, name: str, tally: Tally) -> set[str]
     """Explain the gated pod, probe every node of the layout, lift the gate: (where it fits)."""
     document = work.get_pod(name)
     assert document is not None
-    report = explained(kubeconfig, name)
+    report = explained(kubeconfig, name, work.namespace)
     fits = {f["node"] for f in report["fits"]}
     verdicts = {v["node"]: v for v in report["nodes"]}
     tally.pods += 1
@@ -180,7 +183,7 @@ def check(work: Workload, kubeconfig: Path, name: str, tally: Tally) -> set[str]
 
 
 def _ungate(work: Workload, name: str) -> None:
-    path = f"/api/v1/namespaces/{NAMESPACE}/pods/{name}"
+    path = f"/api/v1/namespaces/{work.namespace}/pods/{name}"
     pod = work.api.request("GET", path)
     pod["spec"]["schedulingGates"] = []
     work.api.request("PUT", path, pod)
@@ -240,6 +243,75 @@ def test_explain_agrees_with_the_scheduler_on_every_node(live_cluster: Cluster) 
     )
     assert tally.pods == 11 and len(tally.nodes) == 6 and tally.verdicts == 60
     assert not tally.disagreements, "\n".join(tally.disagreements)
+
+
+DRAWN_PODS = 8
+DRAWN_SEED = int(os.environ.get("KUBEDEVICE_DRA_LIVE_SEED", "30"))
+"""The seed of the drawn workload (a failure prints it; another seed draws another workload)."""
+SELECTORS = ("", model("A100"), model("H100"), memory_at_least(80), memory_is(40))
+GPU_COUNTS = (1, 2, 3, 4, 8)
+BANDWIDTHS = ("30G", "60G", "100G")
+
+
+def drawn_claim(rng: random.Random) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """One or two requests (GPUs by count and selector, a request tolerating the unhealthy device
+    taint; the NIC's consumable bandwidth), two GPU requests sometimes constrained to one model."""
+    requests, gpus = [], []
+    for index in range(rng.choice((1, 1, 2))):
+        name = f"r{index}"
+        if rng.random() < 0.25:
+            requests.append(request(name, NIC_CLASS, 1, capacity={"requests": {"bandwidth": rng.choice(BANDWIDTHS)}}))
+            continue
+        tolerate = [{"key": "unhealthy", "operator": "Exists", "effect": "NoSchedule"}] if rng.random() < 0.3 else []
+        extra: dict[str, Any] = {"tolerations": tolerate} if tolerate else {}
+        requests.append(request(name, GPU_CLASS, rng.choice(GPU_COUNTS), rng.choice(SELECTORS), **extra))
+        gpus.append(name)
+    constraints = (
+        [{"requests": gpus, "matchAttribute": f"{DRIVER}/model"}] if len(gpus) == 2 and rng.random() < 0.5 else []
+    )
+    return requests, constraints
+
+
+def test_explain_agrees_with_the_scheduler_on_drawn_workloads(live_cluster: Cluster) -> None:
+    """Pods drawn from a seed, one after another on the same nodes: each explained, probed on every
+    node and let go, so the pods before it hold devices where they landed (a pod that fits nowhere
+    is deleted, so that nothing pending can take what a later probe frees); before some pods, one
+    of those holding devices is deleted, so that what it held is free again."""
+    kubeconfig = live_cluster.kubeconfig
+    rng = random.Random(DRAWN_SEED)
+    with KubeApi(kubeconfig) as api:
+        work = Workload(api, "team-drawn", Layout("drawn-node"))
+        tally = Tally()
+        landed: list[str] = []
+        fitting = nowhere = 0
+        try:
+            work.setup()
+            for index in range(DRAWN_PODS):
+                if landed and rng.random() < 0.3:
+                    gone = landed.pop(rng.randrange(len(landed)))
+                    work.delete_pod(gone)
+                    wait_for(f"{gone}'s devices released", lambda g=gone: settled(work, g), timeout=60.0)
+                name = f"drawn-{index}"
+                requests, constraints = drawn_claim(rng)
+                work.template(name, requests, constraints)
+                infra = [{"key": "dedicated", "operator": "Equal", "value": "infra", "effect": "NoSchedule"}]
+                gated(work, name, template=name, **({"tolerations": infra} if rng.random() < 0.3 else {}))
+                if check(work, kubeconfig, name, tally):
+                    fitting += 1
+                    landed.append(name)
+                else:
+                    nowhere += 1
+                    work.delete_pod(name)
+                    wait_for(f"{name} gone", lambda n=name: settled(work, n), timeout=60.0)
+        finally:
+            work.delete()
+    print(
+        f"\ndrawn (seed {DRAWN_SEED}): {tally.pods} pods ({fitting} fit somewhere, {nowhere} nowhere), "
+        f"{len(tally.nodes)} nodes, {tally.verdicts} node verdicts, {len(tally.disagreements)} disagreements"
+    )
+    assert tally.pods == DRAWN_PODS and tally.verdicts == 6 * DRAWN_PODS
+    assert fitting and nowhere, "the draw must hold pods that fit and pods that do not"
+    assert not tally.disagreements, f"seed {DRAWN_SEED}:\n" + "\n".join(tally.disagreements)
 
 
 def _templates(work: Workload) -> None:
