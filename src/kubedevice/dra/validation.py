@@ -19,7 +19,6 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from ..cel.quantity import QuantityError
 from ..gostrings import quote as go_quote
 from ..names import C_IDENTIFIER, DNS1123_SUBDOMAIN, QUALIFIED_NAME_PART
 from . import cel, features
@@ -51,7 +50,7 @@ from .models import (
 from .strategy import drop_disabled_fields
 
 if TYPE_CHECKING:
-    from .available import Amount
+    from .structured.consumable_capacity import Amount
 
 # Limits from pkg/apis/resource/types.go.
 MAX_SELECTORS = 32
@@ -1161,14 +1160,14 @@ def _validate_counter_consumption(consumption: Mapping[str, Any], path: Path) ->
 def _amount(value: Any) -> Amount | None:
     """A quantity with the format its canonical string keeps (``Quantity.String()`` in messages).
 
-    Imported here: available.py brings the allocator, which the driver's publisher, validating
+    Imported here: the package brings the allocator, which the driver's publisher, validating
     its own slices, has no use for.
     """
-    from .available import InputError, parse_amount  # noqa: PLC0415 - lazy on purpose
+    from .structured.consumable_capacity import CapacityError, parse  # noqa: PLC0415 - lazy on purpose
 
     try:
-        return parse_amount(value, "")
-    except (InputError, QuantityError):
+        return parse(value, "")
+    except CapacityError:
         return None
 
 
@@ -1232,13 +1231,6 @@ def _validate_valid_values(default: Amount, maximum: Amount, raw: list[Any], pat
     return errors
 
 
-def _plus(a: Amount, b: Amount) -> Amount:
-    """``Quantity.Add``: the sum keeps the receiver's format."""
-    from .available import Amount  # noqa: PLC0415 - lazy, as in _amount
-
-    return Amount(a.quantity.add(b.quantity), a.fmt)
-
-
 def _validate_range(
     default: Amount, maximum: Amount, raw: Mapping[str, Any], path: Path, bound_field: str | None
 ) -> Errors:
@@ -1263,7 +1255,7 @@ def _validate_range(
             errors.append(invalid(path.child(bound_field or "max"), str(default), f"default is more than max: {high}"))
     step = _amount(raw["step"]) if raw.get("step") is not None else None
     if step is not None:
-        added = _plus(low, step)
+        added = low.plus(step)  # Quantity.Add: the sum keeps the receiver's format
         if added.quantity.cmp(maximum.quantity) > 0:
             detail = f"one step {added} is larger than capacity value: {maximum}"
             errors.append(invalid(path.child("step"), str(step), detail))

@@ -20,11 +20,11 @@ import typer
 from pydantic import ValidationError
 
 from ...errors import UsageError, fail
-from ..allocator import Node
 from ..available import InputError, PoolState, as_json_report, available
 from ..available import render as render_pools
 from ..explain import explain
 from ..models import DeviceClass, Pod, ResourceClaim, ResourceClaimTemplate, ResourceSlice
+from ..structured import Node
 from ..validation import validate
 from .cluster import NODES, Access, ApiAccessError, ApiServer, Snapshot, list_items, resource_path, snapshot
 from .nodefilters import NodeInfo, PodPlacement
@@ -270,7 +270,7 @@ def narrowed(
 
 def holders(snap: Snapshot) -> dict[str, str]:
     """``namespace/claim`` -> the claim with the pods it is reserved for."""
-    from ..allocator import claim_ref  # noqa: PLC0415 - one name, kept beside its use
+    from ..structured import claim_ref  # noqa: PLC0415 - one name, kept beside its use
 
     return {claim_ref(c): claim_label(c) for c in snap.of(ResourceClaim)}
 

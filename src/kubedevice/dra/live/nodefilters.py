@@ -17,9 +17,9 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from ..allocator import Node, node_selector_matches
 from ..models import NodeSelector
-from ..taints import describe, tolerates
+from ..structured import Node, node_selector_matches
+from ..structured.taints import describe, tolerates
 
 NOT_CHECKED = (
     "NodePorts",

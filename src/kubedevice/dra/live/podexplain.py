@@ -26,17 +26,6 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from ..allocator import (
-    AllocationError,
-    ClaimAllocation,
-    DeviceID,
-    SharedDevice,
-    Unallocatable,
-    allocate,
-    allocated_devices,
-    claim_ref,
-    node_selector_matches,
-)
 from ..available import available
 from ..explain import explain, requests_using
 from ..models import (
@@ -49,6 +38,17 @@ from ..models import (
     ResourceSlice,
 )
 from ..pods import PodClaims, PodInputError, claims_for_pod, pod_ref, pod_requests
+from ..structured import (
+    AllocationError,
+    ClaimAllocation,
+    DeviceID,
+    SharedDevice,
+    Unallocatable,
+    allocate,
+    allocated_devices,
+    claim_ref,
+    node_selector_matches,
+)
 from .nodefilters import NOT_CHECKED, NodeInfo, PodPlacement, first_failure
 
 DRA = "DynamicResources"
