@@ -29,3 +29,13 @@ def main() -> None:
     from .commands import run  # after the signal handlers, on purpose
 
     run(args)
+
+
+def kubectl_dra() -> None:
+    """The ``kubectl-dra`` entry point: ``kubectl dra ...`` is ``kubedevice dra ...`` with
+    kubectl's spellings (:mod:`kubedevice.dra.live.kubectl`)."""
+    os.environ.setdefault("PYDANTIC_DISABLE_PLUGINS", "__all__")  # as main
+    from .commands import run
+    from .dra.live.kubectl import kubectl_args
+
+    run(["dra", *kubectl_args(sys.argv[1:])])

@@ -63,6 +63,11 @@ def load_kubeconfig(path: Path | None = None) -> SingleConfig:
 
 
 def _from_file(path: Path) -> SingleConfig:
+    return _context(_parsed(path, _document(path)), path)
+
+
+def _document(path: Path) -> dict[str, Any]:
+    """A kubeconfig file as YAML: a mapping, or one :class:`KubeAccessError` line naming the file."""
     try:
         text = read_text(path)
     except (OSError, UnicodeDecodeError) as err:
@@ -76,21 +81,27 @@ def _from_file(path: Path) -> SingleConfig:
     if not isinstance(document, dict):
         what = _a(document)
         raise KubeAccessError(f"kubeconfig {path}: a kubeconfig is a mapping (clusters, contexts, users), not {what}")
+    return document
+
+
+def _parsed(path: Path, document: dict[str, Any]) -> KubeConfig:
     try:
-        config = KubeConfig.from_dict(document, fname=path)
+        return KubeConfig.from_dict(document, fname=path)
     except KeyError as err:
         raise KubeAccessError(f"kubeconfig {path}: {err.args[0]!r} is missing") from None
     except (msgspec.ValidationError, TypeError, ValueError) as err:
         raise KubeAccessError(f"kubeconfig {path}: {err}") from None
-    return _context(config, path)
 
 
-def _context(config: KubeConfig, path: Path) -> SingleConfig:
-    """The current context with its cluster and user, as lightkube's client would pick it."""
-    name = config.current_context
+def _context(config: KubeConfig, path: Path, chosen: str | None = None) -> SingleConfig:
+    """The current context (or ``chosen``: ``--context``) with its cluster and user, as lightkube picks it."""
+    name = chosen or config.current_context
     if not name:
         raise KubeAccessError(f"kubeconfig {path}: no current-context (kubectl config use-context NAME sets one)")
     context = config.contexts.get(name)
+    if context is None and chosen:
+        known = ", ".join(sorted(config.contexts)) or "none"
+        raise KubeAccessError(f"--context {name!r}: kubeconfig {path} has no such context (it has: {known})")
     if context is None:
         raise KubeAccessError(f"kubeconfig {path}: current-context {name!r} is not among its contexts")
     if context.cluster not in config.clusters:
@@ -100,6 +111,72 @@ def _context(config: KubeConfig, path: Path) -> SingleConfig:
     single = config.get(name)
     assert single is not None
     return single
+
+
+def load_kubectl_config(path: Path | None = None, context: str | None = None) -> SingleConfig:
+    """The credentials kubectl would use: ``--kubeconfig``, else every file of ``$KUBECONFIG``
+    merged, else ``~/.kube/config``, else the pod's service account; ``context`` is ``--context``.
+
+    kubectl's order differs from :func:`load_kubeconfig`'s (the driver's, in-cluster first): a
+    user's tool prefers the user's kubeconfig. Files of ``$KUBECONFIG`` merge as client-go
+    merges them (``ClientConfigLoadingRules.Load``): a file that does not exist is skipped, the
+    first file to name a cluster, user or context wins, and so does the first current-context;
+    relative paths in a file are relative to that file.
+    """
+    if path is not None:
+        return _context(_parsed(path, _document(path)), path, context)
+    listed = [Path(p).expanduser() for p in os.environ.get("KUBECONFIG", "").split(os.pathsep) if p]
+    existing = [p for p in listed if p.exists()] if listed else []
+    if not listed and Path(DEFAULT_KUBECONFIG).expanduser().exists():
+        existing = [Path(DEFAULT_KUBECONFIG).expanduser()]
+    if existing:
+        merged = _merged([(p, _document(p)) for p in existing])
+        return _context(_parsed(existing[0], merged), existing[0], context)
+    try:
+        return KubeConfig.from_service_account().get()  # type: ignore[return-value]  # a context it just made
+    except ConfigError:
+        pass
+    except KeyError as err:
+        raise KubeAccessError(f"in-cluster config: ${err.args[0]} is not set") from None
+    where = f"$KUBECONFIG ({os.environ['KUBECONFIG']})" if listed else DEFAULT_KUBECONFIG
+    raise KubeAccessError(
+        f"no kubeconfig: {where} does not exist and this is not a pod with a service account "
+        "(--kubeconfig FILE names one)"
+    )
+
+
+_PATH_FIELDS = {
+    "clusters": ("cluster", ("certificate-authority",)),
+    "users": ("user", ("client-certificate", "client-key", "tokenFile")),
+}
+
+
+def _merged(documents: list[tuple[Path, dict[str, Any]]]) -> dict[str, Any]:
+    """client-go's merge of several kubeconfigs: the first to set a name or current-context wins."""
+    merged: dict[str, Any] = {"clusters": [], "users": [], "contexts": []}
+    for path, document in documents:
+        for section in ("clusters", "users", "contexts"):
+            entries = document.get(section) or []
+            if not isinstance(entries, list):
+                raise KubeAccessError(f"kubeconfig {path}: {section} is a list, not {_a(entries)}")
+            known = {e.get("name") for e in merged[section]}
+            for entry in entries:
+                if isinstance(entry, dict) and entry.get("name") not in known:
+                    merged[section].append(_absolute(section, entry, path.parent))
+                    known.add(entry.get("name"))
+        if not merged.get("current-context") and document.get("current-context"):
+            merged["current-context"] = document["current-context"]
+    return merged
+
+
+def _absolute(section: str, entry: dict[str, Any], base: Path) -> dict[str, Any]:
+    """Relative file names of an entry made absolute against its own file's directory."""
+    key, names = _PATH_FIELDS.get(section, ("", ()))
+    body = entry.get(key)
+    if not isinstance(body, dict):
+        return entry
+    fixed = {n: str(base / body[n]) for n in names if isinstance(body.get(n), str) and not Path(body[n]).is_absolute()}
+    return {**entry, key: {**body, **fixed}} if fixed else entry
 
 
 def _a(value: Any) -> str:

@@ -21,6 +21,11 @@ def is_dns1123_subdomain(value: str) -> bool:
     return len(value) <= 253 and bool(DNS1123_SUBDOMAIN.match(value))
 
 
+def is_dns1123_label(value: str) -> bool:
+    """``IsDNS1123Label``: a namespace's name (one label of a subdomain, at most 63 characters)."""
+    return len(value) <= 63 and "." not in value and bool(DNS1123_SUBDOMAIN.match(value))
+
+
 def qualified_name_errors(value: str, prefix_limit: int = 253) -> list[str]:
     """Why ``value`` is not a qualified name (``[prefix/]name``); empty when it is.
 

@@ -99,7 +99,7 @@ CONTEXTS: dict[str, list[list[str]]] = {
             "0.1",
         ]
     ],
-    "dra validate": [[str(DRA / "class.yaml")]],
+    "dra validate": [[str(DRA / "class.yaml")], ["--kubeconfig", "{W}/kubeconfig"]],
     "dra explain": [
         ["--class", str(DRA / "class.yaml"), "--slices", str(DRA / "slices.yaml")],
         [
@@ -112,9 +112,13 @@ CONTEXTS: dict[str, list[list[str]]] = {
             "--node",
             "node-1",
         ],
+        ["pod/p", "--kubeconfig", "{W}/kubeconfig"],  # the cluster: an API server that refuses connections
     ],
-    "dra allocate": [[str(DRA / "class.yaml"), str(DRA / "slices.yaml"), str(DRA / "claim.yaml"), "--node", "node-1"]],
-    "dra available": [[str(DRA / "available.yaml")]],
+    "dra allocate": [
+        [str(DRA / "class.yaml"), str(DRA / "slices.yaml"), str(DRA / "claim.yaml"), "--node", "node-1"],
+        ["--node", "node-1", "--kubeconfig", "{W}/kubeconfig"],
+    ],
+    "dra available": [[str(DRA / "available.yaml")], ["--kubeconfig", "{W}/kubeconfig"]],
     "dra slices": [["--config", NULL, "--node", "node-1"]],
 }
 
@@ -261,6 +265,8 @@ BY_METAVAR: dict[str, list[Value]] = {
     ],
     "yaml|json": [refused("xml", "not a format"), refused("", "empty")],
     "COMMAND": [refused("", "empty")],
+    "NAMESPACE": [refused("Bad_NS", "not a DNS label"), refused("a.b", "a dot"), refused("", "empty")],
+    "[pod/NAME]": [refused("node/x", "not a pod"), refused("pod/Bad_Name", "not a pod name")],
 }
 
 
@@ -391,10 +397,22 @@ def zygotes(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Zygotes]:
 CLAIM = json.dumps(claim_object("claim-1", ["null-0"], driver="null.example.com", pool="node-1"))
 
 
+# A kubeconfig whose API server refuses connections (port 1): the commands that read the cluster
+# must say so in one line and exit 1.
+UNREACHABLE = """apiVersion: v1
+kind: Config
+clusters: [{name: c, cluster: {server: "https://127.0.0.1:1"}}]
+users: [{name: u, user: {token: t}}]
+contexts: [{name: x, context: {cluster: c, user: u}}]
+current-context: x
+"""
+
+
 def fresh_workdir(workdir: Path) -> Path:
     for sub in ("claims", "host", "image"):
         (workdir / sub).mkdir(parents=True)
     (workdir / "claims" / "default-claim-1.json").write_text(CLAIM)
+    (workdir / "kubeconfig").write_text(UNREACHABLE)
     return workdir
 
 
