@@ -12,7 +12,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from types import MappingProxyType
 
-from .names import C_IDENTIFIER
+from .apimachinery.validation import C_IDENTIFIER
 
 MAX_ID_LENGTH = 63  # api.proto: "Max length of this field is 63 characters"
 PERMISSIONS = frozenset("rwm")

@@ -319,6 +319,20 @@ def test_generate_name_alone_is_valid_because_the_name_is_generated_first() -> N
     ]
 
 
+def test_a_generate_name_prefix_is_masked_as_go_masks_it() -> None:
+    """``maskTrailingDash`` drops two bytes for the letter it adds and leaves a lone ``-`` alone
+    (apimachinery pkg/api/validation/generic.go): ``a..-`` passes as ``a.a``, ``-`` and ``é-`` fail."""
+    claim = "ResourceClaim"
+    assert messages(meta_object(claim, {"generateName": "a..-"})) == [
+        f'metadata.name: Invalid value: "a..-xxxxx": {SUBDOMAIN_MSG}'
+    ]
+    for prefix in ("-", "é-"):
+        assert messages(meta_object(claim, {"generateName": prefix})) == [
+            f"metadata.generateName: Invalid value: {go_quote(prefix)}: {SUBDOMAIN_MSG}",
+            f"metadata.name: Invalid value: {go_quote(prefix + 'xxxxx')}: {SUBDOMAIN_MSG}",
+        ]
+
+
 def test_a_namespace_on_a_cluster_scoped_object_is_cleared_not_refused() -> None:
     for kind in ("DeviceClass", "ResourceSlice"):
         assert messages(meta_object(kind, {"name": "x", "namespace": "default"})) == [], kind

@@ -203,7 +203,7 @@ def _meta(rng: random.Random, namespaced: bool) -> Doc:
 # Each mutation: (path, values). A path step "*" is any existing list item or map key.
 _META = [
     (("metadata", "name"), [*_NAMES, "a" * 253, "a" * 254, "é" * 127, "a.-b"]),
-    (("metadata", "generateName"), ["gen-", "Gen-", "a" * 260, ""]),
+    (("metadata", "generateName"), ["gen-", "Gen-", "a" * 260, "", "-", "a..-", "é-"]),
     (
         ("metadata", "labels"),
         [{"example.com/k": "v"}, {"k": "a" * 64}, {"": "v"}, {"a/b/c": "v"}, {"k": 1}, {"k": "é"}],

@@ -20,8 +20,11 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-RELEASES = ("1.34", "1.35", "1.36", "1.37")
-NEWEST = RELEASES[-1]
+# Re-exported (PEP 484's ``X as X``): every DRA module finds the releases here.
+from ..releases import NEWEST as NEWEST  # noqa: PLC0414
+from ..releases import RELEASES as RELEASES  # noqa: PLC0414
+from ..releases import at_least as at_least  # noqa: PLC0414
+from ..releases import minor
 
 
 @dataclass(frozen=True)
@@ -92,22 +95,13 @@ class FeatureGateError(ValueError):
     """A ``--feature-gates`` value Kubernetes would refuse; the message is Kubernetes' own."""
 
 
-def _minor(version: str) -> int:
-    return int(version.split(".")[1])
-
-
 def spec_at(gate: str, release: str) -> Spec | None:
     """``featureSpecAtEmulationVersion``: the last spec not newer than the release, if any."""
     current = None
     for spec in SPECS[gate]:
-        if _minor(spec.version) <= _minor(release):
+        if minor(spec.version) <= minor(release):
             current = spec
     return current
-
-
-def at_least(release: str, minimum: str) -> bool:
-    """Whether ``release`` is ``minimum`` or newer: for rules a release's code changed without a gate."""
-    return _minor(release) >= _minor(minimum)
 
 
 def check_release(release: str) -> str:

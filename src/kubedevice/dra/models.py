@@ -23,6 +23,7 @@ from pydantic.alias_generators import to_camel
 # pydantic takes only typing_extensions' TypedDict before Python 3.12; it depends on that package itself.
 from typing_extensions import TypedDict
 
+from ..apimachinery.meta import OBJECT_META_FIELDS
 from ..boundedyaml import BoundedLoader, read_text
 from ..errors import at, cannot_read
 from . import features, godecode
@@ -54,26 +55,6 @@ class _Model(BaseModel):
 
 
 # --- shared -------------------------------------------------------------------------------
-
-
-# metav1.ObjectMeta's JSON fields (apimachinery/pkg/apis/meta/v1/types.go): any other is an unknown field.
-OBJECT_META_FIELDS = (
-    "name",
-    "generateName",
-    "namespace",
-    "selfLink",
-    "uid",
-    "resourceVersion",
-    "generation",
-    "creationTimestamp",
-    "deletionTimestamp",
-    "deletionGracePeriodSeconds",
-    "labels",
-    "annotations",
-    "ownerReferences",
-    "finalizers",
-    "managedFields",
-)
 
 
 def _strict_meta(value: Any) -> Any:

@@ -25,7 +25,9 @@ from pydantic import (
     model_validator,
 )
 
-from ..names import C_IDENTIFIER, extended_resource_name_error, label_value_error, qualified_name_errors
+from ..apimachinery import content
+from ..apimachinery.validation import C_IDENTIFIER
+from ..names import extended_resource_name_error
 
 SOURCE_KINDS = ("static", "glob", "usb", "pci", "udev")
 _SET_FIELDS = {"ids", "devices", "paths", "count", "resource"}
@@ -377,12 +379,10 @@ class ResourceConfig(_Model):
     def _node_selector(cls, selector: dict[str, str]) -> dict[str, str]:
         """Kubernetes' own label rules, so a selector that no node could ever match fails here."""
         for key, value in selector.items():
-            errors = qualified_name_errors(key)
-            if errors:
+            if errors := content.is_label_key(key):
                 raise ValueError(f"label key {key!r} is not a valid label key: {'; '.join(errors)}")
-            error = label_value_error(value)
-            if error:
-                raise ValueError(f"label {key!r}: {error}")
+            if errors := content.is_label_value(value):
+                raise ValueError(f"label {key!r}: value {value!r} is not a valid label value: {'; '.join(errors)}")
         return selector
 
     @field_validator("env")

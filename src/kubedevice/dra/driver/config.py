@@ -11,7 +11,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from ...names import is_dns1123_subdomain
+from ...names import dra_driver_name_error
 
 
 class DraConfig(BaseModel):
@@ -62,6 +62,7 @@ class DraConfig(BaseModel):
     @field_validator("driver")
     @classmethod
     def _driver_name(cls, value: str) -> str:
-        if not is_dns1123_subdomain(value) or len(value) > 63:
-            raise ValueError(f"{value!r} must be a lowercase DNS subdomain of at most 63 characters")
+        error = dra_driver_name_error(value)
+        if error:
+            raise ValueError(error)
         return value

@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Protocol, runtime_checkable
 
-from ...names import is_dns1123_subdomain
+from ...names import dra_driver_name_error
 from ...plugin.base import Plugin
 from ...sources.configured import ConfiguredPlugin
 from ...sources.discovery import dra_attributes
@@ -48,8 +48,9 @@ class DraDriver:
     ) -> None:
         """``taint_effect``: of the taint an unhealthy device carries in the slices; None leaves it out.
         ``sharing``: how replicas are published (:func:`kubedevice.dra.slices.published`)."""
-        if not is_dns1123_subdomain(name) or len(name) > 63:
-            raise ValueError(f"DRA driver name {name!r} must be a DNS subdomain of at most 63 characters")
+        error = dra_driver_name_error(name)
+        if error:
+            raise ValueError(error)
         if not plugins:
             raise ValueError(f"DRA driver {name} has no resources")
         self.name = name

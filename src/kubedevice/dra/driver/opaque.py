@@ -21,8 +21,8 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any, Protocol, runtime_checkable
 
+from ...apimachinery.validation import C_IDENTIFIER
 from ...device import ContainerAllocation, Device
-from ...names import C_IDENTIFIER
 from .model import AllocatedDevice, DeviceConfig
 
 SOURCES = ("FromClass", "FromClaim")
