@@ -7,7 +7,7 @@ apimachinery's v0.X ships with Kubernetes 1.X, so its rules are keyed the same w
 
 from __future__ import annotations
 
-RELEASES = ("1.34", "1.35", "1.36", "1.37")
+RELEASES = ("1.31", "1.32", "1.33", "1.34", "1.35", "1.36", "1.37")
 NEWEST = RELEASES[-1]
 
 

@@ -52,15 +52,25 @@ def validate_csi_driver_name(driver: str, path: Path, release: str) -> ErrorList
             return [required(path)]
         errors.append(required(path))
     if go_len(driver) > CSI_DRIVER_NAME_MAX:
-        errors.append(too_long(path, CSI_DRIVER_NAME_MAX))
+        errors.append(too_long(path, CSI_DRIVER_NAME_MAX, release))
     return errors + each_invalid(path, driver, validation.is_dns1123_subdomain(driver.lower()))
+
+
+def is_native_resource(name: str) -> bool:
+    """``v1helper.IsNativeResource``: no domain, or the ``kubernetes.io/`` one."""
+    return "/" not in name or EXTENDED_RESOURCE_DOMAIN in name
+
+
+def is_node_allocatable_resource_name(name: str) -> bool:
+    """``IsNodeAllocatableResourceName`` (1.37): cpu, memory or a huge page size."""
+    return name in ("cpu", "memory") or name.startswith("hugepages-")
 
 
 def is_extended_resource_name(name: str) -> bool:
     """``v1helper.IsExtendedResourceName``: domain-qualified, not in ``kubernetes.io/``, not a quota
     name, and ``requests.<name>`` a qualified name (so the domain counts the 9 bytes of
     ``requests.`` against its 253)."""
-    if "/" not in name or EXTENDED_RESOURCE_DOMAIN in name or name.startswith(QUOTA_PREFIX):
+    if is_native_resource(name) or name.startswith(QUOTA_PREFIX):
         return False
     return not content.is_label_key(QUOTA_PREFIX + name)
 
@@ -81,7 +91,7 @@ def validate_node_selector(selector: NodeSelector, path: Path, release: str) -> 
 
 
 def _validate_requirement(requirement: NodeSelectorRequirement, path: Path, release: str) -> ErrorList:
-    """``ValidateNodeSelectorRequirement``, label values checked."""
+    """``ValidateNodeSelectorRequirement``, label values checked from 1.32."""
     errors: ErrorList = []
     values, operator = requirement.values, requirement.operator
     if operator in ("In", "NotIn"):
@@ -100,6 +110,8 @@ def _validate_requirement(requirement: NodeSelectorRequirement, path: Path, rele
     else:
         errors.append(invalid(path.child("operator"), operator, _BAD_OPERATOR))
     errors += each_invalid(path.child("key"), requirement.key, validation.is_qualified_name(requirement.key, release))
+    if not at_least(release, "1.32"):  # 1.31 did not check the values (pkg/apis/core/validation, v1.31.14)
+        return errors
     for i, value in enumerate(values):
         errors += each_invalid(path.child("values").index(i), value, validation.is_valid_label_value(value, release))
     return errors

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..gostrings import quote as go_quote
+from ..releases import NEWEST, at_least
 
 
 class ErrorType(enum.StrEnum):
@@ -103,11 +104,21 @@ def forbidden(path: Path, detail: str) -> FieldError:
     return FieldError(ErrorType.FORBIDDEN, str(path), "", detail)
 
 
-def too_long(path: Path, limit: int) -> FieldError:
-    """``field.TooLong``: its wording in every release 1.34 to 1.37 (apimachinery
-    pkg/util/validation/field/errors.go); "must have at most" is ``TooMany``'s."""
-    unit = "byte" if limit == 1 else "bytes"
+def too_long(path: Path, limit: int, release: str = NEWEST) -> FieldError:
+    """``field.TooLong`` (apimachinery pkg/util/validation/field/errors.go): "may not be more than
+    N bytes" from 1.32 ("byte" for one from 1.34); 1.31's said "must have at most N bytes"."""
+    if not at_least(release, "1.32"):
+        return FieldError(ErrorType.TOO_LONG, str(path), "", f"must have at most {limit} bytes")
+    unit = "byte" if limit == 1 and at_least(release, "1.34") else "bytes"
     return FieldError(ErrorType.TOO_LONG, str(path), "", f"may not be more than {limit} {unit}")
+
+
+def too_long_max_length(path: Path, limit: int, release: str = NEWEST) -> FieldError:
+    """``field.TooLongMaxLength``: 1.31's "may not be longer than N", which DRA's validation used for
+    every limit, lists' sizes too; from 1.32 it is ``TooLong``."""
+    if at_least(release, "1.32"):
+        return too_long(path, limit, release)
+    return FieldError(ErrorType.TOO_LONG, str(path), "", f"may not be longer than {limit}")
 
 
 def too_long_characters(path: Path, limit: int) -> FieldError:
@@ -117,6 +128,10 @@ def too_long_characters(path: Path, limit: int) -> FieldError:
 
 def too_many(path: Path, actual: int, limit: int) -> FieldError:
     return FieldError(ErrorType.TOO_MANY, str(path), actual, f"must have at most {limit} items")
+
+
+def not_found(path: Path, value: Any) -> FieldError:
+    return FieldError(ErrorType.NOT_FOUND, str(path), value)
 
 
 def duplicate(path: Path, value: Any) -> FieldError:

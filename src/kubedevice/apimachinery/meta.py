@@ -118,7 +118,7 @@ def validate_annotations(annotations: Mapping[str, str], path: Path, release: st
     for key in annotations:
         errors += each_invalid(path, key, validation.is_qualified_name(key.lower(), release))
     if sum(go_len(k) + go_len(v) for k, v in annotations.items()) > TOTAL_ANNOTATION_SIZE_LIMIT:
-        errors.append(too_long(path, TOTAL_ANNOTATION_SIZE_LIMIT))
+        errors.append(too_long(path, TOTAL_ANNOTATION_SIZE_LIMIT, release))
     return errors
 
 

@@ -6,8 +6,9 @@ wording (apimachinery v0.37.2), which is why they are kept apart from :mod:`.val
 from __future__ import annotations
 
 from ..gostrings import go_len
+from ..releases import NEWEST
 from . import content, validation
-from .field import ErrorList, Path, each_invalid, invalid, too_long
+from .field import ErrorList, Path, each_invalid, invalid, too_long, too_long_max_length
 
 EXTENDED_RESOURCE_DOMAIN = "kubernetes.io/"
 QUOTA_PREFIX = "requests."
@@ -40,10 +41,11 @@ def long_name_caseless(name: str, path: Path) -> ErrorList:
     return each_invalid(path, name, content.is_dns1123_subdomain_caseless(name))
 
 
-def validate_c_identifier(identifier: str, limit: int, path: Path) -> ErrorList:
+def validate_c_identifier(identifier: str, limit: int, path: Path, release: str = NEWEST) -> ErrorList:
     """``validateCIdentifier``: at most ``limit`` bytes, then the format (``content.IsCIdentifier``
-    and the handwritten DRA validation's ``IsCIdentifier`` say the same)."""
-    errors = [too_long(path, limit)] if go_len(identifier) > limit else []
+    and the handwritten DRA validation's ``IsCIdentifier`` say the same; so does the handwritten
+    function, whose limit 1.31 worded with ``TooLongMaxLength``)."""
+    errors = [too_long_max_length(path, limit, release)] if go_len(identifier) > limit else []
     return errors + each_invalid(path, identifier, validation.is_c_identifier(identifier))
 
 

@@ -18,6 +18,7 @@ from ..boundedyaml import read_text
 from ..errors import cannot_read, fail
 from . import features, models
 from .allocator import AllocationError, Node, Unallocatable, allocate, allocated_devices
+from .convert import convert_command
 from .explain import explain, render, requests_using, verdicts_json
 from .models import DecodeError, DeviceClass, DRAObject, ResourceClaim, ResourceSlice, of_kind
 from .slices import DEFAULT_TAINT_EFFECT, Sharing, SliceError, slices_for
@@ -455,3 +456,4 @@ def _register_cel() -> None:
 
 
 _register_cel()
+app.command("convert")(convert_command)

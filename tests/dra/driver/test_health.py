@@ -21,6 +21,7 @@ from kubedevice.api import pluginregistration_v1_pb2 as regpb
 from kubedevice.api import pluginregistration_v1_pb2_grpc as regpb_grpc
 from kubedevice.config import ConfigError, parse_config
 from kubedevice.device import Device, Health
+from kubedevice.dra import features
 from kubedevice.dra.driver import DraDriver
 from kubedevice.dra.driver.daemon import build_driver
 from kubedevice.dra.driver.health import REFRESH_SECONDS, DeviceHealth, HealthFeed
@@ -148,7 +149,7 @@ def test_a_pool_with_list_attributes_is_cut_at_64_per_slice() -> None:
 
     slices = DraDriver(DRIVER, [Listed("example.com/listed", devices(100))]).slices(NODE)
     assert [len(s.spec.devices) for s in slices] == [64, 36]
-    assert all(validate(s) == [] for s in slices)
+    assert all(validate(s, features.all_on()) == [] for s in slices)  # as the publisher checks them
 
 
 NULL = "resources: [{name: example.com/null, static: {count: 2, paths: [/dev/null]}}]\n"

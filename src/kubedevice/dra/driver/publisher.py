@@ -51,6 +51,7 @@ from lightkube.resources.core_v1 import Node
 from lightkube.resources.resource_v1 import ResourceSlice
 
 from ...errors import api_reason
+from .. import features
 from ..models import ResourceSlice as SliceModel
 from ..models import to_document
 from ..validation import validate
@@ -183,7 +184,8 @@ class SlicePublisher:
         loop = asyncio.get_running_loop()
         start = loop.time()
         desired = self._desired()
-        problems = [f"{s.metadata.name}: {e}" for s in desired for e in validate(s)]
+        every_feature = features.all_on()  # well-formed; a cluster's gates are its API server's to apply
+        problems = [f"{s.metadata.name}: {e}" for s in desired for e in validate(s, every_feature)]
         if problems:
             raise InvalidSlices(f"{problems[0]}" + (f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""))
         wanted = [to_document(s) for s in desired]

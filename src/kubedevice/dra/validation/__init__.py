@@ -1,10 +1,11 @@
 """DRA object validation with the API server's rules, messages and field paths.
 
-A port of ``pkg/apis/resource/validation/validation.go`` (kubernetes v1.34.4 to v1.37.2) for the
+A port of ``pkg/apis/resource/validation/validation.go`` (kubernetes v1.31.14 to v1.37.2) for the
 objects kubedevice handles, so ``kubedevice dra validate`` refuses exactly what ``kubectl apply``
 would, with the same ``spec.selectors[0].cel.expression: Invalid value: …`` lines, before anything
 reaches a cluster. One module per kind (:mod:`.deviceclass`, :mod:`.resourceclaim`,
-:mod:`.resourceclaimtemplate`, :mod:`.resourceslice` with :mod:`.capacity`, :mod:`.devicetaintrule`)
+:mod:`.resourceclaimtemplate`, :mod:`.resourceslice` with :mod:`.capacity`, :mod:`.devicetaintrule`,
+1.31's :mod:`.podschedulingcontext`)
 and :mod:`.common` for what they share; field errors, name formats and metadata are
 :mod:`kubedevice.apimachinery`'s, which the config uses too.
 
@@ -19,7 +20,7 @@ from __future__ import annotations
 from ...apimachinery.field import ErrorList, ErrorType, FieldError, Path
 from ...apimachinery.validation import is_dns1123_label as dns1123_label_messages
 from .. import features
-from ..models import DeviceClass, DeviceTaintRule, DRAObject, ResourceClaim, ResourceClaimTemplate
+from ..models import DeviceClass, DeviceTaintRule, DRAObject, PodSchedulingContext, ResourceClaim, ResourceClaimTemplate
 from ..strategy import drop_disabled_fields
 from .common import (
     MAX_ATTRIBUTE_VALUE_LENGTH,
@@ -37,6 +38,7 @@ from .common import (
 )
 from .deviceclass import validate_device_class
 from .devicetaintrule import validate_device_taint_rule
+from .podschedulingcontext import validate_pod_scheduling_context
 from .resourceclaim import validate_resource_claim
 from .resourceclaimtemplate import validate_resource_claim_template
 from .resourceslice import uses_advanced_features, validate_resource_slice
@@ -62,6 +64,7 @@ __all__ = [
     "validate_dns_label",
     "validate_dns_subdomain",
     "validate_driver_name",
+    "validate_pod_scheduling_context",
     "validate_resource_claim",
     "validate_resource_claim_template",
     "validate_resource_slice",
@@ -87,4 +90,6 @@ def validate(obj: DRAObject, gates: Gates | None = None, release: str = features
         return validate_resource_claim_template(stored, gated, release)
     if isinstance(stored, DeviceTaintRule):
         return validate_device_taint_rule(stored, gated, release)
+    if isinstance(stored, PodSchedulingContext):
+        return validate_pod_scheduling_context(stored, release)
     return validate_resource_slice(stored, release)

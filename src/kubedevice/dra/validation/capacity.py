@@ -17,7 +17,7 @@ if TYPE_CHECKING:
     from ..available import Amount
 
 
-def _amount(value: Any) -> Amount | None:
+def amount(value: Any) -> Amount | None:
     """A quantity with the format its canonical string keeps (``Quantity.String()`` in messages).
 
     Imported here: available.py brings the allocator, which the driver's publisher, validating
@@ -40,7 +40,7 @@ def validate_capacity(capacity: DeviceCapacity, multiple: bool, path: Path, rele
     policy_path = path.child("requestPolicy")
     if not multiple:
         return [forbidden(policy_path, "allowMultipleAllocations must be true")]
-    maximum = _amount(capacity.value)
+    maximum = amount(capacity.value)
     if maximum is None:  # the decoder refuses a bad quantity before validation
         return []
     valid_values, valid_range = policy.get("validValues") or [], policy.get("validRange")
@@ -51,7 +51,7 @@ def validate_capacity(capacity: DeviceCapacity, multiple: bool, path: Path, rele
         return [forbidden(policy_path, detail)]
     if not valid_values and valid_range is None:
         return []
-    default = _amount(policy["default"]) if policy.get("default") is not None else None
+    default = amount(policy["default"]) if policy.get("default") is not None else None
     if default is None:
         which = "validValues" if valid_values else "validRange"
         return [required(policy_path.child("default"), f"required when {which} is defined")]
@@ -69,7 +69,7 @@ def _ceil(amount: Amount) -> int:
 
 def _validate_valid_values(default: Amount, maximum: Amount, raw: list[Any], path: Path) -> ErrorList:
     """``validateRequestPolicyValidValues``: ascending, within the capacity, unique, default among them."""
-    options = [a for a in map(_amount, raw) if a is not None]
+    options = [a for a in map(amount, raw) if a is not None]
     errors: ErrorList = []
     for i in range(len(options) - 1):
         if options[i].quantity.cmp(options[i + 1].quantity) > 0:
@@ -104,7 +104,7 @@ def _validate_range(
     """``validateRequestPolicyRange``: min required; min, max and default within each other and the
     capacity; default and max on a step from min. A default outside the range is reported at the
     bound it crosses up to 1.36 and at ``default`` from 1.37 (``bound_field``; kubernetes v1.37.2)."""
-    low = _amount(raw["min"]) if raw.get("min") is not None else None
+    low = amount(raw["min"]) if raw.get("min") is not None else None
     if low is None:
         return [required(path.child("min"), "required when validRange is defined")]
     errors: ErrorList = []
@@ -112,7 +112,7 @@ def _validate_range(
         errors.append(invalid(path.child("min"), str(low), f"min is larger than capacity value: {maximum}"))
     if default.quantity.cmp(low.quantity) < 0:
         errors.append(invalid(path.child(bound_field or "min"), str(default), f"default is less than min: {low}"))
-    high = _amount(raw["max"]) if raw.get("max") is not None else None
+    high = amount(raw["max"]) if raw.get("max") is not None else None
     if high is not None:
         if low.quantity.cmp(high.quantity) > 0:
             errors.append(invalid(path.child("max"), str(low), f"min is larger than max: {high}"))
@@ -120,7 +120,7 @@ def _validate_range(
             errors.append(invalid(path.child("max"), str(high), f"max is larger than capacity value: {maximum}"))
         if default.quantity.cmp(high.quantity) > 0:
             errors.append(invalid(path.child(bound_field or "max"), str(default), f"default is more than max: {high}"))
-    step = _amount(raw["step"]) if raw.get("step") is not None else None
+    step = amount(raw["step"]) if raw.get("step") is not None else None
     if step is not None:
         added = _plus(low, step)
         if added.quantity.cmp(maximum.quantity) > 0:

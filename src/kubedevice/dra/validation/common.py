@@ -27,10 +27,11 @@ from ...apimachinery.field import (
     required,
     too_long,
     too_long_characters,
+    too_long_max_length,
     too_many,
 )
 from ...apimachinery.strfmt import validate_c_identifier
-from ...gostrings import go_len
+from ...gostrings import go_bytes, go_len
 from .. import cel, features
 from ..models import DeviceConfiguration, DeviceSelector, ObjectMeta, OpaqueDeviceConfiguration
 
@@ -104,15 +105,16 @@ def validate_qualified_name(name: str, path: Path, release: str) -> ErrorList:
     """An attribute or capacity name: ``identifier`` or ``domain/identifier``.
 
     A name with two slashes or more is accepted: ``validateQualifiedName`` has no case for it
-    (a TODO upstream, kept for compatibility with stored objects). 1.34 reports an empty name
-    and an empty part as required (kubernetes v1.34.4 validation.go); 1.35 as invalid.
+    (a TODO upstream, kept for compatibility with stored objects). Up to 1.34 an empty name and
+    an empty part are required (1.31 calls the domain "the prefix"); from 1.35 invalid
+    (kubernetes v1.31.14 to v1.35.4 validation.go).
     """
     since_135 = features.at_least(release, "1.35")
     if not name and not since_135:
         return [required(path, "name required")]
     parts = name.split("/")
     if len(parts) == 1:
-        return validate_c_identifier(name, MAX_ID_LENGTH, path)
+        return validate_c_identifier(name, MAX_ID_LENGTH, path, release)
     if len(parts) > 2:
         return []
 
@@ -120,29 +122,60 @@ def validate_qualified_name(name: str, path: Path, release: str) -> ErrorList:
         return invalid(path, "", detail) if since_135 else required(path, detail)
 
     domain, ident = parts
-    errors = validate_driver_name(domain, path, release) if domain else [empty("the domain must not be empty")]
+    domain_word = "domain" if features.at_least(release, "1.32") else "prefix"
+    errors = validate_driver_name(domain, path, release) if domain else [empty(f"the {domain_word} must not be empty")]
     if ident:
-        return errors + validate_c_identifier(ident, MAX_ID_LENGTH, path)
+        return errors + validate_c_identifier(ident, MAX_ID_LENGTH, path, release)
     return [*errors, empty("the name must not be empty")]
 
 
 def validate_fully_qualified_name(name: str, path: Path, release: str) -> ErrorList:
-    """``validateFullyQualifiedName``: a qualified name with a domain, worded per release."""
+    """``validateFullyQualifiedName``: a qualified name with a domain, worded per release: 1.31
+    requires ``<path>.domain`` even for an empty name, 1.32 to 1.34 say "must include a domain"
+    for a non-empty one, 1.35 on the longer sentence."""
     errors = validate_qualified_name(name, path, release)
     if features.at_least(release, "1.35"):
         if "/" not in name:
             detail = "a fully qualified name must be a domain and a name separated by a slash"
             errors.append(invalid(path, name, detail))
+    elif not features.at_least(release, "1.32"):
+        if "/" not in name:
+            errors.append(required(path.child("domain"), "must include a prefix"))
     elif name and "/" not in name:
         errors.append(invalid(path, name, "must include a domain"))
     return errors
 
 
-def validate_pool_name(name: str, path: Path) -> ErrorList:
+def truncated(key: str, limit: int) -> str:
+    """``truncateIfTooLong``: a map key over ``limit`` bytes (16 at least) shown as its two ends
+    around ``...``, in a field path."""
+    limit = max(limit, 16)
+    data = go_bytes(key)
+    if len(data) <= limit:
+        return key
+    remaining = limit - 3
+    head, tail = data[: (remaining + 1) // 2], data[len(data) - remaining // 2 :]
+    return (head + b"..." + tail).decode("utf-8", "surrogateescape")
+
+
+def map_paths(path: Path, key: str, limit: int, release: str) -> tuple[Path, Path]:
+    """``validateMap``'s paths for an entry: (where its key's errors go, where its value's go).
+
+    1.31: the map itself and ``map[key]``; 1.32 to 1.35: both at ``map[key]``, the key truncated
+    to ``limit``; 1.36 on: the map itself and the truncated ``map[key]`` (kubernetes v1.31.14 to
+    v1.36.3 validation.go)."""
+    if not features.at_least(release, "1.32"):
+        return path, path.key(key)
+    item = path.key(truncated(key, limit))
+    return (item if not features.at_least(release, "1.36") else path), item
+
+
+def validate_pool_name(name: str, path: Path, release: str = features.NEWEST) -> ErrorList:
     """``validatePoolName``: required, at most 253 bytes, each ``/``-separated part a DNS subdomain."""
     if not name:
         return [required(path)]
-    errors = [too_long(path, MAX_POOL_NAME_LENGTH)] if go_len(name) > MAX_POOL_NAME_LENGTH else []
+    too_many_bytes = go_len(name) > MAX_POOL_NAME_LENGTH
+    errors = [too_long_max_length(path, MAX_POOL_NAME_LENGTH, release)] if too_many_bytes else []
     for part in name.split("/"):
         errors += validate_dns_subdomain(part, path)
     return errors
@@ -166,9 +199,10 @@ def validate_list(
     """``validateSlice`` / ``validateSet``: items, the size limit, duplicates.
 
     From 1.35 the size limit comes first and short-circuits (against DoS) and a duplicate is
-    reported at its item. 1.34 checks every item, then the size, and reports a duplicate at the
-    item's key field (``spec.devices[1].name``: ``itemKey`` returns the field's name too;
-    kubernetes v1.34.4 pkg/apis/resource/validation/validation.go).
+    reported at its item. Before, every item is checked, then the size, and a duplicate is
+    reported at the item's key field (``spec.devices[1].name``: ``itemKey`` returns the field's
+    name too; kubernetes v1.34.4 pkg/apis/resource/validation/validation.go); 1.31 says the size
+    is "Too long" (``TooLongMaxLength``), not "Too many".
     """
     since_135 = features.at_least(release, "1.35")
     too_many_items = 0 <= limit < len(items)
@@ -178,7 +212,11 @@ def validate_list(
     for i, item in enumerate(items):
         errors += check(item, path.index(i))
     if too_many_items:
-        errors.append(too_many(path, len(items), limit))
+        errors.append(
+            too_many(path, len(items), limit)
+            if features.at_least(release, "1.32")
+            else too_long_max_length(path, limit, release)
+        )
     if key is not None:
         seen: set[Any] = set()
         for i, item in enumerate(items):
@@ -193,27 +231,33 @@ def validate_list(
 # --- selectors and config -----------------------------------------------------------------
 
 
-def validate_cel_expression(expression: str, path: Path, gates: Gates | None = None) -> ErrorList:
-    """Length, then compilation (declarations per the release's gates), then the static cost."""
-    if len(expression.encode()) > cel.MAX_EXPRESSION_BYTES:
-        return [too_long(path, cel.MAX_EXPRESSION_BYTES)]
+def validate_cel_expression(
+    expression: str, path: Path, gates: Gates | None = None, release: str = features.NEWEST
+) -> ErrorList:
+    """Length, then compilation (declarations per the release's gates), then the static cost; 1.31
+    has neither limit (both come with 1.32)."""
+    limits = features.at_least(release, "1.32")
+    if limits and len(expression.encode()) > cel.MAX_EXPRESSION_BYTES:
+        return [too_long(path, cel.MAX_EXPRESSION_BYTES, release)]
     try:
         selector = cel.compile_selector(expression, env="NewExpressions", features=gates_or_defaults(gates))
     except cel.CompileError as error:
         return [invalid(path, expression, error.message)]
-    if selector.cost_estimate > cel.MAX_COST:
+    if limits and selector.cost_estimate > cel.MAX_COST:
         return [forbidden(path, "too complex, exceeds cost limit")]
     return []
 
 
-def _validate_selector(selector: DeviceSelector, path: Path, gates: Gates) -> ErrorList:
+def _validate_selector(selector: DeviceSelector, path: Path, gates: Gates, release: str) -> ErrorList:
     if selector.cel is None:
         return [required(path.child("cel"))]
-    return validate_cel_expression(selector.cel.expression, path.child("cel", "expression"), gates)
+    return validate_cel_expression(selector.cel.expression, path.child("cel", "expression"), gates, release)
 
 
 def validate_selectors(selectors: Sequence[DeviceSelector], path: Path, gates: Gates, release: str) -> ErrorList:
-    return validate_list(selectors, MAX_SELECTORS, lambda s, p: _validate_selector(s, p, gates), path, release=release)
+    return validate_list(
+        selectors, MAX_SELECTORS, lambda s, p: _validate_selector(s, p, gates, release), path, release=release
+    )
 
 
 def raw_json(value: Any) -> bytes:
@@ -230,13 +274,16 @@ def raw_json(value: Any) -> bytes:
     return text.encode()
 
 
-def _validate_parameters(parameters: Any, path: Path) -> ErrorList:
+def _validate_parameters(parameters: Any, path: Path, release: str) -> ErrorList:
+    """``validateRawExtension``: required, at most 10 KiB on create (from 1.32), a JSON object (1.33
+    and before: "parameters must be ...")."""
     if parameters is None:
         return [required(path)]
-    if len(raw_json(parameters)) > MAX_PARAMETERS_BYTES:
-        return [too_long(path, MAX_PARAMETERS_BYTES)]
+    if features.at_least(release, "1.32") and len(raw_json(parameters)) > MAX_PARAMETERS_BYTES:
+        return [too_long(path, MAX_PARAMETERS_BYTES, release)]
     if not isinstance(parameters, dict):
-        return [invalid(path, "<value omitted>", "must be a valid JSON object")]
+        what = "must be a valid JSON object"
+        return [invalid(path, "<value omitted>", what if features.at_least(release, "1.34") else f"parameters {what}")]
     return []
 
 
@@ -254,7 +301,7 @@ def _opaque_driver_errors(driver: str, path: Path, release: str) -> ErrorList:
 
 def _validate_opaque(opaque: OpaqueDeviceConfiguration, path: Path, release: str) -> ErrorList:
     return _opaque_driver_errors(opaque.driver, path.child("driver"), release) + _validate_parameters(
-        opaque.parameters, path.child("parameters")
+        opaque.parameters, path.child("parameters"), release
     )
 
 
@@ -269,7 +316,7 @@ def validate_configuration(config: DeviceConfiguration | Any, path: Path, releas
 
 
 def _taint_effects(release: str) -> tuple[str, ...]:
-    """``validDeviceTaintEffects`` of the release (kubernetes v1.34.4 and v1.35.4 validation.go)."""
+    """``validDeviceTaintEffects`` of the release (kubernetes v1.33.13 to v1.35.4 validation.go)."""
     return TAINT_EFFECTS if features.at_least(release, "1.35") else TAINT_EFFECTS_134
 
 

@@ -44,8 +44,8 @@ def validate_device_class(obj: DeviceClass, gates: Gates | None = None, release:
         path.child("config"),
         release=release,
     )
-    if spec.suitable_nodes is not None:
-        errors += core.validate_node_selector(spec.suitable_nodes, path.child("suitableNodes"), release)
+    if spec.suitable_nodes is not None:  # 1.31's only, checked at the top: ``field.NewPath("suitableNodes")``
+        errors += core.validate_node_selector(spec.suitable_nodes, Path("suitableNodes"), release)
     name = spec.extended_resource_name
     if name is not None and not core.is_extended_resource_name(name):
         errors += _extended_resource_name_errors(name, path.child("extendedResourceName"), release)

@@ -22,6 +22,7 @@ from .common import (
     validate_configuration,
     validate_dns_label,
     validate_dns_subdomain,
+    validate_driver_name,
     validate_fully_qualified_name,
     validate_list,
     validate_selectors,
@@ -43,8 +44,9 @@ def validate_resource_claim(
 
 
 def validate_claim_spec(spec: ResourceClaimSpec, path: Path, gated: Gates, release: str) -> ErrorList:
-    """``validateDeviceClaim``: requests, constraints, config, each list in its limits."""
-    devices, path = spec.devices, path.child("devices")
+    """``validateResourceClaimSpec``: ``validateDeviceClaim`` (requests, constraints, config, each
+    list in its limits), and 1.31's ``controller``."""
+    spec_path, devices, path = path, spec.devices, path.child("devices")
     names = _request_names(devices)
     errors: ErrorList = []
     errors += validate_list(
@@ -72,6 +74,8 @@ def validate_claim_spec(spec: ResourceClaimSpec, path: Path, gated: Gates, relea
         path.child("config"),
         release=release,
     )
+    if spec.controller:  # 1.31 (classic DRA): the driver that allocates the claim
+        errors += validate_driver_name(spec.controller, spec_path.child("controller"), release)
     return errors
 
 
@@ -103,6 +107,8 @@ def _validate_exact(request: ExactDeviceRequest, path: Path, gates: Gates, relea
 
 def _validate_request(request: Any, path: Path, gates: Gates, release: str) -> ErrorList:
     errors = validate_dns_label(request.name, path.child("name"))
+    if not features.at_least(release, "1.33"):  # one kind of request, its fields on the request itself
+        return errors + _validate_exact(request.exactly or ExactDeviceRequest(), path, gates, release)
     has_first, has_exact = bool(request.first_available), request.exactly is not None
     if not has_first and not has_exact:
         errors.append(required(path, "exactly one of `exactly` or `firstAvailable` is required"))
@@ -129,7 +135,11 @@ def _request_names(claim: DeviceClaim) -> dict[str, set[str]]:
     return {r.name: {s.name for s in r.first_available} for r in claim.requests}
 
 
-def _validate_request_ref(name: str, path: Path, names: Mapping[str, set[str]]) -> ErrorList:
+def _validate_request_ref(name: str, path: Path, names: Mapping[str, set[str]], release: str) -> ErrorList:
+    """A request (or from 1.33 a subrequest, ``request/sub``) of this claim."""
+    if not features.at_least(release, "1.33"):
+        unknown = [] if name in names else [invalid(path, name, "must be the name of a request in the claim")]
+        return validate_dns_label(name, path) + unknown
     segments = name.split("/")
     if len(segments) > 2:
         return [invalid(path, name, _REQUEST_REF_MSG)]
@@ -144,7 +154,12 @@ def _validate_request_ref(name: str, path: Path, names: Mapping[str, set[str]]) 
 
 def _validate_refs(refs: Sequence[str], path: Path, names: Mapping[str, set[str]], release: str) -> ErrorList:
     return validate_list(
-        refs, MAX_REQUESTS, lambda ref, p: _validate_request_ref(ref, p, names), path, release=release, key=lambda r: r
+        refs,
+        MAX_REQUESTS,
+        lambda ref, p: _validate_request_ref(ref, p, names, release),
+        path,
+        release=release,
+        key=lambda r: r,
     )
 
 
