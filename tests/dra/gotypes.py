@@ -49,7 +49,8 @@ def module_dir(version: str) -> Path:
 
 
 def structs(source: str) -> dict[str, list[tuple[str, str]]]:
-    """Each struct's (JSON name, Go type); ``<inline>`` for an embedded struct whose fields it adds."""
+    """Each struct's (JSON name, Go type); ``<inline>`` for an embedded struct whose fields it adds.
+    A field whose tag says ``omitempty`` has its type marked with a trailing ``,omitempty``."""
     source = re.sub(r"//[^\n]*", "", source)
     found: dict[str, list[tuple[str, str]]] = {}
     for match in re.finditer(r"\ntype (\w+) struct \{(.*?)\n\}", source, re.S):
@@ -66,7 +67,8 @@ def structs(source: str) -> dict[str, list[tuple[str, str]]]:
             if name == "" and embedded:  # Go promotes its fields (``json:",inline"`` or ``json:""``)
                 fields.append(("<inline>", words[0]))
             else:
-                fields.append((name, words[0] if embedded else words[1]))
+                omit = ",omitempty" if "omitempty" in tag[1].split(",")[1:] else ""
+                fields.append((name, (words[0] if embedded else words[1]) + omit))
         found[match[1]] = fields
     return found
 
@@ -78,14 +80,15 @@ def _element(go_type: str) -> str:
 def rows(types: dict[str, list[tuple[str, str]]], struct: str, prefix: str = "") -> list[tuple[str, str]]:
     """(path, Go type) for every field below ``struct``, depth first in Go's field order."""
     out: list[tuple[str, str]] = []
-    for name, go_type in types.get(struct, []):
+    for name, tagged in types.get(struct, []):
+        go_type = tagged.removesuffix(",omitempty")
         if go_type in _LEAVES and name != "metadata":
             continue
         if name == "<inline>":
             out += rows(types, go_type, prefix)
             continue
         path = f"{prefix}.{name}" if prefix else name
-        out.append((path, go_type))
+        out.append((path, tagged))
         element = _element(go_type)
         if element in types and element != struct:
             out += rows(types, element, path)
@@ -93,7 +96,8 @@ def rows(types: dict[str, list[tuple[str, str]]], struct: str, prefix: str = "")
 
 
 def table() -> list[list[str | None]]:
-    """[kind, apiVersion, path, Go type, first release, first release without] for every field."""
+    """[kind, apiVersion, path, Go type, first release, first release without] for every field; the
+    Go type ends in ``,omitempty`` where the JSON tag says so."""
     spans: dict[tuple[str, str, str, str], list[str]] = {}
     for release, api in API_VERSIONS.items():
         root = module_dir(api) / "resource"

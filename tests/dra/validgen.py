@@ -600,7 +600,7 @@ def _set(doc: Any, path: tuple[Any, ...], value: Any) -> bool:
     return True
 
 
-NAMESPACED = ("ResourceClaim", "ResourceClaimTemplate")
+NAMESPACED = ("ResourceClaim", "ResourceClaimTemplate", "PodSchedulingContext")
 """Posted to ``NAMESPACE``: another namespace in the object is refused before validation (400), not modelled."""
 
 BUILDERS: dict[str, Callable[[random.Random, str], Doc]] = {
@@ -651,7 +651,8 @@ def in_version(doc: Doc, version: str, release: str, keep: bool = False) -> Doc:
             for device in _dicts(spec.get("devices")):
                 _basic(device, version)
         claim = spec.get("spec") if out["kind"] == "ResourceClaimTemplate" else spec
-        if out["kind"] in NAMESPACED and isinstance(claim, dict) and isinstance(claim.get("devices"), dict):
+        claims = out["kind"] in ("ResourceClaim", "ResourceClaimTemplate")
+        if claims and isinstance(claim, dict) and isinstance(claim.get("devices"), dict):
             for request in _dicts(claim["devices"].get("requests")):
                 exact = request.pop("exactly", None)
                 if isinstance(exact, dict):

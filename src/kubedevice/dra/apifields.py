@@ -4,7 +4,8 @@ unknown field (``?fieldValidation=Strict``, what ``kubectl apply`` asks for).
 
 ``apifields.json`` lists each field of each kind as ``[kind, apiVersion, path, Go type, first
 release, first release without it or null]``, the path in the version's own shape (JSON names,
-list and map levels left out: ``spec.devices.basic.attributes.int``). It is read from k8s.io/api's
+list and map levels left out: ``spec.devices.basic.attributes.int``), the type marked
+``,omitempty`` where its JSON tag says so (what Go's encoder leaves out when zero). It is read from k8s.io/api's
 ``resource/*/types.go`` of each release (v0.31.14 to v0.37.2); tests/dra/test_apifields.py checks
 it against them. One table decides, for every release and version, which fields exist: the
 decoder's unknown fields, the fields ``dra convert`` reports lost in a target version, and what
@@ -50,8 +51,7 @@ def _rows() -> list[list[str | None]]:
 
 
 @functools.cache
-def tree(kind: str, version: str, release: str) -> Tree:
-    """Every field of ``kind`` in ``version`` as the release's Go types have it (empty: no such kind there)."""
+def _tagged(kind: str, version: str, release: str) -> Tree:
     at = minor(release)
     return {
         str(path): str(go_type)
@@ -59,6 +59,19 @@ def tree(kind: str, version: str, release: str) -> Tree:
         if row_kind == kind and row_version == version
         if minor(str(since)) <= at and (until is None or at < minor(until))
     }
+
+
+@functools.cache
+def tree(kind: str, version: str, release: str) -> Tree:
+    """Every field of ``kind`` in ``version`` as the release's Go types have it (empty: no such kind there)."""
+    return {path: go_type.removesuffix(",omitempty") for path, go_type in _tagged(kind, version, release).items()}
+
+
+@functools.cache
+def omitempty(kind: str, version: str, release: str) -> frozenset[str]:
+    """The fields of :func:`tree` whose JSON tag says ``omitempty``."""
+    tagged = _tagged(kind, version, release)
+    return frozenset(path for path, go_type in tagged.items() if go_type.endswith(",omitempty"))
 
 
 def kinds(version: str, release: str) -> tuple[str, ...]:
@@ -120,6 +133,78 @@ def _items(value: Any, go_type: str) -> list[Any]:
     if shape.startswith("map["):
         return list(value.values()) if isinstance(value, dict) else []
     return [value]
+
+
+def encode(document: dict[str, Any], kind: str, version: str, release: str) -> None:
+    """Make ``document`` what Go's ``encoding/json`` writes for the release's type, in place: a zero
+    ``omitempty`` field left out (a nil pointer, an empty list or map, ``""``, ``0``, ``false``),
+    a missing field without ``omitempty`` written as its zero (``""``, ``0``, ``false``, ``null``
+    for a nil list, map or pointer, ``{}`` filled in for a struct). What the API server answers
+    a GET with, so ``dra convert`` writes the same."""
+    encoder = _Encoder(tree(kind, version, release), omitempty(kind, version, release), release)
+    encoder.struct(document, "", top=True)
+
+
+class _Encoder:
+    def __init__(self, fields: Tree, omitted: frozenset[str], release: str) -> None:
+        self.fields, self.omitted, self.release = fields, omitted, release
+
+    def struct(self, node: Any, path: str, top: bool = False) -> None:
+        if not isinstance(node, dict):
+            return
+        for name in children(self.fields, path):
+            child = f"{path}.{name}" if path else name
+            if top and name in ("metadata", "status"):
+                continue  # ObjectMeta is written as the server fills it; a status is not converted
+            go_type = self.fields[child]
+            if name not in node:
+                if child not in self.omitted:
+                    node[name] = self.zero(go_type, child)
+                continue
+            if child in self.omitted and _empty(node[name], go_type):
+                del node[name]
+                continue
+            if go_type == "metav1.ObjectMeta" and minor(self.release) < _OMITZERO_TIME and isinstance(node[name], dict):
+                node[name].setdefault("creationTimestamp", None)  # a zero Time, before ``omitzero``
+            for item in _items(node[name], go_type):
+                self.struct(item, child)
+
+    def zero(self, go_type: str, path: str) -> Any:
+        if go_type.startswith(("*", "[]", "map[")) or go_type in _NULL_ZEROS:
+            return None
+        if go_type == "bool":
+            return False
+        if go_type in ("int64", "int32", "int"):
+            return 0
+        if go_type == "resource.Quantity":
+            return "0"
+        if any(True for _ in children(self.fields, path)):  # a struct: its own zero fields
+            value: dict[str, Any] = {}
+            self.struct(value, path)
+            return value
+        return ""
+
+
+_OMITZERO_TIME = 34
+"""From apimachinery v0.34 ObjectMeta's ``creationTimestamp`` is ``omitzero``: a template's
+embedded metadata is written without it; before, as ``null``."""
+_NULL_ZEROS = frozenset({"runtime.RawExtension", "metav1.Time"})
+"""Value types whose zero Go writes as ``null`` (RawExtension's and Time's own MarshalJSON)."""
+
+
+def _empty(value: Any, go_type: str) -> bool:
+    """``omitempty``'s zero: nil for a pointer, no items for a list or map, the scalar zero."""
+    if value is None:
+        return True
+    if go_type.startswith("*"):
+        return False
+    if go_type.startswith(("[]", "map[")):
+        return not value
+    if go_type == "bool":
+        return value is False
+    if go_type in ("int64", "int32", "int"):
+        return type(value) is int and value == 0
+    return value == "" and isinstance(value, str)
 
 
 def strip_unknown(document: dict[str, Any], kind: str, version: str, release: str) -> list[str]:

@@ -42,6 +42,7 @@ def convert(obj: DRAObject, version: str, release: str = features.NEWEST) -> tup
     lost = _bare_capacities(retargeted) if version == "v1alpha3" else []
     document = models.to_document(retargeted)
     lost += apifields.strip_unknown(document, obj.kind, version, release)
+    apifields.encode(document, obj.kind, version, release)
     return document, lost
 
 

@@ -834,6 +834,11 @@ def _default_request(request: ExactDeviceRequest) -> None:
 
 
 def _apply_defaults(obj: DRAObject) -> None:
+    if isinstance(obj, ResourceSlice):
+        for device in obj.spec.devices:  # 1.36's SetDefaults_Device (SetDefaults_BasicDevice in v1beta1)
+            for mapping in (device.node_allocatable_resource_mappings or {}).values():
+                if mapping.get("allocationMultiplier") is None:
+                    mapping["allocationMultiplier"] = "1"
     if isinstance(obj, ResourceClaim | ResourceClaimTemplate):
         devices = obj.spec.devices if isinstance(obj, ResourceClaim) else obj.spec.spec.devices
         for request in devices.requests:

@@ -41,8 +41,9 @@ class _Gates:
 
     def clear(self, holder: Any, *names: str, empty: Any = None) -> None:
         """Unset fields of a model: ``empty`` is their unset form (``[]`` for a list never None)."""
+        unset: list[Any] | None = [] if isinstance(empty, list) else None
         for name in names:
-            if getattr(holder, name) in (None, []):
+            if getattr(holder, name) == unset:  # Go tells ``[]`` from nil: an empty list is dropped too
                 continue
             self.changed = True
             if self.apply:
