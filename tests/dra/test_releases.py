@@ -212,3 +212,35 @@ def test_dra_convert_refuses_bad_input_in_one_line(tmp_path: Path, arguments: li
     result = runner.invoke(app, ["convert", *arguments, str(source)])
     assert result.exit_code == 2 and message in result.stderr and len(result.stderr.splitlines()) == 1
     assert "Traceback" not in result.output
+
+
+def test_convert_writes_what_gos_encoder_writes() -> None:
+    """A v1beta1 request's ``deviceClassName`` has no ``omitempty`` (written even when empty), a
+    count of 0 has it (left out); as a 1.36 API server answered a read in v1beta1."""
+    claim = from_document(
+        {
+            "apiVersion": "resource.k8s.io/v1",
+            "kind": "ResourceClaim",
+            "metadata": {"name": "c", "namespace": "default"},
+            "spec": {
+                "devices": {
+                    "requests": [
+                        {
+                            "name": "any",
+                            "firstAvailable": [{"name": "all", "deviceClassName": "gpu", "allocationMode": "All"}],
+                        }
+                    ]
+                }
+            },
+        },
+        release="1.36",
+    )
+    document, lost = convert(claim, "v1beta1", "1.36")
+    assert lost == []
+    assert document["spec"]["devices"]["requests"] == [
+        {
+            "name": "any",
+            "deviceClassName": "",
+            "firstAvailable": [{"name": "all", "deviceClassName": "gpu", "allocationMode": "All"}],
+        }
+    ]
