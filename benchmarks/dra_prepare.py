@@ -1,10 +1,11 @@
-"""DRA driver benchmark: ``python benchmarks/dra_prepare.py [--quick] [--cluster-dir DIR]``.
+"""DRA driver benchmark: ``python benchmarks/dra_prepare.py [--quick] [--cluster-dir DIR] [--device-metadata]``.
 
 Two parts, each printing medians and p99:
 
 1. **In process, claims in memory** (no API server): NodePrepareResources + NodeUnprepareResources
    for 1 and 32 claims from the kubelet-side client to the driver over a real unix socket, CDI
-   spec files and checkpoint writes included: what the driver itself costs per call. Then the
+   spec files and checkpoint writes included: what the driver itself costs per call (with
+   ``--device-metadata``, the driver also writes each claim's device metadata). Then the
    same client's NodeUnprepareResources against a bare grpc.aio server that only answers (no
    driver code): grpcio's per-call floor, the part of the driver's figure no Python code can cut.
 2. **Against Kubernetes' own DRA test driver**, same run, same client (kubedevice's ``DraClient``,
@@ -98,9 +99,10 @@ class MemoryClaims:
             raise ClaimError(f"no claim {namespace}/{name}") from None
 
 
-async def in_process(rounds: int, root: Path, cdi: Path) -> None:
+async def in_process(rounds: int, root: Path, cdi: Path, device_metadata: bool = False) -> None:
     grant = ContainerAllocation(envs={"DEV": "x"}, devices=[DeviceSpec("/dev/null")])
-    driver = DraDriver(DRIVER, [Plugin("example.com/bench", [Device(f"d{i}", grant=grant) for i in range(64)])])
+    plugin = Plugin("example.com/bench", [Device(f"d{i}", grant=grant) for i in range(64)])
+    driver = DraDriver(DRIVER, [plugin], device_metadata=device_metadata)
     claims = MemoryClaims()
     (root / "boot_id").write_text("bench\n")
     for made_by_the_kubelet in ("plugins", "plugins_registry"):  # the driver waits for them, never makes them
@@ -108,7 +110,7 @@ async def in_process(rounds: int, root: Path, cdi: Path) -> None:
     options = ServiceOptions(NODE, root / "kubelet", cdi, root / "boot_id")
     service = DriverService(driver, claims, options, None)
     await service.start()
-    print("in process, claims in memory (the driver's own cost):")
+    print(f"in process, claims in memory (the driver's own cost{', device metadata' if device_metadata else ''}):")
     try:
         async with DraClient(await register(service.sockets.registration)) as client:
             for size in SIZES:
@@ -496,6 +498,7 @@ def main() -> int:
     parser.add_argument("--cluster-dir", type=Path, help="a cluster started with scripts/cluster.sh up --dir DIR")
     parser.add_argument("--in-process-only", action="store_true", help="part 1 only (no cluster, no Go)")
     parser.add_argument("--rounds", type=int, help="rounds per size (default 200, 5 with --quick)")
+    parser.add_argument("--device-metadata", action="store_true", help="part 1 with dra.device_metadata on")
     parser.add_argument("--serve-bare", type=Path, help=argparse.SUPPRESS)  # the floor's own process
     args = parser.parse_args()
     if args.serve_bare is not None:
@@ -512,7 +515,7 @@ def main() -> int:
     cdi = Path(tempfile.mkdtemp(prefix="kdb-cdi-", dir="/dev/shm" if Path("/dev/shm").is_dir() else "/tmp"))
     try:
         (work / "inproc").mkdir()
-        asyncio.run(in_process(rounds, work / "inproc", cdi))
+        asyncio.run(in_process(rounds, work / "inproc", cdi, args.device_metadata))
         asyncio.run(bare_floor(rounds, work / "inproc"))
         if program is not None:
             with cluster_at(args.cluster_dir) as kubeconfig:

@@ -9,11 +9,12 @@ import signal
 import subprocess
 import sys
 import tempfile
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+
+from kubedevice.testing.waiting import wait_for
 
 ROOT = Path(__file__).resolve().parents[1]
 ALLOWED = os.sched_getaffinity(0)
@@ -71,10 +72,12 @@ def serving(directory: Path, dra: bool, *extra: str) -> subprocess.Popen[bytes]:
         [sys.executable, "-m", "kubedevice", "serve", *args, *extra],
         stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env={**os.environ, "PYTHONPATH": str(ROOT / "src")},
     )  # fmt: skip
-    deadline = time.monotonic() + 60
-    while not any(served.glob("*.sock")):
-        assert daemon.poll() is None and time.monotonic() < deadline, "serve did not serve its socket"
-        time.sleep(0.05)
+
+    def serving() -> bool:
+        assert daemon.poll() is None, f"serve exited with {daemon.returncode}"
+        return any(served.glob("*.sock"))
+
+    wait_for("serve's socket", serving, 60)
     return daemon
 
 

@@ -10,7 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from kubedevice.testing.cluster import MARKER, Cluster, ClusterError, main
+from kubedevice.testing.cluster import MARKER, Cluster, ClusterError
+from kubedevice.testing.cluster.__main__ import main
 
 MADE = {
     "etcd/member/wal/0.wal": 4096 * 16,

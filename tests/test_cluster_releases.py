@@ -10,7 +10,9 @@ from pathlib import Path
 import pytest
 
 from kubedevice.testing import components
-from kubedevice.testing.cluster import Cluster, ClusterError, _apiserver_release_flags, kubelet_skew_error, main
+from kubedevice.testing.cluster import Cluster, ClusterError, kubelet_skew_error
+from kubedevice.testing.cluster.__main__ import main
+from kubedevice.testing.cluster.configs import apiserver_release_flags
 from kubedevice.testing.gobuild import BuildError
 
 
@@ -41,15 +43,16 @@ def test_an_unsupported_release_is_refused_with_the_list() -> None:
 
 
 def test_cluster_sh_refuses_an_unknown_version_in_one_line(capsys: pytest.CaptureFixture[str]) -> None:
-    with pytest.raises(SystemExit) as exit_:
-        main(["up", "--version", "1.30"])
-    assert exit_.value.code == 2
-    assert "invalid choice: '1.30'" in capsys.readouterr().err
+    assert main(["up", "--version", "1.30"]) == 2
+    assert capsys.readouterr().err == (
+        "kubedevice: invalid value for '--version': '1.30' is not one of 1.34, 1.35, 1.36, 1.37 "
+        "(see 'cluster.sh up --help')\n"
+    )
 
 
 def test_only_1_37_and_later_turn_the_endpoint_reconciler_off() -> None:
-    assert _apiserver_release_flags("v1.36.3") == []
-    assert _apiserver_release_flags("v1.37.2") == ["--endpoint-reconciler-type=none"]
+    assert apiserver_release_flags("v1.36.3") == []
+    assert apiserver_release_flags("v1.37.2") == ["--endpoint-reconciler-type=none"]
 
 
 @pytest.mark.parametrize(("apiserver", "kubelet", "refused"), [

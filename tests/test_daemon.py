@@ -22,8 +22,9 @@ from grpc import aio
 from kubedevice.api import pb, pb_grpc
 from kubedevice.kubelet import Container, KubeletSimulator, Pod
 from kubedevice.names import endpoint_for
+from kubedevice.testing import waiting
 
-TIMEOUT = 10.0
+TIMEOUT = 60.0  # a bound on a hang: a `kubedevice serve` took 12 s to import at a load of 20 on 2 cores
 NULL = "example.com/null"
 SERIAL = "example.com/serial"
 
@@ -91,12 +92,9 @@ class Daemon:
 
 
 async def eventually(check: Callable[[], bool], what: str) -> None:
-    deadline = time.monotonic() + TIMEOUT
-    while time.monotonic() < deadline:
-        if await asyncio.to_thread(check):
-            return
-        await asyncio.sleep(0.05)
-    raise AssertionError(f"timed out waiting for {what}")
+    """``check`` polled in a thread: its HTTP calls and file reads block, and the simulator this
+    loop runs must keep answering the daemon meanwhile."""
+    await waiting.eventually(what, lambda: asyncio.to_thread(check), TIMEOUT)
 
 
 @asynccontextmanager

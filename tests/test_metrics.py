@@ -16,7 +16,7 @@ from prometheus_client import CollectorRegistry
 from prometheus_client.parser import text_string_to_metric_families
 
 import kubedevice
-from kubedevice.metrics import Metrics, MetricsServer, Readiness, parse_address, start_http_server
+from kubedevice.metrics import ListenError, Metrics, MetricsServer, Readiness, parse_address, start_http_server
 
 R = "example.com/null"
 Samples = dict[tuple[str, frozenset[tuple[str, str]]], float]
@@ -335,7 +335,7 @@ def test_bind_failure_raises_instead_of_serving_nothing() -> None:
             taken.bind(("127.0.0.1", 0))
             taken.listen()
             port = taken.getsockname()[1]
-            with pytest.raises(OSError):
+            with pytest.raises(ListenError, match=f"--metrics-address 127.0.0.1:{port}: address already in use"):
                 await start_http_server(f"127.0.0.1:{port}", Metrics.disabled(), Readiness([]))
 
     asyncio.run(main())

@@ -8,7 +8,6 @@ import signal
 import socket
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
@@ -16,6 +15,7 @@ import pytest
 from kubedevice.allocation.cdi import CdiSpecDir
 from kubedevice.config import parse_config
 from kubedevice.node.owner import OwnerRef, Seen, cdi_specs, remove_cdi_specs, uninstalled
+from kubedevice.testing.waiting import wait_for
 
 CONFIG = """
 resources:
@@ -123,11 +123,13 @@ current-context: c
     log = tmp_path / "serve.log"
     with log.open("wb") as out:
         proc = subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT)
-    deadline = time.monotonic() + 30
     cdi = tmp_path / "cdi"
-    while not (len(list(cdi.glob("kubedevice-*.json"))) == 2 and "watching DaemonSet" in log.read_text()):
-        assert proc.poll() is None and time.monotonic() < deadline, log.read_text()
-        time.sleep(0.05)
+
+    def started() -> bool:
+        assert proc.poll() is None, log.read_text()
+        return len(list(cdi.glob("kubedevice-*.json"))) == 2 and "watching DaemonSet" in log.read_text()
+
+    wait_for("both CDI specs and the owner's watch", started, 30, seen=log.read_text)
     specs = sorted(cdi.glob("kubedevice-*.json"))
     proc.send_signal(signal.SIGTERM)
     assert proc.wait(30) == 0, log.read_text()

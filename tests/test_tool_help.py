@@ -1,6 +1,6 @@
 """Every command's help reads as text: no reST markup, no Python type noise, whichever typer runs it.
 
-The commands are found by walking the command tree typer builds (``typer.main.get_command``), the
+The commands are found by walking the command tree typer builds (``tests/cli/tree.py``), the
 tools loaded as ``kubedevice`` loads them, so a new command or subcommand is checked without
 being listed here.
 """
@@ -8,13 +8,11 @@ being listed here.
 from __future__ import annotations
 
 import re
-from typing import Any
 
 import pytest
-import typer
-from typer.core import TyperGroup
 
-from kubedevice.commands import app, run
+from kubedevice.commands import run
+from tests.cli.tree import commands
 
 # typer's own metavars are the Python type in angle brackets (<bool>, <path>, <list[Path]>,
 # <int range>); ours are upper case (FILE, DIR, SECONDS) or the choices (<text|json>).
@@ -24,17 +22,7 @@ NOISE = ("list[", "Optional[", "NoneType", "PosixPath(", "``", ":func:", ":mod:"
 
 def command_paths() -> list[list[str]]:
     """Every command and subcommand, as the words that name it after ``kubedevice``."""
-    paths: list[list[str]] = []
-
-    def walk(command: Any, path: list[str], parent: Any) -> None:
-        paths.append(path)
-        if isinstance(command, TyperGroup):
-            ctx = typer.Context(command, info_name=path[-1] if path else "kubedevice", parent=parent)
-            for name in command.list_commands(ctx):
-                walk(command.get_command(ctx, name), [*path, name], ctx)
-
-    walk(typer.main.get_command(app), [], None)
-    return paths
+    return [list(command.path) for command in commands()]
 
 
 COMMANDS = command_paths()

@@ -2,9 +2,11 @@
 
 The library surface for writing a plugin in a few lines::
 
-    from kubedevice import Device, DeviceSpec, ContainerAllocation, Plugin, serve
+    from kubedevice import ContainerAllocation, Device, DeviceSpec, Plugin
+    from kubedevice.plugin.manager import serve
 
-See ``docs/writing-a-plugin.md``.
+``serve`` stays in its module: importing this package must not load grpc, which the command
+line's ``--help`` and its tools do without. See ``docs/writing-a-plugin.md``.
 """
 
 import os

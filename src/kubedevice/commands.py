@@ -15,10 +15,12 @@ import typer
 from typer.core import TyperGroup
 
 from . import __version__, early_signals
-from .errors import fail
+from .cliparams import directory, node_name, output_file
+from .errors import DependencyError, UsageError, fail
 
 if TYPE_CHECKING:
     from .config import Config
+    from .node.owner import OwnerRef
 
 
 def _click_error(name: str) -> Any:
@@ -60,16 +62,20 @@ LAZY = {
 }
 
 
-class LazyGroup(TyperGroup):
-    """A group whose tool commands are imported when invoked, and listed in help without import."""
-
-    def list_commands(self, ctx: Any) -> list[str]:
-        return [*super().list_commands(ctx), *LAZY]
+class BareHelpGroup(TyperGroup):
+    """A group that, named without a command, prints its help on stderr and exits 2 (:func:`_bare`)."""
 
     def parse_args(self, ctx: Any, args: list[str]) -> list[str]:
         if not args and self.no_args_is_help:
             _bare(ctx)
         return super().parse_args(ctx, args)
+
+
+class LazyGroup(BareHelpGroup):
+    """A group whose tool commands are imported when invoked, and listed in help without import."""
+
+    def list_commands(self, ctx: Any) -> list[str]:
+        return [*super().list_commands(ctx), *LAZY]
 
     def resolve_command(self, ctx: Any, args: list[str]) -> Any:
         name, command, rest = super().resolve_command(ctx, args)
@@ -142,12 +148,14 @@ PluginDirOption = Annotated[
     Path | None,
     typer.Option(
         metavar="DIR",
+        callback=directory,
         help="The kubelet's device plugin directory (env KUBEDEVICE_PLUGIN_DIR, then the config, "
         "then /var/lib/kubelet/device-plugins). Never created: serve waits for it.",
     ),
 ]
 HostRootOption = Annotated[
-    Path | None, typer.Option(metavar="DIR", help="Where the host's / is mounted (e.g. /host in a pod).")
+    Path | None,
+    typer.Option(metavar="DIR", callback=directory, help="Where the host's / is mounted (e.g. /host in a pod)."),
 ]
 LogLevel = Literal["debug", "info", "warning", "error", "critical"]
 LogFormat = Literal["text", "json"]
@@ -162,31 +170,91 @@ def load(config: Path) -> Config:
         fail(str(err))
 
 
+# Each mode's own flags, and why the other mode has no use for them.
+_DEVICE_PLUGIN_ONLY = {
+    "--plugin-dir": "a DRA driver registers in --kubelet-dir's plugins_registry",
+    "--owner-daemonset": "a DRA claim's CDI spec goes when the kubelet unprepares it",
+    "--features-file": "a DRA driver publishes its devices in ResourceSlices",
+}
+_DRA_ONLY = {
+    "--kubelet-dir": "device plugins register in --plugin-dir",
+    "--claims-dir": "device plugins get no ResourceClaims",
+}
+
+
+def _refuse_flags_of_the_other_mode(*, dra: bool, given: dict[str, object]) -> None:
+    """A flag the config's mode never reads is a mistake to report, not a value to ignore."""
+    wrong = _DEVICE_PLUGIN_ONLY if dra else _DRA_ONLY
+    for flag, why in wrong.items():
+        if given.get(flag) is not None:
+            mode = "device plugins" if dra else "a config with a 'dra' section"
+            fail(f"serve: {flag} is for {mode}: {why}")
+
+
+def _owner(text: str | None) -> OwnerRef | None:
+    """``--owner-daemonset``'s value as an ``OwnerRef`` (None when not given; given empty is an error)."""
+    from .node.owner import OwnerRef  # noqa: PLC0415
+
+    return OwnerRef.parse(text) if text is not None else None
+
+
+def _check_kubeconfig(path: Path) -> None:
+    """Load ``--kubeconfig`` now: a broken one is a usage error at start, not a failure at first use."""
+    from .dra.driver.kube import load_kubeconfig  # noqa: PLC0415 - lightkube only when a kubeconfig is given
+
+    load_kubeconfig(path)
+
+
+def _listen_address(value: str | None) -> str | None:
+    """``--metrics-address``: HOST:PORT, checked before anything starts."""
+    if value is None:
+        return None
+    from .metrics import parse_address  # noqa: PLC0415 - the metrics module only when the flag is given
+
+    try:
+        parse_address(value)
+    except ValueError as err:
+        raise typer.BadParameter(str(err)) from None
+    return value
+
+
 @app.command()
 def serve(  # noqa: PLR0917 - typer maps each parameter to an option
     config: ConfigOption,
     plugin_dir: PluginDirOption = None,
     host_root: HostRootOption = None,
     cdi_dir: Annotated[
-        Path | None, typer.Option(metavar="DIR", help="CDI spec directory (overrides the config).")
+        Path | None,
+        typer.Option(metavar="DIR", callback=directory, help="CDI spec directory (overrides the config)."),
     ] = None,
     metrics_address: Annotated[
         str | None,
-        typer.Option(metavar="HOST:PORT", help="Serve /metrics, /healthz and /readyz here (off by default)."),
+        typer.Option(
+            metavar="HOST:PORT",
+            callback=_listen_address,
+            help="Serve /metrics, /healthz and /readyz here (off by default).",
+        ),
     ] = None,
     log_level: Annotated[LogLevel, typer.Option(case_sensitive=False, help="Log level.")] = "info",
     log_format: Annotated[LogFormat, typer.Option(case_sensitive=False, help="Log format.")] = "text",
     node: Annotated[
         str | None,
         typer.Option(
-            envvar="NODE_NAME", metavar="NODE", help="This node's name, for DRA and node_selector [env NODE_NAME]."
+            envvar="NODE_NAME", metavar="NODE", callback=node_name, help="This node's name, for DRA and node_selector."
         ),
     ] = None,
     kubelet_dir: Annotated[
-        Path | None, typer.Option(metavar="DIR", help="DRA: the kubelet's root [default /var/lib/kubelet].")
+        Path | None,
+        typer.Option(metavar="DIR", callback=directory, help="DRA: the kubelet's root [default /var/lib/kubelet]."),
     ] = None,
     kubeconfig: Annotated[
-        Path | None, typer.Option(metavar="FILE", help="API access [default in-cluster, then $KUBECONFIG].")
+        Path | None,
+        typer.Option(
+            metavar="FILE",
+            exists=True,
+            dir_okay=False,
+            help="API access [default in-cluster, then $KUBECONFIG].",
+        ),
     ] = None,
     owner_daemonset: Annotated[
         str | None,
@@ -200,6 +268,7 @@ def serve(  # noqa: PLR0917 - typer maps each parameter to an option
         Path | None,
         typer.Option(
             metavar="DIR",
+            callback=directory,
             help="DRA, testing only: read ResourceClaims from YAML/JSON files in DIR; "
             "no API server, no ResourceSlices published.",
         ),
@@ -209,6 +278,8 @@ def serve(  # noqa: PLR0917 - typer maps each parameter to an option
         typer.Option(
             metavar="FILE",
             dir_okay=False,
+            writable=True,
+            callback=output_file,
             help="Keep a Node Feature Discovery feature file here (in NFD's features.d): "
             "NAME.present and NAME.count labels, rewritten atomically on every change.",
         ),
@@ -228,32 +299,35 @@ def serve(  # noqa: PLR0917 - typer maps each parameter to an option
     --kubeconfig); see docs/dra-driver.md.
     """
     from .node.daemon import DaemonOptions, run_daemon  # noqa: PLC0415
-    from .node.owner import OwnerRef  # noqa: PLC0415
-    from .plugin.server import SocketInUse  # noqa: PLC0415
 
     cfg = load(config)
     try:
-        owner = OwnerRef.parse(owner_daemonset) if owner_daemonset else None
+        owner = _owner(owner_daemonset)
     except ValueError as err:
         fail(str(err))
+    if cfg.dra is not None and any(r.node_selector for r in cfg.resources):  # the config first: it picks the mode
+        fail(
+            "node_selector is for device plugins: a DRA driver publishes every device, and DeviceClass "
+            "selectors or the node's ResourceSlice pick where claims go"
+        )
+    _refuse_flags_of_the_other_mode(
+        dra=cfg.dra is not None,
+        given={
+            "--plugin-dir": plugin_dir,
+            "--owner-daemonset": owner_daemonset,
+            "--features-file": features_file,
+            "--kubelet-dir": kubelet_dir,
+            "--claims-dir": claims_dir,
+        },
+    )
+    if kubeconfig is not None:  # judged now, though only some configs and flags use it
+        _check_kubeconfig(kubeconfig)
     if cfg.dra is not None:
         from .dra.driver.daemon import DraOptions, serve_command  # noqa: PLC0415
-
-        if owner is not None:
-            fail("--owner-daemonset is for device plugins: a DRA claim's CDI spec goes when the kubelet unprepares it")
-        if features_file is not None:
-            fail("--features-file is for device plugins: a DRA driver publishes its devices in ResourceSlices")
-        if any(r.node_selector for r in cfg.resources):
-            fail(
-                "node_selector is for device plugins: a DRA driver publishes every device, and DeviceClass "
-                "selectors or the node's ResourceSlice pick where claims go"
-            )
 
         paths = (kubelet_dir, cdi_dir, kubeconfig, host_root)
         dra_options = DraOptions(node or "", *paths, metrics_address, log_level, log_format, claims_dir, all_cpus)
         serve_command(cfg, dra_options, early_signals.received)
-    if claims_dir is not None:
-        fail("serve: --claims-dir needs a config with a 'dra' section")
     options = DaemonOptions(
         config,
         plugin_dir,
@@ -270,8 +344,6 @@ def serve(  # noqa: PLR0917 - typer maps each parameter to an option
     )
     try:
         code = run_daemon(cfg, options, early_signals.received)
-    except SocketInUse as err:  # another live process on our endpoint, or a file that is not ours
-        fail(str(err), 1)
     except ValueError as err:  # a resource the kubelet would refuse, a host root that is missing, ...
         fail(str(err))
     raise typer.Exit(code)
@@ -286,26 +358,39 @@ def demo(
 ) -> None:
     """No cluster, no root: a simulated kubelet and a plugin in a temp dir, end to end."""
     from .demo import run_demo  # noqa: PLC0415
-    from .errors import UsageError  # noqa: PLC0415
 
     try:
         code = run_demo(config)
-    except (UsageError, ValueError) as err:
+    except ValueError as err:
         fail(str(err))
     raise typer.Exit(code)
 
 
 def run(args: list[str]) -> NoReturn:
-    """Run the command line; click's usage errors become the one-line format of every error."""
-    command = typer.main.get_command(app)
+    """Run the command line; every error becomes the one-line format (:mod:`kubedevice.errors`)."""
+    raise SystemExit(invoke(app, args, "kubedevice"))
+
+
+def invoke(typer_app: typer.Typer, args: list[str], prog: str) -> int:
+    """Run ``typer_app`` on ``args``; its exit code.
+
+    click's usage errors and :class:`UsageError` exit 2, :class:`DependencyError` (a port, a
+    kubelet, an API server) exits 1: a command raises them from wherever it finds the problem,
+    and each is the one line of every kubedevice command, naming ``prog``'s help.
+    """
+    command = typer.main.get_command(typer_app)
     try:
-        code = command.main(args=args, prog_name="kubedevice", standalone_mode=False)
+        code = command.main(args=args, prog_name=prog, standalone_mode=False)
     except USAGE_ERROR as err:
-        where = err.ctx.command_path if err.ctx is not None else "kubedevice"
+        where = err.ctx.command_path if err.ctx is not None else prog
         message = err.format_message().replace("Value error, ", "").rstrip(".")
         fail(f"{message[:1].lower()}{message[1:]} (see '{where} --help')")
     except CLICK_ERROR as err:
         fail(err.format_message(), err.exit_code)
     except typer.Abort:
         fail("aborted", 1)
-    raise SystemExit(code if isinstance(code, int) else 0)
+    except UsageError as err:
+        fail(str(err))
+    except DependencyError as err:
+        fail(str(err), 1)
+    return code if isinstance(code, int) else 0

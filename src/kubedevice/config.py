@@ -1,8 +1,10 @@
 """The daemon's YAML configuration, validated with pydantic.
 
 A bad config must cost the operator one glance: :class:`ConfigError` is always a single
-line naming the file and the field (``resources[1].usb.vendor: ...``), and the CLI turns
-it into exit code 2 without a traceback.
+line naming the file, the line and column of the entry at fault and the field
+(``config.yaml:7:15: resources[1].usb.vendor: ...``), and the CLI turns it into exit code 2
+without a traceback. A file of more than :data:`MAX_VALUES` values is refused while it is read,
+so a hostile or generated file costs a fraction of a second, not minutes of parsing.
 """
 
 from __future__ import annotations
@@ -13,13 +15,16 @@ from types import UnionType
 from typing import Annotated, Any, Union, get_args, get_origin
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import BaseModel, Field, ValidationError, field_validator, model_validator
 
 from . import boundedyaml
 from .dra.driver.config import DraConfig
-from .errors import at, cannot_read
+from .errors import FieldProblem, at, cannot_read
 from .plugin_dir import resolve_plugin_dir
-from .sources.schema import ResourceConfig, template_fields
+from .sources.schema import SCHEMA_CONFIG, ResourceConfig, path_problem, template_fields
+
+#: Values (scalars, lists and maps) a config file may hold: a fleet's config has hundreds.
+MAX_VALUES = 10_000
 
 
 class ConfigError(Exception):
@@ -29,28 +34,43 @@ class ConfigError(Exception):
 class Config(BaseModel):
     """Top level of the config file."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = SCHEMA_CONFIG
 
-    plugin_dir: Path | None = Field(None, description="kubelet device plugin directory")
-    host_root: Path = Field(Path("/"), description="where the host's / is mounted (e.g. /host in a pod)")
-    cdi_dir: Path = Field(Path("/var/run/cdi"), description="where CDI spec files are written")
+    # strict=False: a path is YAML text, which only lax mode turns into a Path
+    plugin_dir: Path | None = Field(None, strict=False, description="kubelet device plugin directory")
+    host_root: Path = Field(Path("/"), strict=False, description="where the host's / is mounted (e.g. /host in a pod)")
+    cdi_dir: Path = Field(Path("/var/run/cdi"), strict=False, description="where CDI spec files are written")
     resources: list[ResourceConfig] = Field(min_length=1)
     dra: DraConfig | None = Field(None, description="serve the resources as a DRA driver instead of device plugins")
+    pod_resources_socket: Path | None = Field(
+        None,
+        strict=False,
+        description="the kubelet's PodResources socket, read on each scrape to label device metrics with pods "
+        "(default: <kubelet root>/pod-resources/kubelet.sock, the root being the plugin directory's parent, "
+        "or --kubelet-dir for DRA)",
+    )
 
-    @field_validator("plugin_dir", "host_root", "cdi_dir")
+    @field_validator("plugin_dir", "host_root", "cdi_dir", "pod_resources_socket")
     @classmethod
     def _absolute(cls, value: Path | None) -> Path | None:
         if value is not None and not value.is_absolute():
             raise ValueError(f"must be an absolute path, not {str(value)!r}")
+        problem = path_problem(str(value)) if value is not None else None
+        if problem:
+            raise ValueError(f"path {str(value)!r} {problem}")
         return value
 
     @model_validator(mode="after")
     def _unique_names(self) -> Config:
-        seen: set[str] = set()
-        for resource in self.resources:
+        seen: dict[str, int] = {}
+        for i, resource in enumerate(self.resources):
             if resource.name in seen:
-                raise ValueError(f"resource {resource.name!r} is configured twice")
-            seen.add(resource.name)
+                first = seen[resource.name]
+                raise FieldProblem(
+                    ("resources", i, "name"),
+                    f"resource {resource.name!r} is configured twice (first as resources[{first}])",
+                )
+            seen[resource.name] = i
         return self
 
     @model_validator(mode="after")
@@ -63,17 +83,18 @@ class Config(BaseModel):
         device's place among one container's devices) has no value there either.
         """
         for i, resource in enumerate(self.resources):
-            where = f"resources[{i}]"
+            owner = ("resources", i, "device_ownership")
             if resource.device_ownership is not None and self.dra is not None:
-                raise ValueError(f"{where}: device_ownership is not applied by the DRA driver (yet); remove it")
+                raise FieldProblem(owner, "not applied by the DRA driver (yet); remove it")
             if resource.device_ownership is not None and resource.cdi is None:
-                raise ValueError(
-                    f"{where}: device_ownership needs 'cdi:' on this resource: without CDI the kubelet's device "
+                raise FieldProblem(
+                    owner,
+                    "needs 'cdi:' on this resource: without CDI the kubelet's device "
                     "plugin API cannot set a node's owner or mode (use containerd's "
-                    "device_ownership_from_security_context instead, see docs/sources.md)"
+                    "device_ownership_from_security_context instead, see docs/sources.md)",
                 )
             if self.dra is not None:
-                _no_index_for_dra(resource, where)
+                _no_index_for_dra(resource, i)
         return self
 
     def resolved_plugin_dir(self, override: Path | None = None) -> Path:
@@ -81,14 +102,15 @@ class Config(BaseModel):
         return resolve_plugin_dir(override, self.plugin_dir)
 
 
-def _no_index_for_dra(resource: ResourceConfig, where: str) -> None:
-    templates = [("container_path", resource.container_path)]
-    templates += [(f"mounts[{i}].container_path", m.container_path) for i, m in enumerate(resource.mounts)]
-    for field, template in templates:
+def _no_index_for_dra(resource: ResourceConfig, index: int) -> None:
+    templates: list[tuple[tuple[int | str, ...], str | None]] = [(("container_path",), resource.container_path)]
+    templates += [(("mounts", i, "container_path"), m.container_path) for i, m in enumerate(resource.mounts)]
+    for loc, template in templates:
         if template is not None and "index" in template_fields(template):
-            raise ValueError(
-                f"{where}: {field} {template!r} uses {{index}}, which a DRA driver cannot know when it "
-                "prepares a claim (use {name} or {path})"
+            raise FieldProblem(
+                ("resources", index, *loc),
+                f"{template!r} uses {{index}}, which a DRA driver cannot know when it prepares a claim "
+                "(use {name} or {path})",
             )
 
 
@@ -103,8 +125,10 @@ def load_config(path: Path) -> Config:
 
 def parse_config(text: str, source: str = "<config>") -> Config:
     node, data = _parse_yaml(text, source)
+    if node is None or data is None:  # no document, or a document of nothing but null
+        raise ConfigError(f"{at(source, 1, 1)}: the file is empty: a config is a mapping with 'resources:'")
     if not isinstance(data, dict):
-        raise ConfigError(f"{source}: expected a mapping with 'resources', got {type(data).__name__}")
+        raise ConfigError(f"{_place(source, node, ())}: a config is a mapping with 'resources:', not {_a(node)}")
     try:
         return Config.model_validate(data)
     except ValidationError as err:
@@ -114,7 +138,7 @@ def parse_config(text: str, source: str = "<config>") -> Config:
 def _parse_yaml(text: str, source: str) -> tuple[yaml.Node | None, Any]:
     """The document's node tree (for line numbers) and its data."""
     try:
-        loader = boundedyaml.BoundedLoader(text)  # its reader refuses control characters at once
+        loader = _ConfigLoader(text)  # its reader refuses control characters at once
     except yaml.YAMLError as err:
         raise ConfigError(_yaml_problem(err, source)) from None
     try:
@@ -124,6 +148,17 @@ def _parse_yaml(text: str, source: str) -> tuple[yaml.Node | None, Any]:
         raise ConfigError(_yaml_problem(err, source)) from None
     finally:
         loader.dispose()
+
+
+class _ConfigLoader(boundedyaml.BoundedLoader):
+    max_values = MAX_VALUES
+
+
+def _a(node: yaml.Node) -> str:
+    """What a YAML node is, for a message: ``a list``, ``a string``."""
+    if isinstance(node, yaml.SequenceNode):
+        return "a list"
+    return "a mapping" if isinstance(node, yaml.MappingNode) else "a single value"
 
 
 def _yaml_problem(err: yaml.YAMLError, source: str) -> str:
@@ -149,8 +184,27 @@ def describe(err: ValidationError, source: str = "<config>", node: yaml.Node | N
     first = errors[0]
     loc = tuple(first["loc"])
     message = str(first["msg"]).removeprefix("Value error, ")
+    ctx = first.get("ctx") or {}
+    if isinstance(ctx.get("error"), FieldProblem):  # a check across fields names the entry at fault
+        loc += ctx["error"].loc
+    if first["type"] in ("union_tag_invalid", "union_tag_not_found"):  # the tag's own key (a check's type)
+        loc += (str(ctx.get("discriminator", "")).strip("'"),)
     extra = f" (and {len(errors) - 1} more)" if len(errors) > 1 else ""
     return f"{_place(source, node, loc)}: {_field_path(_walk(loc)[1]) or 'config'}: {message}{extra}"
+
+
+def resource_problem(source: str | Path, config: Config, problem: FieldProblem, resource: str) -> str:
+    """The one line for a problem found after the config was read (discovery's limits): the file is
+    read again for the place of ``problem.loc`` within the entry of ``resource``."""
+    index = next((i for i, r in enumerate(config.resources) if r.name == resource), None)
+    if index is None:
+        return f"{source}: resource {resource}: {problem.args[0]}"
+    loc = ("resources", index, *problem.loc)
+    try:
+        node, _ = _parse_yaml(boundedyaml.read_text(source), str(source))
+    except (OSError, UnicodeDecodeError, ConfigError):
+        node = None
+    return f"{_place(str(source), node, loc)}: {_field_path(_walk(loc)[1])}: {problem.args[0]}"
 
 
 def _suggest(key: str, valid: list[str]) -> str:
@@ -212,12 +266,14 @@ def _place(source: str, node: yaml.Node | None, loc: tuple[int | str, ...], key_
     """``file:line:col`` of the deepest YAML node along ``loc`` (the key itself for an unknown key)."""
     found = node
     for i, part in enumerate(loc):
+        # the key itself: an unknown key, or one followed by "[key]" (pydantic's and FieldProblem's mark)
+        key = (key_of_last and i == len(loc) - 1) or loc[i + 1 : i + 2] == ("[key]",)
         if isinstance(found, yaml.SequenceNode) and isinstance(part, int) and part < len(found.value):
             found = found.value[part]
         elif isinstance(found, yaml.MappingNode):
             pair = next(((k, v) for k, v in found.value if isinstance(k, yaml.ScalarNode) and k.value == part), None)
             if pair is not None:
-                found = pair[0] if key_of_last and i == len(loc) - 1 else pair[1]
+                found = pair[0] if key else pair[1]
     if found is None:
         return source
     return at(source, found.start_mark.line + 1, found.start_mark.column + 1)

@@ -23,6 +23,7 @@ from .kubelet import Container, KubeletSimulator, Pod
 from .node.daemon import build_plugins
 from .plugin.base import Plugin
 from .plugin.manager import Manager
+from .terminal import table_console
 
 TIMEOUT = 10.0
 
@@ -38,7 +39,7 @@ def run_demo(config_path: Path | None = None) -> int:
         config = load_config(path)
     except ConfigError as err:
         raise UsageError(str(err)) from None
-    return asyncio.run(_demo(path, config, Console()))
+    return asyncio.run(_demo(path, config, table_console()))
 
 
 def _check_devices(config_path: Path, config: Config, plugins: list[Plugin]) -> None:

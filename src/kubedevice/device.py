@@ -15,6 +15,9 @@ from types import MappingProxyType
 from .apimachinery.validation import C_IDENTIFIER
 
 MAX_ID_LENGTH = 63  # api.proto: "Max length of this field is 63 characters"
+#: The largest message the kubelet takes from a device plugin: its gRPC client keeps grpc's default
+#: receive limit (a bigger Allocate answer fails as "ResourceExhausted ... larger than max").
+MAX_MESSAGE_BYTES = 4 * 1024 * 1024
 PERMISSIONS = frozenset("rwm")
 
 

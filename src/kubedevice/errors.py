@@ -4,6 +4,12 @@ A user who pipes two kubedevice commands together, or greps a node's journal, sh
 shape: ``kubedevice: <what>`` on stderr, one line, no traceback. Places in a file are written
 as compilers write them (``file.yaml:4:1: ...``) so editors can jump to them, and an OS error
 is its lower-case reason without ``[Errno N]``.
+
+The exit code says whose move it is: 2 for bad input (a flag, a file, a config: the user fixes
+the command line), 1 for a failure of something the command depends on (a port another process
+holds, a kubelet that went away: the user fixes the machine). Library code raises
+:class:`UsageError` or :class:`DependencyError` with the line as its message; the command line
+(``kubedevice.commands.run``) prints it with that exit code.
 """
 
 from __future__ import annotations
@@ -15,7 +21,25 @@ PREFIX = "kubedevice"
 
 
 class UsageError(Exception):
-    """Bad input from the user (file, flag, config): ``str()`` is the one line to print."""
+    """Bad input from the user (file, flag, config): ``str()`` is the one line to print; exit 2."""
+
+
+class DependencyError(Exception):
+    """Something the command needs failed at run time (a port, a kubelet, an API server):
+    ``str()`` is the one line to print, naming the thing and what to do; exit 1."""
+
+
+class FieldProblem(ValueError):
+    """A check across fields that blames one of them.
+
+    A schema's model validator runs on the whole model, so its error would point at the model's
+    first line; ``loc`` (field names and list indexes, relative to the model that raises it, and
+    ``"[key]"`` after a map key to blame the key itself) says which entry the line should name.
+    """
+
+    def __init__(self, loc: tuple[int | str, ...], message: str) -> None:
+        super().__init__(message)
+        self.loc = loc
 
 
 def line(message: str) -> str:
@@ -43,6 +67,11 @@ def api_reason(err: BaseException) -> str:
     (lightkube's ``ApiError``, read without importing lightkube), else the error's text."""
     message = getattr(getattr(err, "status", None), "message", None)
     return str(message or err) or type(err).__name__
+
+
+def counted(count: int, noun: str, plural: str | None = None) -> str:
+    """``1 claim``, ``2 claims``: a number in a message agrees with its noun."""
+    return f"{count} {noun if count == 1 else plural or noun + 's'}"
 
 
 def cannot_read(path: object, err: OSError | UnicodeDecodeError) -> str:

@@ -14,11 +14,12 @@ import tempfile
 from pathlib import Path
 
 
-def write_atomically(path: Path, data: bytes, mode: int) -> bool:
+def write_atomically(path: Path, data: bytes, mode: int, *, sync: bool = True) -> bool:
     """Replace ``path`` with ``data``; False when it already held exactly that.
 
     On any failure (ENOSPC at write, flush or fsync) the temp file is removed and the file at
-    ``path`` is the old one, whole.
+    ``path`` is the old one, whole. ``sync=False`` leaves out the fsync, for a file that only
+    has to survive our process (the page cache keeps it; after a reboot it is written anew).
     """
     if holds(path, data):
         return False
@@ -28,7 +29,8 @@ def write_atomically(path: Path, data: bytes, mode: int) -> bool:
             handle.write(data)
             handle.flush()
             os.fchmod(handle.fileno(), mode)
-            os.fsync(handle.fileno())
+            if sync:
+                os.fsync(handle.fileno())
         os.replace(temp, path)
     except BaseException:
         with contextlib.suppress(FileNotFoundError):

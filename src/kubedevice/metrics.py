@@ -11,12 +11,23 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import errno
+import ipaddress
+import os
+import re
 import threading
-from collections.abc import Iterable
+from collections.abc import Awaitable, Callable, Iterable, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
+
+from .errors import DependencyError, os_reason
 
 if TYPE_CHECKING:
     from prometheus_client import CollectorRegistry
+    from prometheus_client.metrics_core import Metric
+
+    from .device import Device
+    from .podresources.attribution import Attribution
+    from .podresources.model import Holder
 
 ALLOCATION_RESULTS = ("ok", "invalid_argument", "failed_precondition", "internal")
 REGISTRATION_RESULTS = ("ok", "rejected", "error")
@@ -89,6 +100,7 @@ class Metrics:
         # validates on every call, which these calls on every RPC's path avoid; and
         # forget() knows from here exactly which series a resource has.
         self._children: dict[tuple[Any, str, str], Any] = {}
+        self._before_scrape: list[Callable[[], Awaitable[None]]] = []
 
     @classmethod
     def disabled(cls) -> Metrics:
@@ -161,6 +173,37 @@ class Metrics:
     def health_check_failure(self, resource: str, check: str) -> None:
         self._child(self._health_failures, resource, check).inc()
 
+    def before_scrape(self, refresh: Callable[[], Awaitable[None]]) -> None:
+        """Await ``refresh`` on the daemon's loop before each ``/metrics`` answer is rendered."""
+        self._before_scrape.append(refresh)
+
+    async def refresh(self) -> None:
+        for refresh in self._before_scrape:
+            await refresh()
+
+    def attribute(self, collector: AttributedDevices) -> None:
+        """Serve ``collector``'s series, rebuilt before each scrape."""
+        assert self.registry is not None
+        self.registry.register(collector)
+        self.before_scrape(collector.refresh)
+
+    def attribute_devices(
+        self, attribution: Attribution, devices: Callable[[], Mapping[str, Sequence[Device]]]
+    ) -> None:
+        """``kubedevice_device_healthy``: each device of ``devices()`` (by resource), labelled with
+        the container holding it by ``attribution``."""
+
+        def rows(held: Sequence[Holder]) -> Iterator[Row]:
+            from .podresources.attribution import attributed  # noqa: PLC0415 - grpc only when used
+
+            listed = devices()
+            ours = [((name, d.id), d.healthy) for name, found in listed.items() for d in found]
+            theirs = [((h.resource, h.device), h) for h in held if h.resource in listed]
+            return ((key + holder_labels(h), value) for key, h, value in attributed(ours, theirs))
+
+        labels = ["resource", "device"]
+        self.attribute(AttributedDevices(attribution, "kubedevice_device_healthy", DEVICE_HEALTHY_HELP, labels, rows))
+
     def exposition(self, accept: str = "") -> tuple[bytes, str]:
         """The scrape body and its content type, in the format the scraper asked for."""
         from prometheus_client.exposition import choose_encoder  # noqa: PLC0415
@@ -207,6 +250,74 @@ class _DisabledMetrics(Metrics):
     def health_check_failure(self, resource: str, check: str) -> None:
         pass
 
+    def before_scrape(self, refresh: Callable[[], Awaitable[None]]) -> None:
+        pass
+
+    def attribute(self, collector: AttributedDevices) -> None:
+        pass
+
+    def attribute_devices(
+        self, attribution: Attribution, devices: Callable[[], Mapping[str, Sequence[Device]]]
+    ) -> None:
+        pass
+
+
+POD_LABELS = ("pod", "namespace", "container")
+UP_HELP = "1 if the kubelet's PodResources API answered before this scrape, else 0 (no pod labels then)."
+DEVICE_HEALTHY_HELP = (
+    "1 if the device is healthy, 0 if not (or gone while a container holds it); one series per container "
+    "holding it (pod, namespace, container from the kubelet's PodResources API), one with empty pod labels "
+    "while it is free or the API does not answer."
+)
+Row = tuple[tuple[str, ...], float]
+"""A series: its label values and its value."""
+
+
+def holder_labels(holder: Holder | None) -> tuple[str, str, str]:
+    """``POD_LABELS`` of a holder; empty for a free device (Prometheus reads an empty label as none)."""
+    return (holder.pod, holder.namespace, holder.container) if holder else ("", "", "")
+
+
+class AttributedDevices:
+    """A collector: one gauge per device and container holding it, and ``kubedevice_pod_resources_up``.
+
+    ``rows(holders)`` turns the kubelet's answer into label values (``labels`` then
+    ``POD_LABELS``) and values. They are built on the daemon's loop before each scrape, from
+    the devices and the answer of that moment; ``collect()``, on the exposition thread, only
+    reads them, so a series outlives its pod or device by no more than a scrape.
+    """
+
+    def __init__(
+        self,
+        attribution: Attribution,
+        name: str,
+        documentation: str,
+        labels: Sequence[str],
+        rows: Callable[[Sequence[Holder]], Iterable[Row]],
+    ) -> None:
+        self._attribution = attribution
+        self._name = name
+        self._documentation = documentation
+        self._labels = [*labels, *POD_LABELS]
+        self._build = rows
+        self._rows: tuple[Row, ...] = ()
+
+    async def refresh(self) -> None:
+        await self._attribution.refresh()
+        self._rows = tuple(self._build(self._attribution.holders))
+
+    def describe(self) -> list[Metric]:
+        return []  # nothing to check at registration; collect() is called only on scrapes
+
+    def collect(self) -> Iterator[Metric]:
+        from prometheus_client.core import GaugeMetricFamily  # noqa: PLC0415
+
+        family = GaugeMetricFamily(self._name, self._documentation, labels=self._labels)
+        for labels, value in self._rows:
+            family.add_metric(labels, value)
+        yield family
+        yield GaugeMetricFamily("kubedevice_pod_resources_up", UP_HELP, value=1.0 if self._attribution.up else 0.0)
+
 
 class Readiness:
     """Which configured resources are registered with the kubelet and serving.
@@ -247,12 +358,50 @@ _TEXT = "text/plain; charset=utf-8"
 
 
 def parse_address(address: str) -> tuple[str | None, int]:
-    """``HOST:PORT``, ``:PORT`` (all interfaces) or ``[V6]:PORT`` to what asyncio binds."""
+    """``HOST:PORT``, ``:PORT`` (all interfaces) or ``[V6]:PORT`` to what asyncio binds.
+
+    HOST is an IP address or a host name (letters, digits, '-', '.'), an IPv6 address in brackets;
+    anything else is refused here, not left to the resolver to fail on.
+    """
     host, sep, port_text = address.rpartition(":")
-    if not sep or not port_text.isdigit() or int(port_text) > 65535:
+    bracketed = host.startswith("[") and host.endswith("]")
+    host = host[1:-1] if bracketed else host
+    if not sep or not port_text.isdigit() or int(port_text) > 65535 or not _is_host(host, bracketed):
         raise ValueError(f"metrics address {address!r}: expected HOST:PORT, e.g. ':9500' or '127.0.0.1:0'")
-    host = host[1:-1] if host.startswith("[") and host.endswith("]") else host
     return (host or None), int(port_text)
+
+
+_HOST_NAME = re.compile(r"[A-Za-z0-9]([-A-Za-z0-9.]*[A-Za-z0-9])?\Z")
+
+
+def _is_host(host: str, bracketed: bool) -> bool:
+    """An empty host (every interface), an IP address (IPv6 only in brackets) or a host name."""
+    try:
+        return isinstance(ipaddress.ip_address(host), ipaddress.IPv6Address) == bracketed
+    except ValueError:
+        return not bracketed and (host == "" or _HOST_NAME.match(host) is not None)
+
+
+class ListenError(DependencyError):
+    """The metrics address cannot be listened on (taken, not this machine's, a privileged port)."""
+
+
+_LISTEN_ADVICE = {
+    errno.EADDRINUSE: "another process listens there: stop it or choose another port",
+    errno.EADDRNOTAVAIL: "not an address of this machine",
+    errno.EACCES: "ports below 1024 need root or CAP_NET_BIND_SERVICE",
+}
+
+
+def listen_error(address: str, err: OSError) -> ListenError:
+    """``--metrics-address 127.0.0.1:9400: address already in use (another process listens there: ...)``.
+
+    asyncio words a failed bind with the address repeated; the reason is the errno's own text.
+    """
+    code = err.errno if err.errno is not None and err.errno > 0 else 0  # a resolver's error is negative
+    reason = os.strerror(code).lower() if code else os_reason(err)
+    advice = _LISTEN_ADVICE.get(code)
+    return ListenError(f"--metrics-address {address}: {reason}" + (f" ({advice})" if advice else ""))
 
 
 class MetricsServer:
@@ -307,6 +456,7 @@ class MetricsServer:
         if path == "/readyz":
             return self._readyz()
         if path == "/metrics" and self._metrics.enabled:
+            await self._metrics.refresh()  # e.g. which pod holds which device, asked of the kubelet now
             # Off the loop: a big registry takes milliseconds to render, and the GIL's switch
             # interval then lets gRPC handlers on the loop interleave instead of waiting.
             body, content_type = await asyncio.to_thread(self._metrics.exposition, _header(header_lines, "accept"))
@@ -340,7 +490,13 @@ def _response(status: int, headers: dict[str, str], body: bytes, length: int) ->
 
 
 async def start_http_server(address: str, metrics: Metrics, readiness: Readiness) -> MetricsServer:
-    """Serve /metrics, /healthz and /readyz on ``address`` (port 0 picks a free port)."""
+    """Serve /metrics, /healthz and /readyz on ``address`` (port 0 picks a free port).
+
+    :class:`ListenError` (one line naming the address and what to do) when it cannot listen there.
+    """
     server = MetricsServer(metrics, readiness)
-    await server.listen(*parse_address(address))
+    try:
+        await server.listen(*parse_address(address))
+    except OSError as err:  # the port taken, an address not this machine's, a name that does not resolve
+        raise listen_error(address, err) from None
     return server

@@ -23,3 +23,18 @@ def plugin_dir_from_env() -> Path | None:
 
 def resolve_plugin_dir(flag: Path | None, configured: Path | None = None) -> Path:
     return flag or plugin_dir_from_env() or configured or Path(DEFAULT_PLUGIN_DIR)
+
+
+def daemon_plugin_dir(flag: Path | None, configured: Path | None, config_path: Path) -> tuple[Path, str]:
+    """``serve``'s plugin directory and, for messages about it, where it came from in the words
+    its user would change it with: the flag, the variable, the config file's key, or the default."""
+    if flag:
+        return flag, "--plugin-dir"
+    from_env = plugin_dir_from_env()
+    if from_env is not None:
+        return from_env, f"${PLUGIN_DIR_ENV}"
+    if configured:
+        return configured, f"plugin_dir in {config_path}"
+    return Path(DEFAULT_PLUGIN_DIR), (
+        f"default directory (give --plugin-dir or set ${PLUGIN_DIR_ENV} if the kubelet uses another)"
+    )

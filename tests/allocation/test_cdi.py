@@ -18,6 +18,7 @@ from kubedevice.device import Mount
 from kubedevice.sources.configured import ConfiguredPlugin
 from kubedevice.sources.schema import ResourceConfig
 from kubedevice.testing import FakeHost
+from kubedevice.testing.waiting import eventually
 
 from .cdi_schema import qualified, validate_spec
 
@@ -99,11 +100,7 @@ def test_file_of_a_vanished_device_is_removed_and_foreign_files_stay(tmp_path: P
         try:
             host.remove("/dev/vfio/42")  # unbound from vfio-pci: no longer passable
             gone = cdi_dir / "kubedevice-example.com-fpga-0000_5e_00.0.json"
-            for _ in range(200):
-                if not gone.exists():
-                    break
-                await asyncio.sleep(0.01)
-            assert not gone.exists()
+            await eventually(f"{gone.name} removed", lambda: not gone.exists(), 10, 0.01)
             assert [d.id for d in plugin.devices()] == ["0000:3b:00.0"]
         finally:
             task.cancel()
@@ -217,5 +214,6 @@ def test_device_ownership_without_cdi_is_refused_at_start_up(tmp_path: Path) -> 
     )
     assert result.returncode == 2
     assert result.stderr.count("\n") == 1, result.stderr
-    assert "resources[0]: device_ownership needs 'cdi:'" in result.stderr
+    # the entry at fault, not the file's first line (issue #27)
+    assert f"kubedevice: {config_file}:4:23: resources[0].device_ownership: needs 'cdi:'" in result.stderr
     assert "device_ownership_from_security_context" in result.stderr

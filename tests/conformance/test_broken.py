@@ -16,6 +16,8 @@ import pytest
 
 from kubedevice.api import pb
 from kubedevice.conformance import CheckOptions, Report, Status, run_checks
+from tests.plugin.conftest import null_devices, running
+from tests.plugin.test_rpcs import DevicesNotIds
 
 from .conftest import by_status, check_plugin, result, run, scripted
 from .scripted import ScriptedPlugin, device, good_grant
@@ -193,3 +195,18 @@ def test_unhealthy_devices_are_not_allocated(tmp_path: Path) -> None:
     report = run(check_plugin(plugin))
     assert by_status(report, Status.FAIL) == set()
     assert ["dev-0"] not in allocated and ["dev-1"] in allocated
+
+
+def test_a_preferred_allocation_returning_devices_fails_its_check_in_words(tmp_path: Path) -> None:
+    """A library plugin whose hook returns Devices (not IDs) fails preferred.responses with the
+    reason and the fix, as the kubelet would fail admission; no TypeError reaches the report."""
+
+    async def scenario() -> Report:
+        async with running([DevicesNotIds(devices=null_devices())], tmp_path):
+            return await run_checks(CheckOptions(plugin_dir=tmp_path, restart=False, timeout=20))
+
+    report = run(scenario(), timeout=90)
+    assert by_status(report, Status.FAIL) == {"preferred.responses"}, report.to_json()
+    detail = result(report, "preferred.responses").detail
+    assert "preferred_allocation returned Device objects, not device IDs" in detail, detail
+    assert "TypeError" not in detail

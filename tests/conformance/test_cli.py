@@ -221,8 +221,9 @@ def test_a_plugin_dir_that_cannot_be_used_is_one_line(tmp_path: Path) -> None:
         [*CHECK, "--plugin-dir", str(tmp_path / "file" / "dp")], capture_output=True, text=True, timeout=60, check=False
     )
     assert proc.returncode == 2 and proc.stdout == ""
-    assert proc.stderr == (
-        f"kubedevice: {tmp_path / 'file' / 'dp'}: cannot use as the plugin directory: not a directory\n"
+    assert proc.stderr == (  # refused as the command line is read, as every directory option is
+        f"kubedevice: invalid value for '--plugin-dir': {tmp_path / 'file' / 'dp'} can never be a directory: "
+        f"{tmp_path / 'file'} is not one (see 'kubedevice check --help')\n"
     )
 
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
 import shutil
 import signal
 import subprocess
@@ -23,7 +24,9 @@ from kubedevice.conformance import Report, Status
 from kubedevice.conformance.dra_checks import CATALOGUE
 from kubedevice.conformance.dra_runner import DraCheckOptions, run_dra_checks
 from kubedevice.dra.driver import DraDriver
-from kubedevice.testing.dradriver import DRIVER, NODE, Node, claim_object, null_plugin, running
+from kubedevice.dra.driver.metadata import Document, MetadataFiles
+from kubedevice.dra.driver.model import ClaimRef
+from kubedevice.testing.dradriver import DRIVER, NODE, Node, claim_object, file_service, null_plugin, running
 
 from .conftest import by_status, result, run
 from .draserver import Faults, TinyDriver
@@ -49,21 +52,92 @@ def _options(node: Node, driver: str, **extra: Any) -> DraCheckOptions:
     return DraCheckOptions(node.kubelet_dir, driver, node.claims_dir, node.cdi_dir, timeout=10, **extra)
 
 
-def test_our_driver_passes_every_check(node: Node) -> None:
+METADATA_CHECKS = {"dra.prepare.metadata", "dra.unprepare.metadata_removed"}
+
+
+@pytest.mark.parametrize("device_metadata", [False, True], ids=["plain", "device-metadata"])
+def test_our_driver_passes_every_check(node: Node, device_metadata: bool) -> None:
     _claims(node, DRIVER)
 
     async def scenario() -> Report:
-        async with running(node, DraDriver(DRIVER, [null_plugin()])) as service:
+        async with running(node, DraDriver(DRIVER, [null_plugin()], device_metadata=device_metadata)) as service:
             report = await run_dra_checks(_options(node, DRIVER))
             assert service.registered  # the checker told it so
             return report
 
     report = run(scenario())
     assert [r.check for r in report.results] == list(CATALOGUE)
-    assert by_status(report, Status.PASS) == {c.id for c in CATALOGUE}, report.to_json()
-    assert result(report, "dra.prepare.devices").detail == "3 devices match the allocations"
+    skipped = set() if device_metadata else METADATA_CHECKS
+    assert by_status(report, Status.PASS) == {c.id for c in CATALOGUE} - skipped, report.to_json()
+    assert by_status(report, Status.SKIP) == skipped
+    assert result(report, "dra.prepare.devices").detail == "3 devices, as allocated"
     assert result(report, "dra.services.each").detail == "v1.DRAPlugin and v1beta1.DRAPlugin agree"
+    if device_metadata:
+        assert result(report, "dra.prepare.metadata").detail == "3 requests' files describe their devices"
+        assert result(report, "dra.unprepare.metadata_removed").detail == "3 files removed"
+    else:
+        assert result(report, "dra.prepare.metadata").detail == f"no {DRIVER}/metadata CDI IDs: device metadata is off"
     assert node.cdi_specs() == {}  # the checker left nothing prepared
+
+
+class LeftBehind(MetadataFiles):
+    """Device metadata whose files outlive the claim."""
+
+    def remove(self, namespace: str, name: str, uid: str, document: Document) -> str | None:
+        return None
+
+
+class OneDeviceShort(MetadataFiles):
+    """Device metadata that leaves the last device of each request out of its file."""
+
+    def contents(self, ref: ClaimRef, document: Document) -> dict[Path, bytes]:
+        short = [{**r, "devices": r["devices"][:-1]} for r in document["requests"]]
+        return super().contents(ref, {**document, "requests": short})
+
+
+@pytest.mark.parametrize(
+    ("broken", "check", "detail"),
+    [
+        (LeftBehind, "dra.unprepare.metadata_removed", "after unpreparing one by one, still there: /"),
+        (OneDeviceShort, "dra.prepare.metadata", "default/a: null.example.com/metadata="),
+    ],
+)
+def test_broken_device_metadata_fails_the_named_check(
+    node: Node, broken: type[MetadataFiles], check: str, detail: str
+) -> None:
+    _claims(node, DRIVER)
+
+    async def scenario() -> Report:
+        service = file_service(node, DraDriver(DRIVER, [null_plugin()], device_metadata=True))
+        service.metadata = broken(DRIVER, service.sockets.plugin_dir, node.cdi_dir)
+        await service.start()
+        try:
+            return await run_dra_checks(_options(node, DRIVER))
+        finally:
+            await service.stop()
+
+    report = run(scenario())
+    assert by_status(report, Status.FAIL) >= {check}, report.to_json()
+    assert result(report, check).detail.startswith(detail), result(report, check).detail
+    if broken is OneDeviceShort:
+        assert (
+            "(metadata.resource.k8s.io/v1beta1): lists [], the answer [('node-a', 'null0')]"
+            in result(report, check).detail
+        )
+
+
+def test_one_claim_is_counted_in_the_singular(node: Node) -> None:
+    node.add_claim(claim_object("a", [("gpu", "null0")], driver=DRIVER))
+
+    async def scenario() -> Report:
+        async with running(node, DraDriver(DRIVER, [null_plugin()])):
+            return await run_dra_checks(_options(node, DRIVER))
+
+    report = run(scenario())
+    assert result(report, "dra.prepare.answers").detail == "1 claim prepared one by one"
+    assert result(report, "dra.prepare.devices").detail == "1 device, as allocated"
+    details = [r.detail for r in report.results]
+    assert not [d for d in details if re.search(r"\b1 (claims|devices|IDs)\b", d)], details
 
 
 async def _check_tiny(node: Node, faults: Faults, **extra: Any) -> tuple[Report, TinyDriver]:
@@ -83,7 +157,9 @@ def test_the_go_helpers_failed_call_for_a_replaced_claim_passes(node: Node) -> N
     assert result(report, "dra.prepare.wrong_uid").detail == (
         "the call failed: rpc error: code = Unknown desc = get resource claims: claim a got replaced"
     )
-    assert by_status(report, Status.SKIP) == {"dra.services.each", "dra.health.stream", "dra.health.devices"}
+    assert by_status(report, Status.SKIP) == {"dra.services.each", "dra.health.stream", "dra.health.devices"} | {
+        *METADATA_CHECKS
+    }
     assert [s.plugin_registered for s in tiny.statuses] == [True]
 
 
@@ -110,7 +186,7 @@ def test_a_broken_driver_fails_the_named_check(node: Node, faults: Faults, check
 def test_a_shared_cdi_id_is_shown(node: Node) -> None:
     _claims(node, TINY)
     report, _ = run(_check_tiny(node, Faults(shared_cdi=True)))
-    assert result(report, "dra.prepare.cdi_ids").detail == "1 IDs; shared by several claims: example.com/tiny=shared"
+    assert result(report, "dra.prepare.cdi_ids").detail == "1 ID; shared by several claims: example.com/tiny=shared"
 
 
 def test_without_cdi_dir_the_spec_checks_are_skipped(node: Node) -> None:
@@ -167,7 +243,11 @@ def _env() -> dict[str, str]:
 def test_check_dra_command_passes_on_serve_with_claims_dir(node: Node) -> None:
     node.add_claim(claim_object("a", ["null-0"]))
     node.add_claim(claim_object("b", [("gpu", "null-1"), ("gpu", "null-3")]))
-    config = ROOT / "examples" / "dra-null.yaml"
+    config = node.root / "dra-null-metadata.yaml"  # the example with device metadata: every check applies
+    example = (ROOT / "examples" / "dra-null.yaml").read_text()
+    config.write_text(
+        example.replace("  driver: null.example.com\n", "  driver: null.example.com\n  device_metadata: true\n")
+    )
 
     async def scenario() -> tuple[int, dict[str, Any]]:
         serve = await asyncio.create_subprocess_exec(

@@ -258,9 +258,12 @@ def reboot(cluster: Any, before_kubelet: Callable[[], None] = lambda: None) -> f
     for pid in victims:
         with contextlib.suppress(ProcessLookupError):
             os.kill(pid, signal.SIGKILL)
-    deadline = time.monotonic() + 20
-    while any(Path(f"/proc/{pid}").exists() for pid in victims) and time.monotonic() < deadline:
-        time.sleep(0.05)
+    wait_for(
+        "the node's killed processes gone",
+        lambda: not any(Path(f"/proc/{pid}").exists() for pid in victims),
+        20,
+        seen=lambda: [pid for pid in victims if Path(f"/proc/{pid}").exists()],
+    )
     _remove(cgroups)  # a reboot leaves none; left, the kubelet's cAdvisor stalls on them for a minute
     in_namespace(
         cluster,
@@ -276,10 +279,7 @@ def reboot(cluster: Any, before_kubelet: Callable[[], None] = lambda: None) -> f
         [str(bins.containerd / "containerd"), f"--config={cluster.dir / 'config' / 'containerd.toml'}"],
         state,
     )
-    deadline = time.monotonic() + 30
-    while not cluster.containerd_socket.exists():
-        assert time.monotonic() < deadline, "containerd did not come back"
-        time.sleep(0.05)
+    wait_for("containerd serving its socket again", lambda: cluster_module.accepts(cluster.containerd_socket), 30)
     before_kubelet()
     started = time.monotonic()
     for attempt in range(3):

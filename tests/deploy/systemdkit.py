@@ -28,6 +28,8 @@ from pathlib import Path
 
 import pytest
 
+from kubedevice.testing.waiting import wait_for
+
 CI = os.environ.get("CI", "").lower() not in ("", "0", "false")
 TOOLS = ("systemd-nspawn", "nsenter")
 SYSTEMD = Path("/usr/lib/systemd/systemd")
@@ -107,27 +109,29 @@ class Container:
             out.flush()
             self.nspawn = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT)
         self.leader = self._wait_for_leader(timeout)
-        deadline = time.monotonic() + timeout
-        while True:
+        state = {"said": ""}
+
+        def booted() -> bool:
             done = self.systemctl("is-system-running", "--wait", check=False, timeout=timeout)
-            if done.stdout.strip() in ("running", "degraded"):
-                return
-            if time.monotonic() > deadline or self.nspawn.poll() is not None:
-                raise AssertionError(f"the container did not boot: {done.stdout}{done.stderr}\n{self.tail()}")
-            time.sleep(0.2)
+            state["said"] = done.stdout + done.stderr
+            if self.nspawn is None or self.nspawn.poll() is not None:
+                raise AssertionError(f"the container stopped while booting: {state['said']}\n{self.tail()}")
+            return done.stdout.strip() in ("running", "degraded")
+
+        wait_for("the container booted", booted, timeout, 0.2, seen=lambda: f"{state['said']}\n{self.tail()}")
 
     def _wait_for_leader(self, timeout: float) -> int:
         """The container's PID 1 as this machine numbers it, once it runs systemd."""
         assert self.nspawn is not None
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            if self.nspawn.poll() is not None:
-                raise AssertionError(f"systemd-nspawn exited with {self.nspawn.returncode}\n{self.tail()}")
-            for pid in _descendants(self.nspawn.pid):
-                if _in_own_pid_namespace_as_1(pid) and _comm(pid) == "systemd":
-                    return pid
-            time.sleep(0.05)
-        raise AssertionError(f"no systemd in the container after {timeout} s\n{self.tail()}")
+        nspawn = self.nspawn
+
+        def leader() -> int | None:
+            if nspawn.poll() is not None:
+                raise AssertionError(f"systemd-nspawn exited with {nspawn.returncode}\n{self.tail()}")
+            found = (p for p in _descendants(nspawn.pid) if _in_own_pid_namespace_as_1(p) and _comm(p) == "systemd")
+            return next(found, None)
+
+        return wait_for("systemd as the container's PID 1", leader, timeout, seen=self.tail)
 
     @property
     def systemctl_command(self) -> str:

@@ -140,6 +140,9 @@ def test_host_mounts_are_the_right_paths_and_modes(helm: Helm) -> None:
         assert mount["volume"]["hostPath"]["path"] == host_path
     cdi = m["/var/run/cdi"]
     assert not cdi.get("readOnly") and cdi["volume"]["hostPath"]["type"] == "DirectoryOrCreate"
+    pod_resources = m["/var/lib/kubelet/pod-resources"]  # the kubelet's PodResources API, for /metrics
+    assert pod_resources["readOnly"] is True
+    assert pod_resources["volume"]["hostPath"] == {"path": "/var/lib/kubelet/pod-resources"}
     config = m["/etc/kubedevice"]
     assert "subPath" not in config  # a subPath mount would never see a changed ConfigMap
     assert config["volume"]["configMap"]["name"] == one(helm.template(), "ConfigMap")["metadata"]["name"]
@@ -163,6 +166,8 @@ def test_configmap_carries_a_config_the_daemon_accepts_with_the_mounted_paths(he
     m = mounts(docs)
     assert {str(config.plugin_dir), str(config.cdi_dir)} <= set(m)
     assert m[str(config.plugin_dir)]["volume"]["hostPath"]["path"] == str(config.plugin_dir)
+    # where the daemon derives the PodResources socket: the plugin directory's parent
+    assert m["/var/lib/k0s/kubelet/pod-resources"]["volume"]["hostPath"]["path"] == "/var/lib/k0s/kubelet/pod-resources"
 
 
 def test_custom_resources_from_a_values_file_reach_the_config(helm: Helm, tmp_path: Path) -> None:
@@ -275,6 +280,7 @@ def test_dra_mode_mounts_only_the_plugin_watcher_its_plugin_dir_cdi_and_the_host
     assert host_paths == {
         "/var/lib/kubelet/plugins_registry": "/var/lib/kubelet/plugins_registry",
         "/var/lib/kubelet/plugins": "/var/lib/kubelet/plugins",
+        "/var/lib/kubelet/pod-resources": "/var/lib/kubelet/pod-resources",
         "/var/run/cdi": "/var/run/cdi",
         "/host/dev": "/dev",
         "/host/sys": "/sys",
@@ -511,7 +517,8 @@ def test_least_privilege_under_every_option(helm: Helm, sets: tuple[str, ...]) -
         host = mount["volume"].get("hostPath")
         if host is None:
             continue
-        assert host["path"] in writable | {"/dev", "/sys", "/run/udev", "/"}, path
+        read_only = {"/dev", "/sys", "/run/udev", "/", "/var/lib/kubelet/pod-resources", "/k/pod-resources"}
+        assert host["path"] in writable | read_only, path
         assert mount.get("readOnly") is True or host["path"] in writable, path
 
 

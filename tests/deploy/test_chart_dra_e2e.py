@@ -122,10 +122,14 @@ def test_dra_install_publishes_from_the_pod_and_a_claim_is_prepared(release: Rel
     assert "ro" in root.split()[5].split(","), root
     # Registered with the kubelet's plugin watcher and slices published by the pod: nothing else
     # runs this driver here, and the slices carry its field manager.
-    slices = wait_for("our node's slices", release.slices, 60, interval=0.2)
+    slices = wait_for(
+        "our node's slices with its 4 devices",
+        lambda: (found := release.slices()) and sum(len(s["spec"].get("devices", [])) for s in found) == 4 and found,
+        60,
+        interval=0.2,
+        seen=release.slices,
+    )
     record("install_to_slices_s", round(time.monotonic() - started, 1))
-    devices = sorted(d["name"] for s in slices for d in s["spec"]["devices"])
-    assert len(devices) == 4, devices
     assert {m["manager"] for s in slices for m in s["metadata"]["managedFields"]} == {"kubedevice"}
     assert (release.cluster.kubelet_dir / "plugins_registry" / f"{DRIVER}-reg.sock").exists()
     # Readiness = registered and published: the kubelet's HTTP probe of /readyz passed.
@@ -150,12 +154,7 @@ def test_dra_install_publishes_from_the_pod_and_a_claim_is_prepared(release: Rel
     # The driver prepared it: our CDI spec is on the node and containerd injected its env.
     spec = release.cluster.cdi_dir / f"kubedevice-dra-{DRIVER}-{claim['metadata']['uid']}.json"
     assert spec.exists()
-    log = wait_for(
-        "the container's output",
-        lambda: clusterkit.scenarios.container_log(release.cluster, api.pod(workload)),
-        30,
-        0.2,
-    )
+    log = clusterkit.scenarios.container_output(release.cluster, api.pod(workload))
     assert f"NULL_DEVICE={result['device']}" in log, log
     api.delete_pod(workload, grace=1)
     wait_for("the pod gone", lambda: api.pod(workload) is None, 60, 0.2)

@@ -128,6 +128,10 @@ class PodLog:
         return text
 
 
+OWNER_VERDICT = re.compile(r"keeping our CDI specs|uninstalled: removed \d+ CDI spec")
+"""What the daemon logs last, after its sockets are gone: whether it removed its CDI specs (node/owner.py)."""
+
+
 def log_time(text: str, message: str) -> float:
     """The container runtime's timestamp (seconds) of the first log line containing ``message``."""
     line = next(line for line in text.splitlines() if message in line)
@@ -244,8 +248,16 @@ def test_rolling_update_to_a_new_tag_loses_no_device_pod(chart: Chart) -> None:
     # The old daemon saw its DaemonSet still there and kept its CDI specs: the same files (inodes),
     # not removed and written again by the new one.
     assert {p.name: p.stat().st_ino for p in chart.cluster.cdi_dir.glob("kubedevice-*.json")} == specs
+    # Its socket goes before it decides about the specs (and containerd copies its output to the
+    # log as it comes): wait for the decision, the last thing it logs.
+    wait_for(
+        "the old daemon's decision on its CDI specs",
+        lambda: OWNER_VERDICT.search(old_log.read(False)),
+        30,
+        seen=lambda: old_log.read(False)[-3000:],
+    )
     text = old_log.read()
-    assert "keeping our CDI specs" in text
+    assert "keeping our CDI specs" in text, text[-3000:]
     record("old_daemon_stop_s", round(log_time(text, "keeping our CDI specs") - log_time(text, "received SIGTERM"), 3))
     delete_pods(chart.api, names)
 
@@ -265,6 +277,13 @@ def test_uninstall_drops_allocatable_and_removes_our_sockets(chart: Chart) -> No
     chart.helm("uninstall", RELEASE, "--wait", "--timeout", "90s")
     wait_for("the pod to be gone", lambda: not chart.daemon_pods(terminating=True), 90, interval=0.2)
     wait_for("allocatable 0", lambda: chart.capacity()[1] == 0 and chart.capacity(CDI_RESOURCE)[1] == 0, 60)
+    # The pod is gone, but what it logged last (after its sockets went) may still be on its way to the file.
+    wait_for(
+        "the daemon's decision on its CDI specs in its log",
+        lambda: OWNER_VERDICT.search(log.read(False)),
+        30,
+        seen=lambda: log.read(False)[-3000:],
+    )
     RESULTS["last_log"] = log.read()
     assert sorted(p.name for p in chart.cluster.plugin_dir.iterdir()) == ["kubelet.sock", "kubelet_internal_checkpoint"]
 

@@ -380,12 +380,7 @@ def test_dra_every_node_publishes_its_own_slices_and_prepares_a_claim(dra: Any) 
             (result,) = claim["status"]["allocation"]["devices"]["results"]
             assert (result["driver"], result["pool"]) == (DRIVER, node.name), result
             assert (node.cdi_dir / f"kubedevice-dra-{DRIVER}-{claim['metadata']['uid']}.json").exists()
-            log = wait_for(
-                "the container's output",
-                lambda w=workload, n=node: clusterkit.scenarios.container_log(n, api.pod(w)),
-                30,
-                0.2,
-            )
+            log = clusterkit.scenarios.container_output(node, api.pod(workload))
             assert f"NULL_DEVICE={result['device']}" in log, log
     finally:
         delete_pods(api, list(workloads.values()), timeout=90)

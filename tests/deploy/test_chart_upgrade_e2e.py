@@ -132,6 +132,9 @@ class Releases:
         items = self.api.request("GET", f"{SLICES}?fieldSelector=spec.driver%3D{DRIVER}")["items"]
         return [s for s in items if s["spec"].get("nodeName") == self.cluster.node_name]
 
+    def devices(self) -> int:
+        return sum(len(s["spec"].get("devices", [])) for s in self.slices())
+
     def claim_pod(self, name: str) -> str:
         """A pod with a claim from examples/dra-null-pod.yaml, running; its claim's UID."""
         template, pod = clusterkit.claim_objects(name)
@@ -176,7 +179,7 @@ def test_chart_upgrade_keeps_pods_claims_and_files_and_uninstall_leaves_nothing(
     releases.apply("install", OLD_TAG)
     wait_for("the old daemons ready", lambda: releases.daemons_with(OLD_TAG), 180, 0.5)
     wait_for(f"{RESOURCE} allocatable", lambda: api.resource(node, RESOURCE) == (4, 4), 60, 0.2)
-    wait_for("our slices", releases.slices, 60, 0.2)
+    wait_for("our slices with their 4 devices", lambda: releases.devices() == 4, 60, 0.2, seen=releases.slices)
     workload = [unique("up-dp"), unique("up-dp")]
     for name in workload:
         api.create_pod(device_pod(name, {RESOURCE: 1}))

@@ -30,6 +30,7 @@ import yaml
 from kubedevice import __version__
 from kubedevice.names import endpoint_for
 from kubedevice.node.hostservice import sockets_served
+from kubedevice.testing.waiting import wait_for
 
 from . import systemdkit, unitkit
 from .imagekit import Image
@@ -398,8 +399,11 @@ def check_sandbox(machine: Container, shown: dict[str, str]) -> None:
 
 
 def wait_for_journal(machine: Container, unit: str, text: str, timeout: float = 60) -> str:
-    deadline = time.monotonic() + timeout
-    while text not in (journal := machine.journal(unit)):
-        assert time.monotonic() < deadline, f"no {text!r} from {unit}: {journal[-3000:]}"
-        time.sleep(0.2)
-    return journal
+    """``unit``'s journal of this boot, once it holds ``text``."""
+    return wait_for(
+        f"{text!r} from {unit}",
+        lambda: journal if text in (journal := machine.journal(unit)) else None,
+        timeout,
+        0.2,
+        seen=lambda: machine.journal(unit)[-3000:],
+    )

@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from kubedevice.kubelet import KubeletSimulator
+from kubedevice.testing.waiting import eventually
 
 from . import unitkit
 from .imagekit import Image
@@ -109,11 +110,12 @@ def test_exec_start_waits_for_the_kubelet_registers_and_stops_cleanly(host: Path
 
 async def _kubelet_after_daemon(daemon: subprocess.Popen[bytes], plugin_dir: Path, log: Path) -> None:
     """The boot order the unit sets: the daemon is up and waiting before kubelet.sock exists."""
-    for _ in range(300):
-        if any(plugin_dir.glob("*.sock")):
-            break
+
+    def serving() -> bool:
         assert daemon.poll() is None, log.read_text()[-3000:]
-        await asyncio.sleep(0.05)
+        return any(plugin_dir.glob("*.sock"))
+
+    await eventually("the daemon's socket", serving, 30, seen=lambda: log.read_text()[-3000:])
     assert any(plugin_dir.glob("kubedevice-*.sock")), log.read_text()[-3000:]
     assert not (plugin_dir / "kubelet.sock").exists()
     sim = KubeletSimulator(plugin_dir)

@@ -32,6 +32,7 @@ PACKAGE_DATA = [
     "kubedevice/api/dra_health_v1.proto",
     "kubedevice/api/dra_health_v1alpha1.proto",
     "kubedevice/api/pluginregistration_v1.proto",
+    "kubedevice/api/podresources_v1.proto",
     "kubedevice/api/api_pb2.pyi",
     "kubedevice/examples/null.yaml",
     "kubedevice/examples/dra-null.yaml",

@@ -62,5 +62,6 @@ def test_map_keys_are_written_after_a_dot_as_strict_decoding_does() -> None:
         "spec": {"devices": [{"name": "d", "basic": {"attributes": {"example.com/x": {"int": 1, "list": [1]}}}}]}
     }
     problems = apifields.strip_unknown(doc, "ResourceSlice", "v1beta1", "1.33")
-    assert problems == ["spec.devices[0].basic.attributes.example.com/x.list"]
+    place = ("spec", "devices", 0, "basic", "attributes", "example.com/x", "list", "[key]")
+    assert problems == [("spec.devices[0].basic.attributes.example.com/x.list", place)]
     assert doc["spec"]["devices"][0]["basic"]["attributes"]["example.com/x"] == {"int": 1}

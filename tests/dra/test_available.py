@@ -124,16 +124,16 @@ def test_bad_quantities_name_the_file_and_field(tmp_path: Path) -> None:
     result = runner.invoke(app, ["available", str(path)])
     assert result.exit_code == 2
     assert result.output.count("\n") == 1
-    # a bad quantity fails decoding, as in the API server (its line, not the object, is named)
-    assert f'{path}:4: spec.sharedCounters[0].counters.memory.value: Invalid value: "lots"' in result.output
+    # a bad quantity fails decoding, as in the API server (its line and column, not the object's, are named)
+    assert f'{path}:15:23: spec.sharedCounters[0].counters.memory.value: Invalid value: "lots"' in result.output
     path.write_text(
         EXAMPLE.read_text().replace("consumedCapacity: {bandwidth: 40G}", "consumedCapacity: {bandwidth: x}")
     )
     result = runner.invoke(app, ["available", str(path)])
     assert result.exit_code == 2
-    assert (
-        'ResourceClaim "default/net": status.allocation.devices.results[0].consumedCapacity[bandwidth]' in result.output
-    )
+    # the claim's status decodes as the API server decodes it (issue #27): placed at the quantity
+    consumed = 'status.allocation.devices.results[0].consumedCapacity.bandwidth: Invalid value: "x": quantities'
+    assert result.output.startswith(f"kubedevice: {path}:104:39: {consumed}")
 
 
 def test_bad_command_lines_and_files_exit_2(tmp_path: Path) -> None:

@@ -7,8 +7,6 @@ import time
 
 import pytest
 
-from kubedevice.cel.quantity import QuantityError, parse_quantity
-from kubedevice.cel.semver import SemverError, normalize_and_parse, parse
 from kubedevice.dra.cel import (
     MAX_COST,
     CELError,
@@ -227,36 +225,3 @@ def test_top_level_clauses() -> None:
     assert top_level_clauses("a == 1 && (b || c) && d.e(f && g)") == ["a == 1", "b || c", "d.e(f && g)"]
     assert top_level_clauses("a || b") == ["a || b"]
     assert top_level_clauses("a &&") == ["a &&"]
-
-
-@pytest.mark.parametrize(
-    ("text", "value", "integer"),
-    [
-        ("1Gi", 1 << 30, 1 << 30),
-        ("1.5", 1.5, None),
-        ("100m", 0.1, None),
-        ("1e3", 1000, 1000),
-        ("-2Ki", -2048, -2048),
-        ("0.1n", 1e-9, None),
-        ("Ki", 0, 0),
-        ("+5", 5, 5),
-    ],
-)
-def test_quantity_parse(text: str, value: float, integer: int | None) -> None:
-    q = parse_quantity(text)
-    assert float(q.value) == pytest.approx(value)
-    assert q.as_int64() == integer
-
-
-@pytest.mark.parametrize("text", ["", "bad", "1.2.3", "1Kb", "1e", "--1"])
-def test_quantity_rejects(text: str) -> None:
-    with pytest.raises(QuantityError):
-        parse_quantity(text)
-
-
-def test_semver_parse_and_normalize() -> None:
-    assert parse("1.2.3-rc.1+b").pre == ("rc", 1)
-    assert normalize_and_parse("v1.02") == parse("1.2.0")
-    for bad in ("1.2", "01.2.3", "1.2.3-", "1.2.3+", "1.2.3-a..b"):
-        with pytest.raises(SemverError):
-            parse(bad)

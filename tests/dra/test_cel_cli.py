@@ -149,3 +149,21 @@ def test_attribute_fields_of_the_wrong_json_type_are_input_errors(cel_process: s
     assert ask(cel_process, json.dumps(line)) == {"error": "input", "message": "attribute a: int must be an integer"}
     line["attributes"] = {"a": {"int": 5, "float": 1.5}, "b": {"version": None, "string": "x"}}
     assert ask(cel_process, json.dumps(line)) == {"result": True}
+
+
+@pytest.mark.parametrize(
+    ("attribute", "message"),
+    [
+        ({"int": 99999999999999999999}, "attribute a: int must be an integer within int64"),
+        ({"int": -(2**63) - 1}, "attribute a: int must be an integer within int64"),
+        ({"ints": [1, 2**64]}, "attribute a: ints must be a list of integers within int64"),
+    ],
+)
+def test_integers_go_cannot_decode_are_input_errors(
+    cel_process: subprocess.Popen[str], attribute: dict[str, Any], message: str
+) -> None:
+    """An attribute's int is an int64 in Go (issue #27: dra cel evaluated 99999999999999999999)."""
+    line = {"expression": "true", "driver": "d", "attributes": {"a": attribute}}
+    assert ask(cel_process, json.dumps(line)) == {"error": "input", "message": message}
+    line["attributes"] = {"a": {"int": 2**63 - 1}, "b": {"int": -(2**63)}}
+    assert ask(cel_process, json.dumps(line)) == {"result": True}

@@ -8,8 +8,6 @@ from __future__ import annotations
 
 import json
 import subprocess
-import sys
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -315,8 +313,7 @@ def test_cost_estimate_as_kubernetes(compile_fn: Any, expression: str, cost: int
 
 @pytest.mark.interop
 def test_table_is_what_kubernetes_answers() -> None:
-    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "interop" / "cel"))
-    import celgo
+    from tests.interop.cel import celgo
 
     binary = celgo.go_binary()
     if binary is None:

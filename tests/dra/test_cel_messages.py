@@ -5,9 +5,8 @@ produced by k8s.io/dynamic-resource-allocation/cel v0.37.2 (tests/interop/cel)."
 from __future__ import annotations
 
 import json
+import re
 import subprocess
-import sys
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -172,9 +171,7 @@ def test_free_element_types_unify_in_homogeneous_literals(expression: str) -> No
 def test_corpus_compile_errors_read_exactly_as_kubernetes(seed: int) -> None:
     """Every compile error of the differential corpus, whole (all errors, not just the first), bar
     the syntax errors after the first."""
-    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "interop" / "cel"))
-    import celcorpus
-    import celgo
+    from tests.interop.cel import celcorpus, celgo
 
     binary = celgo.go_binary()
     if binary is None:
@@ -193,10 +190,15 @@ def test_corpus_compile_errors_read_exactly_as_kubernetes(seed: int) -> None:
         want = answer["message"]
         if "\nERROR: " in want and "Syntax error: " in want:  # of several syntax errors we show the first
             want = "\n".join(want.split("\n")[:3])  # (docs/cel.md, "Not covered")
-        assert raised.value.message == want, case["expression"]
+        # cel-go numbers its free type variables (_var9), we do not (docs/cel.md, "Not covered")
+        assert _unnumbered(raised.value.message) == _unnumbered(want), case["expression"]
         compared += 1
         several += "\nERROR: " in answer["message"]
     assert compared >= 100 and several >= 5, (compared, several)
+
+
+def _unnumbered(message: str) -> str:
+    return re.sub(r"_var\d+", "_var", message)
 
 
 VERSIONS = [
@@ -328,8 +330,7 @@ def test_runtime_errors_read_exactly_as_kubernetes() -> None:
     """Each bad version fails with blang/semver's message, in its order of checks, whether it is an
     attribute (DeviceMatches converts it first) or the argument of semver()/isSemver(); and every
     expression of RUNTIME answers with Kubernetes' words, through both of our paths."""
-    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "interop" / "cel"))
-    import celgo
+    from tests.interop.cel import celgo
 
     binary = celgo.go_binary()
     if binary is None:

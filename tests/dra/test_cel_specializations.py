@@ -9,8 +9,6 @@ from __future__ import annotations
 
 import json
 import subprocess
-import sys
-from pathlib import Path
 
 import pytest
 
@@ -91,8 +89,7 @@ def test_specialised_calls_fail_like_kubernetes(compile_fn: object, expression: 
 @pytest.mark.interop
 def test_expectations_are_kubernetes_answers() -> None:
     """Both tables above, run through Kubernetes' own CEL code (tests/interop/cel) again."""
-    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "interop" / "cel"))
-    import celgo
+    from tests.interop.cel import celgo
 
     binary = celgo.go_binary()
     if binary is None:

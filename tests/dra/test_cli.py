@@ -67,10 +67,11 @@ def test_validate_reports_api_server_errors_with_file_and_line(tmp_path: Path) -
     path = write(tmp_path, "bad.yaml", CLAIM + "---\n" + bad)
     result = runner.invoke(app, ["validate", path])
     assert result.exit_code == 1
-    line = CLAIM.count("\n") + 2
-    assert f'{path}:{line}: DeviceClass "A100" is invalid: metadata.name: Invalid value: "A100": ' in result.output
+    line = CLAIM.count("\n") + 2  # the class's first line; each problem is placed at its field
+    name_error = f'{path}:{line + 2}:18: DeviceClass "A100" is invalid: metadata.name: Invalid value: "A100": '
+    assert name_error in result.output
     assert (
-        f'{path}:{line}: DeviceClass "A100" is invalid: spec.selectors[0].cel.expression: Invalid value: '
+        f'{path}:{line + 5}:23: DeviceClass "A100" is invalid: spec.selectors[0].cel.expression: Invalid value: '
         in result.output
     )
     assert "1 of 2 objects invalid" in result.output
@@ -288,7 +289,7 @@ def test_device_taint_rules_need_their_gate(tmp_path: Path) -> None:
     assert runner.invoke(app, ["validate", path]).exit_code == 0
     off = runner.invoke(app, ["validate", path, "--kubernetes-version", "1.36"])
     assert off.exit_code == 1
-    assert f'{path}:1: no matches for kind "DeviceTaintRule" in version "resource.k8s.io/v1beta2"' in off.output
+    assert f'{path}:1:13: no matches for kind "DeviceTaintRule" in version "resource.k8s.io/v1beta2"' in off.output
     gate = ["--feature-gates", "DRADeviceTaintRules=true"]
     on = runner.invoke(app, ["validate", path, "--kubernetes-version", "1.36", *gate])
     assert on.exit_code == 0, on.output
@@ -306,3 +307,83 @@ def test_explain_follows_the_chosen_release(tmp_path: Path) -> None:
     assert ruled_out in runner.invoke(app, ["explain", *files]).output
     old = runner.invoke(app, ["explain", *files, "--kubernetes-version", "1.35"])
     assert old.exit_code == 0 and "gpu-2: matches" in old.output and ruled_out not in old.output
+
+
+# -- issue #27: numbers Go cannot decode, one judgement per object, empty files -------------------
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        (
+            CLAIM.replace("count: 2", "count: 9223372036854775808"),
+            '8:47: ResourceClaim in version "v1" cannot be handled as a ResourceClaim: json: cannot unmarshal '
+            "number 9223372036854775808 into Go struct field ExactDeviceRequest.spec.devices.requests.exactly.count "
+            "of type int64",
+        ),
+        (
+            SLICES.replace("{model: {string: t4}}", "{model: {int: 99999999999999999999}}"),
+            '9:53: ResourceSlice in version "v1beta1" cannot be handled as a ResourceSlice: json: cannot unmarshal '
+            "number 99999999999999999999 into Go struct field DeviceAttribute.spec.devices.basic.attributes.int "
+            "of type int64",
+        ),
+        (
+            CLAIM.replace("metadata: {", "metadata: {generation: -9223372036854775809, "),
+            '3:24: ResourceClaim in version "v1" cannot be handled as a ResourceClaim: json: cannot unmarshal number '
+            "-9223372036854775809 into Go struct field ObjectMeta.metadata.generation of type int64",
+        ),
+    ],
+)
+def test_numbers_past_int64_are_refused_as_go_decodes_them(tmp_path: Path, text: str, expected: str) -> None:
+    path = write(tmp_path, "o.yaml", text)
+    result = runner.invoke(app, ["validate", path])
+    assert result.exit_code == 1
+    assert result.output.splitlines()[0] == f"{path}:{expected}"
+
+
+def test_allocate_refuses_what_validate_refuses_with_its_line(tmp_path: Path) -> None:
+    """A claim with count: -1 was allocated (results: []) although validate refused it."""
+    files = [write(tmp_path, "c.yaml", CLASS), write(tmp_path, "s.yaml", SLICES)]
+    claim = write(tmp_path, "claim.yaml", CLAIM.replace("count: 2", "count: -1"))
+    verdict = runner.invoke(app, ["validate", claim])
+    assert verdict.exit_code == 1
+    first = verdict.output.splitlines()[0]
+    assert first.endswith("spec.devices.requests[0].exactly.count: Invalid value: -1: must be greater than zero")
+    for args in (
+        ["allocate", *files, claim, "--node", "node-1"],
+        ["explain", "--class", files[0], "--slices", files[1], "--claim", claim],
+    ):
+        result = runner.invoke(app, args)
+        assert (result.exit_code, result.stdout, result.stderr) == (2, "", f"kubedevice: {first}\n"), args[0]
+
+
+def test_every_command_ignores_other_api_groups_and_validate_says_so(tmp_path: Path) -> None:
+    """available exited 2 on examples/dra/pod.yaml, which allocate and explain read."""
+    pod = str(Path(__file__).resolve().parents[2] / "examples" / "dra" / "pod.yaml")
+    config_map = write(tmp_path, "cm.yaml", "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: x}\ndata: {a: b}\n")
+    slices = write(tmp_path, "s.yaml", SLICES)
+    available = runner.invoke(app, ["available", pod, config_map, slices])
+    assert available.exit_code == 0, available.output
+    checked = runner.invoke(app, ["validate", pod, config_map])
+    assert checked.exit_code == 0
+    assert checked.output.splitlines()[-2:] == [
+        f"{config_map}:1:13: v1 ConfigMap is not a resource.k8s.io object: not checked",
+        "1 object valid, 2 other objects not checked",
+    ]
+    examples = Path(pod).parent
+    deployment = write(tmp_path, "d.yaml", "apiVersion: apps/v1\nkind: Deployment\nmetadata: {name: d}\n")
+    files = [str(examples / "class.yaml"), str(examples / "slices.yaml"), pod, config_map, deployment]
+    allocate = runner.invoke(app, ["allocate", *files, "--node", "node-1"])
+    assert allocate.exit_code == 0, allocate.output
+
+
+@pytest.mark.parametrize("text", ["", "# nothing\n", "---\n---\n"])
+def test_a_file_without_objects_is_a_usage_error(tmp_path: Path, text: str) -> None:
+    path = write(tmp_path, "empty.yaml", text)
+    for args in (["validate", path], ["available", path], ["allocate", path, "--node", "n"]):
+        result = runner.invoke(app, args)
+        assert result.exit_code == 2, args
+        assert (
+            result.stderr
+            == f"kubedevice: {path}: no objects in the file (it is empty, or holds only comments and empty documents)\n"
+        )

@@ -415,7 +415,10 @@ def test_explain_schedules_pods_in_turn_like_allocate(tmp_path: Path) -> None:
             EXTENDED_POD.replace("example.com/null: 1", "example.com/null: lots"),
             "pod default/legacy: container resources",
         ),
-        ("apiVersion: v1\nkind: Pod\nmetadata: {name: p}\nspec: {containers: 5}\n", "pods.yaml:1: Pod spec.containers"),
+        (
+            "apiVersion: v1\nkind: Pod\nmetadata: {name: p}\nspec: {containers: 5}\n",
+            "pods.yaml:4:20: Pod spec.containers",
+        ),
         (
             "apiVersion: v1\nkind: Node\nmetadata: {name: node-1}\nstatus: {allocatable: {example.com/x: many}}\n---\n"
             + EXTENDED_POD,

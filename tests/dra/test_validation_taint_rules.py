@@ -274,7 +274,7 @@ def test_validate_with_a_runtime_config(tmp_path: Path) -> None:
         ],
     )
     assert default.exit_code == 1
-    assert f'{path}:1: no matches for kind "DeviceTaintRule" in version "resource.k8s.io/v1alpha3"' in default.output
+    assert f'{path}:1:16: no matches for kind "DeviceTaintRule" in version "resource.k8s.io/v1alpha3"' in default.output
     later = runner.invoke(
         app,
         ["validate", str(path), "--kubernetes-version", "1.35", "--runtime-config", "resource.k8s.io/v1alpha3=true"],

@@ -6,8 +6,9 @@ requests, binding conditions, per-device node fields, ``allowMultipleAllocations
 ``extendedResourceName``, ``firstAvailable``, constraints, config, metadata) and gets zero to two
 mutations, each setting one field to a value drawn from a list of near-miss values: valid and
 invalid names, lengths at and past a limit counted in bytes (``é`` is two), wrong JSON types
-(which strict decoding must refuse), empty lists, unknown fields. The same seed always gives the
-same objects (``random.Random``, no set iteration).
+(which strict decoding must refuse), numbers past what Go stores in every integer field (each is
+an ``int64``: ``2**63``, ``-2**63 - 1``, ``2**64``, ``10**20``), empty lists, unknown fields. The
+same seed always gives the same objects (``random.Random``, no set iteration).
 
 Each object is drawn in one of the API versions its release serves for the kind (v1alpha3 and
 v1beta1 in their own shape: a device's fields under ``basic``, a request's flat, v1alpha3's
@@ -69,10 +70,12 @@ _CEL = [
     '"x".matches("[")',
     "device.allowMultipleAllocations",
 ]
-_WRONG = ["2", 2.0, 2.5, "true", True, None, [], {}, -1, 0, 1, 2**40]
+# Past int64 both ways, past uint64, and a huge number: Go's decoder stores none of them in an int64.
+_OUT_OF_RANGE = [2**63, -(2**63) - 1, 2**64, 10**20]
+_WRONG = ["2", 2.0, 2.5, "true", True, None, [], {}, -1, 0, 1, 2**40, *_OUT_OF_RANGE]
 _BOOLS = [True, False, "true", 1, None]
 _LABEL_VALUES = ["", "v", "a" * 63, "a" * 64, "-a", "a b", "é"]
-_COUNTS = [1, 0, -1, 2, 10, "2", 2.0, None]
+_COUNTS = [1, 0, -1, 2, 10, "2", 2.0, None, *_OUT_OF_RANGE]
 
 
 def device_class(rng: random.Random, release: str = DEFAULT_RELEASE) -> Doc:
@@ -238,6 +241,8 @@ _META = [
     (("metadata", "annotations"), [{"Example/k": "v"}, {"k": 1}, {"a" * 64: "v"}, {"k": "a" * 300000}]),
     (("metadata", "namespace"), ["other", "Bad_ns"]),
     (("metadata", "unknownField"), [1]),
+    (("metadata", "generation"), [1, *_OUT_OF_RANGE]),
+    (("metadata", "deletionGracePeriodSeconds"), [30, *_OUT_OF_RANGE]),
 ]
 _TAINT = [
     ("key", _QUALIFIED),
@@ -251,7 +256,7 @@ _TOLERATION = [
     ("operator", ["Equal", "Exists", "In", "", 1]),
     ("value", _LABEL_VALUES),
     ("effect", _EFFECTS),
-    ("tolerationSeconds", [5, -1, "5", 1.5, None]),
+    ("tolerationSeconds", [5, -1, "5", 1.5, None, *_OUT_OF_RANGE]),
 ]
 _EXACT = [
     ("deviceClassName", _NAMES),
@@ -370,6 +375,8 @@ def _spec_mutations(kind: str) -> list[tuple[tuple[Any, ...], list[Any]]]:
                     {"Bad": {"int": 1}},
                     {"a.b/c": {"int": 1}},
                     {"x": {"list": [1]}},
+                    *({"x": {"int": n}} for n in _OUT_OF_RANGE),
+                    {"x": {"ints": [1, 2**63]}},
                 ]
                 + [{"x": {"version": v}} for v in _VERSIONS]
                 + [{"x": {"string": s}} for s in _STRINGS64],
@@ -468,6 +475,8 @@ def _spec_mutations(kind: str) -> list[tuple[tuple[Any, ...], list[Any]]]:
         s = ("spec", "spec") if kind == "ResourceClaimTemplate" else ("spec",)
         r = (*s, "devices", "requests")
         extra: list[tuple[tuple[Any, ...], list[Any]]] = []
+        if kind == "ResourceClaim":  # decoded on create, then cleared: only what Go cannot decode fails
+            extra = [(("status",), [claim_status(n) for n in (5, *_OUT_OF_RANGE)] + [claim_status(1, 2**63)])]
         if kind == "ResourceClaimTemplate":
             extra = [
                 (
@@ -504,6 +513,7 @@ def _spec_mutations(kind: str) -> list[tuple[tuple[Any, ...], list[Any]]]:
                 ],
             ),
             *[((*r, 1, "firstAvailable", 1, field), values) for field, values in _EXACT if field != "unknown"],
+            ((*r, 1, "firstAvailable", 1, "tolerations", 0, "tolerationSeconds"), [5, *_OUT_OF_RANGE]),
             ((*r, 1, "firstAvailable", 0, "name"), [*_NAMES, "small"]),
             ((*r, 1, "firstAvailable", 0, "adminAccess"), [True]),
             (
@@ -573,11 +583,28 @@ def _spec_mutations(kind: str) -> list[tuple[tuple[Any, ...], list[Any]]]:
                 {"x": 1},
                 {"conditions": [{**condition, "lastTransitionTime": "yesterday"}]},
                 {"conditions": [{**condition, "status": 1}]},
+                *({"conditions": [{**condition, "observedGeneration": n}]} for n in _OUT_OF_RANGE),
                 {"conditions": [{"type": "a" * 400}] * 9},
             ],
         ),
         (("__keep_fields_of_other_releases__",), [True]),
     ]
+
+
+def claim_status(seconds: int, generation: int = 1) -> Doc:
+    """A claim's status with its two integers: a result's tolerationSeconds, a condition's observedGeneration."""
+    toleration = {"operator": "Exists", "effect": "NoExecute", "tolerationSeconds": seconds}
+    result = {"request": "gpu", "driver": "example.com", "pool": "pool", "device": "d0", "tolerations": [toleration]}
+    condition = {
+        "type": "Ready",
+        "status": "True",
+        "observedGeneration": generation,
+        "lastTransitionTime": "2026-01-01T00:00:00Z",
+        "reason": "r",
+        "message": "m",
+    }
+    device = {"driver": "example.com", "pool": "pool", "device": "d0", "conditions": [condition]}
+    return {"allocation": {"devices": {"results": [result]}}, "devices": [device]}
 
 
 def _set(doc: Any, path: tuple[Any, ...], value: Any) -> bool:

@@ -110,10 +110,12 @@ def short_tmp() -> Iterator[Path]:
 
 @pytest.hookimpl(tryfirst=True)
 def pytest_pyfunc_call(pyfuncitem: pytest.Function) -> bool | None:
-    """Run ``async def`` tests, each in a fresh event loop (as ``asyncio.run``), within 60 s."""
+    """Run ``async def`` tests, each in a fresh event loop (as ``asyncio.run``), within 180 s: a
+    bound on a hang only (each wait inside has its own), so it must exceed a test's waits added up
+    on a loaded machine (one waits 60 s for the garbage collector alone)."""
     if not inspect.iscoroutinefunction(pyfuncitem.obj):
         return None
     names = pyfuncitem._fixtureinfo.argnames
     kwargs: dict[str, Any] = {name: pyfuncitem.funcargs[name] for name in names}
-    asyncio.run(asyncio.wait_for(pyfuncitem.obj(**kwargs), 60))
+    asyncio.run(asyncio.wait_for(pyfuncitem.obj(**kwargs), 180))
     return True

@@ -5,12 +5,12 @@ from __future__ import annotations
 import json
 import signal
 import subprocess
-import time
 from pathlib import Path
 
 import pytest
 
 from kubedevice.testing.cluster import Cluster, Ports, State, leftovers
+from kubedevice.testing.waiting import wait_for
 
 pytestmark = pytest.mark.e2e
 
@@ -23,12 +23,13 @@ def test_interrupted_up_leaves_nothing_while_another_cluster_runs(cluster: Clust
         [str(SCRIPT), "up", "--dir", str(directory)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
     )
     state_file = directory / "state.json"
-    deadline = time.monotonic() + 120
-    while time.monotonic() < deadline:  # interrupt once the node's processes are starting
-        if state_file.exists() and "containerd" in json.loads(state_file.read_text())["pids"]:
-            break
-        time.sleep(0.05)
-    else:
+    try:  # interrupt once the node's processes are starting (state.json is replaced whole)
+        wait_for(
+            "up to start containerd",
+            lambda: state_file.exists() and "containerd" in json.loads(state_file.read_text())["pids"],
+            120,
+        )
+    except AssertionError:
         up.kill()
         pytest.fail(f"up did not get to containerd: {up.communicate()}")
     data = json.loads(state_file.read_text())

@@ -26,7 +26,7 @@ from lightkube.types import PatchType
 
 from kubedevice.testing.cluster import Cluster
 from kubedevice.testing.fakehost import FakeHost
-from kubedevice.testing.scenarios import Daemon, container_log, delete_pods, device_pod, unique, wait_for
+from kubedevice.testing.scenarios import Daemon, container_output, delete_pods, device_pod, unique, wait_for
 
 pytestmark = pytest.mark.e2e
 
@@ -51,11 +51,7 @@ def probe(cluster: Cluster, pod_name: str, paths: list[str]) -> dict[str, str]:
     pod = wait_for(
         "pod running", lambda: (p := api.pod(pod_name)) and p["status"].get("phase") == "Running" and p, 60.0
     )
-    log = wait_for(
-        "every write's outcome",
-        lambda: (t := container_log(cluster, pod)) and t.count("write ") >= len(paths) and t,
-        20.0,
-    )
+    log = container_output(cluster, pod)
     outcomes = [line.removeprefix("write ") for line in log.splitlines() if line.startswith("write ")]
     return {line.split(": ", 1)[0]: line.split(": ", 1)[1] for line in outcomes}
 
@@ -181,7 +177,7 @@ def test_a_usb_tty_found_by_vendor_and_product_reaches_the_container(
         api.create_pod(probing_pod(pod_name, "example.com/e2e-cp2102", 1, [tty]))
         assert probe(cluster, pod_name, [tty]) == {tty: "ok"}, daemon.tail
         pod = api.pod(pod_name)
-        assert pod is not None and "SERIALS=KD57" in container_log(cluster, pod).splitlines()
+        assert pod is not None and "SERIALS=KD57" in container_output(cluster, pod).splitlines()
     finally:
         delete_pods(cluster.api(), [pod_name])
         assert daemon.stop() == 0, daemon.tail

@@ -14,7 +14,6 @@ import shutil
 import socket
 import subprocess
 import tempfile
-import time
 import uuid
 from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager
@@ -37,7 +36,7 @@ from kubedevice.dra.driver.claims import ApiClaims
 from kubedevice.dra.driver.publisher import InvalidSlices, SlicePublisher
 from kubedevice.dra.models import to_document
 from kubedevice.plugin.base import Plugin
-from kubedevice.testing import components
+from kubedevice.testing import components, waiting
 from kubedevice.testing.cluster import Cluster
 from kubedevice.testing.dradriver import DRIVER, kubelet, null_plugin
 from kubedevice.testing.dradriver import Node as TempNode
@@ -86,13 +85,14 @@ async def slices(client: AsyncClient, node: str) -> list[dict[str, Any]]:
 
 
 async def eventually(check: Any, timeout: float = 1.0) -> float:
-    """Seconds until ``await check()`` is true; fails after ``timeout`` (the 1 s republish promise)."""
+    """Seconds until ``await check()`` is true; fails after ``timeout`` (the 1 s republish promise),
+    naming the check and the value :func:`_equal` compared last."""
     loop = asyncio.get_running_loop()
     start = loop.time()
-    while not await check():
-        if loop.time() - start > timeout:
-            raise AssertionError(f"not within {timeout} s")
-        await asyncio.sleep(0.02)
+    _LAST.clear()
+    name = check.__name__
+    what = f"the condition on line {check.__code__.co_firstlineno}" if name == "<lambda>" else name
+    await waiting.eventually(what, check, timeout, 0.02, seen=lambda: _LAST.get("value", "(nothing compared)"))
     return loop.time() - start
 
 
@@ -236,8 +236,13 @@ async def test_slices_the_kubelet_wipes_with_a_delete_collection_come_back(
             assert counted.sent.count("WATCH slices") == 1, counted.sent
 
 
+_LAST: dict[str, Any] = {}
+"""What :func:`_equal` was given last: a timed-out :func:`eventually` says what it saw."""
+
+
 async def _equal(value: Any, expected: Any) -> bool:
-    return bool(await value == expected)
+    _LAST["value"] = got = await value
+    return bool(got == expected)
 
 
 async def sizes(client: AsyncClient, node: str) -> list[int]:
@@ -424,11 +429,15 @@ def second_api_server(cluster: Cluster, directory: Path, gates: str, binary: Pat
     kubeconfig.write_text(cluster.kubeconfig.read_text().replace(port_of_cluster, f"127.0.0.1:{port}"))
     try:
         with KubeApi(kubeconfig) as server:
-            deadline = time.monotonic() + 60
-            while not server.ready():
-                log = (directory / "kube-apiserver.log").read_text()[-2000:]
-                assert process.poll() is None and time.monotonic() < deadline, log
-                time.sleep(0.2)
+
+            def log() -> str:
+                return (directory / "kube-apiserver.log").read_text()[-2000:]
+
+            def ready() -> bool:
+                assert process.poll() is None, log()
+                return server.ready()
+
+            waiting.wait_for("the second kube-apiserver ready", ready, 60, 0.2, seen=log)
         yield kubeconfig
     finally:
         process.terminate()
@@ -492,6 +501,15 @@ async def counted_client(kubeconfig: Path) -> AsyncIterator[tuple[AsyncClient, R
         yield client, Requests(client)
     finally:
         await client.close()
+
+
+async def sent_exactly(counted: Requests, expected: list[str]) -> None:
+    """Until the publisher has sent ``expected`` (in any order: a watch may start beside a write),
+    then half a second more in which it sends nothing else."""
+    sent = f"exactly {expected} sent"
+    await waiting.eventually(sent, lambda: sorted(counted.sent) == expected, 10, 0.02, seen=lambda: counted.sent)
+    await asyncio.sleep(0.5)
+    assert sorted(counted.sent) == expected, counted.sent
 
 
 @asynccontextmanager
@@ -562,8 +580,7 @@ async def test_publisher_api_load_start_up_rest_and_restart(
             again = SlicePublisher(second, DRIVER, node_name, lambda: driver.slices(node_name), token_file=token)
             async with running(again):
                 await asyncio.wait_for(again.published.wait(), 10)
-                await asyncio.sleep(0.5)
-                assert restarted.sent == ["WATCH slices"]
+                await sent_exactly(restarted, ["WATCH slices"])
                 assert again.generation == 1 and again.watch_list
         [after] = await slices(client, node_name)
         assert after["metadata"]["resourceVersion"] == stored["metadata"]["resourceVersion"]
@@ -578,8 +595,7 @@ async def test_without_the_pods_token_the_node_is_read_once(kubeconfig: Path, no
             publisher = SlicePublisher(own, DRIVER, node_name, lambda: driver.slices(node_name), token_file=None)
             async with running(publisher):
                 await asyncio.wait_for(publisher.published.wait(), 10)
-                await asyncio.sleep(0.5)
-                assert sorted(counted.sent) == ["GET node", "POST slices", "WATCH slices"]
+                await sent_exactly(counted, ["GET node", "POST slices", "WATCH slices"])
         [stored] = await slices(client, node_name)
         node_uid = (await client.get(Node, node_name)).metadata.uid  # type: ignore[union-attr]
         assert stored["metadata"]["ownerReferences"][0]["uid"] == node_uid
@@ -596,10 +612,8 @@ async def test_an_api_server_that_refuses_watch_list_gets_a_list_and_a_watch(
             publisher = SlicePublisher(own, DRIVER, node_name, lambda: driver.slices(node_name), token_file=None)
             async with running(publisher):
                 await asyncio.wait_for(publisher.published.wait(), 10)
-                await asyncio.sleep(0.5)
+                await sent_exactly(counted, ["GET node", "GET slices", "POST slices", "WATCH slices", "WATCH slices"])
                 assert not publisher.watch_list
-                sent = ["GET node", "GET slices", "POST slices", "WATCH slices", "WATCH slices"]
-                assert sorted(counted.sent) == sent
                 [stored] = await slices(client, node_name)
                 await client.delete(ResourceSlice, stored["metadata"]["name"])  # seen by the watch
                 await eventually(lambda: _equal(sizes(client, node_name), [8]), timeout=5)

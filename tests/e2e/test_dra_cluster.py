@@ -31,21 +31,11 @@ from lightkube.models.meta_v1 import ObjectMeta
 from lightkube.resources.core_v1 import Namespace, Pod, ServiceAccount
 from lightkube.resources.resource_v1 import DeviceClass, ResourceClaim, ResourceClaimTemplate, ResourceSlice
 
+from kubedevice.testing.scenarios import TEST_IMAGE, container_output, wait_for
+
 REPO = Path(__file__).resolve().parents[2]
 DRIVER = "null.example.com"
-IMAGE = "kubedevice.test/envsleep:1"
 pytestmark = pytest.mark.e2e
-
-
-def wait_for(what: str, check: Callable[[], Any], timeout: float = 60.0) -> Any:
-    deadline = time.monotonic() + timeout
-    while True:
-        value = check()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError(f"{what}: not within {timeout:.0f} s")
-        time.sleep(0.2)
 
 
 @dataclass
@@ -156,6 +146,10 @@ def our_slices(target: Target, driver: str = DRIVER) -> list[Any]:
     return list(target.client.list(ResourceSlice, fields={"spec.nodeName": target.node, "spec.driver": driver}))
 
 
+def published_devices(target: Target, driver: str = DRIVER) -> int:
+    return sum(len(s.spec.devices or []) for s in our_slices(target, driver))
+
+
 def published_paths(target: Target, driver: str) -> list[str]:
     slices = [s.to_dict() for s in our_slices(target, driver)]
     return sorted(d["attributes"]["path"]["string"] for s in slices for d in s["spec"].get("devices", []))
@@ -179,13 +173,6 @@ def device_names(target: Target, driver: str) -> list[str]:
     return sorted(d["name"] for s in our_slices(target, driver) for d in s.to_dict()["spec"].get("devices", []))
 
 
-def container_log(target: Target, pod: Any) -> str:
-    uid = pod.metadata.uid
-    logs = target.cluster.pod_log_dir
-    texts = [p.read_text(errors="replace") for p in logs.glob(f"*_{pod.metadata.name}_{uid}/*/*.log")]
-    return "".join(texts)
-
-
 def template_document(name: str, namespace: str, device_class: str = DRIVER) -> dict[str, Any]:
     return {
         "apiVersion": "resource.k8s.io/v1",
@@ -207,7 +194,7 @@ def pod_document(name: str, namespace: str, template: str) -> dict[str, Any]:
             "containers": [
                 {
                     "name": "main",
-                    "image": IMAGE,
+                    "image": TEST_IMAGE,
                     "imagePullPolicy": "Never",
                     "resources": {"claims": [{"name": "null"}]},
                 }
@@ -223,7 +210,7 @@ def test_a_pod_gets_a_null_device_through_our_driver(
     client = target.client
     device_classes(DRIVER)
     # a slice left by an earlier driver of this name lives on until the kubelet wipes it (30 s)
-    wait_for("our 4 devices published", lambda: sum(len(s.spec.devices or []) for s in our_slices(target)) == 4)
+    wait_for("our 4 devices published", lambda: published_devices(target) == 4, 60)
 
     suffix = uuid.uuid4().hex[:6]
     template, name = f"one-null-{suffix}", f"null-consumer-{suffix}"
@@ -233,7 +220,7 @@ def test_a_pod_gets_a_null_device_through_our_driver(
         pod = wait_for(
             "the pod running", lambda: _if(client.get(Pod, name, namespace=target.namespace), "Running"), timeout=120
         )
-        log = wait_for("the container's env in its log", lambda: container_log(target, pod))
+        log = container_output(target.cluster, pod.to_dict())
         [line] = [x for x in log.splitlines() if "NULL_DEVICE=" in x]
         device = line.rsplit("NULL_DEVICE=", 1)[1].strip()
         assert device in {"null-0", "null-1", "null-2", "null-3"}
@@ -245,7 +232,15 @@ def test_a_pod_gets_a_null_device_through_our_driver(
         # a driver restart while the pod runs: nothing prepared is lost
         driver.stop()
         driver.start()
-        wait_for("slices after the driver restart", lambda: our_slices(target))
+        # checked once the new process has registered and published: it has read its checkpoint
+        # and anything it would drop of the claim is gone by then
+        wait_for(
+            "the restarted driver registered",
+            lambda: driver.log.read_text().count(f"registered with the kubelet as DRA driver {DRIVER}") == 2,
+            60,
+            seen=lambda: driver.log.read_text()[-3000:],
+        )
+        wait_for("our 4 devices published again", lambda: published_devices(target) == 4, 60)
         assert spec_file.exists()
         assert _if(client.get(Pod, name, namespace=target.namespace), "Running")
 
@@ -342,9 +337,9 @@ def test_a_kubelet_restart_registers_the_driver_again(target: Target, short_tmp:
         assert running.log.read_text().count(registered) == 1
         target.cluster.restart_kubelet()
         restarted = time.monotonic()
-        wait_for("a second registration", lambda: running.log.read_text().count(registered) == 2)
+        wait_for("a second registration", lambda: running.log.read_text().count(registered) == 2, 60)
         print(f"registered again {time.monotonic() - restarted:.2f} s after the kubelet answered healthz")
-        wait_for("slices back after the kubelet restart", lambda: published_paths(target, HOT) == [first])
+        wait_for("slices back after the kubelet restart", lambda: published_paths(target, HOT) == [first], 60)
     finally:
         running.stop()
 

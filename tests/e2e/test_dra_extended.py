@@ -37,7 +37,7 @@ from lightkube.core.exceptions import ApiError
 
 from kubedevice.testing.cluster import Cluster
 from kubedevice.testing.kubeapi import KubeApi
-from kubedevice.testing.scenarios import Daemon, container_log, own_namespace, wait_for
+from kubedevice.testing.scenarios import Daemon, container_output, own_namespace, wait_for
 
 REPO = Path(__file__).resolve().parents[2]
 EXAMPLES = REPO / "examples"
@@ -233,7 +233,7 @@ def served(target: Target, name: str, resource: str, class_name: str, since: flo
     assert result["driver"] == DRIVER and result["pool"] == target.cluster.node_name
     assert [r["uid"] for r in claim["status"]["reservedFor"]] == [running["metadata"]["uid"]]
     # the container sees the env of exactly the device the scheduler allocated, through our CDI spec
-    log = wait_for("the container's env in its log", lambda: container_log(target.cluster, running), 30)
+    log = container_output(target.cluster, running)
     assert f"NULL_DEVICE={result['device']}" in log.splitlines(), log
     assert (target.cluster.cdi_dir / f"kubedevice-dra-{DRIVER}-{claim['metadata']['uid']}.json").exists()
     return took
@@ -265,7 +265,7 @@ def test_a_node_still_serving_the_resource_by_device_plugin_keeps_it_there(
         create_pod(target, by_plugin, RESOURCE)
         running = wait_for("the pod running", lambda: _running(api.get(pod_path(target, by_plugin))), 120)
         assert "extendedResourceClaimStatus" not in running["status"], running["status"]
-        log = wait_for("the container's env in its log", lambda: container_log(target.cluster, running), 30)
+        log = container_output(target.cluster, running)
         assert "PLUGIN_DEVICE=null-0" in log.splitlines() and "NULL_DEVICE" not in log, log
         create_pod(target, waiting, RESOURCE)
         message = wait_for("the second pod unschedulable", lambda: unschedulable(target, waiting), 60)

@@ -25,6 +25,7 @@ from kubedevice.dra.driver.claims import ApiClaims, FileClaims
 from kubedevice.kubelet.dra import DraClient, Registered, register
 from kubedevice.testing import dratestdriver as go
 from kubedevice.testing.cluster import Cluster
+from kubedevice.testing.waiting import eventually
 
 pytestmark = pytest.mark.e2e
 
@@ -55,7 +56,7 @@ async def test_our_client_registers_prepares_and_unprepares_one_and_32_claims(
             found = await go.slices(client, node, DRIVER)
             return [d["name"] for s in found for d in s["spec"]["devices"]] == [f"device-0{i}" for i in range(4)]
 
-        await _eventually(published, 10)
+        await eventually("the Go driver's 4 devices published", published, 10, 0.1)
 
         one = await run.claim("one", ["device-00"])
         many = [await run.claim(f"many-{i}", [f"device-0{i % 4}"]) for i in range(32)]
@@ -151,11 +152,3 @@ async def test_claim_files_hold_the_objects_the_api_server_serves(cluster: Clust
                 assert from_file.uid == obj["metadata"]["uid"] and from_file.allocated
     finally:
         await client.close()
-
-
-async def _eventually(check: object, timeout: float) -> None:
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + timeout
-    while not await check():  # type: ignore[operator]
-        assert loop.time() < deadline, f"not within {timeout} s"
-        await asyncio.sleep(0.1)

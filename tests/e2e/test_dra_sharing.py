@@ -36,7 +36,7 @@ from lightkube.core.exceptions import ApiError
 
 from kubedevice.testing.cluster import Cluster
 from kubedevice.testing.kubeapi import KubeApi
-from kubedevice.testing.scenarios import container_log, own_namespace, wait_for
+from kubedevice.testing.scenarios import container_output, own_namespace, wait_for
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "src" / "kubedevice" / "examples"
 CAPACITY, CAPACITY_DRIVER = "dra-shared-capacity", "shared.example.com"
@@ -218,16 +218,11 @@ def prepared(target: Target, driver: str, pod: dict[str, Any], claim: dict[str, 
     assert (result["driver"], result["pool"]) == (driver, target.cluster.node_name), result
     assert [r["uid"] for r in claim["status"]["reservedFor"]] == [pod["metadata"]["uid"]]
     assert (target.cluster.cdi_dir / f"kubedevice-dra-{driver}-{claim['metadata']['uid']}.json").exists()
-    # the log is read while the container writes it: wait for the line, then check its value
-    log = wait_for("NULL_DEVICE in the container's log", lambda: _with_device(container_log(target.cluster, pod)), 30)
+    log = container_output(target.cluster, pod)
     granted = published(target, driver)[result["device"]]["attributes"]
     first = granted["id"]["string"] if "replica" in granted else f"{granted['id']['string']}::0"
     assert f"NULL_DEVICE={first}" in log.splitlines(), log
     return dict(result)
-
-
-def _with_device(log: str) -> str | None:
-    return log if "NULL_DEVICE=" in log else None
 
 
 def test_two_pods_share_one_device_by_its_consumable_capacity(target: Target, short_tmp: Path) -> None:

@@ -9,7 +9,6 @@ import asyncio
 import signal
 import subprocess
 import sys
-import time
 import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -28,6 +27,7 @@ from kubedevice.kubelet import KubeletSimulator
 from kubedevice.names import endpoint_for
 from kubedevice.node.labels import NodeLabels
 from kubedevice.testing.cluster import Cluster
+from kubedevice.testing.waiting import eventually
 
 pytestmark = pytest.mark.e2e
 TIMEOUT = 20.0
@@ -65,11 +65,7 @@ def label(client: Client, name: str, labels: dict[str, str | None]) -> None:
 
 
 async def until(check: Callable[[], bool], what: str, log: Path) -> None:
-    deadline = time.monotonic() + TIMEOUT
-    while not check():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}:\n{log.read_text()}")
-        await asyncio.sleep(0.05)
+    await eventually(what, check, TIMEOUT, seen=log.read_text)
 
 
 async def test_labels_start_and_stop_resources_and_leave_the_others_streaming(

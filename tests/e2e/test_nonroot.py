@@ -22,7 +22,7 @@ from typing import Any
 import pytest
 
 from kubedevice.testing.cluster import Cluster
-from kubedevice.testing.scenarios import Daemon, container_log, delete_pods, device_pod, unique, wait_for
+from kubedevice.testing.scenarios import Daemon, container_output, delete_pods, device_pod, unique, wait_for
 
 pytestmark = pytest.mark.e2e
 
@@ -56,7 +56,7 @@ def probe(cluster: Cluster, pod_name: str) -> dict[str, str]:
     pod = wait_for(
         "pod running", lambda: (p := api.pod(pod_name)) and p["status"].get("phase") == "Running" and p, 60.0
     )
-    log = wait_for("the write's outcome", lambda: (t := container_log(cluster, pod)) and "write " in t and t, 20.0)
+    log = container_output(cluster, pod)
     return {
         line.split(" ", 1)[0]: line.split(" ", 1)[1]
         for line in log.splitlines()

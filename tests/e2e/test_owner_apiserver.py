@@ -21,6 +21,7 @@ from kubedevice.allocation.cdi import CdiSpecDir
 from kubedevice.config import parse_config
 from kubedevice.node.owner import OwnerRef, OwnerWatch, Seen, clean_up_if_uninstalled, uninstalled
 from kubedevice.testing.cluster import TEST_IMAGE, Cluster
+from kubedevice.testing.waiting import eventually
 
 pytestmark = pytest.mark.e2e
 HOLD = "kubedevice.test/hold"
@@ -64,8 +65,9 @@ def daemonset(name: str, finalizers: list[str]) -> Any:
 
 
 async def until(watch: OwnerWatch, state: Seen) -> None:
-    while not watch.history or watch.history[-1] is not state:
-        await asyncio.sleep(0.02)
+    await eventually(
+        f"the watch to see {state}", lambda: watch.history[-1:] == [state], 20, 0.02, seen=lambda: watch.history
+    )
 
 
 def our_specs(directory: Path) -> list[Path]:
@@ -83,12 +85,12 @@ async def test_background_deletion_is_an_uninstall(
     watch = OwnerWatch(OwnerRef(ns, "kd"), cluster.kubeconfig)
     task = asyncio.create_task(watch.run())
     try:
-        await asyncio.wait_for(until(watch, Seen.PRESENT), 20)
+        await until(watch, Seen.PRESENT)
         assert await watch.check() is Seen.PRESENT and not uninstalled(watch.history)
         assert await clean_up_if_uninstalled(watch, CONFIG, tmp_path) == []  # a restart: kept
         assert sorted(tmp_path.glob("kubedevice-*.json")) == specs
         await asyncio.to_thread(client.delete, DaemonSet, "kd", namespace=ns)
-        await asyncio.wait_for(until(watch, Seen.GONE), 20)  # the watch saw it, before any SIGTERM
+        await until(watch, Seen.GONE)  # the watch saw it, before any SIGTERM
     finally:
         task.cancel()
     assert await clean_up_if_uninstalled(watch, CONFIG, tmp_path) == specs
@@ -104,9 +106,9 @@ async def test_a_deletion_held_by_a_finalizer_is_an_uninstall_already(
     watch = OwnerWatch(OwnerRef(ns, "held"), cluster.kubeconfig)
     task = asyncio.create_task(watch.run())
     try:
-        await asyncio.wait_for(until(watch, Seen.PRESENT), 20)
+        await until(watch, Seen.PRESENT)
         await asyncio.to_thread(client.delete, DaemonSet, "held", namespace=ns)
-        await asyncio.wait_for(until(watch, Seen.DELETING), 20)
+        await until(watch, Seen.DELETING)
         assert await watch.check() is Seen.DELETING and uninstalled(watch.history)
     finally:
         task.cancel()

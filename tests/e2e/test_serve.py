@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from kubedevice.testing.cluster import Cluster
-from kubedevice.testing.scenarios import Daemon, container_log, delete_pods, device_pod, unique, wait_for
+from kubedevice.testing.scenarios import Daemon, container_output, delete_pods, device_pod, unique, wait_for
 
 pytestmark = pytest.mark.e2e
 
@@ -55,7 +55,7 @@ def test_capacity_within_two_seconds_then_pod_with_two_devices_sees_env(cluster:
             "pod running", lambda: (p := api.pod(name)) and p["status"].get("phase") == "Running" and p, 60.0
         )
         assert pod["spec"]["nodeName"] == cluster.node_name
-        log = wait_for("container log", lambda: container_log(cluster, pod), 10.0)
+        log = container_output(cluster, pod)
         granted = dict(line.split("=", 1) for line in log.splitlines() if "=" in line)
         ids = granted["KD_E2E_NULL"].split(",")
         assert len(ids) == 2 and len(set(ids)) == 2, log

@@ -85,7 +85,7 @@ def test_exec_argv_with_placeholders_exit_code_and_timeout(host: FakeHost, tmp_p
     started = time.monotonic()
     slow = {"type": "exec", "argv": [sys.executable, "-c", "import time; time.sleep(30)"], "timeout_seconds": 0.3}
     assert "timed out after 0.3s" in (run(host, target, slow) or "")
-    assert time.monotonic() - started < 10
+    assert time.monotonic() - started < 25  # killed at its timeout: well before the 30 s it sleeps
     assert "cannot run" in (run(host, target, {"type": "exec", "argv": ["/nonexistent/probe"]}) or "")
     assert run(host, target, {"type": "exec", "argv": ["true"]}) is None
 

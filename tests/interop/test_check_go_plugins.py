@@ -16,6 +16,7 @@ from gobuild import SAMPLE_RESOURCE, GoPlugin
 from kubedevice.api import KUBELET_SOCKET
 from kubedevice.conformance import CheckOptions, Report, Status, run_checks
 from kubedevice.conformance.model import REREGISTER_PASS_S
+from kubedevice.testing.waiting import eventually
 
 pytestmark = pytest.mark.interop
 RESTART_TIMEOUT = 30.0  # the sample plugin comes back after about 10 s
@@ -25,9 +26,7 @@ async def check_go_plugin(start: GoPlugin, plugin_dir: Path) -> Report:
     """Start the checker (it serves kubelet.sock), then the plugin, which registers at once."""
     options = CheckOptions(plugin_dir=plugin_dir, timeout=30, restart_timeout=RESTART_TIMEOUT)
     checker = asyncio.create_task(run_checks(options))
-    async with asyncio.timeout(10):
-        while not (plugin_dir / KUBELET_SOCKET).exists():
-            await asyncio.sleep(0.02)
+    await eventually("the checker's kubelet.sock", (plugin_dir / KUBELET_SOCKET).exists, 30, 0.02)
     async with start(plugin_dir) as process:
         report = await checker
         assert process.returncode is None, "the plugin exited during the check"

@@ -40,7 +40,6 @@ import ssl
 import subprocess
 import sys
 import tempfile
-import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -55,6 +54,7 @@ from kubedevice.dra.models import DecodeError
 from kubedevice.dra.strategy import drop_disabled_fields
 from kubedevice.dra.validation import validate
 from kubedevice.testing import components, pki
+from kubedevice.testing.waiting import wait_for
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "dra"))
 import validgen
@@ -211,17 +211,18 @@ class ApiServer:
             self.processes.append(subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, start_new_session=True))
 
     def _wait_ready(self) -> None:
-        deadline = time.monotonic() + 90
-        while True:
+        def log() -> str:
+            return (self.dir / "kube-apiserver.log").read_text(errors="replace")[-2000:]
+
+        def ready() -> bool:
+            if any(p.poll() is not None for p in self.processes):
+                pytest.fail(f"kube-apiserver {self.version} exited:\n{log()}", pytrace=False)
             try:
-                if self.http.get("/readyz").status_code == 200:
-                    return
+                return bool(self.http.get("/readyz").status_code == 200)
             except httpx2.TransportError:
-                pass
-            if any(p.poll() is not None for p in self.processes) or time.monotonic() > deadline:
-                log = (self.dir / "kube-apiserver.log").read_text(errors="replace")[-2000:]
-                pytest.fail(f"kube-apiserver {self.version} did not become ready:\n{log}", pytrace=False)
-            time.sleep(0.2)
+                return False
+
+        wait_for(f"kube-apiserver {self.version} ready", ready, 90, 0.2, seen=log)
 
     def _allow_admin_access(self) -> None:
         """Label the namespace for ``adminAccess`` (the DRAAdminAccess admission rule): whether a
@@ -229,17 +230,18 @@ class ApiServer:
         # 1.33's key is resource.k8s.io/admin-access (pkg/registry/resource/utils.go, v1.33.13)
         labels = {"resource.kubernetes.io/admin-access": "true", "resource.k8s.io/admin-access": "true"}
         patch = {"metadata": {"labels": labels}}
-        deadline = time.monotonic() + 30
-        while True:  # the API server creates the namespace shortly after it is ready
+        answers: list[str] = []
+
+        def labelled() -> bool:  # the API server creates the namespace shortly after it is ready
             response = self.http.patch(
                 f"/api/v1/namespaces/{validgen.NAMESPACE}",
                 content=json.dumps(patch),
                 headers={"Content-Type": "application/merge-patch+json"},
             )
-            if response.is_success:
-                return
-            assert time.monotonic() < deadline, response.text
-            time.sleep(0.2)
+            answers[:] = [response.text]
+            return bool(response.is_success)
+
+        wait_for(f"namespace {validgen.NAMESPACE} labelled", labelled, 30, 0.2, seen=lambda: answers)
 
     def close(self) -> None:
         self.http.close()

@@ -20,6 +20,8 @@ import pytest
 from kubedevice.api import DEFAULT_PLUGIN_DIR
 from kubedevice.kubelet import KubeletSimulator
 from kubedevice.kubelet.cli import parse_requests
+from kubedevice.kubelet.dra_cli import HELP as DRA_HELP
+from kubedevice.kubelet.view import unknown
 
 from .rawplugin import RawPlugin, device, run
 
@@ -122,6 +124,68 @@ def test_interactive_admit_restart_quit(tmp_path: Path) -> None:
     run(main())
 
 
+def test_stdin_refuses_what_the_kubelet_would_not_do(tmp_path: Path) -> None:
+    """A removed pod's container is not started (its device may already be another pod's), a pod
+    that never was is named as such, and a line that is no command says which word was wrong."""
+
+    async def main() -> None:
+        plugin = RawPlugin(tmp_path)
+        async with quitting(plugin, "--plugin-dir", str(tmp_path)) as cli:
+            await cli.expect("commands:")
+            await plugin.serve()
+            await plugin.register()
+            await cli.expect("example.com/null 4/4")
+            await cli.send("admit example.com/null=1")
+            first = await cli.expect("admitted pod cli-pod-1: main example.com/null=[")
+            await cli.send("remove cli-pod-1")
+            await cli.expect("pod cli-pod-1 removed")
+            await cli.send("start cli-pod-1")
+            line = await cli.expect("container cli-pod-1/main cannot start")
+            assert "no running pod 'cli-pod-1' (never admitted, rejected or removed)" in line
+            await cli.send("admit example.com/null=1")  # the removed pod's device goes to the next pod
+            second = await cli.expect("admitted pod cli-pod-2: main example.com/null=[")
+            assert first.split("=[")[1] == second.split("=[")[1]
+            await cli.send("start nosuch")
+            line = await cli.expect("container nosuch/main cannot start")
+            assert "no running pod 'nosuch'" in line and "no container" not in line
+            await cli.send("remove nosuch")
+            await cli.expect("no running pod 'nosuch' (never admitted, rejected or removed)")
+            await cli.send("frobnicate now")
+            line = await cli.expect("frobnicate")
+            assert line.startswith("unknown command 'frobnicate'; commands: admit RES=N"), line
+            await cli.send("admit")
+            line = await cli.expect("wrong arguments")
+            assert line.startswith("wrong arguments for 'admit': (none); commands: admit RES=N"), line
+        assert not [line for line in cli.lines if "cli-pod-1/main started" in line], cli.lines
+
+    run(main())
+
+
+def test_the_docs_transcript_is_what_it_prints(tmp_path: Path) -> None:
+    """docs/kubelet-simulator.md quotes a run; the same command here prints exactly that."""
+    doc = (Path(__file__).resolve().parents[2] / "docs" / "kubelet-simulator.md").read_text()
+    block = re.search(r"^```\n\$ (kubedevice kubelet [^\n]*) < /dev/null\n(.*?)^```", doc, re.MULTILINE | re.DOTALL)
+    assert block is not None, "the transcript is gone from the doc"
+    command, printed = block.group(1).split(), block.group(2)
+    directory = str(tmp_path / "dp")
+    args = [directory if word == "/tmp/dp" else word for word in command[1:]]
+    result = subprocess.run(
+        [sys.executable, "-m", "kubedevice", *args],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+        stdin=subprocess.DEVNULL,
+    )
+    assert result.returncode == 0, result.stderr
+    assert result.stdout == printed.replace("/tmp/dp", directory)
+
+
+def test_the_dra_side_names_an_unknown_command_too() -> None:
+    assert unknown("prepre", ["a/b"], DRA_HELP) == f"unknown command 'prepre'; {DRA_HELP}"
+    assert unknown("prepare", [], DRA_HELP) == f"wrong arguments for 'prepare': (none); {DRA_HELP}"
+
+
 def test_signals_restart_and_terminate(tmp_path: Path) -> None:
     async def main() -> None:
         cli = await Process.start("--plugin-dir", str(tmp_path))
@@ -171,7 +235,7 @@ def cli_once(*args: str, env: dict[str, str] | None = None) -> subprocess.Comple
     """Run the CLI to completion (stdin closed), without ``$KUBEDEVICE_PLUGIN_DIR`` unless given."""
     base = {k: v for k, v in os.environ.items() if k != "KUBEDEVICE_PLUGIN_DIR"}
     return subprocess.run(
-        [sys.executable, "-c", SCRIPT, *args],
+        [sys.executable, "-m", "kubedevice", "kubelet", *args],
         capture_output=True,
         text=True,
         timeout=60,
@@ -273,7 +337,7 @@ def test_start_triggers_pre_start_container(tmp_path: Path) -> None:
             line = await cli.expect("container cli-pod-1/main cannot start")
             assert "rpc error: code = Unavailable desc = PreStartContainer refused by test" in line
             await cli.send("start nobody")
-            await cli.expect("container nobody/main cannot start: no container 'main' in pod 'nobody'")
+            await cli.expect("container nobody/main cannot start: no running pod 'nobody' (never admitted")
 
     run(main())
 
@@ -345,8 +409,9 @@ def test_a_directory_that_cannot_be_used_is_one_line(tmp_path: Path) -> None:
     (tmp_path / "file").write_text("")
     result = cli_once("--plugin-dir", str(tmp_path / "file" / "dp"), "--exit-after", "0.2")
     assert result.returncode == 2 and result.stdout == ""
-    assert result.stderr == (
-        f"kubedevice: {tmp_path / 'file' / 'dp'}: cannot use as the plugin directory: not a directory\n"
+    assert result.stderr == (  # refused as the command line is read, as every directory option is
+        f"kubedevice: invalid value for '--plugin-dir': {tmp_path / 'file' / 'dp'} can never be a directory: "
+        f"{tmp_path / 'file'} is not one (see 'kubedevice kubelet --help')\n"
     )
     deep = tmp_path / ("d" * 120)
     result = cli_once("--plugin-dir", str(deep), "--exit-after", "0.2")

@@ -12,6 +12,7 @@ import pytest
 from kubedevice.api import KUBELET_SOCKET, VERSION, pb, pb_grpc
 from kubedevice.names import endpoint_for, extended_resource_name_error
 from kubedevice.plugin.manager import Manager
+from kubedevice.testing.waiting import eventually
 
 from .conftest import TIMEOUT, NullPlugin, client, kubelet, null_devices, registered, running
 
@@ -108,10 +109,13 @@ def test_our_socket_deleted_alone_is_served_again(tmp_path: Path) -> None:
             await registered(sim)
             sock = tmp_path / endpoint_for("example.com/null")
             sock.unlink()
-            deadline = time.monotonic() + TIMEOUT
-            while not (sock.exists() and manager.registered("example.com/null")) and time.monotonic() < deadline:
-                await asyncio.sleep(0.01)
-            assert sock.exists() and manager.servers[0].owns_socket()
+            await eventually(
+                "our socket served and registered again",
+                lambda: sock.exists() and manager.registered("example.com/null"),
+                TIMEOUT,
+                0.01,
+            )
+            assert manager.servers[0].owns_socket()
             await sim.wait_until(lambda: len(sim.registrations) >= 2, TIMEOUT)
 
     asyncio.run(main())
@@ -160,9 +164,7 @@ def test_registers_again_when_the_kubelet_closed_the_new_connection_with_the_old
         await server.start()
         try:
             async with running([NullPlugin(devices=null_devices())], tmp_path) as manager:
-                deadline = time.monotonic() + TIMEOUT
-                while len(service.requests) < 2 and time.monotonic() < deadline:
-                    await asyncio.sleep(0.02)
+                await eventually("a second registration", lambda: len(service.requests) >= 2, TIMEOUT, 0.02)
                 assert len(service.requests) == 2
                 assert all(r.rejected is None for r in manager._resources.values())
         finally:

@@ -13,6 +13,7 @@ from grpc import aio
 
 from kubedevice import ContainerAllocation, Device, DeviceSpec, Health, Plugin
 from kubedevice.api import pb
+from kubedevice.testing.waiting import eventually
 
 from .conftest import (
     TIMEOUT,
@@ -73,11 +74,7 @@ def test_stream_ends_cleanly_when_the_client_leaves(tmp_path: Path) -> None:
                 await next_message(stream)
                 assert server.open_streams == 1
                 stream.cancel()
-            for _ in range(100):
-                if server.open_streams == 0:
-                    break
-                await asyncio.sleep(0.01)
-            assert server.open_streams == 0
+            await eventually("the stream closed", lambda: server.open_streams == 0, TIMEOUT, 0.01)
             async with client(tmp_path) as stub:  # and the server still serves
                 assert len((await next_message(stub.ListAndWatch(pb.Empty()))).devices) == 4
 
@@ -223,6 +220,28 @@ def test_a_policy_breaking_the_contract_is_internal(tmp_path: Path) -> None:
     asyncio.run(main())
 
 
+class DevicesNotIds(NullPlugin):
+    """The hook as a reader of an older writing-a-plugin.md wrote it: it returns the Devices it got."""
+
+    def preferred_allocation(  # type: ignore[override]
+        self, available: Sequence[Device], must_include: Sequence[Device], size: int
+    ) -> list[Device]:
+        return [*must_include, *[d for d in available if d not in must_include]][:size]
+
+
+def test_a_policy_returning_devices_instead_of_ids_is_told_so(tmp_path: Path) -> None:
+    async def main() -> None:
+        async with running([DevicesNotIds(devices=null_devices())], tmp_path), client(tmp_path) as stub:
+            code, message = await _status(stub.GetPreferredAllocation(preferred_request(["null-0", "null-1"], [], 1)))
+            assert code == grpc.StatusCode.INTERNAL, (code, message)
+            assert message == (
+                "preferred_allocation returned Device objects, not device IDs: it gets Device objects and "
+                "returns their IDs (return [device.id for device in chosen])"
+            )
+
+    asyncio.run(main())
+
+
 def test_no_preferred_allocation_without_the_hook(tmp_path: Path) -> None:
     async def main() -> None:
         plain = Plugin("example.com/plain", null_devices())
@@ -280,5 +299,23 @@ def test_default_grants_merge_the_same_way_whatever_the_request_order(tmp_path: 
                 (container,) = (await stub.Allocate(allocate_request(order))).container_responses
                 answers.add((container.envs["WHO"], container.annotations["k"]))
             assert answers == {("d0", "d0")}
+
+    asyncio.run(main())
+
+
+def test_an_allocate_answer_past_the_kubelets_4_mib_is_refused_naming_the_limit(tmp_path: Path) -> None:
+    """The kubelet reads a plugin's answer with grpc's 4 MiB limit: past it, its own error names no plugin
+    and no device (issue #27). The server answers RESOURCE_EXHAUSTED with the size and the limit."""
+
+    async def main() -> None:
+        big = ContainerAllocation(envs={"BIG": "x" * 5_000_000})
+        plugin = NullPlugin(devices=[Device("big-0", grant=big), *null_devices(1)])
+        async with running([plugin], tmp_path), client(tmp_path) as stub:
+            with pytest.raises(aio.AioRpcError) as refused:
+                await stub.Allocate(allocate_request(["big-0"]), timeout=TIMEOUT)
+            assert refused.value.code() == grpc.StatusCode.RESOURCE_EXHAUSTED
+            assert "over the 4,194,304 bytes (4 MiB) the kubelet accepts" in str(refused.value.details())
+            ok = await stub.Allocate(allocate_request(["null-0"]), timeout=TIMEOUT)  # the rest still served
+            assert ok.container_responses[0].envs["NULL"] == "1"
 
     asyncio.run(main())

@@ -14,8 +14,9 @@ import pytest
 
 from kubedevice.allocation.cdi import CdiError, CdiSpecDir, container_edits
 from kubedevice.kubelet import KubeletSimulator, checkpoint
+from kubedevice.testing.waiting import logged, wait_for
 
-from .daemon import SERIAL, Daemon, until
+from .daemon import SERIAL, Daemon
 from .tmpfs import fill, leftovers, small_tmpfs
 
 SERIAL_CDI = f"""\
@@ -91,19 +92,18 @@ def test_daemon_on_a_full_cdi_disk_keeps_serving_and_catches_up(tmp_path: Path) 
     with small_tmpfs(daemon.cdi):
         daemon.start()
         try:
-            until(lambda: len(list(daemon.cdi.glob("kubedevice-*.json"))) == 1, "first spec")
+            wait_for("first spec", lambda: len(list(daemon.cdi.glob("kubedevice-*.json"))) == 1, 15)
             [first] = daemon.cdi.glob("kubedevice-*.json")
             blob = first.read_bytes()
             filler = fill(daemon.cdi)
             (daemon.host / "dev" / "ttyUSB1").touch()  # hotplug: a second spec cannot be written
-            until(lambda: "No space left on device" in daemon.log.read_text(), "the failure logged")
+            failure = wait_for("the failure logged", lambda: logged(daemon.log, "No space left on device"), 15)
             assert first.read_bytes() == blob and leftovers(daemon.cdi) == []
             assert json.loads(blob)["devices"][0]["containerEdits"]["deviceNodes"][0]["path"] == "/dev/ttyUSB0"
-            failure = next(line for line in daemon.log.read_text().splitlines() if "No space left" in line)
             assert "Traceback" not in daemon.log.read_text() and "cannot write CDI spec files" in failure
             filler.unlink()  # space returns: the next health round writes the missing spec
-            until(lambda: len(list(daemon.cdi.glob("kubedevice-*.json"))) == 2, "caught up")
-            until(lambda: "CDI spec files written again" in daemon.log.read_text(), "recovery logged")
+            wait_for("caught up", lambda: len(list(daemon.cdi.glob("kubedevice-*.json"))) == 2, 15)
+            wait_for("recovery logged", lambda: "CDI spec files written again" in daemon.log.read_text(), 15)
             assert daemon.alive()
         finally:
             assert daemon.stop() == 0

@@ -33,6 +33,7 @@ from kubedevice.api import pluginregistration_v1_pb2 as regpb
 from kubedevice.device import Health
 from kubedevice.plugin.base import Plugin
 from kubedevice.testing.dradriver import DRIVER, NODE, DriverThread, Node, claim_object, null_plugin
+from kubedevice.testing.waiting import wait_for
 
 FUZZ = settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow,
                 HealthCheck.function_scoped_fixture])  # fmt: skip
@@ -168,10 +169,7 @@ def test_hundreds_of_dropped_streams_leak_nothing_and_a_kept_one_still_hears(dri
     for version, stream in kept.items():
         assert health(version, next(stream)) == ALL_HEALTHY
         stream.cancel()
-    deadline = time.monotonic() + 5
-    while open_fds() > before + 4 and time.monotonic() < deadline:
-        time.sleep(0.1)
-    assert open_fds() <= before + 4, (before, open_fds())
+    wait_for(f"at most {before} + 4 descriptors open", lambda: open_fds() <= before + 4, 30, 0.1, seen=open_fds)
 
 
 def errors() -> st.SearchStrategy[str]:

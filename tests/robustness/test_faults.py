@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import asyncio
 import os
-import re
 import shutil
 import signal
 import socket
@@ -20,10 +19,11 @@ import grpc
 
 from kubedevice.api import pb, pb_grpc
 from kubedevice.kubelet import KubeletSimulator
+from kubedevice.testing.waiting import wait_for
 
-from .daemon import SERIAL, STATIC, Daemon, until
+from .daemon import SERIAL, STATIC, Daemon
 
-TIMEOUT = 15.0
+TIMEOUT = 60.0  # a bound on a hang: a `kubedevice serve` took 12 s to import at a load of 20 on 2 cores
 ALL = {STATIC: 8, SERIAL: 1}
 
 
@@ -52,12 +52,18 @@ def foreign_files(plugin_dir: Path) -> dict[str, Path]:
     return {"note": note, "sock": plugin_dir / "other-vendor.sock"}
 
 
-def spawn_kubelet(plugin_dir: Path) -> subprocess.Popen[bytes]:
+def spawn_kubelet(plugin_dir: Path, output: Path) -> subprocess.Popen[bytes]:
+    """``kubedevice kubelet`` in a process of its own; its events, one a line, go to ``output``."""
     args = [sys.executable, "-m", "kubedevice", "kubelet", "--plugin-dir", str(plugin_dir), "--grace-period", "1"]
-    return subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    with output.open("wb") as out:
+        return subprocess.Popen(args, stdout=out, stderr=subprocess.STDOUT)
 
 
-REGISTERED = re.compile(r"registered \S+ with the kubelet")
+def streaming(output: Path) -> bool:
+    """Whether the kubelet's output shows a first device list from each resource: both
+    ListAndWatch streams are open (the simulator prints ``RES: N devices`` per list received)."""
+    text = output.read_text()
+    return all(f"{resource}: {count} devices" in text for resource, count in ALL.items())
 
 
 def test_kubelet_sigkilled_mid_stream_then_back(tmp_path: Path) -> None:
@@ -66,10 +72,15 @@ def test_kubelet_sigkilled_mid_stream_then_back(tmp_path: Path) -> None:
     theirs = foreign_files(daemon.plugin_dir)
     try:
         for n in range(1, 4):
-            proc = spawn_kubelet(daemon.plugin_dir)
+            output = tmp_path / f"kubelet-{n}.out"
+            proc = spawn_kubelet(daemon.plugin_dir, output)
             try:
-                until(lambda n=n: len(REGISTERED.findall(daemon.log.read_text())) >= 2 * n, f"registration {n}")
-                time.sleep(0.3)  # ListAndWatch streams are open now
+                wait_for(
+                    f"both ListAndWatch streams open to kubelet {n}",
+                    lambda o=output: streaming(o),
+                    TIMEOUT,
+                    seen=lambda o=output: o.read_text(),
+                )
             finally:  # also when the wait fails: no simulator may outlive the test
                 proc.send_signal(signal.SIGKILL)
                 proc.wait(5)
@@ -146,7 +157,7 @@ def test_kubelet_sock_replaced_by_a_non_socket(tmp_path: Path) -> None:
     squatter = daemon.plugin_dir / "kubelet.sock"
     try:
         squatter.write_text("I am a file")
-        until(lambda: "kubelet.sock is not a socket" in daemon.log.read_text(), "the squatter logged")
+        wait_for("the squatter logged", lambda: "kubelet.sock is not a socket" in daemon.log.read_text(), TIMEOUT)
         assert squatter.read_text() == "I am a file"  # never deleted: not ours
         assert daemon.alive()
         squatter.unlink()

@@ -22,8 +22,9 @@ from hypothesis import strategies as st
 
 from kubedevice.api import pb, pb_grpc
 from kubedevice.api.convert import ids as shown_ids
+from kubedevice.testing.waiting import wait_for
 
-from .daemon import SERIAL, STATIC, Daemon, until
+from .daemon import SERIAL, STATIC, Daemon
 
 OK, INVALID = grpc.StatusCode.OK, grpc.StatusCode.INVALID_ARGUMENT
 MAX_MESSAGE = 4 * 1024 * 1024  # grpc's default receive limit, which the daemon keeps
@@ -281,13 +282,13 @@ def test_last_the_daemon_still_serves_and_streams_flowed(target: Target, tmp_pat
     rss_before = daemon.rss_kib()
     serial = grpc.insecure_channel(f"unix://{daemon.socket(SERIAL)}")
     streams = [Stream(serial), Stream(target.channel)]
-    until(lambda: streams[0].counts == [1] and streams[1].counts == [8], "first lists")
+    wait_for("first lists", lambda: streams[0].counts == [1] and streams[1].counts == [8], 15)
     # A second storm while the streams are open: 100k-ID requests, garbage, oversize.
     test_long_lists_of_unknown_ids_get_a_short_message(target, 100_000)
     test_100k_containers_of_known_ids_are_answered(target)
     test_oversize_message_is_resource_exhausted(target)
     (daemon.host / "dev" / "ttyUSB1").touch()
-    until(lambda: streams[0].counts[-1:] == [2], "hotplug on the stream opened before the storm")
+    wait_for("hotplug on the stream opened before the storm", lambda: streams[0].counts[-1:] == [2], 15)
     assert streams[1].counts == [8] and all(s._thread.is_alive() and s.error is None for s in streams)
     assert daemon.alive()
     grown = daemon.rss_kib() - rss_before

@@ -239,8 +239,8 @@ def test_a_fixed_container_path_for_a_glob_of_several_devices_is_one_line_exit_2
         tmp_path,
     )
     assert line == (
-        f"kubedevice: {tmp_path / 'config.yaml'}:3:5: resources[0]: container_path '/dev/zigbee' has no "
-        "per-device field ({path}, {name} or {index}) but the glob can match several devices (only a glob "
+        f"kubedevice: {tmp_path / 'config.yaml'}:5:21: resources[0].container_path: container_path '/dev/zigbee' "
+        "has no per-device field ({path}, {name} or {index}) but the glob can match several devices (only a glob "
         "of one literal path yields one): two devices in one container would need the same path"
     )
 

@@ -2,12 +2,19 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
+import shutil
+import tempfile
 from pathlib import Path
 
 import typer
 from typer.testing import CliRunner
 
+from kubedevice.device import Device
+from kubedevice.kubelet import Container, KubeletSimulator, Pod
+from kubedevice.plugin.base import Plugin
+from kubedevice.plugin.manager import Manager
 from kubedevice.sources import discover_resources
 from kubedevice.sources.cli import discover
 from kubedevice.testing import FakeHost
@@ -118,3 +125,46 @@ def test_discover_resources_gives_dra_attributes_per_device(host: FakeHost, tmp_
     assert [d.id for d in fpga[1]] == ["0000:3b:00.0"]
     assert fpga[2]["0000:3b:00.0"]["vendor"] == {"string": "10ee"}
     assert fpga[2]["0000:3b:00.0"]["numaNode"] == {"int": 1}
+
+
+def test_pods_shows_the_containers_holding_each_device(host: FakeHost, tmp_path: Path) -> None:
+    """The kubelet (simulated, with a plugin advertising the same IDs) says which pod holds what."""
+    host.device_node("/dev/null")
+    root = Path(tempfile.mkdtemp(prefix="kd-", dir="/tmp"))  # unix socket paths end at 107 bytes
+    plugin_dir = root / "device-plugins"
+    plugin_dir.mkdir()
+    config = write_config(tmp_path, f"plugin_dir: {plugin_dir}\n" + FOUR_CONFIGS)
+    args = ["--config", str(config), "--host-root", str(host.root)]
+
+    async def scenario() -> None:
+        sim = KubeletSimulator(plugin_dir)
+        manager = Manager([Plugin("example.com/null", [Device(f"null-{i}") for i in range(4)])], plugin_dir)
+        await sim.start()
+        try:
+            await manager.start()
+            await sim.wait_until(lambda: sim.allocatable().get("example.com/null") == 4, 10)
+            [granted] = (await sim.admit(Pod("u1", "app", [Container("main", {"example.com/null": 2})], "ml"))).values()
+            result = await asyncio.to_thread(runner.invoke, app, [*args, "--pods", "--json"])
+            assert result.exit_code == 0, result.output
+            nulls = json.loads(result.stdout)["resources"][0]["devices"]
+            held = {"namespace": "ml", "pod": "app", "container": "main"}
+            assert {d["id"]: d["heldBy"] for d in nulls} == {
+                f"null-{i}": [held] if f"null-{i}" in granted.device_ids["example.com/null"] else [] for i in range(4)
+            }
+            table = await asyncio.to_thread(
+                runner.invoke, app, [*args, "--pod-resources", str(root / "pod-resources" / "kubelet.sock")],
+                env={"COLUMNS": "250"},
+            )  # fmt: skip
+            assert table.exit_code == 0, table.output
+            assert "held by" in table.stdout and table.stdout.count("ml/app/main") == 2
+        finally:
+            await manager.stop()
+            await sim.stop()
+
+    try:
+        asyncio.run(asyncio.wait_for(scenario(), 60))
+        result = runner.invoke(app, [*args, "--pods"])  # the kubelet is gone: one line, exit 1
+        assert result.exit_code == 1, result.output
+        assert result.stderr == f"kubedevice: --pods: {root}/pod-resources/kubelet.sock: no such file or directory\n"
+    finally:
+        shutil.rmtree(root)

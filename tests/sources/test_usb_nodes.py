@@ -176,7 +176,7 @@ def test_a_tty_bound_after_its_device_reaches_the_grant_and_the_stream(host: Fak
     ("nodes_yaml", "fragment"),
     [
         ("[serial]", "resources[0].usb.nodes[0]: Input should be 'bus', 'tty', 'video', 'hidraw', 'input' or 'sound'"),
-        ("[tty, tty]", "resources[0].usb.nodes: lists tty more than once"),
+        ("[tty, tty]", "config.yaml:4:40: resources[0].usb.nodes[1]: lists tty more than once"),
         ("[]", "resources[0].usb.nodes: List should have at least 1 item"),
     ],
 )

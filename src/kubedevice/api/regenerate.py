@@ -1,7 +1,8 @@
 """Regenerate the Python protobuf/gRPC modules from the ``.proto`` files here.
 
-``api.proto`` is the device plugin API; the ``dra_*`` and ``pluginregistration_v1`` protos are
-the kubelet's DRA, resource health and plugin-watcher APIs. Run
+``api.proto`` is the device plugin API; the ``dra_*``, ``pluginregistration_v1`` and
+``podresources_v1`` protos are the kubelet's DRA, resource health, plugin-watcher and
+PodResources APIs. Run
 ``python -m kubedevice.api.regenerate`` after editing a proto. The output is
 deterministic for the pinned ``grpcio-tools`` (see ``pyproject.toml``), so a test can
 regenerate into a temporary directory and compare byte for byte.
@@ -14,7 +15,15 @@ import tempfile
 from pathlib import Path
 
 API_DIR = Path(__file__).resolve().parent
-PROTOS = ("api", "dra_v1", "dra_v1beta1", "dra_health_v1alpha1", "dra_health_v1", "pluginregistration_v1")
+PROTOS = (
+    "api",
+    "dra_v1",
+    "dra_v1beta1",
+    "dra_health_v1alpha1",
+    "dra_health_v1",
+    "pluginregistration_v1",
+    "podresources_v1",
+)
 GENERATED = tuple(f"{stem}{suffix}" for stem in PROTOS for suffix in ("_pb2.py", "_pb2.pyi", "_pb2_grpc.py"))
 
 

@@ -9,10 +9,10 @@ from typing import Any, ClassVar
 from ..gostrings import quote
 from .cost import ONE, Coster, Range, plus, scaled
 from .ip import IP, IP_TYPE, parse_ip
-from .library import CALL_COSTS, NOT_CONSTANT, SPECIALIZERS, VALUE_TYPES, register
+from .library import CALL_COSTS, NOT_CONSTANT, RUNTIME_COSTS, SPECIALIZERS, VALUE_TYPES, first_traversal, register
 from .netip import NetIPError, Prefix, parse_prefix
 from .parser import Call
-from .values import Err, refused
+from .values import Err, charge_call, refused, traversal
 
 CIDR_TYPE = "net.CIDR"
 
@@ -58,11 +58,6 @@ def _contains_cidr(cidr: CIDR, other: CIDR) -> bool:
 _COMPARE: Range = scaled((8, 32), 0.1)
 
 
-def _string_arg(c: Coster, node: Call) -> Range:
-    overloads = [t for t in (c.type_of(node.args[0]),) if t in ("string", "dyn", "any")]
-    return scaled(c.size_or_unknown(node.args[0]), 0.1) if overloads else (0, 0)
-
-
 def _contains_ip_cost(c: Coster, node: Call) -> tuple[Range, None] | None:
     if not node.args:
         return None
@@ -96,6 +91,16 @@ def _unit(c: Coster, node: Call) -> tuple[Range, None]:
     return ONE, None
 
 
+def _contains_tracked(base: int) -> Any:
+    """Kubernetes' CallCost of containsIP/containsCIDR: ``base`` for comparing the addresses (a
+    CIDR has no size, so counts 1), plus the parse of a string argument."""
+    return lambda args, _result: base + (traversal(len(args[1])) if type(args[1]) is str else 0)
+
+
+_CONTAINS_IP = traversal(1 + 1)  # ceil((cidrSize + cidrSize) * 0.1)
+_CONTAINS_CIDR = _CONTAINS_IP + traversal(1) + 1  # and the masking: the address once more, plus 1
+
+
 def _string_ip(text: str) -> Any:
     """containsIP's string argument. Upstream (cidrContainsIPString) passes the parse error on as
     a value that is not an IP, and then refuses its *network* argument: "no such overload"."""
@@ -115,7 +120,9 @@ def _specialize_contains_ip(_nodes: list[Any], consts: list[Any], fns: list[Any]
     def contains_ip(a: dict[str, Any]) -> bool:
         value = argument(a)
         if type(value) is str:
+            charge_call(a, _CONTAINS_IP + traversal(len(value)))
             return contains(_string_ip(value))
+        charge_call(a, _CONTAINS_IP)
         return bool(impl(network, value))
 
     return contains_ip
@@ -134,6 +141,14 @@ def _register() -> Any:
     register("prefixLength", True, (CIDR_TYPE,), "int", lambda c: c.prefix.bits)
     register("masked", True, (CIDR_TYPE,), CIDR_TYPE, lambda c: CIDR(c.prefix.masked()))
     register("string", False, (CIDR_TYPE,), "string", lambda c: str(c.prefix))
+    RUNTIME_COSTS.update(
+        {
+            "cidr": first_traversal(),
+            "isCIDR": first_traversal(),
+            "containsIP": _contains_tracked(_CONTAINS_IP),
+            "containsCIDR": _contains_tracked(_CONTAINS_CIDR),
+        }
+    )
     CALL_COSTS.update(
         {
             "cidr": _string_cost,

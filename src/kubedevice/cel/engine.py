@@ -142,12 +142,19 @@ def assignable(want: Any, have: Any, binding: dict[str, Any]) -> bool:
             and all(assignable(w, h, binding) for w, h in zip(want[1:], have[1:], strict=True))
         )
     if want == "null_type" or have == "null_type":
-        other = have if want == "null_type" else want
-        return other in _NULLABLE or other in OBJECT_TYPES or want == have
+        return _nullable(have if want == "null_type" else want)
     return bool(want == have)
 
 
-_NULLABLE = frozenset({"null_type", QTY, SEMVER, "any"})
+def _nullable(t: Any) -> bool:
+    """cel-go's checker keeps the legacy nullness: null is assignable to opaque and object types
+    (optionals, every Kubernetes type, the environment's objects), timestamps and durations."""
+    if isinstance(t, tuple):
+        return bool(t[0] == "optional")
+    return t in ("null_type", "any") or t in OBJECT_TYPES or (t in VALUE_TYPES and t not in _PRIMITIVES)
+
+
+_PRIMITIVES = frozenset({"int", "uint", "double", "string", "bytes", "bool", "type"})
 
 
 def _unified(t: Any, optional: bool) -> Any:
@@ -166,6 +173,7 @@ class _FreeType(str):
 
 
 FREE = _FreeType(DYN)
+_FREE_NAME = "_var0"  # how a message names a free type variable (cel-go numbers them: _var9)
 
 
 class TypeOf(str):
@@ -209,18 +217,28 @@ def join_types(types: list[Any]) -> Any:
     return first if all(t == first for t in types) else DYN
 
 
-def fmt(t: Any) -> str:
-    """A type as cel-go's checker prints it in errors (FormatCELType)."""
+def fmt(t: Any, free: str = DYN) -> str:
+    """A type as cel-go's checker prints it in errors (FormatCELType). A free type variable is
+    ``dyn`` where cel-go substitutes before printing (no matching overload) and a type variable
+    (``free="_var0"``) where it does not (expected type … but found …)."""
+    if isinstance(t, _FreeType):
+        return free
     if isinstance(t, TypeOf):
-        return f"type({fmt(t.of)})"
+        return f"type({fmt(t.of, free)})"
     if isinstance(t, tuple):
         name = "optional_type" if t[0] == "optional" else t[0]
-        return f"{name}({', '.join(fmt(p) for p in t[1:])})"
+        return f"{name}({', '.join(fmt(p, free) for p in t[1:])})"
     return _FORMATTED.get(t, str(t))
+
+
+def mismatch(want: Any, found: Any) -> str:
+    """cel-go's typeMismatch, which prints the types unsubstituted."""
+    return f"expected type '{fmt(want, _FREE_NAME)}' but found '{fmt(found, _FREE_NAME)}'"
 
 
 _FORMATTED = {
     "any": "any",
+    ERROR: "!error!",
     "null_type": "null",
     "google.protobuf.Timestamp": "timestamp",
     "google.protobuf.Duration": "duration",
@@ -253,6 +271,7 @@ class Compiler:
         self.invalid: list[tuple[Node, str]] = []
         self.planning: list[str] = []
         self.errors: list[CheckError] = []  # type-check errors: every one is reported, like cel-go
+        self.panics: list[str] = []  # where cel-go's compiler would panic (after a clean check)
 
     def compile(self, node: Node) -> Compiled:
         method = getattr(self, "c_" + type(node).__name__)
@@ -307,9 +326,9 @@ class Compiler:
             p.type[1] if i in node.optional and isinstance(p.type, tuple) else p.type for i, p in enumerate(parts)
         ]
         for i in node.optional:
-            if not (isinstance(parts[i].type, tuple) and parts[i].type[0] == "optional") and not is_dyn(parts[i].type):
-                raise CheckError("optional list element must be optional_type")
+            self._check_optional(node.elements[i], parts[i].type)
         self._homogeneous([_unified(t, i in node.optional) for i, t in enumerate(elem_types)], node.elements)
+        self._optional_of_dyn([p.type for p in parts], [i in node.optional for i in range(len(parts))], True)
         fns = [p.fn for p in parts]
         opt = frozenset(node.optional)
         if not opt and all(isinstance(e, Lit) for e in node.elements):
@@ -322,7 +341,7 @@ class Compiler:
                 item = f(a)
                 if i in opt:
                     if not isinstance(item, Optional):
-                        raise v.no_overload("optional list element", item)
+                        raise Err(f"cannot initialize optional list element from non-optional value {v.go_value(item)}")
                     if not item.present:
                         continue
                     item = item.value
@@ -330,6 +349,32 @@ class Compiler:
             return out
 
         return Compiled(("list", join_types(elem_types)), build, 10 + sum(p.cost for p in parts))
+
+    def _check_optional(self, node: Node, t: Any) -> None:
+        """An optional element or entry (``[?x]``, ``{?k: x}``) must be an optional or dyn: cel-go's
+        checker reports the mismatch at the value and goes on."""
+        if isinstance(t, _FreeType) or (not (isinstance(t, tuple) and t[0] == "optional") and t not in (DYN, "any")):
+            self.errors.append(CheckError(mismatch(("optional", t), t), node))
+
+    def _optional_of_dyn(self, types: list[Any], optional: list[bool], is_list: bool) -> None:
+        """cel-go's homogeneous-literal validator reads the type parameter of every optional
+        element it reaches: for one of type dyn (``[?dyn(x)]``, ``{?k: dyn(x)}``) it has none and
+        the compiler panics. A list's loop stops at its first mismatch, a map's does not; literals
+        inside ``format()`` are exempt."""
+        if self.exempt_literals:
+            return
+        first: Any = None
+        for i, (t, opt) in enumerate(zip(types, optional, strict=True)):
+            if opt and t in (DYN, "any"):
+                self.panics.append("runtime error: index out of range [0] with length 0")
+                return
+            if not is_list:
+                continue
+            elem = t[1] if opt and isinstance(t, tuple) else t
+            if i == 0:
+                first = elem
+            elif not _equivalent(first, elem):
+                return
 
     def _homogeneous(self, types: list[Any], nodes: list[Node]) -> None:
         """ValidateHomogeneousAggregateLiterals: every element has the first one's type exactly
@@ -355,6 +400,10 @@ class Compiler:
             [_unified(t, o) for t, (_, _, o) in zip(val_types, node.entries, strict=True)],
             [val for _, val, _ in node.entries],
         )
+        for (_, value, optional), part in zip(node.entries, vals, strict=True):
+            if optional:
+                self._check_optional(value, part.type)
+        self._optional_of_dyn([p.type for p in vals], [o for _, _, o in node.entries], False)
         pairs = [(k.fn, val.fn, o) for k, val, (_, _, o) in zip(keys, vals, node.entries, strict=True)]
 
         def build(a: dict[str, Any]) -> dict[Any, Any]:
@@ -363,8 +412,12 @@ class Compiler:
                 key, value = kf(a), vf(a)
                 if opt:
                     if not isinstance(value, Optional):
-                        raise v.no_overload("optional map entry", value)
-                    if not value.present:
+                        raise Err(
+                            f"cannot initialize optional entry '{v.go_value(key)}' from non-optional value "
+                            f"{v.go_value(value)}"
+                        )
+                    if not value.present:  # an absent entry also removes an earlier one of its key
+                        out.drop(key)
                         continue
                     value = value.value
                 out.put(key, value)
@@ -498,7 +551,7 @@ class Compiler:
             problem = FORMAT_VALIDATOR[0](str(target.value), args[0].elements, lambda n: self.types.get(id(n), DYN))
             if problem is not None:
                 self.invalid.append((problem[0] or node, problem[1]))
-        if name in _CONVERSIONS and target is None and len(args) == 1 and _is_constant(args[0]):
+        if name in _CONVERSIONS and target is None and len(args) == 1 and is_constant(args[0]):
             return self._folded(impl, args[0], parts[0], result_type, name)
         if name in _PURE and target is None and len(literals) == len(args):
             folded = _try_fold(impl, [p.fn({}) for p in parts])
@@ -555,7 +608,7 @@ class Compiler:
         pattern_index = 0 if target is not None else 1
         if name == "matches" and args and _bad_pattern(args[0]):
             self.invalid.append((args[0], "invalid matches argument"))
-        elif len(args) > pattern_index and _is_constant(args[pattern_index]):
+        elif len(args) > pattern_index and is_constant(args[pattern_index]):
             pattern = parts[pattern_index].fn({})
             if isinstance(pattern, str) and not regex.is_valid(pattern):
                 self.planning.append(f"error parsing regexp: {regex.error(pattern)}")
@@ -600,7 +653,9 @@ def _charged(impl: Callable[..., Any], fns: list[Closure], tracked: Callable[[li
         def call2(a: dict[str, Any]) -> Any:
             x, y = f0(a), f1(a)
             result = impl(x, y)
-            v.charge(a, tracked([x, y], result))
+            cost = tracked([x, y], result)
+            if cost > 1:  # v.charge_call written out: most calls cost their static 1
+                v.charge(a, cost - 1)
             return result
 
         return call2
@@ -608,7 +663,9 @@ def _charged(impl: Callable[..., Any], fns: list[Closure], tracked: Callable[[li
     def call(a: dict[str, Any]) -> Any:
         args = [f(a) for f in fns]
         result = impl(*args)
-        v.charge(a, tracked(args, result))
+        cost = tracked(args, result)
+        if cost > 1:
+            v.charge(a, cost - 1)
         return result
 
     return call
@@ -629,7 +686,7 @@ def _panicking(
             raise v.not_a_list(exc) from None
         result = impl(*args)
         if tracked is not None:
-            v.charge(a, tracked(args, result))
+            v.charge_call(a, tracked(args, result))
         return result
 
     return call
@@ -658,17 +715,19 @@ def _asserting(
             raise failed
         result = impl(*args)
         if tracked is not None:
-            v.charge(a, tracked(args, result))
+            v.charge_call(a, tracked(args, result))
         return result
 
     return call
 
 
 def _constant_value(node: Node, fn: Closure) -> Any:
-    """The value of a literal, a list of literals or a folded constructor of literals
-    (``cidr("10.0.0.0/8")``), else NOT_CONSTANT: what a specialisation may precompute."""
+    """The value of a literal, a conversion of a constant (``string("a")``, which cel-go's
+    planner folds, so its regex optimisation takes it as a constant pattern), a list of literals
+    or a folded constructor of literals (``cidr("10.0.0.0/8")``), else NOT_CONSTANT: what a
+    specialisation may precompute."""
     if (
-        isinstance(node, Lit)
+        is_constant(node)
         or (isinstance(node, ListLit) and not node.optional and all(isinstance(e, Lit) for e in node.elements))
         or (
             isinstance(node, Call)
@@ -695,7 +754,7 @@ def _try_fold(impl: Callable[..., Any], args: list[Any]) -> Any:
 _CONVERSIONS = frozenset({"int", "uint", "double", "string", "bytes", "bool", "dyn", "timestamp", "duration"})
 
 
-def _is_constant(node: Node) -> bool:
+def is_constant(node: Node) -> bool:
     """A literal, or a conversion of a constant: what cel-go's planner evaluates ahead of time."""
     if isinstance(node, Lit):
         return True
@@ -704,7 +763,7 @@ def _is_constant(node: Node) -> bool:
         and node.target is None
         and node.function in _CONVERSIONS
         and len(node.args) == 1
-        and _is_constant(node.args[0])
+        and is_constant(node.args[0])
     )
 
 

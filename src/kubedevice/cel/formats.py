@@ -9,20 +9,19 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import ClassVar
 
 from ..apimachinery import content, validation
 from ..apimachinery.meta import mask_trailing_dash
 from ..gostrings import quote as go_quote
 from .cost import ONE, STRING_FACTOR, Coster, Range, scaled
-from .library import CALL_COSTS, NAMESPACES, VALUE_TYPES, register
+from .library import CALL_COSTS, NAMESPACES, RUNTIME_COSTS, VALUE_TYPES, register
 from .parser import Call
 from .urls import URLError, parse
-from .values import NONE, Optional
+from .values import NONE, Optional, actual_size, traversal
 
 FORMAT_TYPE = "kubernetes.NamedFormat"
-MAX_FORMAT_SIZE = 64  # apiserver/pkg/cel limits.go
 MAX_NAME_FORMAT_REGEX_SIZE = 128
 _REGEX_FACTOR = 0.25
 
@@ -80,6 +79,8 @@ class Format:
     CEL_STRICT: ClassVar[bool] = True  # == with another kind is an error, as upstream
     name: str
     check: Callable[[str], list[str]]
+    # the size of the regex Kubernetes charges a validation for (its MaxRegexSize)
+    max_regex_size: int = field(default=0, compare=False)
 
     def __eq__(self, other: object) -> bool:
         return isinstance(other, Format) and other.name == self.name
@@ -89,19 +90,19 @@ class Format:
 
 
 FORMATS = {
-    "dns1123Label": Format("DNS1123Label", validation.is_dns1123_label),
-    "dns1123Subdomain": Format("DNS1123Subdomain", validation.is_dns1123_subdomain),
-    "dns1035Label": Format("DNS1035Label", validation.is_dns1035_label),
-    "qualifiedName": Format("QualifiedName", content.is_label_key),
-    "dns1123LabelPrefix": Format("DNS1123LabelPrefix", _prefixed(validation.is_dns1123_label)),
-    "dns1123SubdomainPrefix": Format("DNS1123SubdomainPrefix", _prefixed(validation.is_dns1123_subdomain)),
-    "dns1035LabelPrefix": Format("DNS1035LabelPrefix", _prefixed(validation.is_dns1035_label)),
-    "labelValue": Format("LabelValue", content.is_label_value),
-    "uri": Format("URI", _uri),
-    "uuid": Format("uuid", _check(lambda v: _UUID.fullmatch(v) is not None, "does not match the UUID format")),
-    "byte": Format("byte", _check(lambda v: _BASE64.fullmatch(v) is not None, "invalid base64")),
-    "date": Format("date", _check(_is_date, "invalid date")),
-    "datetime": Format("datetime", _check(_is_datetime, "invalid datetime")),
+    "dns1123Label": Format("DNS1123Label", validation.is_dns1123_label, 30),
+    "dns1123Subdomain": Format("DNS1123Subdomain", validation.is_dns1123_subdomain, 60),
+    "dns1035Label": Format("DNS1035Label", validation.is_dns1035_label, 30),
+    "qualifiedName": Format("QualifiedName", content.is_label_key, 60),
+    "dns1123LabelPrefix": Format("DNS1123LabelPrefix", _prefixed(validation.is_dns1123_label), 30),
+    "dns1123SubdomainPrefix": Format("DNS1123SubdomainPrefix", _prefixed(validation.is_dns1123_subdomain), 60),
+    "dns1035LabelPrefix": Format("DNS1035LabelPrefix", _prefixed(validation.is_dns1035_label), 30),
+    "labelValue": Format("LabelValue", content.is_label_value, 40),
+    "uri": Format("URI", _uri, 1103),
+    "uuid": Format("uuid", _check(lambda v: _UUID.fullmatch(v) is not None, "does not match the UUID format"), 70),
+    "byte": Format("byte", _check(lambda v: _BASE64.fullmatch(v) is not None, "invalid base64"), 84),
+    "date": Format("date", _check(_is_date, "invalid date"), 71),
+    "datetime": Format("datetime", _check(_is_datetime, "invalid datetime"), 71),
 }
 
 
@@ -123,6 +124,13 @@ def _validate_cost(c: Coster, node: Call) -> tuple[Range, None] | None:
     return scaled(text, MAX_NAME_FORMAT_REGEX_SIZE * _REGEX_FACTOR), None
 
 
+def _validate_tracked(args: list[object], _result: object) -> int:
+    """Kubernetes' CallCost: the text's traversal (plus one) times the format's regex size / 4."""
+    fmt, text = args
+    size = fmt.max_regex_size if isinstance(fmt, Format) else 0
+    return traversal(1 + actual_size(text)) * traversal(size, 0.25)
+
+
 def _unit(c: Coster, node: Call) -> tuple[Range, None]:
     return ONE, None
 
@@ -135,6 +143,7 @@ def _register() -> None:
     for name, fmt in FORMATS.items():
         register(f"format.{name}", False, (), FORMAT_TYPE, lambda fmt=fmt: fmt)
     CALL_COSTS.update({"validate": _validate_cost, "format.named": _unit})
+    RUNTIME_COSTS["validate"] = _validate_tracked
 
 
 _register()

@@ -8,7 +8,7 @@ from typing import Any, ClassVar
 
 from ..gostrings import quote
 from .cost import ONE, Coster, Range, scaled
-from .library import CALL_COSTS, VALUE_TYPES, register
+from .library import CALL_COSTS, RUNTIME_COSTS, VALUE_TYPES, first_traversal, register
 from .netip import Addr, NetIPError, parse_addr
 from .parser import Call
 from .values import Err
@@ -78,6 +78,15 @@ register("isLinkLocalMulticast", True, (IP_TYPE,), "bool", lambda ip: ip.addr.is
 register("isLinkLocalUnicast", True, (IP_TYPE,), "bool", lambda ip: ip.addr.is_link_local_unicast())
 register("isGlobalUnicast", True, (IP_TYPE,), "bool", lambda ip: ip.addr.is_global_unicast())
 register("string", False, (IP_TYPE,), "string", lambda ip: str(ip.addr))
+_PARSE = first_traversal()
+RUNTIME_COSTS.update(
+    {
+        # ip(string) parses its argument; cidr.ip() reads a field (Kubernetes' CallCost)
+        "ip": lambda args, result: _PARSE(args, result) if type(args[0]) is str else 1,
+        "isIP": first_traversal(),
+        "ip.isCanonical": first_traversal(2),
+    }
+)
 CALL_COSTS.update(
     {
         "ip": _ip_cost,

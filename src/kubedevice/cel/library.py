@@ -20,8 +20,10 @@ from .values import (
     Err,
     Optional,
     UInt,
+    actual_size,
     arith,
     charge,
+    charge_call,
     check_int,
     compare,
     equal_or_false,
@@ -29,6 +31,7 @@ from .values import (
     no_overload,
     operator_error,
     refused,
+    traversal,
     type_name,
 )
 
@@ -629,6 +632,52 @@ RUNTIME_COSTS.update(
 )
 
 
+def regex_cost(text: Any, pattern: Any) -> int:
+    """cel-go's cost of a regex over a text: the text's traversal (plus one) times a quarter of
+    the pattern's length (one state guessed per four characters)."""
+    return traversal(1 + actual_size(text)) * traversal(actual_size(pattern), 0.25)
+
+
+def first_traversal(times: int = 1) -> Callable[[list[Any], Any], int]:
+    """A call that walks its first argument ``times`` times: ``ceil(size * times * 0.1)``. The
+    functions that take it are declared on strings only (``len`` is cel-go's size of one)."""
+    if times == 1:
+        return lambda args, _result: math.ceil(len(args[0]) * 0.1)
+    return lambda args, _result: math.ceil(len(args[0]) * times * 0.1)
+
+
+def _conversion(scanned: type) -> Callable[[list[Any], Any], int]:
+    """string(bytes) and bytes(string) walk their argument; the other conversions cost 1."""
+    return lambda args, _result: traversal(actual_size(args[0])) if type(args[0]) is scanned else 1
+
+
+# cel-go's runtime costs of the standard string functions (interpreter/runtimecost.go) and
+# Kubernetes' of its libraries (library/cost.go, CallCost), charged where they depend on the sizes.
+RUNTIME_COSTS.update(
+    {
+        "contains": lambda args, _r: math.ceil(len(args[0]) * 0.1) * math.ceil(len(args[1]) * 0.1),
+        "startsWith": lambda args, _r: math.ceil(len(args[1]) * 0.1),
+        "endsWith": lambda args, _r: math.ceil(len(args[1]) * 0.1),
+        "matches": lambda args, _r: regex_cost(args[0], args[1]),
+        "find": lambda args, _r: regex_cost(args[0], args[1]),
+        "findAll": lambda args, _r: regex_cost(args[0], args[1]),
+        "string": _conversion(bytes),
+        "bytes": _conversion(str),
+        "lowerAscii": first_traversal(),
+        "upperAscii": first_traversal(),
+        "substring": first_traversal(),
+        "trim": first_traversal(),
+        "replace": first_traversal(2),
+        "split": first_traversal(2),
+        "join": lambda _args, result: traversal(actual_size(result) * 2),
+        "quantity": first_traversal(),
+        "isQuantity": first_traversal(),
+        "semver": first_traversal(),
+        "isSemver": first_traversal(),
+    }
+)
+
+
 def _specialize_includes(_nodes: list[Any], consts: list[Any], fns: list[Any], impl: Callable[..., Any]) -> Any:
     """``list.includes(constant string or int)``: Python's list membership is CEL's equality when
     the list holds only strings (for a string) or only ints and uints (for an int)."""
@@ -641,10 +690,10 @@ def _specialize_includes(_nodes: list[Any], consts: list[Any], fns: list[Any], i
         items = target(a)
         if type(items) is list and kinds.issuperset(map(type, items)):
             result = value in items
-            charge(a, len(items) if kinds is _NUMBERS_ONLY else traversal_cost(items))
+            charge_call(a, len(items) if kinds is _NUMBERS_ONLY else traversal_cost(items))
             return result
         found = bool(impl(items, value))
-        charge(a, traversal_cost(items))
+        charge_call(a, traversal_cost(items))
         return found
 
     return includes
@@ -659,9 +708,16 @@ def _specialize_matches(_nodes: list[Any], consts: list[Any], fns: list[Any], im
         return None
     text, pattern = fns[0], consts[1]
 
+    pattern_cost = traversal(len(pattern), 0.25)
+
     def matches(a: dict[str, Any]) -> bool:
         value = text(a)
-        return match(value) if type(value) is str else bool(impl(value, pattern))
+        if type(value) is not str:
+            return bool(impl(value, pattern))
+        cost = math.ceil((1 + len(value)) * 0.1) * pattern_cost
+        if cost > 1:  # charge_call written out: a short text against a short pattern costs 1
+            charge(a, cost - 1)
+        return bool(match(value))
 
     return matches
 
@@ -678,11 +734,14 @@ def _specialize_found(_nodes: list[Any], consts: list[Any], fns: list[Any], impl
         if limit is None:
             if type(value) is not str:
                 raise refused()
-            return impl(value, pattern)
-        n = limit(a)
-        if type(value) is not str or type(n) is not int:
-            raise refused()
-        return impl(value, pattern, n)
+            result = impl(value, pattern)
+        else:
+            n = limit(a)
+            if type(value) is not str or type(n) is not int:
+                raise refused()
+            result = impl(value, pattern, n)
+        charge_call(a, regex_cost(value, pattern))
+        return result
 
     return found
 

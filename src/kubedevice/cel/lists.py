@@ -180,7 +180,7 @@ def _allocated(factor: float, size: int) -> int:
     return int(size * factor) + 1 + LIST_CREATE
 
 
-def _self_compare(items: Any) -> int:
+def self_compare(items: Any) -> int:
     """trackListSelfCompare: n² comparisons, strings and bytes a little more."""
     if not items:
         return _allocated(2.0, 0)
@@ -197,8 +197,8 @@ RUNTIME_COSTS.update(
         "lists.range": lambda _args, result: _allocated(1, len(result)),
         "reverse": lambda _args, result: _allocated(1, len(result)),
         "flatten": _flatten_tracked,
-        "distinct": lambda args, _result: _self_compare(args[0]),
-        "sort": lambda args, _result: _self_compare(args[0]),
+        "distinct": lambda args, _result: self_compare(args[0]),
+        "sort": lambda args, _result: self_compare(args[0]),
     }
 )
 # distinct() of a non-list panics in cel-go (its cost tracker asserts args[0].(traits.Lister)).

@@ -12,9 +12,22 @@ from dataclasses import dataclass
 from typing import Any
 
 from . import values as v
-from .engine import DEFERRED, EMPTY_SORTED, ERROR, VIEW, CheckError, Compiled, Compiler, assignable, fmt, is_dyn
+from .engine import (
+    DEFERRED,
+    EMPTY_SORTED,
+    ERROR,
+    FREE,
+    VIEW,
+    CheckError,
+    Compiled,
+    Compiler,
+    assignable,
+    fmt,
+    is_dyn,
+    mismatch,
+)
 from .library import DYN
-from .lists import COMPARABLE, sort_by_keys
+from .lists import COMPARABLE, self_compare, sort_by_keys
 from .parser import Comprehension, ListLit, Node
 from .values import NONE, Err, Optional, charge
 
@@ -34,12 +47,35 @@ def _not_a_range(target: Any, at: Node | None) -> CheckError:
     )
 
 
-def _not_bool(kind: str, body: Compiled, at: Node) -> CheckError:
-    """all/exists expand to && / || with the body: cel-go checks the operand itself; the other
-    macros' bodies are conditions of a ternary."""
+def _not_bool(kind: str, predicate: Compiled, node: Comprehension, accumulator: Any) -> CheckError:
+    """all/exists expand to && / || with the predicate: cel-go checks the operand itself; the
+    other macros' predicates (exists_one, filter, the filter of map and the transforms) are the
+    condition of a ternary ``_?_:_(predicate, step, accumulator)``, reported at the macro."""
     if kind in ("all", "exists"):
-        return CheckError(f"expected type 'bool' but found '{fmt(body.type)}'", at)
-    return CheckError(f"found no matching overload for '_&&_' applied to '(bool, {fmt(body.type)})'")
+        return CheckError(mismatch("bool", predicate.type), node.body)
+    shown = fmt(accumulator)
+    return CheckError(
+        f"found no matching overload for '_?_:_' applied to '({fmt(predicate.type)}, {shown}, {shown})'", node
+    )
+
+
+def _non_bool(part: Compiled | None) -> bool:
+    return part is not None and part.type != "bool" and not is_dyn(part.type)
+
+
+def _predicate_error(node: Comprehension, body: Compiled, extra: Compiled | None, result: Any) -> CheckError | None:
+    """A predicate that is not a bool (checked even over a range that failed to check, whose
+    variables are of the error type, as cel-go does)."""
+    accumulator = "int" if node.kind == "exists_one" else result
+    if node.kind in ("all", "exists", "exists_one", "filter") and _non_bool(body):
+        return _not_bool(node.kind, body, node, accumulator)
+    if extra is not None and _non_bool(extra):  # map(x, predicate, f), the transforms' filter
+        return _not_bool(node.kind, extra, node, accumulator)
+    return None
+
+
+def _result_type(kind: str, var_type: Any, body: Compiled) -> Any:
+    return {"map": ("list", body.type), "filter": ("list", var_type)}.get(kind, "bool")
 
 
 def _items(value: Any) -> list[Any]:
@@ -76,21 +112,19 @@ def compile_macro(c: Compiler, node: Comprehension) -> Compiled:
         extra = c.compile(node.extra) if node.extra is not None else None
     finally:
         c.scopes.pop()
+    result_type = _result_type(node.kind, var_type, body)
+    failed = _predicate_error(node, body, extra, result_type)
+    if failed is not None:
+        raise failed
     if var_type == ERROR:
         return Compiled(ERROR, body.fn, 0)
-    return _loop(node, target, body, extra)
+    return _loop(node, target, body, extra, result_type)
 
 
-def _loop(node: Comprehension, target: Compiled, body: Compiled, extra: Compiled | None) -> Compiled:
+def _loop(node: Comprehension, target: Compiled, body: Compiled, extra: Compiled | None, result_type: Any) -> Compiled:
     kind, var, tf, bf = node.kind, node.var, target.fn, body.fn
-    if kind in ("all", "exists", "exists_one", "filter") and body.type != "bool" and not is_dyn(body.type):
-        raise _not_bool(kind, body, node.body)
-    # Per iteration: loop condition and accumulator step (about 3) plus the body; loops nested
-    # in the body charge their own iterations as they run.
-    step = body.cost + (extra.cost if extra else 0) + 3
     xf = extra.fn if extra else None
-
-    loop = _Loop(kind, var, bf, xf, step)
+    loop = _Loop(kind, var, bf, xf, *_step_costs(kind, body, extra))
 
     def run(a: dict[str, Any]) -> Any:
         items = _items(tf(a))
@@ -103,11 +137,6 @@ def _loop(node: Comprehension, target: Compiled, body: Compiled, extra: Compiled
             else:
                 a[var] = saved
 
-    result_type: Any = "bool"
-    if kind == "map":
-        result_type = ("list", body.type)
-    elif kind == "filter":
-        result_type = ("list", _iter_var_type(target.type))
     return Compiled(result_type, run, target.cost + 1)
 
 
@@ -120,7 +149,27 @@ class _Loop:
     var: str
     body: Any
     extra: Any
-    step: int
+    step: int  # charged every iteration
+    hit: int = 0  # charged when the predicate of a filter, exists_one or a filtered map holds
+
+
+# cel-go's runtime cost of one iteration besides the body: the loop condition (all, exists:
+# @not_strictly_false(accu), 2; the others: the constant true, 0) and the accumulator step,
+# where `accu` costs 1, a call 1 and a list literal 10: all/exists `accu && p` (+1),
+# exists_one `p ? accu + 1 : accu`, filter `p ? accu + [x] : accu`, map `accu + [f]` (+12),
+# transformMap `@mapInsert(accu, k, f)` (+3), transformMapEntry `@mapInsert(accu, f)` (+2);
+# a filter makes the step `p ? <step> : accu`. Loops nested in the body charge their own.
+_STEPS = {"all": 3, "exists": 3, "map": 12, "transformList": 12, "transformMap": 3, "transformMapEntry": 2}
+_HITS = {"exists_one": 1, "filter": 12}
+
+
+def _step_costs(kind: str, body: Compiled, extra: Compiled | None) -> tuple[int, int]:
+    """(charged every iteration, charged when the predicate holds)."""
+    if kind in _HITS:
+        return body.cost + 1, _HITS[kind]
+    if extra is None:
+        return body.cost + _STEPS[kind], 0
+    return extra.cost + 1, body.cost + _STEPS[kind] - 1
 
 
 def _run(loop: _Loop, a: dict[str, Any], items: list[Any]) -> Any:
@@ -134,12 +183,15 @@ def _run(loop: _Loop, a: dict[str, Any], items: list[Any]) -> Any:
                 yield v.outcome(bf, a)
 
         return v.absorb(outcomes(), kind == "exists", "_&&_" if kind == "all" else "_||_")
+    hit = loop.hit
     if kind == "exists_one":
         count = 0
         for item in items:
             charge(a, step)
             a[var] = item
-            count += v.truthy(bf(a), "exists_one")
+            if v.truthy(bf(a), "exists_one"):
+                charge(a, hit)
+                count += 1
         return count == 1
     out = []
     for item in items:
@@ -147,9 +199,11 @@ def _run(loop: _Loop, a: dict[str, Any], items: list[Any]) -> Any:
         a[var] = item
         if kind == "filter":
             if v.truthy(bf(a), "filter"):
+                charge(a, hit)
                 out.append(item)
         elif xf is not None:
             if v.truthy(xf(a), "map"):
+                charge(a, hit)
                 out.append(bf(a))
         else:
             out.append(bf(a))
@@ -261,24 +315,24 @@ def _two_var(c: Compiler, node: Comprehension, target: Compiled) -> Compiled:
         extra = c.compile(node.extra) if node.extra is not None else None
     finally:
         c.scopes.pop()
+    kind = node.kind
+    result: Any = {
+        "transformList": ("list", body.type),
+        "transformMap": ("map", first, body.type),
+        "transformMapEntry": body.type if not is_dyn(body.type) else ("map", DYN, DYN),
+    }.get(kind, "bool")
+    failed = _predicate_error(node, body, extra, result)
+    if failed is not None:
+        raise failed
     if first == ERROR:
         return Compiled(ERROR, body.fn, 0)
-    kind = node.kind
-    for part in (body if kind in ("all", "exists", "exists_one") else None, extra):
-        if part is not None and part.type != "bool" and not is_dyn(part.type):
-            raise _not_bool(kind if part is body else "filter", part, node.body)
     if kind == "transformMapEntry" and not (
         is_dyn(body.type) or (isinstance(body.type, tuple) and body.type[0] == "map")
     ):
         raise CheckError(
             f"found no matching overload for 'cel.@mapInsert' applied to '(map(dyn, dyn), {fmt(body.type)})'"
         )
-    result: Any = {
-        "transformList": ("list", body.type),
-        "transformMap": ("map", first, body.type),
-        "transformMapEntry": body.type if not is_dyn(body.type) else ("map", DYN, DYN),
-    }.get(kind, "bool")
-    loop = _Loop(kind, node.var, body.fn, extra.fn if extra else None, body.cost + (extra.cost if extra else 0) + 3)
+    loop = _Loop(kind, node.var, body.fn, extra.fn if extra else None, *_step_costs(kind, body, extra))
     var2, tf = node.var2, target.fn
 
     def run(a: dict[str, Any]) -> Any:
@@ -307,19 +361,24 @@ def _run_pairs(loop: _Loop, var2: str, a: dict[str, Any], pairs: list[tuple[Any,
                 yield v.outcome(bf, a)
 
         return v.absorb(outcomes(), kind == "exists", "_&&_" if kind == "all" else "_||_")
+    hit = loop.hit
     if kind == "exists_one":
         count = 0
         for first, second in pairs:
             charge(a, step)
             a[var], a[var2] = first, second
-            count += v.truthy(bf(a), "exists_one")
+            if v.truthy(bf(a), "exists_one"):
+                charge(a, hit)
+                count += 1
         return count == 1
     out: Any = [] if kind == "transformList" else v.CelMap()
     for first, second in pairs:
         charge(a, step)
         a[var], a[var2] = first, second
-        if xf is not None and not v.truthy(xf(a), "_?_:_"):
-            continue
+        if xf is not None:
+            if not v.truthy(xf(a), "_?_:_"):
+                continue
+            charge(a, hit)
         if kind == "transformList":
             out.append(bf(a))
         elif kind == "transformMap":
@@ -353,11 +412,14 @@ def _sort_by(c: Compiler, node: Comprehension, target: Compiled) -> Compiled:
             f"found no matching overload for '@sortByAssociatedKeys' applied to "
             f"'{fmt(target.type)}.(list({fmt(key.type)}))'"
         )
-    loop = _Loop("map", node.var, key.fn, None, key.cost + 3)
+    loop = _Loop("map", node.var, key.fn, None, *_step_costs("map", key, None))
     tf = target.fn
     # A key of one comparable type resolves @sortByAssociatedKeys to one overload, whose cost
     # tracker asserts the keys list even when computing it failed (ext/lists.go, trackListSortBy).
-    resolved = not is_dyn(key.type)
+    # So does a key of a free type (the elements of dyn(l).reverse()): cel-go binds it to the
+    # first overload's, int.
+    free_key = key.type is FREE or type(key.type) is type(FREE)
+    resolved = not is_dyn(key.type) or free_key
 
     def keys_of(a: dict[str, Any], items: Any) -> Any:
         saved = a.get(loop.var, _UNSET)
@@ -379,10 +441,15 @@ def _sort_by(c: Compiler, node: Comprehension, target: Compiled) -> Compiled:
             if resolved:
                 raise v.not_a_list(exc) from None
             raise
-        return sort_by_keys(items, keys)
+        result = sort_by_keys(items, keys)
+        if resolved:  # trackListSortBy: n² comparisons of the keys
+            v.charge_call(a, self_compare(keys))
+        return result
 
     result = EMPTY_SORTED if isinstance(node.target, ListLit) and not node.target.elements else target.type
-    if is_dyn(result):  # a dyn list with dyn keys matches every key type's overload: their results
+    if free_key and isinstance(result, tuple) and type(result[1]) is type(FREE):
+        result = ("list", "int")
+    elif is_dyn(result):  # a dyn list with dyn keys matches every key type's overload: their results
         # list(T) each carry a fresh T, so cel-go's checker settles on dyn (resolveOverload)
         result = DYN if is_dyn(key.type) else ("list", DYN)
     return Compiled(result, run, target.cost + 1)

@@ -7,7 +7,7 @@ from collections.abc import Callable
 from typing import Any
 
 from . import values as v
-from .engine import ERROR, CheckError, Closure, Compiled, Compiler, assignable, fmt, is_dyn
+from .engine import ERROR, CheckError, Closure, Compiled, Compiler, assignable, fmt, is_constant, is_dyn, mismatch
 from .parser import Call, ListLit, Lit, Node, flatten
 from .timestamps import DURATION, TIMESTAMP
 from .values import NONE, Err, Optional
@@ -29,7 +29,7 @@ def _logical(is_and: bool) -> Callable[[Compiler, Call], Compiled]:
         mismatched = False
         for leaf, part in zip(leaves, parts, strict=True):
             if part.type != "bool" and not is_dyn(part.type):  # cel-go checks (and reports) each operand
-                c.errors.append(CheckError(f"expected type 'bool' but found '{fmt(part.type)}'", leaf))
+                c.errors.append(CheckError(mismatch("bool", part.type), leaf))
                 mismatched = True
         if mismatched:
             return Compiled(ERROR, parts[0].fn, 0)
@@ -79,19 +79,47 @@ def _equality(negated: bool) -> Callable[[Compiler, Call], Compiled]:
         lf, rf = left.fn, right.fn
         if isinstance(node.args[1], Lit) and node.args[1].kind in ("string", "bool", "int"):
             return _equal_literal(left, rf({}), negated)
-        if negated:
-            return Compiled("bool", lambda a: not v.equals(lf(a), rf(a)), left.cost + right.cost + 1)
-        return Compiled("bool", lambda a: v.equals(lf(a), rf(a)), left.cost + right.cost + 1)
+        test = v.not_equals if negated else v.equals
+
+        def equality(a: dict[str, Any]) -> bool:
+            x, y = lf(a), rf(a)
+            if type(x) in _SIZED and type(y) in _SIZED:
+                _charge_traversal(a, x, y)
+            return test(x, y)
+
+        return Compiled("bool", equality, left.cost + right.cost + 1)
 
     return build
+
+
+_TEXTS = (str, bytes)
+_SIZED = frozenset({str, bytes, list, tuple, dict, v.CelMap, v.DefaultingMap})
+
+
+def _charge_traversal(a: dict[str, Any], x: Any, y: Any) -> None:
+    """cel-go's cost of ==, != and the orderings of strings and bytes: a tenth of the shorter
+    operand's size, where the call's static cost already counted 1."""
+    extra = v.traversal(min(len(x), len(y))) - 1
+    if extra > 0:
+        v.charge(a, extra)
 
 
 def _equal_literal(left: Compiled, const: Any, negated: bool) -> Compiled:
     """``x == "lit"``: no closure call for the constant, plain == when the runtime kinds agree
     (checked types are not trusted: a dyn branch can still deliver another kind)."""
     lf = left.fn
-    cost = left.cost + 1
+    cost = left.cost + (const != "")  # comparing with "" walks nothing: cel-go charges 0
     kind = type(const)
+    if kind is str and len(const) > 10:  # a comparison of long strings costs more than 1
+        plain = lf
+
+        def charged(a: dict[str, Any]) -> Any:
+            value = plain(a)
+            if type(value) is str:
+                _charge_traversal(a, value, const)
+            return value
+
+        lf = charged
 
     def eq(a: dict[str, Any]) -> bool:
         value = lf(a)
@@ -99,9 +127,13 @@ def _equal_literal(left: Compiled, const: Any, negated: bool) -> Compiled:
             return bool(value == const)
         return v.equals(value, const)
 
-    if negated:
-        return Compiled("bool", lambda a: not eq(a), cost)
-    return Compiled("bool", eq, cost)
+    def ne(a: dict[str, Any]) -> bool:
+        value = lf(a)
+        if type(value) is kind:
+            return bool(value != const)
+        return v.not_equals(value, const)
+
+    return Compiled("bool", ne if negated else eq, cost)
 
 
 _ORDERED = frozenset({"int", "uint", "double", "string", "bytes", "bool", TIMESTAMP, DURATION})
@@ -127,13 +159,22 @@ def _relation(name: str) -> Callable[[Compiler, Call], Compiled]:
             or (is_dyn(rt) and lt in _WITH_DYN)
             or (lt in _NUMERIC and rt in _NUMERIC)
             or (lt == rt and lt in _WITH_DYN)
+            or (lt == "null_type" and rt in _TIMES)  # null is assignable to a timestamp or duration
+            or (rt == "null_type" and lt in _TIMES)
         )
         if not ok:
             raise _no_overload(name, lt, rt)
         lf, rf = left.fn, right.fn
         if lt == rt == "int" and isinstance(node.args[1], Lit):
             return Compiled("bool", _int_relation(name, lf, rf({})), left.cost + 1)
-        return Compiled("bool", lambda a: test(v.compare(lf(a), rf(a), name)), left.cost + right.cost + 1)
+
+        def relation(a: dict[str, Any]) -> bool:
+            x, y = lf(a), rf(a)
+            if type(x) in _TEXTS and type(y) is type(x):
+                _charge_traversal(a, x, y)
+            return test(v.compare(x, y, name))
+
+        return Compiled("bool", relation, left.cost + right.cost + 1)
 
     return build
 
@@ -187,7 +228,18 @@ def _arith(op: str) -> Callable[[Compiler, Call], Compiled]:
         else:
             raise _no_overload(name, lt, rt)
         lf, rf = left.fn, right.fn
-        return Compiled(result, lambda a: v.arith(op, lf(a), rf(a)), left.cost + right.cost + 1)
+        if op != "+" or not (result in ("string", "bytes") or is_dyn(result)):
+            return Compiled(result, lambda a: v.arith(op, lf(a), rf(a)), left.cost + right.cost + 1)
+
+        def add(a: dict[str, Any]) -> Any:
+            total = v.arith("+", lf(a), rf(a))
+            if type(total) in _TEXTS:  # copying both operands: a tenth of their sizes
+                extra = v.traversal(len(total)) - 1
+                if extra > 0:
+                    v.charge(a, extra)
+            return total
+
+        return Compiled(result, add, left.cost + right.cost + 1)
 
     return build
 
@@ -202,18 +254,22 @@ _TIME_ARITH = {
 }
 
 
+_TIMES = (TIMESTAMP, DURATION)
+
+
 def _time_arith(op: str, lt: Any, rt: Any) -> Any:
-    """Result type of + or - when a timestamp or duration is involved (None otherwise)."""
-    if TIMESTAMP not in (lt, rt) and DURATION not in (lt, rt):
+    """Result type of + or - when a timestamp or duration is involved (None otherwise); null is
+    assignable to both (cel-go's legacy nullness), so it takes their overloads too."""
+    if lt not in (*_TIMES, "null_type") and rt not in (*_TIMES, "null_type"):
         return None
-    results = {
-        result
-        for (o, x, y), result in _TIME_ARITH.items()
-        if o == op and (x == lt or is_dyn(lt)) and (y == rt or is_dyn(rt))
-    }
+    results = {result for (o, x, y), result in _TIME_ARITH.items() if o == op and _takes(x, lt) and _takes(y, rt)}
     if not results:
         raise _no_overload(f"_{op}_", lt, rt)
     return results.pop() if len(results) == 1 else "dyn"
+
+
+def _takes(param: str, t: Any) -> bool:
+    return t in (param, "null_type") or is_dyn(t)
 
 
 def _negate(c: Compiler, node: Call) -> Compiled:
@@ -322,20 +378,47 @@ def _in(c: Compiler, node: Call) -> Compiled:
         raise _no_overload("@in", item.type, ct)
     itf, cf = item.fn, container.fn
     literal = node.args[1]
-    if (
-        isinstance(literal, ListLit)
-        and not literal.optional
-        and literal.elements
-        and all(isinstance(e, Lit) and e.kind == "string" for e in literal.elements)
-    ):
-        strings = frozenset(str(e.value) for e in literal.elements if isinstance(e, Lit))
+    cost = item.cost + container.cost + 1
+    constant = _constant_set(literal, cf)
+    if constant is None:
 
-        def member(a: dict[str, Any]) -> bool:
-            x = itf(a)
-            return x in strings if type(x) is str else v.contains(cf(a), x)
+        def contains(a: dict[str, Any]) -> bool:
+            container, x = cf(a), itf(a)
+            if type(container) in (list, tuple) and len(container) > 1:  # a search through the list
+                v.charge(a, len(container) - 1)
+            return v.contains(container, x)
 
-        return Compiled("bool", member, item.cost + container.cost + 1)
-    return Compiled("bool", lambda a: v.contains(cf(a), itf(a)), item.cost + container.cost + 1)
+        return Compiled("bool", contains, cost)
+    # A constant list of strings, numbers and bools: cel-go's planner (OptOptimize) makes it a Go
+    # map, whose lookup panics for an item of a Go type that cannot be a map key (a Semver).
+    strings = frozenset(x for x in constant if type(x) is str)
+
+    def member(a: dict[str, Any]) -> bool:
+        x = itf(a)
+        if type(x) is str:
+            return x in strings
+        go_type = v.go_type(x)
+        if go_type in v.UNHASHABLE:
+            raise v.Panic(f"internal error: runtime error: hash of unhashable type {go_type}")
+        return v.contains(cf(a), x)
+
+    return Compiled("bool", member, cost)
+
+
+def _constant_set(literal: Node, fn: Closure) -> list[Any] | None:
+    """The values of a non-empty list literal of constant strings, numbers and bools, else None."""
+    if not (isinstance(literal, ListLit) and not literal.optional and literal.elements):
+        return None
+    if not all(is_constant(e) for e in literal.elements):
+        return None
+    try:
+        values: list[Any] = fn({})
+    except Err:
+        return None
+    return values if all(type(x) in _SET_KINDS for x in values) else None
+
+
+_SET_KINDS = frozenset({str, int, v.UInt, float, bool})
 
 
 SPECIAL: dict[str, Callable[[Compiler, Call], Compiled]] = {

@@ -10,7 +10,7 @@ builds a generator and a match object per call (and on a ``str`` re-derives char
 offsets); driving its RE2 object (``_re2.RE2.Match``) directly costs a quarter to a third of
 the public call on bytes (measured side by side: 4.0-5.3 µs against 16-19 µs per ``matches``
 on a loaded 2-core machine). That object is private, so it is used only for the google-re2
-releases in KNOWN_GOOD, which tests/dra/test_cel_regex.py holds to the public path on one
+releases in KNOWN_GOOD, which tests/cel/test_regex.py holds to the public path on one
 corpus. Any other release (or none found) uses the public API on bytes (a bytes pattern
 searched in bytes reports byte offsets): slower, same answers. The choice is made once, here
 at import, so the hot path tests nothing per call.
@@ -31,7 +31,7 @@ _OPTIONS.log_errors = False  # RE2 would log every refused pattern on stderr
 _NO_MATCH = (-1, -1)
 
 # google-re2 releases whose private RE2 object (re2._Anchor, _re2.RE2.Match) gives the public
-# path's answers on tests/dra/test_cel_regex.py's corpus; add a release only after that test
+# path's answers on tests/cel/test_regex.py's corpus; add a release only after that test
 # passed with it installed.
 KNOWN_GOOD = frozenset({"1.1.20240702", "1.1.20250805", "1.1.20251105"})
 

@@ -81,7 +81,7 @@ def _specialize(name: str, factor: int) -> Any:
                 result = answer(items)
             else:
                 result = impl(const, items) if const_first else impl(items, const)
-            v.charge(a, 1 + factor * len(items) * size)
+            v.charge_call(a, 1 + factor * len(items) * size)
             return result
 
         return call

@@ -15,7 +15,7 @@ from ..gostrings import quote as go_quote
 from . import values as v
 from .cost import Coster, Range, plus, scaled, times
 from .engine import FORMAT_VALIDATOR
-from .library import CALL_COSTS, format_double, register
+from .library import CALL_COSTS, RUNTIME_COSTS, first_traversal, format_double, register
 from .parser import Call, ListLit, MapLit
 from .timestamps import duration_string, timestamp_string
 from .values import Err, UInt, type_name
@@ -186,9 +186,6 @@ def _parse_precision(text: str, i: int) -> tuple[int, int | None]:
             'converting precision to integer: strconv.Atoi: parsing "": invalid syntax'
         )
     return j, int(text[i + 1 : j])
-
-
-Clause = Callable[[Any], str]
 
 
 def _clause(text: str, i: int) -> tuple[int, str, int | None]:
@@ -385,6 +382,7 @@ def _register() -> None:
     register("format", True, ("string", ("list", "dyn")), "string", string_format)
     register("strings.quote", False, ("string",), "string", quote)
     CALL_COSTS.update({"format": _format_cost, "strings.quote": _quote_cost})
+    RUNTIME_COSTS.update({"format": first_traversal(), "strings.quote": first_traversal()})
     FORMAT_VALIDATOR.append(validate)
 
 

@@ -12,7 +12,7 @@ from typing import Any, ClassVar
 
 from ..gostrings import quote_bytes
 from .cost import ONE, Coster, Range, scaled
-from .library import CALL_COSTS, VALUE_TYPES, register
+from .library import CALL_COSTS, RUNTIME_COSTS, VALUE_TYPES, first_traversal, register
 from .netip import NetIPError, parse_addr
 from .parser import Call
 from .values import Err
@@ -288,6 +288,7 @@ def _register() -> Any:
     register("getPort", True, (URL_TYPE,), "string", lambda u: _text(u.parsed.split_host()[1]))
     register("getEscapedPath", True, (URL_TYPE,), "string", lambda u: _text(u.parsed.escaped_path()))
     register("getQuery", True, (URL_TYPE,), ("map", "string", ("list", "string")), lambda u: u.parsed.query())
+    RUNTIME_COSTS["url"] = first_traversal()
     CALL_COSTS.update(
         {
             "url": _url_cost,

@@ -34,8 +34,30 @@ def charge(a: dict[str, Any], amount: int) -> None:
     if budget is None:
         budget = a[COST_KEY] = [MAX_COST]
     budget[0] -= amount
-    if budget[0] < 0:
-        raise Err("operation cancelled: actual cost limit exceeded")
+    if budget[0] < 0:  # cel-go cancels the whole evaluation: no && or || absorbs it
+        raise Panic("operation cancelled: actual cost limit exceeded")
+
+
+def actual_size(value: Any) -> int:
+    """cel-go's actualSize: a string's code points, a bytes', list's or map's length, an optional's
+    value's size, 1 for anything else."""
+    if isinstance(value, (str, bytes, list, tuple, dict)):
+        return len(value)
+    if type(value) is Optional and value.present:
+        return actual_size(value.value)
+    return 1
+
+
+def traversal(size: int, factor: float = 0.1) -> int:
+    """``uint64(math.Ceil(float64(size) * factor))``, cel-go's cost of walking ``size`` units."""
+    return math.ceil(size * factor)
+
+
+def charge_call(a: dict[str, Any], cost: int) -> None:
+    """Charge a call whose cost cel-go computes from its arguments (a cost tracker or Kubernetes'
+    CallCost): the static cost a comprehension charges per iteration already counted 1 for it."""
+    if cost > 1:
+        charge(a, cost - 1)
 
 
 class UInt(int):
@@ -95,7 +117,10 @@ _GO_TYPES: dict[str, tuple[str, bool]] = {
     "kubernetes.URL": ("cel.URL", False),
     "net.IP": ("cel.IP", False),
     "net.CIDR": ("cel.CIDR", False),
+    "kubernetes.NamedFormat": ("cel.Format", False),
 }
+# Go types that cannot be a Go map key (they hold a slice or a func): a lookup panics.
+UNHASHABLE = frozenset({"cel.Semver", "types.Bytes", "cel.Format"})
 
 
 def go_type(value: Any) -> str:
@@ -226,6 +251,15 @@ def equals(a: Any, b: Any) -> bool:
 _STRICT = (Quantity, Semver)
 
 
+def not_equals(a: Any, b: Any) -> bool:
+    """cel-go's ``!=`` is ``Equal(a, b) != true``: where the left operand's type refuses the
+    comparison (``semver("1.0.0") != dyn("x")``), ``==`` fails but ``!=`` is true."""
+    try:
+        return not equals(a, b)
+    except Err:
+        return True
+
+
 def equal_or_false(a: Any, b: Any) -> bool:
     """Equality as container searches use it: an incomparable pair is simply not equal."""
     try:
@@ -319,6 +353,9 @@ class CelMap(dict[Any, Any]):
 
     def put(self, key: Any, value: Any) -> None:
         dict.__setitem__(self, _stored(key), value)
+
+    def drop(self, key: Any) -> None:
+        dict.pop(self, _stored(key), None)
 
     def exact(self, key: Any) -> Any:
         return dict.get(self, _stored(key), _MISSING)

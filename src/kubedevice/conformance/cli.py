@@ -14,6 +14,7 @@ from typing import Annotated, NoReturn
 import typer
 from rich.console import Console
 
+from ..cliparams import directory, positive_seconds
 from ..errors import fail, os_reason
 from ..kubelet import CannotServe
 from .model import Report
@@ -26,7 +27,9 @@ def check(
     plugin_dir: Annotated[
         Path | None,
         typer.Option(
-            metavar="DIR", help="Serve a simulated kubelet.sock in DIR (created if missing) and wait for the plugin."
+            metavar="DIR",
+            callback=directory,
+            help="Serve a simulated kubelet.sock in DIR (created if missing) and wait for the plugin.",
         ),
     ] = None,
     socket: Annotated[
@@ -40,10 +43,12 @@ def check(
         bool, typer.Option(metavar="", help="Restart the simulated kubelet at the end and time re-registration.")
     ] = True,
     timeout: Annotated[
-        float, typer.Option(metavar="SECONDS", help="How long to wait for the plugin to register.")
+        float,
+        typer.Option(metavar="SECONDS", callback=positive_seconds, help="How long to wait for the plugin to register."),
     ] = 30.0,
     restart_timeout: Annotated[
-        float, typer.Option(metavar="SECONDS", help="How long to wait for re-registration.")
+        float,
+        typer.Option(metavar="SECONDS", callback=positive_seconds, help="How long to wait for re-registration."),
     ] = 15.0,
     dra: Annotated[
         bool,
@@ -52,21 +57,29 @@ def check(
         ),
     ] = False,
     kubelet_dir: Annotated[
-        Path | None, typer.Option(metavar="DIR", help="DRA: the kubelet root whose plugins_registry the driver uses.")
+        Path | None,
+        typer.Option(
+            metavar="DIR", callback=directory, help="DRA: the kubelet root whose plugins_registry the driver uses."
+        ),
     ] = None,
     driver: Annotated[str | None, typer.Option(metavar="NAME", help="DRA: the driver name to check.")] = None,
     claims: Annotated[
         Path | None,
-        typer.Option(metavar="DIR", help="DRA: ResourceClaim files; the driver must see the same claims."),
+        typer.Option(
+            metavar="DIR", callback=directory, help="DRA: ResourceClaim files; the driver must see the same claims."
+        ),
     ] = None,
     cdi_dir: Annotated[
-        Path | None, typer.Option(metavar="DIR", help="DRA: where the driver writes CDI specs (checks them).")
+        Path | None,
+        typer.Option(metavar="DIR", callback=directory, help="DRA: where the driver writes CDI specs (checks them)."),
     ] = None,
 ) -> None:
     """Check a device plugin (or with --dra a DRA driver) against the kubelet's contract; exit 1 if any check fails."""
     if dra:
+        if plugin_dir is not None or socket is not None:
+            fail("--plugin-dir and --socket are for device plugins: with --dra the driver registers in --kubelet-dir")
         _check_dra(kubelet_dir, driver, claims, cdi_dir, timeout=timeout, as_json=json_output)
-    if kubelet_dir or driver or claims or cdi_dir:
+    if any(flag is not None for flag in (kubelet_dir, driver, claims, cdi_dir)):
         fail("--kubelet-dir, --driver, --claims and --cdi-dir need --dra")
     options = CheckOptions(plugin_dir, socket, restart, timeout, restart_timeout)
     problem = usage_problem(options)
@@ -94,8 +107,6 @@ def _check_dra(
         fail("--dra needs --kubelet-dir, --driver and --claims")
     if not claims.is_dir():
         fail(f"--claims {claims} is not a directory")
-    if timeout <= 0:
-        fail("--timeout must be positive")
     try:
         report = asyncio.run(run_dra_checks(DraCheckOptions(kubelet_dir, driver, claims, cdi_dir, timeout)))
     except (CannotServe, ValueError) as err:
@@ -118,8 +129,4 @@ def usage_problem(options: CheckOptions) -> str | None:
         return "give exactly one of --plugin-dir and --socket"
     if options.socket is not None and not options.socket.exists():
         return f"--socket {options.socket} does not exist"
-    if options.plugin_dir is not None and options.plugin_dir.exists() and not options.plugin_dir.is_dir():
-        return f"--plugin-dir {options.plugin_dir} is not a directory"
-    if options.timeout <= 0 or options.restart_timeout <= 0:
-        return "--timeout and --restart-timeout must be positive"
     return None

@@ -20,8 +20,10 @@ from typing import Any
 import grpc
 
 from ..dra.driver.model import Claim
+from ..errors import counted
 from ..kubelet.dra import DraClient
 from ..kubelet.endpoint import go_error
+from . import dra_metadata
 from .checks import skipped, verdict
 from .dra_cdi import defined_ids, spec_files
 from .model import Check, Phase, Result, Status
@@ -38,11 +40,13 @@ ANSWERS = Check("dra.prepare.answers", P, "each claim prepared alone is answered
 DEVICES = Check("dra.prepare.devices", P, "prepared devices are the claim's allocation results for this driver")
 CDI_IDS = Check("dra.prepare.cdi_ids", P, "CDI device IDs are fully qualified (vendor/class=name)")
 CDI_SPECS = Check("dra.prepare.cdi_specs", P, "every CDI device ID is defined by a spec file in --cdi-dir")
+METADATA = Check("dra.prepare.metadata", P, "device metadata files (KEP-5304) describe each request's devices")
 IDEMPOTENT = Check("dra.prepare.idempotent", P, "preparing a prepared claim again gives the same answer")
 BATCH = Check("dra.prepare.batch", P, "several claims in one call: each answered, same devices as alone")
 UNPREPARED = Check("dra.unprepare.answers", U, "each claim unprepared alone is answered without error")
 OTHERS = Check("dra.unprepare.others_intact", U, "unpreparing a claim leaves other claims' CDI IDs defined")
 CDI_GONE = Check("dra.unprepare.cdi_removed", U, "CDI spec files written while preparing are gone after unprepare")
+METADATA_GONE = Check("dra.unprepare.metadata_removed", U, "device metadata files are gone after unprepare")
 UNBATCH = Check("dra.unprepare.batch", U, "several claims in one call: each answered without error")
 NEVER = Check("dra.unprepare.unknown", U, "unpreparing a claim that was never prepared succeeds")
 ALL_SERVICES = Check("dra.services.each", S, "each listed DRAPlugin service prepares and unprepares alike")
@@ -51,8 +55,8 @@ HEALTH_DEVICES = Check("dra.health.devices", H, "health lists well-formed device
 
 CATALOGUE = (
     SOCKET, TYPE, SERVICES, ENDPOINT, NOTIFY,
-    WRONG_UID, ANSWERS, DEVICES, CDI_IDS, CDI_SPECS, IDEMPOTENT, BATCH,
-    UNPREPARED, OTHERS, CDI_GONE, UNBATCH, NEVER, ALL_SERVICES, STREAM, HEALTH_DEVICES,
+    WRONG_UID, ANSWERS, DEVICES, CDI_IDS, CDI_SPECS, METADATA, IDEMPOTENT, BATCH,
+    UNPREPARED, OTHERS, CDI_GONE, METADATA_GONE, UNBATCH, NEVER, ALL_SERVICES, STREAM, HEALTH_DEVICES,
 )  # fmt: skip
 NEVER_PREPARED = "kubedevice-check-never-prepared"
 FIRST_HEALTH_S = 5.0
@@ -118,6 +122,7 @@ class DraProbe:
     other_service: DraClient | None = None
     results: list[Result] = field(default_factory=list)
     _before: set[Path] = field(default_factory=set)
+    _metadata_files: list[Path] = field(default_factory=list)
 
     def _add(self, result: Result) -> None:
         self.results.append(result)
@@ -172,7 +177,7 @@ class DraProbe:
             problems += found
             if not found:
                 answers[claim.uid] = answer_devices(response.claims[claim.uid])
-        self._add(verdict(ANSWERS, problems, None, f"{len(answers)} claims prepared one by one"))
+        self._add(verdict(ANSWERS, problems, None, f"{counted(len(answers), 'claim')} prepared one by one"))
         if not answers:
             return None
         mismatched = []
@@ -186,21 +191,30 @@ class DraProbe:
                     f"prepared {_show(have - want) or '-'} not allocated"
                 )
         count = sum(len(a) for a in answers.values())
-        self._add(verdict(DEVICES, mismatched, None, f"{count} devices match the allocations"))
+        self._add(verdict(DEVICES, mismatched, None, f"{counted(count, 'device')}, as allocated"))
         return answers
 
     def _cdi(self, answers: dict[str, tuple[Device, ...]]) -> None:
         ids = sorted({i for devices in answers.values() for d in devices for i in d[3]})
         problems = [p for i in ids for p in qualified_cdi_name_problems(i)]
         shared = self._shared_ids(answers)
-        detail = f"{len(ids)} IDs" + (f"; shared by several claims: {', '.join(shared[:3])}" if shared else "")
+        detail = counted(len(ids), "ID") + (f"; shared by several claims: {', '.join(shared[:3])}" if shared else "")
         self._add(verdict(CDI_IDS, problems, None, detail))
         if self.cdi_dir is None:
-            self._add(Result(CDI_SPECS, Status.SKIP, "needs --cdi-dir"))
+            self.results += skipped([CDI_SPECS, METADATA], "needs --cdi-dir")
             return
         defined = defined_ids(self.cdi_dir)
         missing = [f"{i} is defined by no spec in {self.cdi_dir}" for i in ids if i not in defined]
-        self._add(verdict(CDI_SPECS, missing, None, f"{len(ids)} IDs defined"))
+        self._add(verdict(CDI_SPECS, missing, None, f"{counted(len(ids), 'ID')} defined"))
+        self._metadata(answers, defined)
+
+    def _metadata(self, answers: dict[str, tuple[Device, ...]], defined: dict[str, Path]) -> None:
+        ids = dra_metadata.metadata_ids(self.driver, answers)
+        if not ids:
+            self._add(Result(METADATA, Status.SKIP, f"no {self.driver}/metadata CDI IDs: device metadata is off"))
+            return
+        problems, self._metadata_files = dra_metadata.problems(self.driver, self.claims, answers, defined)
+        self._add(verdict(METADATA, problems, None, f"{len(ids)} requests' files describe their devices"))
 
     @staticmethod
     def _shared_ids(answers: dict[str, tuple[Device, ...]]) -> list[str]:
@@ -246,7 +260,7 @@ class DraProbe:
                     for cdi_id in sorted({x for d in answers[other.uid] for x in d[3]})
                     if cdi_id not in defined
                 ]
-        self._add(verdict(UNPREPARED, problems, None, f"{len(prepared)} claims unprepared one by one"))
+        self._add(verdict(UNPREPARED, problems, None, f"{counted(len(prepared), 'claim')} unprepared one by one"))
         if self.cdi_dir is None:
             self._add(Result(OTHERS, Status.SKIP, "needs --cdi-dir"))
         elif len(prepared) < 2:
@@ -258,11 +272,22 @@ class DraProbe:
     def _cdi_gone(self, when: str) -> None:
         if self.cdi_dir is None:
             if not any(r.check is CDI_GONE for r in self.results):
-                self._add(Result(CDI_GONE, Status.SKIP, "needs --cdi-dir"))
+                self.results += skipped([CDI_GONE, METADATA_GONE], "needs --cdi-dir")
             return
         left = sorted(p.name for p in spec_files(self.cdi_dir) - self._before)
-        result = verdict(CDI_GONE, [f"{when}, still there: {name}" for name in left], None, "no spec file left")
-        previous = next((r for r in self.results if r.check is CDI_GONE), None)
+        self._keep_worst(
+            verdict(CDI_GONE, [f"{when}, still there: {name}" for name in left], None, "no spec file left")
+        )
+        if not self._metadata_files:
+            if not any(r.check is METADATA_GONE for r in self.results):
+                self._add(Result(METADATA_GONE, Status.SKIP, "no device metadata was prepared"))
+            return
+        gone = [f"{when}, {p}" for p in dra_metadata.left(self._metadata_files)]
+        self._keep_worst(verdict(METADATA_GONE, gone, None, f"{len(self._metadata_files)} files removed"))
+
+    def _keep_worst(self, result: Result) -> None:
+        """A check judged after each round of unprepares: the first failure stays."""
+        previous = next((r for r in self.results if r.check is result.check), None)
         if previous is None:
             self._add(result)
         elif previous.status is Status.PASS and result.status is not Status.PASS:
@@ -284,13 +309,13 @@ class DraProbe:
             ]
         except grpc.RpcError as err:
             problems = [_call_error(err)]
-        self._add(verdict(BATCH, problems, None, f"{len(claims)} claims in one call"))
+        self._add(verdict(BATCH, problems, None, f"{counted(len(claims), 'claim')} in one call"))
         try:
             response = await self.client.unprepare(refs)
             problems = answer_problems(response, claims, "NodeUnprepareResources")
         except grpc.RpcError as err:
             problems = [_call_error(err)]
-        self._add(verdict(UNBATCH, problems, None, f"{len(claims)} claims in one call"))
+        self._add(verdict(UNBATCH, problems, None, f"{counted(len(claims), 'claim')} in one call"))
         self._cdi_gone("after unpreparing in one call")
 
     async def _never(self) -> None:
@@ -342,7 +367,7 @@ class DraProbe:
             return
         finally:
             await stream.aclose()
-        self._add(Result(STREAM, Status.PASS, f"{len(first)} devices in the first message"))
+        self._add(Result(STREAM, Status.PASS, f"{counted(len(first), 'device')} in the first message"))
         problems = [f"device {p!r}/{d!r} is not named" for p, d in first if not p or not d]
         problems += [f"{p}/{d} has health {h!r}" for (p, d), h in first.items() if h not in HEALTH_STATES]
         allocated = {(pool, device) for c in self.claims for _, pool, device in expected(c, self.driver)}

@@ -26,7 +26,7 @@ from ..kubelet.dra import KUBELET_SERVICES, DraClient, Registered, get_info, kub
 from ..kubelet.dra_claims import load_claims
 from ..kubelet.dra_sim import REGISTRY
 from ..kubelet.endpoint import go_error
-from ..kubelet.simulator import KubeletSocketInUse, _socket_is_live
+from ..kubelet.plugin_server import KubeletSocketInUse, socket_is_live
 from ..plugin.watcher import DirectoryWatcher
 from . import dra_checks as c
 from .checks import skipped, verdict
@@ -64,7 +64,7 @@ def driver_claims(options: DraCheckOptions) -> list[Claim]:
 def refuse_live_kubelet(kubelet_dir: Path) -> None:
     """A real kubelet watching the same registry would register the driver too: refuse, as the simulator does."""
     kubelet_sock = kubelet_dir / "device-plugins" / "kubelet.sock"
-    if kubelet_sock.is_socket() and _socket_is_live(kubelet_sock):
+    if kubelet_sock.is_socket() and socket_is_live(kubelet_sock):
         raise KubeletSocketInUse(
             f"{kubelet_sock} is served by a running kubelet or simulator; not checking its plugins "
             "(stop it, or use another --kubelet-dir)"

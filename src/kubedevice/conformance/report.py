@@ -13,6 +13,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
+from ..terminal import on_terminal
 from .model import Report, Result, Status
 
 _STYLE = {Status.PASS: "green", Status.WARN: "yellow", Status.FAIL: "bold red", Status.SKIP: "dim"}
@@ -28,8 +29,7 @@ def print_report(report: Report, console: Console) -> None:
     The file itself is asked, not only ``console.is_terminal``: ``FORCE_COLOR`` (set in many CI
     environments) makes rich call a pipe a terminal, but its width there is still a guess of 80.
     """
-    isatty = getattr(console.file, "isatty", None)
-    if console.is_terminal and isatty is not None and isatty():
+    if on_terminal(console):
         print_table(report, console)
     else:
         console.out(*plain_lines(report), sep="\n", highlight=False)

@@ -207,16 +207,21 @@ def _empty(value: Any, go_type: str) -> bool:
     return value == "" and isinstance(value, str)
 
 
-def strip_unknown(document: dict[str, Any], kind: str, version: str, release: str) -> list[str]:
+def strip_unknown(document: dict[str, Any], kind: str, version: str, release: str) -> list[tuple[str, Place]]:
     """Remove from ``document`` (in its own version's shape) every field the release's Go type
     lacks, and name each as strict decoding does: ``spec.devices[0].basic.x`` (map keys after a
-    dot, as ``sigs.k8s.io/json``'s strict field stack writes them), in document order.
+    dot, as ``sigs.k8s.io/json``'s strict field stack writes them), in document order, with
+    where it is (its keys and indexes, ``"[key]"`` last: the key itself is what is wrong).
 
     A value of the wrong JSON type is left for the type check, which names it.
     """
     walker = _Unknown(tree(kind, version, release))
-    walker.walk(document, "", "", top=True)
+    walker.walk(document, "", "", (), top=True)
     return walker.problems
+
+
+Place = tuple[int | str, ...]
+"""Keys and indexes into a document, as :data:`kubedevice.dra.models.Loc`."""
 
 
 class _Unknown:
@@ -224,30 +229,30 @@ class _Unknown:
 
     def __init__(self, fields: Tree) -> None:
         self.fields = fields
-        self.problems: list[str] = []
+        self.problems: list[tuple[str, Place]] = []
 
-    def walk(self, node: Any, path: str, where: str, top: bool = False) -> None:
+    def walk(self, node: Any, path: str, where: str, place: Place, top: bool = False) -> None:
         if not isinstance(node, dict):
             return
         known = set(children(self.fields, path)) | (set(_TYPE_META) if top else set())
         for key in list(node):
             at = f"{where}.{key}" if where else key
             if key not in known:
-                self.problems.append(at)
+                self.problems.append((at, (*place, key, "[key]")))
                 del node[key]
                 continue
             child = f"{path}.{key}" if path else key
             if any(True for _ in children(self.fields, child)):
-                self.descend(node[key], child, at)
+                self.descend(node[key], child, at, (*place, key))
 
-    def descend(self, value: Any, path: str, where: str) -> None:
+    def descend(self, value: Any, path: str, where: str, place: Place) -> None:
         """Into a struct, each item of a list of structs, or each value of a map of structs."""
         shape = self.fields[path].lstrip("*")
         if shape.startswith("[]") and isinstance(value, list):
             for i, item in enumerate(value):
-                self.walk(item, path, f"{where}[{i}]")
+                self.walk(item, path, f"{where}[{i}]", (*place, i))
         elif shape.startswith("map[") and isinstance(value, dict):
             for key, item in value.items():
-                self.walk(item, path, f"{where}.{key}")
+                self.walk(item, path, f"{where}.{key}", (*place, key))
         elif not shape.startswith(("[]", "map[")):
-            self.walk(value, path, where)
+            self.walk(value, path, where, place)

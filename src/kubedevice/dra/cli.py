@@ -1,8 +1,9 @@
 """``kubedevice dra``: validate, explain, allocate and generate DRA objects offline.
 
 Exit codes: 0 all good; 1 something is invalid, does not match or cannot be allocated;
-2 a file cannot be read or parsed, or the command line is wrong (one ``kubedevice:`` line on
-stderr, no traceback; see :mod:`kubedevice.errors`).
+2 a file cannot be read or parsed or holds no object, an object of a command's input is one the
+API server would not store (judged as ``validate`` judges it, :mod:`.inputs`), or the command line
+is wrong (one ``kubedevice:`` line on stderr, no traceback; see :mod:`kubedevice.errors`).
 """
 
 from __future__ import annotations
@@ -14,13 +15,12 @@ from typing import Annotated, Any, Literal
 
 import typer
 
-from ..boundedyaml import read_text
-from ..errors import cannot_read, fail
-from . import features, models
+from ..errors import fail
+from . import features, inputs, models
 from .allocator import AllocationError, Node, Unallocatable, allocate, allocated_devices
 from .convert import convert_command
 from .explain import explain, render, requests_using, verdicts_json
-from .models import DecodeError, DeviceClass, DRAObject, ResourceClaim, ResourceSlice, of_kind
+from .models import DeviceClass, ResourceClaim, ResourceSlice, of_kind
 from .slices import DEFAULT_TAINT_EFFECT, Sharing, SliceError, slices_for
 from .strategy import drop_disabled_fields
 from .validation import Path as FieldPath
@@ -58,38 +58,6 @@ def gates_from_flags(release: str, feature_gates: str | None) -> dict[str, bool]
         fail(f"{option}: {error}")
 
 
-def _as_stored(objects: Sequence[DRAObject], gates: dict[str, bool], release: str) -> list[DRAObject]:
-    """The objects as that release's API server stores them: fields of disabled features dropped."""
-    return [drop_disabled_fields(obj, gates, release) for obj in objects]
-
-
-def _documents(path: Path) -> list[tuple[int, Any]]:
-    try:
-        text = read_text(path)
-    except (OSError, UnicodeDecodeError) as error:
-        fail(cannot_read(path, error))
-    try:
-        return models.load_documents(text, str(path))
-    except DecodeError as error:
-        fail(error.first())
-
-
-def _load(path: Path) -> list[DRAObject]:
-    """Every object of a file, or exit 2 naming the first undecodable document."""
-    try:
-        return models.load_text(read_text(path), str(path))
-    except (OSError, UnicodeDecodeError) as error:
-        fail(cannot_read(path, error))
-    except DecodeError as error:
-        fail(error.first())
-
-
-def _describe(obj: DRAObject) -> str:
-    meta = obj.metadata
-    name = f"{meta.namespace}/{meta.name}" if meta.namespace else meta.name or meta.generate_name
-    return f'{obj.kind} "{name}"'
-
-
 @app.command("validate")
 def validate_command(
     files: Annotated[
@@ -112,40 +80,34 @@ def validate_command(
     DeviceTaintRules as the API server of --kubernetes-version would (fields of disabled
     features are dropped, not refused).
 
-    Each FILE is YAML or JSON; kinds may be mixed. Prints one line per problem and a summary,
-    all on stdout. Exits 1 if any object is invalid. An object the API server would not serve is
-    a problem too: a kind the release lacks in that version, or a version off in --runtime-config
-    (without it the version is taken as enabled, and a DeviceTaintRule as served where its
-    feature's gate is on).
+    Each FILE is YAML or JSON; kinds may be mixed, and objects of other API groups (a Pod) are
+    listed as not checked. Prints one line per problem, placed at the field as
+    file:line:column, and a summary, all on stdout. Exits 1 if any object is invalid,
+    2 if a FILE cannot be read or parsed or holds no object. An object the API server would not
+    serve is a problem too: a kind the release lacks in that version, or a version off in
+    --runtime-config (without it the version is taken as enabled, and a DeviceTaintRule as served
+    where its feature's gate is on).
     """
     gates = gates_from_flags(kubernetes_version, feature_gates)
     api = _api_config(kubernetes_version, runtime_config)
-    problems = checked = 0
-    documents = [(path, _documents(path)) for path in files]  # an unreadable file: exit 2 before any report
-    for path, docs in documents:
-        for line, document in docs:
-            where = f"{path}:{line}"
-            checked += 1
-            try:
-                obj = models.from_document(document, where, kubernetes_version)
-            except DecodeError as error:
-                problems += 1
-                for message in error.messages:
-                    typer.echo(f"{where}: {message}")
-                continue
-            if unserved := features.not_served(obj.kind, obj.api_version, kubernetes_version, gates, api):
-                problems += 1
-                typer.echo(f"{where}: {unserved}")
-                continue
-            errors = validate(obj, gates, kubernetes_version)
-            problems += bool(errors)
-            for field_error in errors:
-                typer.echo(f"{where}: {_describe(obj)} is invalid: {field_error}")
+    problems = checked = others = 0
+    documents = [inputs.documents(path) for path in files]  # a bad or empty file: exit 2 before any report
+    for document in (d for docs in documents for d in docs):
+        if inputs.category(document.data) != "dra":
+            others += 1
+            typer.echo(inputs.not_judged(document))
+            continue
+        checked += 1
+        verdict = inputs.judge(document, kubernetes_version, gates, api)
+        problems += bool(verdict.problems)
+        for line in verdict.problems:
+            typer.echo(line)
     noun = "object" if checked == 1 else "objects"
+    rest = f", {others} other {'object' if others == 1 else 'objects'} not checked" if others else ""
     if problems:
-        typer.echo(f"{problems} of {checked} {noun} invalid")
+        typer.echo(f"{problems} of {checked} {noun} invalid{rest}")
         raise typer.Exit(1)
-    typer.echo(f"{checked} {noun} valid")
+    typer.echo(f"{checked} {noun} valid{rest}")
 
 
 def _api_config(release: str, runtime_config: str | None) -> features.APIConfig | None:
@@ -158,17 +120,19 @@ def _api_config(release: str, runtime_config: str | None) -> features.APIConfig 
         fail(f"--runtime-config: {error}")
 
 
-def _one_claim(path: Path | None) -> ResourceClaim | None:
+def _one_claim(path: Path | None, release: str, gates: dict[str, bool]) -> ResourceClaim | None:
     if path is None:
         return None
-    claims = of_kind(_load(path), ResourceClaim)
+    claims = of_kind(inputs.read_one(path, release, gates), ResourceClaim)
     if len(claims) != 1:
         fail(f"{path}: expected exactly one ResourceClaim, found {len(claims)}")
     return claims[0]
 
 
-def _classes_to_explain(path: Path, claim: ResourceClaim | None) -> list[DeviceClass]:
-    classes = of_kind(_load(path), DeviceClass)
+def _classes_to_explain(
+    path: Path, claim: ResourceClaim | None, release: str, gates: dict[str, bool]
+) -> list[DeviceClass]:
+    classes = of_kind(inputs.read_one(path, release, gates), DeviceClass)
     if not classes:
         fail(f"{path}: no DeviceClass found")
     if claim is not None:
@@ -204,22 +168,22 @@ def explain_command(
 ) -> None:
     """For each device, whether each selector matches; for a miss, the failing clause or the error.
 
-    A selector that does not compile is reported once per class. Exits 1 when some class
-    matches no device at all. With --pod and --node: per pod, its claims' classes, then whether
+    Every object is judged as validate judges it: one the API server would not store (a selector
+    that does not compile, say) exits 2 with validate's line. Exits 1 when some class matches no
+    device at all. With --pod and --node: per pod, its claims' classes, then whether
     it can be scheduled on the node and, if not, the first request or constraint that fails and
     what rules devices out; exits 1 when some pod cannot be scheduled.
     """
+    _pod_flags(pod_files, claim_file, node, labels)
     gates = gates_from_flags(kubernetes_version, feature_gates)
     if pod_files:
         _explain_pods(
             pod_files, (class_file, slices_file), node, labels or [], (kubernetes_version, gates), as_json=as_json
         )
         return
-    claim = _one_claim(claim_file)
-    if claim is not None:
-        claim = of_kind(_as_stored([claim], gates, kubernetes_version), ResourceClaim)[0]
-    classes = _classes_to_explain(class_file, claim)
-    slices = of_kind(_as_stored(_load(slices_file), gates, kubernetes_version), ResourceSlice)
+    claim = _one_claim(claim_file, kubernetes_version, gates)
+    classes = _classes_to_explain(class_file, claim, kubernetes_version, gates)
+    slices = of_kind(inputs.read_one(slices_file, kubernetes_version, gates), ResourceSlice)
     report: list[dict[str, Any]] = []
     unmatched = 0
     for device_class in classes:
@@ -236,6 +200,18 @@ def explain_command(
         raise typer.Exit(1)
 
 
+def _pod_flags(pod_files: list[Path] | None, claim: Path | None, node: str | None, labels: list[str] | None) -> None:
+    """``explain``'s two modes take different flags: one given to the other mode is an error, not ignored."""
+    if pod_files:
+        if claim is not None:
+            fail("--claim does not go with --pod: the pods' files hold their claims")
+        if node is None:
+            fail("--pod needs --node")
+        _check_names(node, None)
+    elif node is not None or labels:
+        fail("--node and --label go with --pod: the node is where the pods would be scheduled")
+
+
 def _explain_pods(
     pod_files: list[Path],
     files: tuple[Path, Path],
@@ -245,17 +221,16 @@ def _explain_pods(
     *,
     as_json: bool,
 ) -> None:
-    from .pod_cli import explain_pods, load_inputs  # noqa: PLC0415 - only with --pod
+    from .pod_cli import explain_pods  # noqa: PLC0415 - only with --pod
 
-    if node is None:
-        fail("--pod needs --node")
+    assert node is not None  # _pod_flags
     release, gates = release_gates
-    inputs = load_inputs(pod_files, lambda objects: _as_stored(objects, gates, release))
-    if not inputs.pods:
+    given = inputs.read(pod_files, release, gates, core=True)
+    if not given.pods:
         fail("--pod: no Pod found")
-    classes = of_kind(_load(files[0]), DeviceClass)
-    slices = of_kind(_as_stored(_load(files[1]), gates, release), ResourceSlice)
-    if not explain_pods(inputs, classes, slices, (node, _parse_labels(labels)), gates, as_json=as_json):
+    classes = of_kind(inputs.read_one(files[0], release, gates), DeviceClass)
+    slices = of_kind(inputs.read_one(files[1], release, gates), ResourceSlice)
+    if not explain_pods(given, classes, slices, (node, _parse_labels(labels)), gates, as_json=as_json):
         raise typer.Exit(1)
 
 
@@ -294,15 +269,16 @@ def allocate_command(
     it names, makes from templates or needs for extended resources; the output is those
     claims, reserved for their pods.
     """
-    from .pod_cli import allocate_pods, load_inputs  # noqa: PLC0415 - reads Pods as well
+    from .pod_cli import allocate_pods  # noqa: PLC0415 - reads Pods as well
 
     fmt = _output(output)
+    _check_names(node, None)
     gates = gates_from_flags(kubernetes_version, feature_gates)
-    inputs = load_inputs(files, lambda objects: _as_stored(objects, gates, kubernetes_version))
-    if inputs.pods:
-        allocate_pods(inputs, node, _parse_labels(labels or []), fmt, gates)
+    given = inputs.read(files, kubernetes_version, gates, core=True)
+    if given.pods:
+        allocate_pods(given, node, _parse_labels(labels or []), fmt, gates)
         return
-    objects = inputs.objects
+    objects = given.objects
     claims = of_kind(objects, ResourceClaim)
     if not claims:
         fail("no ResourceClaim given")
@@ -343,19 +319,27 @@ def available_command(
         typer.Option("--label", metavar="KEY=VALUE", help="A label of --node, for nodeSelector slices (repeatable)."),
     ] = None,
     as_json: Annotated[bool, typer.Option("--json", metavar="", help="Machine-readable output.")] = False,
+    *,
+    kubernetes_version: KubernetesVersion = features.NEWEST,
+    feature_gates: FeatureGates = None,
 ) -> None:
     """What is free, per pool and the nodes it serves: devices, shared counters and capacity left.
 
-    The FILEs hold ResourceSlices and ResourceClaims (YAML or JSON, kinds mixed; other kinds are
-    ignored). Devices in a claim's status.allocation are in use, except adminAccess results, as
-    the scheduler counts them. A device is free, shared (a share of a device that allows
-    multiple allocations), allocated, or blocked (free but its shared counters are used up).
+    The FILEs hold ResourceSlices and ResourceClaims (YAML or JSON, kinds mixed; other
+    resource.k8s.io objects are checked as validate checks them and not used, and objects of
+    other API groups, such as Pods, are ignored). Devices in a claim's status.allocation are in
+    use, except adminAccess results, as the scheduler counts them. A device is free, shared (a
+    share of a device that allows multiple allocations), allocated, or blocked (free but its
+    shared counters are used up). The objects are read as the API server of --kubernetes-version
+    stores them: without DRAPartitionableDevices no counters are shared, without
+    DRAConsumableCapacity no device is shared between claims.
     """
     from .available import InputError, as_json_report, available, render  # noqa: PLC0415 - this command only
 
-    loaded = [(str(path), obj) for path in files for obj in _load(path)]
-    slices = [(source, obj) for source, obj in loaded if isinstance(obj, ResourceSlice)]
-    claims = [(source, obj) for source, obj in loaded if isinstance(obj, ResourceClaim)]
+    gates = gates_from_flags(kubernetes_version, feature_gates)
+    loaded = inputs.read(files, kubernetes_version, gates).placed
+    slices = [(source.rpartition(":")[0], obj) for source, obj in loaded if isinstance(obj, ResourceSlice)]
+    claims = [(source.rpartition(":")[0], obj) for source, obj in loaded if isinstance(obj, ResourceClaim)]
     if node is not None:
         _check_names(node, None)
     elif labels:
@@ -389,16 +373,22 @@ def slices_command(
         typer.Option("--driver", metavar="NAME", help="DRA driver name [default: dra.driver, else kubedevice.io]."),
     ] = None,
     output: Annotated[str, typer.Option("--output", "-o", metavar="yaml|json", help="Output format.")] = "yaml",
+    *,
+    kubernetes_version: KubernetesVersion = features.NEWEST,
+    feature_gates: FeatureGates = None,
 ) -> None:
     """Print ResourceSlices for the devices a kubedevice config discovers, ready to apply.
 
     With the config's dra.driver these are the slices 'kubedevice serve' publishes (unhealthy
     devices tainted as dra.unhealthy_taint says), but for the pool generation and the Node
     owner reference, which only the running driver knows, and a taint's timeAdded, which the
-    API server sets.
+    API server sets. They are printed as the API server of --kubernetes-version stores them:
+    the fields of its disabled features (device taints, shared counters, consumable capacity)
+    dropped.
     """
     fmt = _output(output)
     _check_names(node, driver)
+    gates = gates_from_flags(kubernetes_version, feature_gates)
     discover = _discovery()
     try:
         resources, dra = discover(config, host_root)
@@ -409,10 +399,11 @@ def slices_command(
         fail(str(error))
     except (OSError, ValueError) as error:
         fail(f"{config}: {error}")
-    problems = [f"{s.metadata.name}: {e}" for s in slices for e in validate(s)]
+    stored = [drop_disabled_fields(s, gates, kubernetes_version) for s in slices]
+    problems = [f"{s.metadata.name}: {e}" for s in stored for e in validate(s, gates, kubernetes_version)]
     if problems:
         fail(f"generated slice is invalid: {problems[0]}", 1)
-    typer.echo(models.dump(list(slices), fmt), nl=False)
+    typer.echo(models.dump(list(stored), fmt), nl=False)
 
 
 def _check_names(node: str, driver: str | None) -> None:

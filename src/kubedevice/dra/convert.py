@@ -41,7 +41,7 @@ def convert(obj: DRAObject, version: str, release: str = features.NEWEST) -> tup
     retargeted = obj.model_copy(update={"api_version": f"{features.API_GROUP}/{version}"})
     lost = _bare_capacities(retargeted) if version == "v1alpha3" else []
     document = models.to_document(retargeted)
-    lost += apifields.strip_unknown(document, obj.kind, version, release)
+    lost += [name for name, _ in apifields.strip_unknown(document, obj.kind, version, release)]
     apifields.encode(document, obj.kind, version, release)
     return document, lost
 

@@ -41,8 +41,15 @@ _CORE_TYPES = {"NodeSelector", "NodeSelectorTerm", "NodeSelectorRequirement", "O
 _OLD_STYLE = ("v1alpha3", "v1beta1")
 
 
+def is_int64(value: Any) -> bool:
+    """An integer Go's decoder stores in an ``int64`` (``strconv.ParseInt(s, 10, 64)`` succeeds)."""
+    return isinstance(value, int) and not isinstance(value, bool) and -(2**63) <= value < 2**63
+
+
 def _unwrap(annotation: Any) -> Any:
-    """``X | None`` -> ``X``."""
+    """``X | None`` -> ``X``; ``Annotated[X, ...]`` -> ``X``."""
+    if typing.get_origin(annotation) is typing.Annotated:
+        return _unwrap(typing.get_args(annotation)[0])
     if isinstance(annotation, types.UnionType) or typing.get_origin(annotation) is typing.Union:
         rest = [a for a in typing.get_args(annotation) if a is not type(None)]
         return rest[0] if len(rest) == 1 else annotation

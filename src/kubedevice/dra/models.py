@@ -13,12 +13,13 @@ import copy
 import json
 import re
 from collections.abc import Iterator
-from typing import Annotated, Any, Literal, TypeVar
+from typing import TYPE_CHECKING, Annotated, Any, Literal, TypeVar
 
 import yaml
-from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError, model_validator
 from pydantic import with_config as _with_config
 from pydantic.alias_generators import to_camel
+from pydantic_core import PydanticCustomError
 
 # pydantic takes only typing_extensions' TypedDict before Python 3.12; it depends on that package itself.
 from typing_extensions import TypedDict
@@ -43,12 +44,20 @@ _QUANTITY = re.compile(r"^([+-]?[0-9.]+)([eEinumkKMGTP]*[-+]?[0-9]*)\Z")
 _QUANTITY_MESSAGE = "quantities must match the regular expression '^([+-]?[0-9.]+)([eEinumkKMGTP]*[-+]?[0-9]*)$'"
 
 
-class DecodeError(ValueError):
-    """A document the API server would refuse before validation (syntax, kind, unknown field)."""
+Loc = tuple[int | str, ...]
+"""Where in a document: keys and indexes of the ``v1`` shape; ``"[key]"`` after a key means the key itself."""
 
-    def __init__(self, messages: list[str], source: str = "") -> None:
+
+class DecodeError(ValueError):
+    """A document the API server would refuse before validation (syntax, kind, unknown field).
+
+    ``locs`` holds, per message, where in the document it is (empty: the document as a whole).
+    """
+
+    def __init__(self, messages: list[str], source: str = "", locs: list[Loc] | None = None) -> None:
         self.messages = messages
         self.source = source
+        self.locs = locs if locs is not None else [() for _ in messages]
         prefix = f"{source}: " if source else ""
         super().__init__("; ".join(prefix + m for m in messages))
 
@@ -59,6 +68,18 @@ class DecodeError(ValueError):
 
 class _Model(BaseModel):
     model_config = ConfigDict(extra="forbid", alias_generator=to_camel, populate_by_name=True)
+
+
+def _int64(value: Any) -> Any:
+    """Go's decoder refuses a number past int64 (``strconv.ParseInt`` fails, ``v.OverflowInt``):
+    the same wrong-type error as for ``2.0``, the number quoted (godecode renders it)."""
+    if isinstance(value, int) and not isinstance(value, bool) and not godecode.is_int64(value):
+        raise PydanticCustomError("int_type", "number out of the range of int64")
+    return value
+
+
+Int64 = Annotated[int, BeforeValidator(_int64)]
+"""Every ``int64`` of the Go types (the DRA kinds have no other integer type)."""
 
 
 # --- shared -------------------------------------------------------------------------------
@@ -82,13 +103,16 @@ def _strict_meta(value: Any) -> Any:
 
 
 class ObjectMeta(BaseModel):
-    """The metadata fields validation looks at; the rest (labels, uid, ...) is kept as is."""
+    """The metadata fields validation looks at, and its integers (decoded as Go's); the rest
+    (labels, uid, ...) is kept as is."""
 
     model_config = ConfigDict(extra="allow", alias_generator=to_camel, populate_by_name=True)
 
     name: str = ""
     generate_name: str = ""
     namespace: str = ""
+    generation: Int64 | None = None
+    deletion_grace_period_seconds: Int64 | None = None
 
     _strict = model_validator(mode="before")(_strict_meta)
 
@@ -148,11 +172,11 @@ class DeviceClass(_Model):
 class DeviceAttribute(_Model):
     """Exactly one of the value fields is set; the keys are the ones of the API."""
 
-    int_: int | None = Field(default=None, alias="int")
+    int_: Int64 | None = Field(default=None, alias="int")
     bool_: bool | None = Field(default=None, alias="bool")
     string: str | None = None
     version: str | None = None
-    ints: list[int] | None = None
+    ints: list[Int64] | None = None
     bools: list[bool] | None = None
     strings: list[str] | None = None
     versions: list[str] | None = None
@@ -263,20 +287,12 @@ class DeviceToleration(TypedDict, total=False):
     operator: str
     value: str
     effect: str
-    tolerationSeconds: int | None
+    tolerationSeconds: Int64 | None
 
 
 class DeviceCapacity(_Model):
-    value: str = "0"
+    value: Quantity = "0"
     request_policy: CapacityRequestPolicy | None = None
-
-    @field_validator("value", mode="before")
-    @classmethod
-    def _quantity(cls, value: Any) -> str:
-        text = str(value)
-        if not _QUANTITY.match(text):
-            raise ValueError(_QUANTITY_MESSAGE)
-        return text
 
 
 class Device(_Model):
@@ -300,8 +316,8 @@ class Device(_Model):
 
 class ResourcePool(_Model):
     name: str = ""
-    generation: int = 0
-    resource_slice_count: int = 0
+    generation: Int64 = 0
+    resource_slice_count: Int64 = 0
 
 
 class ResourceSliceSpec(_Model):
@@ -330,22 +346,14 @@ class ResourceSlice(_Model):
 class CapacityRequirements(_Model):
     """``capacity`` of a request: how much of each capacity of a shareable device it consumes."""
 
-    requests: dict[str, str] = Field(default_factory=dict)
-
-    @field_validator("requests", mode="before")
-    @classmethod
-    def _quantities(cls, value: Any) -> Any:
-        """Quantities decode from JSON strings and numbers alike (``Quantity.UnmarshalJSON``)."""
-        if not isinstance(value, dict):
-            return value
-        return {name: DeviceCapacity._quantity(quantity) for name, quantity in value.items()}
+    requests: dict[str, Quantity] = Field(default_factory=dict)
 
 
 class ExactDeviceRequest(_Model):
     device_class_name: str = ""
     selectors: list[DeviceSelector] = Field(default_factory=list)
     allocation_mode: str = ""
-    count: int = 0
+    count: Int64 = 0
     admin_access: bool | None = None
     tolerations: list[DeviceToleration] | None = None
     capacity: CapacityRequirements | None = None  # v1beta2 and v1 since 1.34 (DRAConsumableCapacity)
@@ -384,12 +392,60 @@ class ResourceClaimSpec(_Model):
     controller: str | None = None  # 1.31's v1alpha3 only (classic DRA, DRAControlPlaneController)
 
 
+@_with_config(ConfigDict(extra="forbid"))
+class Condition(TypedDict, total=False):
+    """``metav1.Condition``: decoded strictly, then cleared with the status on create."""
+
+    type: str
+    status: str
+    observedGeneration: Int64
+    lastTransitionTime: str | None
+    reason: str
+    message: str
+
+
+# A claim's status, as far as decoding goes: the API server decodes it on create (a number past int64
+# or a quantity that does not parse fails the request) and then clears it; ``allocate`` and
+# ``available`` read its allocation. Its integers and quantities are typed, the rest is kept as
+# given (extra="allow": a newer release's fields pass, unlike the spec's).
+
+
+@_with_config(ConfigDict(extra="allow"))
+class DeviceRequestAllocationResult(TypedDict, total=False):
+    tolerations: list[DeviceToleration] | None
+    consumedCapacity: dict[str, Quantity] | None
+
+
+@_with_config(ConfigDict(extra="allow"))
+class DeviceAllocationResult(TypedDict, total=False):
+    results: list[DeviceRequestAllocationResult] | None
+
+
+@_with_config(ConfigDict(extra="allow"))
+class AllocationResult(TypedDict, total=False):
+    devices: DeviceAllocationResult
+
+
+@_with_config(ConfigDict(extra="allow"))
+class AllocatedDeviceStatus(TypedDict, total=False):
+    conditions: list[Condition] | None
+
+
+@_with_config(ConfigDict(extra="allow"))
+class ResourceClaimStatus(TypedDict, total=False):
+    allocation: AllocationResult | None
+    devices: list[AllocatedDeviceStatus] | None
+
+
 class ResourceClaim(_Model):
     api_version: str = f"{GROUP}/v1"
     kind: Literal["ResourceClaim"] = "ResourceClaim"
     metadata: ObjectMeta = Field(default_factory=ObjectMeta)
     spec: ResourceClaimSpec = Field(default_factory=ResourceClaimSpec)
-    status: dict[str, Any] | None = None
+    if TYPE_CHECKING:  # readers (allocator, available, pods) treat it as the plain dict it is
+        status: dict[str, Any] | None = None
+    else:  # decoded through the typed structs above
+        status: ResourceClaimStatus | None = None
 
 
 class ClaimTemplateMeta(_Model):
@@ -429,18 +485,6 @@ class DeviceTaintSelector(_Model):
 class DeviceTaintRuleSpec(_Model):
     device_selector: DeviceTaintSelector | None = None
     taint: DeviceTaint = Field(default_factory=DeviceTaint)
-
-
-@_with_config(ConfigDict(extra="forbid"))
-class Condition(TypedDict, total=False):
-    """``metav1.Condition``: decoded strictly, then cleared with the status on create."""
-
-    type: str
-    status: str
-    observedGeneration: int
-    lastTransitionTime: str | None
-    reason: str
-    message: str
 
 
 class DeviceTaintRuleStatus(_Model):
@@ -597,6 +641,12 @@ def _each(items: Any) -> Iterator[dict[str, Any]]:
         yield from (item for item in items if isinstance(item, dict))
 
 
+def _indexed(items: Any) -> Iterator[tuple[int, dict[str, Any]]]:
+    """The objects of a list with their indexes (anything else holds none)."""
+    if isinstance(items, list):
+        yield from ((i, item) for i, item in enumerate(items) if isinstance(item, dict))
+
+
 def _requests(spec: dict[str, Any]) -> Iterator[dict[str, Any]]:
     devices = spec.get("devices")
     return _each(devices.get("requests") if isinstance(devices, dict) else None)
@@ -633,6 +683,10 @@ def _slice_down(spec: dict[str, Any], version: str) -> None:
             device["capacity"] = {k: v["value"] for k, v in device["capacity"].items()}
         rest = {k: device.pop(k) for k in list(device) if k != "name"}
         device["basic"] = rest
+
+
+Problems = list[tuple[str, Loc]]
+"""Decoding problems, each with where it is."""
 
 
 def _to_canonical(kind: str, version: str, document: dict[str, Any], release: str) -> dict[str, Any]:
@@ -694,15 +748,16 @@ def _render_loc(loc: tuple[int | str, ...]) -> str:
 _TYPE_ERRORS = frozenset({"int_type", "bool_type", "string_type", "model_type", "list_type", "dict_type"})
 
 
-def _pydantic_messages(error: ValidationError) -> list[str]:
-    messages = []
+def _pydantic_messages(error: ValidationError) -> Problems:
+    messages: Problems = []
     for item in error.errors():
-        path = _render_loc(_loc(item))
+        loc = _loc(item)
+        path = _render_loc(loc)
         if item["type"] == "extra_forbidden":
-            messages.append(f'unknown field "{path}"')
+            messages.append((f'unknown field "{path}"', (*loc, "[key]")))
         else:
             detail = item["msg"].removeprefix("Value error, ")
-            messages.append(f"{path}: Invalid value: {json.dumps(item.get('input'), default=str)}: {detail}")
+            messages.append((f"{path}: Invalid value: {json.dumps(item.get('input'), default=str)}: {detail}", loc))
     return messages
 
 
@@ -726,41 +781,42 @@ def _document_order(document: Any, loc: tuple[int | str, ...]) -> tuple[int, ...
     return tuple(order)
 
 
-def _taints(kind: str, spec: dict[str, Any]) -> list[dict[str, Any]]:
-    if kind == "DeviceTaintRule":
-        return list(_each([spec.get("taint")]))
-    if kind != "ResourceSlice":
-        return []
-    return [taint for device in _each(spec.get("devices")) for taint in _each(device.get("taints"))]
-
-
-def _times(kind: str, doc: dict[str, Any]) -> list[Any]:
-    """``metav1.Time`` values the decoder parses: a device taint's ``timeAdded``
-    (k8s.io/api/resource/v1) and a DeviceTaintRule condition's ``lastTransitionTime``."""
+def _times(kind: str, doc: dict[str, Any]) -> list[tuple[Any, Loc]]:
+    """``metav1.Time`` values the decoder parses, with where they are: a device taint's
+    ``timeAdded`` (k8s.io/api/resource/v1) and a DeviceTaintRule condition's ``lastTransitionTime``."""
     spec, status = doc.get("spec"), doc.get("status")
-    times = [taint.get("timeAdded") for taint in _taints(kind, spec)] if isinstance(spec, dict) else []
+    times: list[tuple[Any, Loc]] = []
+    if kind == "DeviceTaintRule" and isinstance(spec, dict) and isinstance(spec.get("taint"), dict):
+        times.append((spec["taint"].get("timeAdded"), ("spec", "taint", "timeAdded")))
+    if kind == "ResourceSlice" and isinstance(spec, dict):
+        for i, device in _indexed(spec.get("devices")):
+            for j, taint in _indexed(device.get("taints")):
+                times.append((taint.get("timeAdded"), ("spec", "devices", i, "taints", j, "timeAdded")))
     if kind == "DeviceTaintRule" and isinstance(status, dict):
-        times += [condition.get("lastTransitionTime") for condition in _each(status.get("conditions"))]
-    return [value for value in times if value is not None]
+        for i, condition in _indexed(status.get("conditions")):
+            times.append((condition.get("lastTransitionTime"), ("status", "conditions", i, "lastTransitionTime")))
+    return [(value, loc) for value, loc in times if value is not None]
 
 
-def _time_errors(kind: str, doc: dict[str, Any]) -> list[str]:
+def _time_errors(kind: str, doc: dict[str, Any]) -> Problems:
     """What Go's ``time.Parse(time.RFC3339, …)`` says about each ``metav1.Time`` that does not parse."""
-    errors = []
-    for value in _times(kind, doc):
+    errors: Problems = []
+    for value, loc in _times(kind, doc):
         if not isinstance(value, str):
             kind_of = godecode.json_kind(value, "string")
-            errors.append(f"json: cannot unmarshal {kind_of} into Go value of type string")
+            errors.append((f"json: cannot unmarshal {kind_of} into Go value of type string", loc))
             continue
         try:
             godecode.parse_rfc3339(value)
         except godecode.TimeParseError as error:
-            errors.append(str(error))
+            errors.append((str(error), loc))
     return errors
 
 
-def _decode_error(kind: str, version: str, doc: dict[str, Any], error: ValidationError | None) -> str | None:
-    """The API server's one decoding error, or None when Go would decode the document.
+def _decode_error(
+    kind: str, version: str, doc: dict[str, Any], error: ValidationError | None
+) -> tuple[str, Loc] | None:
+    """The API server's one decoding error and where it is, or None when Go would decode the document.
 
     A ``metav1.Time`` that does not parse aborts decoding at once; wrong JSON types are saved and
     the first one in document order is reported (sigs.k8s.io/json, decode.go).
@@ -775,11 +831,12 @@ def _decode_error(kind: str, version: str, doc: dict[str, Any], error: Validatio
         for _, loc, value in typed:
             message = godecode.type_error(_MODELS[kind], loc, value, version)
             if message:
-                problems.append(message)
+                problems.append((message, loc))
                 break
     if not problems:
         return None
-    return f'{kind} in version "{version}" cannot be handled as a {kind}: {problems[0]}'
+    message, loc = problems[0]
+    return f'{kind} in version "{version}" cannot be handled as a {kind}: {message}', loc
 
 
 def from_document(document: Any, source: str = "", release: str = features.NEWEST) -> DRAObject:
@@ -795,18 +852,25 @@ def from_document(document: Any, source: str = "", release: str = features.NEWES
     if not api_version or not kind:
         missing = [name for name, value in (("apiVersion", api_version), ("kind", kind)) if not value]
         raise DecodeError([f"Object 'Kind' is missing: {', '.join(missing)} not set"], source)
+    for name, value in (("apiVersion", api_version), ("kind", kind)):
+        if not isinstance(value, str):  # json.Unmarshal into apimachinery's anonymous apiVersion/kind struct
+            what = godecode.json_kind(value, "string")
+            raise DecodeError(
+                [f"json: cannot unmarshal {what} into Go struct field .{name} of type string"], source, [(name,)]
+            )
     group, _, version = str(api_version).rpartition("/")
     if group != GROUP or version not in VERSIONS:
         want = f"{GROUP}/{{{','.join(VERSIONS)}}}"
-        raise DecodeError([f'no matches for apiVersion "{api_version}" (want {want})'], source)
+        raise DecodeError([f'no matches for apiVersion "{api_version}" (want {want})'], source, [("apiVersion",)])
     if kind not in _MODELS:
         want = ", ".join(KINDS)
-        raise DecodeError([f'no matches for kind "{kind}" in version "{api_version}" (want {want})'], source)
+        message = f'no matches for kind "{kind}" in version "{api_version}" (want {want})'
+        raise DecodeError([message], source, [("kind",)])
     versioned = copy.deepcopy(document)
-    problems: list[str] = []
+    problems: Problems = []
     if apifields.tree(kind, version, release):  # else not served there: the caller's to say
         unknown = apifields.strip_unknown(versioned, kind, version, release)  # ``x: null`` is unknown too
-        problems = [f'unknown field "{path}"' for path in unknown]
+        problems = [(f'unknown field "{name}"', place) for name, place in unknown]
         apifields.drop_zero_scalars(versioned, kind, version, release)
     canonical = _to_canonical(kind, version, versioned, release)
     godecode.drop_nulls(_MODELS[kind], canonical)
@@ -814,12 +878,16 @@ def from_document(document: Any, source: str = "", release: str = features.NEWES
         obj = _MODELS[kind].model_validate(canonical, strict=True)
     except ValidationError as error:
         decode = _decode_error(kind, version, canonical, error)
-        raise DecodeError([decode] if decode else problems + _pydantic_messages(error), source) from None
+        raise _problems([decode] if decode else problems + _pydantic_messages(error), source) from None
     decode = _decode_error(kind, version, canonical, None)
     if decode or problems:
-        raise DecodeError([decode] if decode else problems, source)
+        raise _problems([decode] if decode else problems, source)
     _apply_defaults(obj)
     return obj
+
+
+def _problems(problems: Problems, source: str) -> DecodeError:
+    return DecodeError([message for message, _ in problems], source, [loc for _, loc in problems])
 
 
 def _default_request(request: ExactDeviceRequest) -> None:
@@ -833,9 +901,22 @@ def _default_request(request: ExactDeviceRequest) -> None:
             toleration["operator"] = "Equal"
 
 
+def _counters(spec: ResourceSliceSpec) -> Iterator[dict[str, Counter]]:
+    yield from (counter_set.get("counters") or {} for counter_set in spec.shared_counters or [])
+    for device in spec.devices:
+        yield from (used.get("counters") or {} for used in device.consumes_counters or [])
+
+
 def _apply_defaults(obj: DRAObject) -> None:
+    """What the API server stores that the document may leave out: a request's mode and count, a
+    toleration's operator; a counter's ``value`` (a ``resource.Quantity``, zero when absent or null);
+    1.36's ``SetDefaults_Device`` (``SetDefaults_BasicDevice`` in v1beta1), a node-allocatable
+    mapping's ``allocationMultiplier``."""
     if isinstance(obj, ResourceSlice):
-        for device in obj.spec.devices:  # 1.36's SetDefaults_Device (SetDefaults_BasicDevice in v1beta1)
+        for counters in _counters(obj.spec):
+            for counter in counters.values():
+                counter.setdefault("value", "0")
+        for device in obj.spec.devices:
             for mapping in (device.node_allocatable_resource_mappings or {}).values():
                 if mapping.get("allocationMultiplier") is None:
                     mapping["allocationMultiplier"] = "1"
@@ -855,7 +936,16 @@ def load_documents(text: str, source: str = "<input>") -> list[tuple[int, Any]]:
 
     A ``List`` document (``kind: List`` or ``...List``) contributes its ``items``.
     """
-    documents: list[tuple[int, Any]] = []
+    return [(node.start_mark.line + 1, document) for node, document in load_nodes(text, source)]
+
+
+def load_nodes(text: str, source: str = "<input>") -> list[tuple[yaml.Node, Any]]:
+    """Parse YAML (or JSON) text into (node, document) pairs, skipping empty documents: the node
+    tree places each document's fields (line and column) for error messages.
+
+    A ``List`` document (``kind: List`` or ``...List``) contributes its ``items``, each with its node.
+    """
+    documents: list[tuple[yaml.Node, Any]] = []
     try:
         loader = _LineLoader(text)  # refuses control characters already
     except yaml.reader.ReaderError as error:
@@ -866,9 +956,7 @@ def load_documents(text: str, source: str = "<input>") -> list[tuple[int, Any]]:
             node = loader.get_node()
             if node is None:
                 continue
-            line = node.start_mark.line + 1
-            document = loader.construct_document(node)
-            documents.extend((line, item) for item in _expand_list(document))
+            documents.extend(_expand_list(node, loader.construct_document(node)))
     except yaml.MarkedYAMLError as error:
         mark = error.problem_mark or error.context_mark
         where = at(source, mark.line + 1, mark.column + 1) if mark else source
@@ -880,13 +968,16 @@ def load_documents(text: str, source: str = "<input>") -> list[tuple[int, Any]]:
     return documents
 
 
-def _expand_list(document: Any) -> list[Any]:
+def _expand_list(node: yaml.Node, document: Any) -> list[tuple[yaml.Node, Any]]:
     if document is None:
         return []
     if isinstance(document, dict) and str(document.get("kind", "")).endswith("List") and "items" in document:
         items = document["items"]
-        return list(items) if isinstance(items, list) else [items]
-    return [document]
+        items_node = next((v for k, v in node.value if isinstance(k, yaml.ScalarNode) and k.value == "items"), node)
+        if isinstance(items, list) and isinstance(items_node, yaml.SequenceNode):
+            return list(zip(items_node.value, items, strict=True))
+        return [(items_node, items)]
+    return [(node, document)]
 
 
 def load_text(text: str, source: str = "<input>") -> list[DRAObject]:

@@ -1,70 +1,26 @@
 """Pods as input to ``kubedevice dra allocate`` and ``dra explain``.
 
-Kept apart from :mod:`.cli` so that the commands only read their inputs and hand over: a file
-may mix Pods and Nodes (core/v1) with the DRA objects, and each pod is scheduled as the
-scheduler would, one after the other on the one ``--node`` (the devices an earlier pod got are
-in use for the next one).
+Kept apart from :mod:`.cli` so that the commands only read their inputs (:func:`.inputs.read`)
+and hand over: a file may mix Pods and Nodes (core/v1) with the DRA objects, and each pod is
+scheduled as the scheduler would, one after the other on the one ``--node`` (the devices an
+earlier pod got are in use for the next one).
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
-from pathlib import Path
+from collections.abc import Mapping, Sequence
 from typing import Any, Literal
 
 import typer
 
-from ..boundedyaml import read_text
-from ..errors import cannot_read, fail
+from ..errors import fail
 from . import models
 from .allocator import AllocationError, Node, Unallocatable, allocated_devices
 from .explain import explain, render, requests_using, verdicts_json
-from .models import DecodeError, DeviceClass, DRAObject, NodeObject, Pod, ResourceClaim, ResourceSlice, of_kind
-from .pods import PodClaims, PodInputError, claims_for_pod, decode_core, pod_ref, schedule
-
-
-@dataclass(frozen=True)
-class Inputs:
-    """Everything the FILEs hold: the DRA objects, the Pods and the Nodes, each in input order."""
-
-    objects: list[DRAObject]
-    pods: list[Pod]
-    nodes: list[NodeObject]
-
-
-def load_inputs(paths: Sequence[Path], as_stored: Callable[[list[DRAObject]], list[DRAObject]]) -> Inputs:
-    """Decode every document; exit 2 naming the file and line of the first bad one.
-
-    ``as_stored`` makes the DRA objects what the chosen release's API server stores.
-    """
-    inputs = Inputs([], [], [])
-    for path in paths:
-        try:
-            documents = models.load_documents(read_text(path), str(path))
-        except (OSError, UnicodeDecodeError) as error:
-            fail(cannot_read(path, error))
-        except DecodeError as error:
-            fail(error.first())
-        for line, document in documents:
-            _add(inputs, document, f"{path}:{line}")
-    return Inputs(as_stored(inputs.objects), inputs.pods, inputs.nodes)
-
-
-def _add(inputs: Inputs, document: Any, where: str) -> None:
-    try:
-        core = decode_core(document)
-        if isinstance(core, Pod):
-            inputs.pods.append(core)
-        elif isinstance(core, NodeObject):
-            inputs.nodes.append(core)
-        else:
-            inputs.objects.append(models.from_document(document, where))
-    except PodInputError as error:
-        fail(f"{where}: {error}")
-    except DecodeError as error:
-        fail(error.first())
+from .inputs import Inputs
+from .models import DeviceClass, DRAObject, NodeObject, Pod, ResourceClaim, ResourceSlice, of_kind
+from .pods import PodClaims, PodInputError, claims_for_pod, pod_ref, schedule
 
 
 def _target(inputs: Inputs, node: str, labels: Mapping[str, str]) -> tuple[Node, NodeObject | None]:

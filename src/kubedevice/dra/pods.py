@@ -38,6 +38,7 @@ from pydantic import ValidationError
 
 from ..cel.quantity import QuantityError, parse_quantity
 from .allocator import DeviceID, Node, SharedDevice, Unallocatable, allocate
+from .driver.model import POD_CLAIM_ANNOTATION
 from .models import (
     Container,
     DeviceClass,
@@ -53,7 +54,6 @@ from .models import (
     ResourceSlice,
 )
 
-POD_CLAIM_ANNOTATION = "resource.kubernetes.io/pod-claim-name"  # resourceapi.PodResourceClaimAnnotation
 EXTENDED_CLAIM_ANNOTATION = "resource.kubernetes.io/extended-resource-claim"  # ExtendedResourceClaimAnnotation
 DEVICE_CLASS_PREFIX = "deviceclass.resource.kubernetes.io/"  # resourceapi.ResourceDeviceClassPrefix
 EXTENDED_CLAIM_NAME = "<extended-resources>"  # specialClaimInMemName: not a valid name on purpose
@@ -61,7 +61,12 @@ _MAX_BASE_LEN = 57  # room for "-" and five random characters in 63
 
 
 class PodInputError(ValueError):
-    """A pod refers to something the input does not hold, or to a feature that is off."""
+    """A pod refers to something the input does not hold, or to a feature that is off; or a Pod or
+    Node whose fields scheduling reads do not decode (``loc``: where in the document)."""
+
+    def __init__(self, message: str, loc: tuple[int | str, ...] = ()) -> None:
+        super().__init__(message)
+        self.loc = loc
 
 
 @dataclass(frozen=True)
@@ -492,4 +497,4 @@ def decode_core(document: Any) -> Pod | NodeObject | None:
     except ValidationError as error:
         first = error.errors()[0]
         where = ".".join(str(part) for part in first["loc"])
-        raise PodInputError(f"{document['kind']} {where}: {first['msg']}") from None
+        raise PodInputError(f"{document['kind']} {where}: {first['msg']}", tuple(first["loc"])) from None

@@ -12,7 +12,8 @@ from .model import (
     Registration,
     Resource,
 )
-from .simulator import CannotServe, KubeletSimulator, KubeletSocketInUse
+from .plugin_server import CannotServe, KubeletSocketInUse
+from .simulator import KubeletSimulator
 
 __all__ = [
     "UNEXPECTED_ADMISSION_ERROR",

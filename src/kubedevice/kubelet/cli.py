@@ -15,7 +15,7 @@ import itertools
 import signal
 import sys
 import threading
-from collections.abc import Coroutine
+from collections.abc import Callable, Coroutine
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Annotated
@@ -26,11 +26,13 @@ from rich.live import Live
 from rich.markup import escape
 
 from ..api import DEFAULT_PLUGIN_DIR
+from ..cliparams import directory, seconds
 from ..errors import UsageError, fail
 from ..plugin_dir import plugin_dir_from_env, resolve_plugin_dir
 from .model import AdmissionError, Container, ContainerStartError, Pod
-from .simulator import CannotServe, KubeletSimulator
-from .view import state_view
+from .plugin_server import CannotServe
+from .simulator import KubeletSimulator
+from .view import state_view, unknown
 
 DEFAULT_KUBELET_DIR = Path("/var/lib/kubelet")
 HELP = "commands: admit RES=N [RES=N ...] | start POD [CONTAINER] | remove POD | restart | status | quit"
@@ -109,8 +111,10 @@ class _Session:
         elif verb == "start" and 1 <= len(args) <= 2:
             await self.start(args[0], args[1] if len(args) == 2 else CONTAINER)
         elif verb == "remove" and len(args) == 1:
-            self.sim.remove_pod(args[0])
-            self.say(f"pod {args[0]} removed; its devices are freed at the next admission")
+            if self.sim.remove_pod(args[0]):
+                self.say(f"pod {args[0]} removed; its devices are freed at the next admission")
+            else:
+                self.say(f"no running pod {args[0]!r} (never admitted, rejected or removed)")
         elif verb == "restart":
             await self.restart()
         elif verb == "status":
@@ -118,7 +122,7 @@ class _Session:
         elif verb in ("quit", "exit"):
             self.stop.set()
         else:
-            self.say(HELP)
+            self.say(unknown(verb, args, HELP))
 
 
 async def _show(session: _Session) -> None:
@@ -167,9 +171,10 @@ async def _scripted_admits(session: _Session, admits: list[dict[str, int]], time
         await session.admit(requests)
 
 
-async def _later(delay: float, work: Coroutine[object, object, None]) -> None:
+async def _later(delay: float, work: Callable[[], Coroutine[object, object, None]]) -> None:
+    """``work()`` after ``delay``: made only then, so a stop before it comes leaves no coroutine unawaited."""
     await asyncio.sleep(delay)
-    await work
+    await work()
 
 
 async def _stop_later(delay: float, stop: asyncio.Event) -> None:
@@ -220,7 +225,7 @@ async def _serve(session: _Session, opts: _Options) -> None:
     session.spawn(_commands(session))
     session.spawn(_scripted_admits(session, opts.admits, opts.admit_timeout))
     if opts.restart_after is not None:
-        session.spawn(_later(opts.restart_after, session.restart()))
+        session.spawn(_later(opts.restart_after, session.restart))
     if opts.exit_after is not None:
         session.spawn(_stop_later(opts.exit_after, session.stop))
     await session.stop.wait()
@@ -285,6 +290,7 @@ def kubelet(
             metavar="DIR",
             help=f"Device plugin directory (else $KUBEDEVICE_PLUGIN_DIR, else {DEFAULT_PLUGIN_DIR}, never created).",
             show_default=False,
+            callback=directory,
         ),
     ] = None,
     admit: Annotated[
@@ -292,14 +298,21 @@ def kubelet(
         typer.Option("--admit", metavar="RES=N[,RES=N]", help="Admit one pod once it fits (repeatable)."),
     ] = None,
     admit_timeout: Annotated[
-        float, typer.Option(metavar="SECONDS", help="How long --admit waits for room before admitting anyway.")
+        float,
+        typer.Option(
+            metavar="SECONDS", callback=seconds, help="How long --admit waits for room before admitting anyway."
+        ),
     ] = 30.0,
     restart_after: Annotated[
-        float | None, typer.Option(metavar="SECONDS", help="Restart the simulated kubelet after SECONDS.")
+        float | None,
+        typer.Option(metavar="SECONDS", callback=seconds, help="Restart the simulated kubelet after SECONDS."),
     ] = None,
-    exit_after: Annotated[float | None, typer.Option(metavar="SECONDS", help="Stop after SECONDS.")] = None,
+    exit_after: Annotated[
+        float | None, typer.Option(metavar="SECONDS", callback=seconds, help="Stop after SECONDS.")
+    ] = None,
     grace_period: Annotated[
-        float, typer.Option(metavar="SECONDS", help="How long a resource whose plugin stopped is kept.")
+        float,
+        typer.Option(metavar="SECONDS", callback=seconds, help="How long a resource whose plugin stopped is kept."),
     ] = 300.0,
     plain: Annotated[
         bool, typer.Option("--plain", metavar="", help="One line per event even on a terminal (no live table).")
@@ -309,7 +322,8 @@ def kubelet(
         typer.Option("--dra", metavar="", help="Be the kubelet's DRA side instead: plugin watcher, prepare/unprepare."),
     ] = False,
     claims: Annotated[
-        Path | None, typer.Option(metavar="DIR", help="DRA: ResourceClaim YAML/JSON files to prepare (needed).")
+        Path | None,
+        typer.Option(metavar="DIR", callback=directory, help="DRA: ResourceClaim YAML/JSON files to prepare (needed)."),
     ] = None,
     kubelet_dir: Annotated[
         Path | None,
@@ -318,6 +332,7 @@ def kubelet(
             help=f"DRA: the kubelet's root, watched at DIR/plugins_registry (else {DEFAULT_KUBELET_DIR}, "
             "never created).",
             show_default=False,
+            callback=directory,
         ),
     ] = None,
 ) -> None:
@@ -329,7 +344,11 @@ def kubelet(
 
     With --dra it is the kubelet's DRA side: every socket in KUBELET_DIR/plugins_registry gets
     the plugin watcher's handshake, and claims from --claims DIR are prepared on their drivers:
-    claims; prepare NS/NAME; unprepare NS/NAME; status; quit.
+    claims; prepare NS/NAME; unprepare NS/NAME; admit NS/POD CLAIM [CLAIM ...] (a pod using
+    them); remove NS/POD; status; quit.
+
+    Both serve the kubelet's PodResources API at ROOT/pod-resources/kubelet.sock, ROOT being
+    KUBELET_DIR, or the parent of a PLUGIN_DIR named device-plugins.
     """
     if dra:
         scripted = admit or restart_after is not None or plugin_dir is not None

@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import functools
+import itertools
 import signal
 import threading
 from dataclasses import dataclass, field
@@ -23,9 +24,14 @@ from ..errors import UsageError
 from .dra_claims import ClaimFileError, drivers_of
 from .dra_sim import DraKubelet
 from .dra_view import dra_view
-from .simulator import CannotServe
+from .model import Container, Pod
+from .plugin_server import CannotServe
+from .view import unknown
 
-HELP = "commands: claims | prepare NS/NAME | unprepare NS/NAME | status | quit"
+HELP = (
+    "commands: claims | prepare NS/NAME | unprepare NS/NAME | admit NS/POD CLAIM [CLAIM ...] | remove NS/POD "
+    "| status | quit"
+)
 
 
 @dataclass
@@ -34,6 +40,7 @@ class DraSession:
     console: Console
     live: Live | None = None
     stop: asyncio.Event = field(default_factory=asyncio.Event)
+    pods: itertools.count[int] = field(default_factory=lambda: itertools.count(1))
 
     def say(self, text: str) -> None:
         self.console.print(escape(text), soft_wrap=True)
@@ -55,6 +62,21 @@ class DraSession:
         if not claims:
             self.say(f"no ResourceClaim in {self.kubelet.claims_dir}")
 
+    async def admit(self, ref: str, claims: list[str]) -> None:
+        """A pod whose one container, ``main``, uses ``claims`` (in the pod's namespace); the
+        kubelet's events say what was prepared, and PodResources lists the pod."""
+        namespace, name = _split(ref)
+        uid = f"cli-pod-{next(self.pods)}"
+        await self.kubelet.admit(Pod(uid, name, [Container("main", claims=tuple(claims))], namespace))
+
+    async def remove(self, ref: str) -> None:
+        namespace, name = _split(ref)
+        uids = [uid for uid, pod in self.kubelet.pods.items() if (pod.namespace, pod.name) == (namespace, name)]
+        if not uids:
+            self.say(f"no pod {namespace}/{name} on this node")
+        for uid in uids:
+            await self.kubelet.remove_pod(uid)
+
     def status(self) -> str:
         drivers = ", ".join(sorted(self.kubelet.drivers)) or "none"
         prepared = ", ".join(sorted(self.kubelet.prepared)) or "none"
@@ -69,6 +91,10 @@ class DraSession:
             await self.kubelet.prepare(args[0])
         elif verb == "unprepare" and len(args) == 1:
             await self.kubelet.unprepare(args[0])
+        elif verb == "admit" and len(args) >= 2:
+            await self.admit(args[0], args[1:])
+        elif verb == "remove" and len(args) == 1:
+            await self.remove(args[0])
         elif verb == "claims" and not args:
             self.list_claims()
         elif verb == "status" and not args:
@@ -76,7 +102,7 @@ class DraSession:
         elif verb in ("quit", "exit"):
             self.stop.set()
         else:
-            self.say(HELP)
+            self.say(unknown(verb, args, HELP))
 
 
 async def _show(session: DraSession) -> None:
@@ -93,6 +119,12 @@ async def _show(session: DraSession) -> None:
             last = line
         with contextlib.suppress(TimeoutError):
             await kubelet.wait_until(functools.partial(_more_events, kubelet, seen), timeout=3600)
+
+
+def _split(ref: str) -> tuple[str, str]:
+    """``NS/NAME``, or ``NAME`` in ``default``, as claims are named."""
+    namespace, _, name = ref.rpartition("/")
+    return namespace or "default", name
 
 
 def _more_events(kubelet: DraKubelet, seen: int) -> bool:

@@ -6,6 +6,8 @@ appears in ``<kubelet-dir>/plugins_registry`` (inotify, and those already there 
 accepted driver is called on its endpoint with the service the kubelet picks, and its health
 stream is opened when offered. Claims come from files (:mod:`.dra_claims`); a prepare calls every
 driver named in the claim's allocation and checks the answer as the kubelet's DRA manager does.
+Pods admitted with :meth:`DraKubelet.admit` have their claims prepared, and the PodResources API
+(:mod:`.podresources`) at ``<kubelet-dir>/pod-resources/kubelet.sock`` lists them with their devices.
 """
 
 from __future__ import annotations
@@ -21,12 +23,14 @@ from typing import Any
 import grpc
 
 from ..dra.driver.model import Claim
-from ..errors import os_reason
+from ..errors import counted, os_reason
 from ..plugin.watcher import DirectoryWatcher
 from .dra import DraClient, Registered, get_info, kubelet_refusal, notify, registered_as
 from .dra_claims import drivers_of, find_claim, load_claims
 from .endpoint import go_error
-from .simulator import CannotServe, KubeletSocketInUse, _socket_is_live
+from .model import Pod
+from .plugin_server import CannotServe, KubeletSocketInUse, socket_is_live
+from .podresources import PodResourcesServer, PodResourcesView
 
 REGISTRY = "plugins_registry"
 # The plugin manager's back-off on a failed registration (pkg/util/goroutinemap/exponentialbackoff).
@@ -41,6 +45,7 @@ class PreparedDevice:
     pool: str
     device: str
     cdi_ids: tuple[str, ...]
+    share_id: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -80,6 +85,10 @@ class DraKubelet:
         self._watcher: DirectoryWatcher | None = None
         self._tasks: set[asyncio.Task[None]] = set()
         self._sockets: set[Path] = set()  # the plugin watcher's desired state: one handshake per socket
+        self.pods: dict[str, Pod] = {}
+        """Pods on the node (:meth:`admit`), for the PodResources API."""
+        view = PodResourcesView(self.pods.values, claims=self)
+        self.pod_resources = PodResourcesServer.in_root(kubelet_dir, view, self._event)
 
     def _event(self, text: str) -> None:
         self.events.append(text)
@@ -102,7 +111,7 @@ class DraKubelet:
         drivers wait for both rather than make them.
         """
         kubelet_sock = self.kubelet_dir / "device-plugins" / "kubelet.sock"
-        if kubelet_sock.is_socket() and _socket_is_live(kubelet_sock):
+        if kubelet_sock.is_socket() and socket_is_live(kubelet_sock):
             raise KubeletSocketInUse(
                 f"{kubelet_sock} is served by a running kubelet or simulator; not watching its plugins "
                 "(stop it, or use another --kubelet-dir)"
@@ -117,8 +126,10 @@ class DraKubelet:
         self._event(f"watching {self.registry}")
         for path in sorted(self.registry.iterdir()):
             self._on_entry(path.name, True)
+        await self.pod_resources.start()
 
     async def stop(self) -> None:
+        await self.pod_resources.stop()
         if self._watcher is not None:
             self._watcher.stop()
         for task in list(self._tasks):
@@ -211,11 +222,34 @@ class DraKubelet:
                 driver.health = health
                 bad = sorted(f"{p}/{d}" for (p, d), h in health.items() if h != "HEALTHY")
                 unwell = f", not healthy: {', '.join(bad)}" if bad else ""
-                self._event(f"health of {name}: {len(health)} devices{unwell}")
+                self._event(f"health of {name}: {counted(len(health), 'device')}{unwell}")
         except grpc.RpcError as err:
             self._event(f"health stream of {name} failed: {_rpc_message(err)}")
             return
         self._event(f"health stream of {name} ended")
+
+    async def admit(self, pod: Pod) -> bool:
+        """``PrepareDynamicResources``: the pod is on the node, and each claim its containers use is
+        prepared unless it is already (a claim shared with another pod); False if one could not be.
+
+        The pod stays on the node either way, as a pod waiting in ContainerCreating does.
+        """
+        self.pods[pod.uid] = pod
+        refs = _claim_refs(pod)
+        ready = [ref in self.prepared or await self.prepare(ref) is not None for ref in refs]
+        self._event(f"admitted pod {pod.namespace}/{pod.name} ({pod.uid}) with {len(refs)} claims")
+        return all(ready)
+
+    async def remove_pod(self, uid: str) -> None:
+        """``UnprepareResources``: the pod is gone; its claims that no other pod uses are unprepared."""
+        pod = self.pods.pop(uid, None)
+        if pod is None:
+            return
+        used = {ref for other in self.pods.values() for ref in _claim_refs(other)}
+        for ref in _claim_refs(pod):
+            if ref in self.prepared and ref not in used:
+                await self.unprepare(ref)
+        self._event(f"removed pod {pod.namespace}/{pod.name} ({pod.uid})")
 
     async def prepare(self, ref: str) -> PreparedClaim | None:
         """NodePrepareResources for one claim on each of its drivers; ``None`` and an event on failure."""
@@ -280,7 +314,9 @@ class DraKubelet:
                 raise _Failed(f"{method} failed for ResourceClaim {claim.name}: {answer.error}")
             if prepare:
                 devices += [
-                    PreparedDevice(name, tuple(d.request_names), d.pool_name, d.device_name, tuple(d.cdi_device_ids))
+                    PreparedDevice(
+                        name, tuple(d.request_names), d.pool_name, d.device_name, tuple(d.cdi_device_ids), _share_id(d)
+                    )
                     for d in answer.devices
                 ]
         return devices
@@ -288,6 +324,16 @@ class DraKubelet:
 
 class _Failed(Exception):
     pass
+
+
+def _claim_refs(pod: Pod) -> list[str]:
+    """The pod's claims as ``NS/NAME``, each once, in the order its containers name them."""
+    return list(dict.fromkeys(f"{pod.namespace}/{name}" for c in pod.containers for name in c.claims))
+
+
+def _share_id(device: Any) -> str | None:
+    """A v1 answer's ``share_id`` when set; v1beta1 has no such field (the kubelet's wrapper leaves it unset)."""
+    return device.share_id if "share_id" in device.DESCRIPTOR.fields_by_name and device.HasField("share_id") else None
 
 
 def _rpc_message(err: grpc.RpcError) -> str:

@@ -9,6 +9,7 @@ from rich.console import Group, RenderableType
 from rich.table import Table
 from rich.text import Text
 
+from ..errors import counted
 from .dra_sim import DraKubelet
 
 MAX_ROWS = 40  # beyond this the tables would scroll the events away; the rest is counted
@@ -43,7 +44,7 @@ def claims_table(kubelet: DraKubelet) -> Table:
             Text(health or "-", style),
         )
     empty = [claim.ref for claim in kubelet.prepared.values() if not claim.devices]
-    notes = [f"{len(rows) - MAX_ROWS} more devices not shown"] if len(rows) > MAX_ROWS else []
+    notes = [f"{counted(len(rows) - MAX_ROWS, 'more device')} not shown"] if len(rows) > MAX_ROWS else []
     notes += [f"prepared without devices: {', '.join(sorted(empty))}"] if empty else []
     table.caption = "; ".join(notes) or None
     return table
@@ -61,7 +62,7 @@ def health_table(kubelet: DraKubelet) -> Table:
     for name, pool, device, health in rows[:MAX_ROWS]:
         table.add_row(name, pool, device, Text(health, "green" if health == "HEALTHY" else "red"))
     if len(rows) > MAX_ROWS:
-        table.caption = f"{len(rows) - MAX_ROWS} more devices not shown"
+        table.caption = f"{counted(len(rows) - MAX_ROWS, 'more device')} not shown"
     return table
 
 

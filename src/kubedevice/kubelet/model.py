@@ -11,10 +11,12 @@ UNEXPECTED_ADMISSION_ERROR = "UnexpectedAdmissionError"
 
 @dataclass(frozen=True, slots=True)
 class Container:
-    """A container and its extended-resource requests (requests equal limits for devices)."""
+    """A container, its extended-resource requests (requests equal limits for devices) and the
+    ResourceClaims it uses (``resources.claims``, by the claim objects' names in the pod's namespace)."""
 
     name: str
     requests: dict[str, int] = field(default_factory=dict)
+    claims: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -22,6 +24,7 @@ class Pod:
     uid: str
     name: str
     containers: list[Container] = field(default_factory=list)
+    namespace: str = "default"
 
 
 @dataclass(frozen=True, slots=True)

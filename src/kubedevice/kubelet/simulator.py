@@ -9,26 +9,21 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
-import os
-import socket
-import stat
 import time
 from collections.abc import Awaitable, Callable, Coroutine
-from dataclasses import dataclass
 from pathlib import Path
 from typing import TypeVar
 
 import grpc
 from google.protobuf import json_format
-from google.protobuf.message import DecodeError, Message
+from google.protobuf.message import Message
 
-from .. import names
-from ..api import CHECKPOINT_FILE, KUBELET_SOCKET, PRE_START_TIMEOUT_SECONDS, VERSION, pb, pb_grpc
+from ..api import CHECKPOINT_FILE, KUBELET_SOCKET, PRE_START_TIMEOUT_SECONDS, pb
 from ..api.convert import allocation_from_pb, device_from_pb
 from ..device import ContainerAllocation, Device, DeviceError, Health
-from ..errors import os_reason
+from ..errors import counted, os_reason
 from . import checkpoint
-from .endpoint import DialError, Endpoint, endpoint_path, go_error
+from .endpoint import Endpoint, go_error
 from .model import (
     UNEXPECTED_ADMISSION_ERROR,
     AdmissionError,
@@ -41,9 +36,10 @@ from .model import (
     Registration,
     Resource,
 )
+from .plugin_server import CannotServe, check_and_dial, cleanup_plugin_dir, refuse_a_live_kubelet, serve_registration
+from .pod_devices import PodDevices
+from .podresources import PodResourcesServer, PodResourcesView, kubelet_root_of
 
-SUPPORTED_VERSIONS = (VERSION,)
-MAX_UNIX_PATH = 107  # sun_path holds 108 bytes with the terminating NUL
 ADMISSION_DELAY_S = 0.25
 """After a start no pod reaches the real kubelet's admission at once: its sync loop waits for the
 first container runtime check, and pods created when it answers healthz arrived 0.28-0.82 s after
@@ -53,40 +49,8 @@ _EMPTY_ALLOCATE_RESPONSE = "&AllocateResponse{ContainerResponses:[]*ContainerAll
 T = TypeVar("T", bound=Message)
 
 
-class CannotServe(Exception):
-    """The simulator cannot serve ``kubelet.sock`` in its directory; ``str()`` is one line saying why."""
-
-
-class KubeletSocketInUse(CannotServe):
-    """``kubelet.sock`` is live (a kubelet or another simulator answers on it) or is not a socket."""
-
-
-def _socket_is_live(path: Path) -> bool:
-    """Whether something accepts connections on the unix socket ``path`` (refused: a stale leftover)."""
-    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as probe:
-        probe.settimeout(1.0)
-        try:
-            probe.connect(str(path))
-        except (ConnectionRefusedError, FileNotFoundError):
-            return False
-        except OSError:
-            return True  # cannot tell (e.g. no permission): assume someone owns it
-    return True
-
-
 class _AllocateFailed(Exception):
     """An error from the device manager's allocation path, wrapped by admission."""
-
-
-@dataclass(slots=True)
-class _Assigned:
-    """``deviceAllocateInfo``: device IDs per NUMA node and the cached Allocate answer."""
-
-    device_ids: dict[int, list[str]]
-    response: pb.ContainerAllocateResponse
-
-    def ids(self) -> set[str]:
-        return {d for devs in self.device_ids.values() for d in devs}
 
 
 def _plain(message: Message) -> dict[str, object]:
@@ -97,26 +61,6 @@ def _plain(message: Message) -> dict[str, object]:
 
 def _pod_ref(pod: Pod) -> str:
     return pod.name if pod.name == pod.uid else f"{pod.name} ({pod.uid})"
-
-
-def _go_list(values: list[str] | tuple[str, ...]) -> str:
-    """Go's ``%q`` of a string slice."""
-    return "[" + " ".join(f'"{v}"' for v in values) + "]"
-
-
-class _RegistrationService:
-    """The ``Registration`` gRPC service; returns a plain error as grpc-go does (code Unknown)."""
-
-    def __init__(self, sim: KubeletSimulator) -> None:
-        self._sim = sim
-
-    async def Register(
-        self, request: pb.RegisterRequest, context: grpc.aio.ServicerContext[pb.RegisterRequest, pb.Empty]
-    ) -> pb.Empty:
-        error = await self._sim._register(request)
-        if error is not None:
-            await context.abort(grpc.StatusCode.UNKNOWN, error)
-        return pb.Empty()
 
 
 class KubeletSimulator:
@@ -147,13 +91,19 @@ class KubeletSimulator:
         self._endpoints: dict[str, Endpoint] = {}
         self._background: set[asyncio.Task[None]] = set()
         self._expiry: dict[str, asyncio.Task[None]] = {}
-        self._pod_devices: dict[str, dict[str, dict[str, _Assigned]]] = {}
+        self._pod_devices = PodDevices()
         self._allocated: dict[str, set[str]] = {}
         self._pods: dict[str, Pod] = {}
         self._active: set[str] = set()
         self._server: grpc.aio.Server | None = None
         self._changed = asyncio.Event()
         self._admission = asyncio.Lock()
+        self.known_pods: dict[str, Pod] = {}
+        """Admitted pods not removed, kept across a restart as the API server keeps them (PodResources lists them)."""
+        root = kubelet_root_of(self.plugin_dir)
+        view = PodResourcesView(self.known_pods.values, devices=self)
+        self.pod_resources = PodResourcesServer.in_root(root, view, self._event) if root else None
+        """The PodResources API, at ``<root>/pod-resources/kubelet.sock`` for a ``<root>/device-plugins``."""
 
     @property
     def kubelet_sock(self) -> Path:
@@ -173,26 +123,21 @@ class KubeletSimulator:
         missing directory is created, with an event saying so. Any other reason the socket
         cannot be served is a :class:`CannotServe`.
         """
-        self._refuse_a_live_kubelet()
+        refuse_a_live_kubelet(self.kubelet_sock)
         try:
             if not self.plugin_dir.is_dir():
                 self.plugin_dir.mkdir(mode=0o750, parents=True)
                 self._event(f"created plugin directory {self.plugin_dir}")
             self._load_checkpoint()
-            self._cleanup_plugin_dir()
+            cleanup_plugin_dir(self.plugin_dir, self.checkpoint_path)
             self.kubelet_sock.unlink(missing_ok=True)
         except OSError as err:
             raise CannotServe(f"{self.plugin_dir}: cannot use as the plugin directory: {os_reason(err)}") from None
-        server = grpc.aio.server()
-        pb_grpc.add_RegistrationServicer_to_server(_RegistrationService(self), server)
-        try:
-            server.add_insecure_port(f"unix:{self.kubelet_sock}")  # not unix://: grpc then binds only <= 105 bytes
-        except RuntimeError:  # grpc's only word on a socket it cannot bind
-            raise CannotServe(f"{self.kubelet_sock}: cannot serve a unix socket there") from None
-        await server.start()
-        self._server = server
+        self._server = await serve_registration(self.kubelet_sock, self._register)
         self.kubelet_sock_created_at = time.monotonic()
         self._event(f"serving {self.kubelet_sock}")
+        if self.pod_resources is not None:
+            await self.pod_resources.start()
 
     async def stop(self) -> None:
         """Disconnect every plugin and stop serving; the socket goes away as Go's listener removes it."""
@@ -207,39 +152,13 @@ class KubeletSimulator:
             await self._server.stop(None)
             self._server = None
         self.kubelet_sock.unlink(missing_ok=True)
+        if self.pod_resources is not None:
+            await self.pod_resources.stop()
         self._event("stopped")
 
     async def restart(self) -> None:
         await self.stop()
         await self.start()
-
-    def _refuse_a_live_kubelet(self) -> None:
-        path = self.kubelet_sock
-        if len(os.fsencode(path)) > MAX_UNIX_PATH:
-            raise CannotServe(f"{path}: longer than a unix socket path may be ({MAX_UNIX_PATH} bytes)")
-        try:
-            mode = path.lstat().st_mode
-        except (FileNotFoundError, NotADirectoryError):
-            return  # nothing there to take over; a bad directory is reported when it is created
-        if not stat.S_ISSOCK(mode):
-            raise KubeletSocketInUse(f"{path} exists and is not a socket; not replacing it")
-        if _socket_is_live(path):
-            raise KubeletSocketInUse(
-                f"{path} is served by a running kubelet or simulator; not taking it over "
-                "(stop it, or use another --plugin-dir)"
-            )
-
-    def _cleanup_plugin_dir(self) -> None:
-        """``CleanupPluginDirectory``: remove sockets only, never the checkpoint or other files."""
-        for path in self.plugin_dir.iterdir():
-            if path == self.checkpoint_path:
-                continue
-            try:
-                mode = path.stat().st_mode
-            except OSError:
-                continue
-            if stat.S_ISSOCK(mode):
-                path.unlink(missing_ok=True)
 
     # ---- state queries ---------------------------------------------------------------------
 
@@ -249,12 +168,14 @@ class KubeletSimulator:
     def allocatable(self) -> dict[str, int]:
         return {name: r.allocatable for name, r in self.resources.items()}
 
+    def container_devices(self, pod_uid: str, container: str) -> dict[str, dict[int, list[str]]]:
+        """``GetDevices``: a container's device IDs per resource and NUMA node, as recorded."""
+        assigned = self._pod_devices.container(pod_uid, container) or {}
+        return {name: {node: list(ids) for node, ids in a.device_ids.items()} for name, a in assigned.items()}
+
     def assignments(self) -> dict[str, dict[str, dict[str, list[str]]]]:
         """Device IDs per pod UID, container and resource, as recorded (and checkpointed)."""
-        return {
-            uid: {c: {r: sorted(a.ids()) for r, a in res.items()} for c, res in containers.items()}
-            for uid, containers in self._pod_devices.items()
-        }
+        return self._pod_devices.assignments()
 
     async def wait_until(self, predicate: Callable[[], bool], timeout: float) -> None:
         """Wait, woken on every state change, until ``predicate()`` holds; ``TimeoutError`` after ``timeout``."""
@@ -285,25 +206,10 @@ class KubeletSimulator:
 
     async def _check_and_connect(self, request: pb.RegisterRequest) -> str | None:
         """The kubelet's order: version, name, dial (blocking), GetDevicePluginOptions; only then answer."""
-        name = request.resource_name
-        if request.version not in SUPPORTED_VERSIONS:
-            return (
-                f'requested API version "{request.version}" is not supported by kubelet. '
-                f"Supported version is {_go_list(SUPPORTED_VERSIONS)}"
-            )
-        if names.extended_resource_name_error(name) is not None:
-            return f'the ResourceName "{name}" is invalid'
-        socket = endpoint_path(self.plugin_dir, request.endpoint)
-        try:
-            endpoint = await Endpoint.dial(name, request.endpoint, socket, self.dial_timeout)
-        except DialError as err:
-            return str(err)
-        try:
-            options = await endpoint.options()
-        except grpc.aio.AioRpcError as err:
-            await endpoint.close()
-            return f"failed to get device plugin options: {go_error(err)}"
-        self._connect(endpoint, options)
+        connected = await check_and_dial(request, self.plugin_dir, self.dial_timeout)
+        if isinstance(connected, str):
+            return connected
+        self._connect(*connected)
         return None
 
     def _connect(self, endpoint: Endpoint, options: PluginOptions) -> None:
@@ -358,7 +264,7 @@ class KubeletSimulator:
         self.resources[name].devices = devices
         self._write_checkpoint()
         healthy = sum(1 for d in devices.values() if d.healthy)
-        self._event(f"{name}: {len(devices)} devices, {healthy} healthy")
+        self._event(f"{name}: {counted(len(devices), 'device')}, {healthy} healthy")
 
     def _mark_stopped(self, name: str) -> None:
         """``PluginDisconnected``: all devices unhealthy, stop time kept, removal after the grace period."""
@@ -390,12 +296,7 @@ class KubeletSimulator:
     # ---- checkpoint ------------------------------------------------------------------------
 
     def _write_checkpoint(self) -> None:
-        entries = [
-            checkpoint.Entry(uid, cname, res, a.device_ids, a.response.SerializeToString())
-            for uid, containers in self._pod_devices.items()
-            for cname, resources in containers.items()
-            for res, a in resources.items()
-        ]
+        entries = self._pod_devices.to_checkpoint()
         registered = {name: sorted(i for i, d in r.devices.items() if d.healthy) for name, r in self.resources.items()}
         try:
             checkpoint.write(self.checkpoint_path, checkpoint.CheckpointData(entries, registered))
@@ -412,16 +313,9 @@ class KubeletSimulator:
         except checkpoint.CheckpointError as err:
             self._event(f"Continue after failing to read checkpoint file: {err}")
             data = None
-        for entry in data.entries if data else []:
-            try:
-                response = pb.ContainerAllocateResponse.FromString(entry.alloc_resp)
-            except DecodeError:
-                self._event(f"Can't unmarshal allocResp for pod {entry.pod_uid} container {entry.container}")
-                continue
-            containers = self._pod_devices.setdefault(entry.pod_uid, {})
-            containers.setdefault(entry.container, {})[entry.resource] = _Assigned(entry.device_ids, response)
-        self._allocated = self._devices_in_pods()
-        self._active = set(self._pod_devices)
+        self._pod_devices.from_checkpoint(data.entries if data else [], self._event)
+        self._allocated = self._pod_devices.devices()
+        self._active = set(self._pod_devices.pods())
         now = time.monotonic()
         for name in data.registered if data else {}:
             self.resources[name] = Resource(name, stopped_at=now)
@@ -439,6 +333,7 @@ class KubeletSimulator:
             await asyncio.sleep(wait)
         async with self._admission:
             self._pods[pod.uid] = pod
+            self.known_pods[pod.uid] = pod
             self._active.add(pod.uid)
             try:
                 result = await self._admit(pod)
@@ -463,18 +358,25 @@ class KubeletSimulator:
             ) from None
         return {c.name: self._admission_of(pod, c, preferred[c.name]) for c in pod.containers}
 
-    def remove_pod(self, pod_uid: str) -> None:
-        """The pod terminated: its devices are freed at the next allocation (``UpdateAllocatedDevices``)."""
+    def remove_pod(self, pod_uid: str) -> bool:
+        """The pod terminated: its devices are freed at the next allocation (``UpdateAllocatedDevices``).
+
+        False when no such pod was running (never admitted, rejected or removed before).
+        """
+        running = pod_uid in self._active
         self._active.discard(pod_uid)
         self._pods.pop(pod_uid, None)
+        self.known_pods.pop(pod_uid, None)
+        return running
 
     def _reject(self, pod: Pod) -> None:
         """A rejected pod is no longer active; what it got stays recorded until the next purge."""
         self._active.discard(pod.uid)
         self._pods.pop(pod.uid, None)
+        self.known_pods.pop(pod.uid, None)
 
     def _admission_of(self, pod: Pod, container: Container, preferred: dict[str, list[str]]) -> ContainerAdmission:
-        assigned = self._pod_devices.get(pod.uid, {}).get(container.name, {})
+        assigned = self._pod_devices.container(pod.uid, container.name) or {}
         ordered = [assigned[r] for r in container.requests if r in assigned]
         try:
             allocation = ContainerAllocation.merge(allocation_from_pb(a.response) for a in ordered)
@@ -488,22 +390,13 @@ class KubeletSimulator:
     def _is_device_plugin_resource(self, name: str) -> bool:
         return name in self.resources or name in self._allocated
 
-    def _devices_in_pods(self) -> dict[str, set[str]]:
-        result: dict[str, set[str]] = {}
-        for containers in self._pod_devices.values():
-            for resources in containers.values():
-                for name, assigned in resources.items():
-                    result.setdefault(name, set()).update(assigned.ids())
-        return result
-
     def _update_allocated_devices(self) -> None:
         """``UpdateAllocatedDevices``: forget pods that are no longer active."""
-        gone = [uid for uid in self._pod_devices if uid not in self._active]
+        gone = [uid for uid in self._pod_devices.pods() if uid not in self._active]
         if not gone:
             return
-        for uid in gone:
-            del self._pod_devices[uid]
-        self._allocated = self._devices_in_pods()
+        self._pod_devices.delete(gone)
+        self._allocated = self._pod_devices.devices()
 
     async def _allocate_container(self, pod_uid: str, container: Container) -> dict[str, list[str]]:
         """``allocateContainerResources``: choose devices, call Allocate with one container request."""
@@ -535,13 +428,12 @@ class KubeletSimulator:
             device = devices.get(device_id)
             for node in device.numa_nodes if device and device.numa_nodes else (checkpoint.NO_TOPOLOGY,):
                 per_node.setdefault(node, []).append(device_id)
-        assigned = _Assigned(per_node, response.container_responses[0])
-        self._pod_devices.setdefault(pod_uid, {}).setdefault(container, {})[name] = assigned
+        self._pod_devices.insert(pod_uid, container, name, per_node, response.container_responses[0])
 
     async def _allocate_rpc(self, name: str, chosen: list[str]) -> pb.AllocateResponse:
         endpoint = self._endpoints.get(name)
         if name not in self.resources:
-            self._allocated = self._devices_in_pods()
+            self._allocated = self._pod_devices.devices()
             raise _AllocateFailed(f"unknown Device Plugin {name}")
         request = pb.AllocateRequest(container_requests=[pb.ContainerAllocateRequest(devices_ids=chosen)])
         try:
@@ -549,7 +441,7 @@ class KubeletSimulator:
                 raise _AllocateFailed(f"endpoint {name} has been stopped")
             response = await self._call("Allocate", name, request, endpoint.allocate(request))
         except (grpc.aio.AioRpcError, _AllocateFailed) as err:
-            self._allocated = self._devices_in_pods()
+            self._allocated = self._pod_devices.devices()
             text = go_error(err) if isinstance(err, grpc.aio.AioRpcError) else str(err)
             raise _AllocateFailed(text) from None
         if not response.container_responses:
@@ -560,7 +452,7 @@ class KubeletSimulator:
         self, pod_uid: str, container: str, name: str, required: int, preferred: dict[str, list[str]]
     ) -> list[str]:
         """``devicesToAllocate`` with the Topology Manager's default ``none`` policy (no NUMA alignment)."""
-        existing = self._container_devices(pod_uid, container, name)
+        existing = self._pod_devices.container_devices(pod_uid, container, name)
         needed = required
         if existing is not None:
             needed -= len(existing)
@@ -591,10 +483,6 @@ class KubeletSimulator:
         chosen = (sorted(wanted & available) + sorted(available - wanted))[:needed]
         in_use.update(chosen)
         return chosen
-
-    def _container_devices(self, pod_uid: str, container: str, name: str) -> set[str] | None:
-        assigned = self._pod_devices.get(pod_uid, {}).get(container, {}).get(name)
-        return assigned.ids() if assigned is not None else None
 
     async def _preferred(
         self, resource: Resource, available: set[str], size: int, preferred: dict[str, list[str]]
@@ -645,13 +533,15 @@ class KubeletSimulator:
         self._event(f"container {pod_uid}/{container} started")
 
     async def _start_container(self, pod_uid: str, container: str) -> None:
+        if pod_uid not in self._active:  # the kubelet starts containers of its running pods only
+            raise ContainerStartError(f"no running pod {pod_uid!r} (never admitted, rejected or removed)")
         requests = self._requests_of(pod_uid, container)
         reallocate = False
         for name, count in requests.items():
             if not self._is_device_plugin_resource(name) or count == 0:
                 continue
             await self._pre_start_if_needed(pod_uid, container, name)
-            if pod_uid in self._active and self._container_devices(pod_uid, container, name) is None:
+            if pod_uid in self._active and self._pod_devices.container_devices(pod_uid, container, name) is None:
                 reallocate = True
         if reallocate and pod_uid in self._pods:
             async with self._admission:
@@ -667,7 +557,7 @@ class KubeletSimulator:
             for c in pod.containers:
                 if c.name == container:
                     return c.requests
-        assigned = self._pod_devices.get(pod_uid, {}).get(container)
+        assigned = self._pod_devices.container(pod_uid, container)
         if assigned is None:
             raise ContainerStartError(f"no container {container!r} in pod {pod_uid!r}")
         return {name: len(a.ids()) for name, a in assigned.items()}
@@ -679,7 +569,7 @@ class KubeletSimulator:
             raise ContainerStartError(f"endpoint not found in cache for a registered resource: {name}")
         if resource.options is None or not resource.options.pre_start_required:
             return
-        devices = self._container_devices(pod_uid, container, name)
+        devices = self._pod_devices.container_devices(pod_uid, container, name)
         if devices is None:
             raise ContainerStartError(
                 f"no devices found allocated in local cache for pod {pod_uid}, container {container}, resource {name}"

@@ -10,9 +10,18 @@ from rich.table import Table
 from rich.text import Text
 
 from ..device import Device
+from ..errors import counted
 from .simulator import KubeletSimulator
 
 MAX_DEVICE_ROWS = 40  # beyond this the table would scroll the events away; the rest is counted
+
+
+def unknown(verb: str, args: list[str], usage: str) -> str:
+    """The answer to a stdin line that is no command: what was wrong with it, then the usage."""
+    known = {part.split()[0] for part in usage.removeprefix("commands: ").split(" | ")}
+    if verb in known:
+        return f"wrong arguments for {verb!r}: {' '.join(args) or '(none)'}; {usage}"
+    return f"unknown command {verb!r}; {usage}"
 
 
 def holders(sim: KubeletSimulator) -> dict[tuple[str, str], str]:
@@ -57,7 +66,7 @@ def devices_table(sim: KubeletSimulator) -> Table:
         numa = ",".join(str(n) for n in device.numa_nodes) or "-"
         table.add_row(name, device.id, health, numa, held.get((name, device.id), ""))
     if len(rows) > MAX_DEVICE_ROWS:
-        table.caption = f"{len(rows) - MAX_DEVICE_ROWS} more devices not shown"
+        table.caption = f"{counted(len(rows) - MAX_DEVICE_ROWS, 'more device')} not shown"
     return table
 
 

@@ -12,12 +12,17 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
-from ..config import Config
+from ..config import Config, resource_problem
 from ..logs import setup_logging
-from ..metrics import Metrics, MetricsServer, Readiness, start_http_server
+from ..metrics import Metrics, Readiness, start_http_server
 from ..plugin.base import Plugin
 from ..plugin.manager import Manager, ManagerHooks, run
+from ..plugin_dir import daemon_plugin_dir
+from ..podresources.attribution import Attribution
+from ..podresources.client import beside_plugin_dir
+from ..sources import limits
 from ..sources.configured import ConfiguredPlugin
+from ..sources.limits import LimitError
 from .affinity import pin_to_one_cpu
 from .features import FeaturesFile
 from .labels import Labels, NodeLabels, connect, describe_change, selection, selector_keys
@@ -52,11 +57,19 @@ class DaemonOptions:
 
 
 def build_plugins(config: Config, host_root: Path | None = None, cdi_dir: Path | None = None) -> list[Plugin]:
-    """One plugin per configured resource, all looking at the host through ``host_root``."""
+    """One plugin per configured resource, all looking at the host through ``host_root``.
+
+    Served as device plugins, each is held to what the kubelet takes (:mod:`kubedevice.sources.limits`:
+    a :class:`~kubedevice.sources.limits.LimitError` naming the resource and entry).
+    """
     root = host_root or config.host_root
     if not root.is_dir():
         raise ValueError(f"host root {root} does not exist or is not a directory")
-    return [ConfiguredPlugin(resource, root, cdi_dir or config.cdi_dir) for resource in config.resources]
+    plugins = [ConfiguredPlugin(resource, root, cdi_dir or config.cdi_dir) for resource in config.resources]
+    if config.dra is None:
+        for plugin in plugins:
+            limits.check(plugin)
+    return list(plugins)
 
 
 def observe(metrics: Metrics, readiness: Readiness) -> ManagerHooks:
@@ -131,7 +144,10 @@ def run_daemon(config: Config, options: DaemonOptions, early_signal: Callable[[]
         pin_to_one_cpu()
     labels = connect(config, options.node, options.kubeconfig)  # refuses selectors it cannot evaluate
     features = FeaturesFile(options.features_file) if options.features_file else None
-    plugins = build_plugins(selection(labels)(config), options.host_root, options.cdi_dir)
+    try:
+        plugins = build_plugins(selection(labels)(config), options.host_root, options.cdi_dir)
+    except LimitError as problem:  # found by discovery, reported as the config's own errors are
+        raise ValueError(resource_problem(options.config_path, config, problem, problem.resource)) from None
     return asyncio.run(_serve(config, options, plugins, early_signal, features, labels=labels))
 
 
@@ -146,11 +162,18 @@ async def _serve(
 ) -> int:
     metrics = Metrics() if options.metrics_address else Metrics.disabled()
     readiness = Readiness(p.resource_name for p in plugins)
+    # The port first: taken, it fails the start (ListenError) before anything serves or registers.
+    http = await start_http_server(options.metrics_address, metrics, readiness) if options.metrics_address else None
+    if http is not None:
+        log.info("serving metrics and probes", extra={"port": http.port})
     for plugin in plugins:
         count_devices(plugin, metrics)
     if features is not None:
         features.follow(plugins)
-    manager = Manager(plugins, config.resolved_plugin_dir(options.plugin_dir), observe(metrics, readiness))
+    directory, source = daemon_plugin_dir(options.plugin_dir, config.plugin_dir, options.config_path)
+    manager = Manager(plugins, directory, observe(metrics, readiness), plugin_dir_source=source)
+    attribution = Attribution(config.pod_resources_socket or beside_plugin_dir(directory))
+    metrics.attribute_devices(attribution, lambda: {p.resource_name: p.devices() for p in manager.plugins})
 
     def applied(new: Config, added: list[Plugin]) -> None:
         names = {r.name for r in new.resources}
@@ -172,10 +195,6 @@ async def _serve(
     )
     asyncio.get_running_loop().add_signal_handler(signal.SIGHUP, reloader.trigger)
     reloader.start()
-    http: MetricsServer | None = None
-    if options.metrics_address:
-        http = await start_http_server(options.metrics_address, metrics, readiness)
-        log.info("serving metrics and probes", extra={"port": http.port})
     # Start-up's ~43,000 objects (modules, schemas) live for good: frozen, no full collection
     # walks them again (a 30 ms pause on this machine under load). benchmarks/contention.py
     gc.freeze()
@@ -204,3 +223,4 @@ async def _serve(
         reloader.stop()
         if http is not None:
             await http.close()
+        await attribution.close()

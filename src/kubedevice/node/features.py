@@ -24,6 +24,7 @@ from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 
 from .. import files
+from ..paths import output_file_problem
 from ..plugin.base import Plugin
 
 log = logging.getLogger(__name__)
@@ -65,10 +66,8 @@ def check_path(path: Path) -> None:
     """Refuse at start-up a path NFD would never read or we could never write (``ValueError``)."""
     if path.name.startswith("."):
         raise ValueError(f"--features-file {path}: NFD ignores files whose name starts with '.'")
-    if not path.parent.is_dir():
-        raise ValueError(f"--features-file {path}: directory {path.parent} does not exist")
-    if path.is_dir():
-        raise ValueError(f"--features-file {path}: is a directory")
+    if problem := output_file_problem(path):
+        raise ValueError(f"--features-file {problem}")
 
 
 class FeaturesFile:

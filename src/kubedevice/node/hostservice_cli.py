@@ -19,6 +19,7 @@ from typing import Annotated
 import typer
 
 from .. import __version__, early_signals
+from ..cliparams import directory, output_file, positive_seconds
 from ..config import Config, ConfigError, load_config
 from ..errors import fail
 from .hostservice import (
@@ -45,7 +46,9 @@ app = typer.Typer(
     help="The chart's hostService: kubedevice as a systemd unit on the node.",
 )
 
-HostRoot = Annotated[Path, typer.Option(metavar="DIR", help="Where the node's / is mounted (read-write).")]
+HostRoot = Annotated[
+    Path, typer.Option(metavar="DIR", callback=directory, help="Where the node's / is mounted (read-write).")
+]
 ConfigFile = Annotated[Path, typer.Option(metavar="FILE", dir_okay=False, help="The config (the ConfigMap's).")]
 SystemctlOption = Annotated[str, typer.Option(metavar="COMMAND", help="The host's systemctl, as a command line.")]
 
@@ -72,7 +75,9 @@ def _systemctl(command: str) -> Systemctl:
 def install_command(
     host_root: HostRoot = Path("/host"),
     config: ConfigFile = Path("/etc/kubedevice/config.yaml"),
-    image_root: Annotated[Path, typer.Option(metavar="DIR", help="The runtime to copy: this image's /.")] = Path("/"),
+    image_root: Annotated[
+        Path, typer.Option(metavar="DIR", callback=directory, help="The runtime to copy: this image's /.")
+    ] = Path("/"),
     systemctl: SystemctlOption = DEFAULT_SYSTEMCTL,
 ) -> None:
     """Copy this image to the node, write the config and unit, enable and start it."""
@@ -106,14 +111,22 @@ def supervise_command(  # noqa: PLR0917 - typer maps each parameter to an option
         str | None, typer.Option(metavar="NAMESPACE/NAME", help="Uninstall the unit if this DaemonSet is deleted.")
     ] = None,
     ready_file: Annotated[
-        Path, typer.Option(metavar="FILE", help="Exists while the unit's sockets are served.")
+        Path,
+        typer.Option(
+            metavar="FILE",
+            writable=True,
+            callback=output_file,
+            help="Exists while the unit's sockets are served.",
+        ),
     ] = Path("/tmp/kubedevice-ready"),
-    interval: Annotated[float, typer.Option(min=0.05, metavar="SECONDS", help="Seconds between checks.")] = 2.0,
+    interval: Annotated[
+        float, typer.Option(min=0.05, metavar="SECONDS", callback=positive_seconds, help="Seconds between checks.")
+    ] = 2.0,
 ) -> None:
     """Keep the node's config equal to CONFIG, report readiness, and uninstall with the DaemonSet."""
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     try:
-        owner = OwnerRef.parse(owner_daemonset) if owner_daemonset else None
+        owner = OwnerRef.parse(owner_daemonset) if owner_daemonset is not None else None
     except ValueError as err:
         fail(str(err))
     supervisor = Supervisor(Layout(host_root, __version__), config, _systemctl(systemctl), ready_file)

@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from ..allocation.cdi import CdiSpecDir
+from ..apimachinery.validation import is_dns1123_label, is_dns1123_subdomain
 from ..config import Config
 from ..errors import api_reason
 
@@ -50,6 +51,12 @@ class OwnerRef:
         namespace, _, name = text.partition("/")
         if not namespace or not name or "/" in name:
             raise ValueError(f"--owner-daemonset {text!r} must be NAMESPACE/NAME")
+        if is_dns1123_label(namespace):
+            raise ValueError(f"--owner-daemonset {text!r}: {namespace!r} is not a namespace (a lowercase DNS label)")
+        if is_dns1123_subdomain(name):
+            raise ValueError(
+                f"--owner-daemonset {text!r}: {name!r} is not a DaemonSet name (a lowercase DNS subdomain)"
+            )
         return cls(namespace, name)
 
     def __str__(self) -> str:

@@ -117,7 +117,7 @@ class Manager:
         if self.plugin_dir.is_dir():
             return True
         if self.plugin_dir.exists():
-            raise ValueError(f"plugin directory {self.plugin_dir} is not a directory")
+            raise ValueError(f"plugin directory {self.plugin_dir} ({self.plugin_dir_source}) is not a directory")
         log.warning(
             "plugin directory %s does not exist: no kubelet on this node yet, or a wrong %s; "
             "waiting for it to appear (not creating it)",
@@ -135,7 +135,7 @@ class Manager:
         try:
             appeared.result()
         except NotADirectoryError as err:
-            raise ValueError(str(err)) from None
+            raise ValueError(f"{err} ({self.plugin_dir_source})") from None
         log.info("plugin directory %s appeared", self.plugin_dir)
         return True
 

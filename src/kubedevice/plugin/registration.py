@@ -16,9 +16,21 @@ _CHANNEL_OPTIONS = [
     ("grpc.max_reconnect_backoff_ms", 200),
     ("grpc.enable_retries", 0),
 ]
-_NOT_A_VERDICT = (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED, grpc.StatusCode.CANCELLED)
 # Register returns only after the kubelet has dialled us back (up to ~10 s upstream).
 REGISTER_TIMEOUT = 15.0
+# Answers that are no verdict on us, in our words. grpc's own text follows only where it says
+# something ("GOAWAY received", "connection refused"); its "Cancelling all calls" says nothing.
+_NOT_A_VERDICT = {
+    grpc.StatusCode.UNAVAILABLE: "kubelet.sock does not answer",
+    grpc.StatusCode.DEADLINE_EXCEEDED: f"no answer within {REGISTER_TIMEOUT:g} s",
+    grpc.StatusCode.CANCELLED: "the kubelet went away while answering (a restart?)",
+}
+
+
+def _unavailable(err: aio.AioRpcError) -> str:
+    words = _NOT_A_VERDICT[err.code()]
+    details = err.details() if err.code() is grpc.StatusCode.UNAVAILABLE else None
+    return f"{words} (grpc: {details})" if details else words
 
 
 class RegistrationRejected(Exception):
@@ -47,5 +59,5 @@ async def register(
         except aio.AioRpcError as err:
             # CANCELLED: the kubelet stopped while answering (a restart); that is no verdict on us.
             if err.code() in _NOT_A_VERDICT:
-                raise KubeletUnavailable(err.details() or err.code().name) from err
+                raise KubeletUnavailable(_unavailable(err)) from err
             raise RegistrationRejected(err.details() or err.code().name) from err

@@ -16,7 +16,7 @@ import socket
 import stat
 import time
 from collections import Counter
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Sequence
 from pathlib import Path
 from typing import Any, NoReturn, TypeVar
 
@@ -27,7 +27,8 @@ from ..allocation.policies import AllocationRequestError, check_answer, check_re
 from ..api import PRE_START_TIMEOUT_SECONDS, pb, pb_grpc
 from ..api.convert import allocation_to_pb, ids, list_response, options_to_pb
 from ..api.malformed import add_refusing_malformed
-from ..device import ContainerAllocation, Device, Health
+from ..device import MAX_MESSAGE_BYTES, ContainerAllocation, Device, Health
+from ..errors import DependencyError
 from .base import Plugin, PreferredAllocator, PreStarter, options_of
 
 log = logging.getLogger(__name__)
@@ -35,6 +36,27 @@ T = TypeVar("T")
 Ctx = aio.ServicerContext[Any, Any]
 SOCKET_MODE = 0o600  # only the kubelet (root, or our own user) may connect
 _PLAIN_RESULTS = (ContainerAllocation, list, tuple)  # what hooks return when not async: skip the awaitable test
+
+
+def _device_ids(answer: object) -> list[str]:
+    """``preferred_allocation``'s answer as the IDs it must be: the hook gets ``Device`` objects and
+    returns their IDs, and a plugin written the other way round learns so in one INTERNAL line
+    (which ``kubedevice check`` shows as its failure), not in a TypeError from deeper down."""
+    if isinstance(answer, Iterable) and not isinstance(answer, str | bytes):
+        items = list(answer)
+        wrong = [type(item).__name__ for item in items if not isinstance(item, str)]
+        if not wrong:
+            return items
+        got = f"{wrong[0]} objects"
+    else:
+        got = type(answer).__name__
+    raise RpcFailure(
+        grpc.StatusCode.INTERNAL,
+        f"preferred_allocation returned {got}, not device IDs: it gets Device objects and returns "
+        "their IDs (return [device.id for device in chosen])",
+    )
+
+
 RpcObserver = Callable[[str, str, float, str], None]
 """Called after every unary RPC with (resource, method, seconds, result)."""
 
@@ -53,8 +75,8 @@ def check_socket_path(path: Path) -> None:
         )
 
 
-class SocketInUse(Exception):
-    """Another live process serves on our endpoint path."""
+class SocketInUse(DependencyError):
+    """Another live process serves on our endpoint path (exit 1: the machine, not the command, is wrong)."""
 
 
 class RpcFailure(Exception):
@@ -209,7 +231,7 @@ class PluginServer(pb_grpc.DevicePluginServicer):  # type: ignore[misc]
         response = pb.AllocateResponse()
         for number, container in enumerate(containers):
             response.container_responses.append(_allocation_pb(await self._grant(container, number)))  # copies
-        return response
+        return _within_limit(response)
 
     async def _grant(self, container: pb.ContainerAllocateRequest, number: int) -> ContainerAllocation:
         devices = self._resolve(list(container.devices_ids), f"container request {number}")
@@ -237,7 +259,8 @@ class PluginServer(pb_grpc.DevicePluginServicer):  # type: ignore[misc]
                 raise RpcFailure(grpc.StatusCode.INVALID_ARGUMENT, f"{where}: {err}") from err
             available = self._resolve(available_ids, where, allow_empty=True, distinct=len(pool))
             must = self._resolve(must_ids, where, allow_empty=True)
-            answer = list(await self._hook("preferred_allocation", plugin.preferred_allocation, available, must, size))
+            chosen = await self._hook("preferred_allocation", plugin.preferred_allocation, available, must, size)
+            answer = _device_ids(chosen)
             try:
                 check_answer(answer, pool, must_ids, size)
             except ValueError as err:
@@ -339,8 +362,22 @@ def _single_response(allocation: ContainerAllocation) -> pb.AllocateResponse:
         return entry[1]
     if len(_responses) >= _CACHED_RESPONSES:
         _responses.clear()
-    response = pb.AllocateResponse(container_responses=[_allocation_pb(allocation)])
+    response = _within_limit(pb.AllocateResponse(container_responses=[_allocation_pb(allocation)]))
     _responses[id(allocation)] = (allocation, response)
+    return response
+
+
+def _within_limit(response: pb.AllocateResponse) -> pb.AllocateResponse:
+    """The answer, or RESOURCE_EXHAUSTED naming the limit: past it the kubelet could not read the
+    answer, and its own error would not say which plugin or devices (``serve`` refuses such a config
+    at start-up; devices hotplug adds later can still get here)."""
+    size = response.ByteSize()
+    if size > MAX_MESSAGE_BYTES:
+        raise RpcFailure(
+            grpc.StatusCode.RESOURCE_EXHAUSTED,
+            f"the Allocate answer would be {size:,} bytes, over the {MAX_MESSAGE_BYTES:,} bytes (4 MiB) the kubelet "
+            "accepts from a device plugin",
+        )
     return response
 
 

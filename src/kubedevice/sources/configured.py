@@ -41,7 +41,10 @@ class ConfiguredPlugin(Plugin):
     #: Called with the check type ("present", "exec", ...) for every failed check (metrics).
     on_check_failure: Callable[[str], None] | None = None
 
-    def __init__(self, resource: ResourceConfig, host_root: Path, cdi_dir: Path | None = None) -> None:
+    def __init__(
+        self, resource: ResourceConfig, host_root: Path, cdi_dir: Path | None = None, found: list[Found] | None = None
+    ) -> None:
+        """``found``: the devices, when discovery already ran (``discover`` measures their limits)."""
         self.config = resource
         self.host = HostRoot(host_root)
         self._tracker = HealthTracker(resource.health.failure_threshold, resource.health.recovery_threshold)
@@ -49,7 +52,7 @@ class ConfiguredPlugin(Plugin):
         self._cdi = CdiSpecDir(cdi_dir, resource.cdi_kind) if cdi_dir and resource.cdi else None
         self._cdi_behind = False  # the last write failed (a full disk): retry until it works
         self._policy = SharingPolicy(resource.policy, resource.one_replica_per_device, numa_distances(self.host))
-        self._found: list[Found] = find(resource, self.host)
+        self._found: list[Found] = find(resource, self.host) if found is None else found
         self._by_key = {f.key: f for f in self._found}
         self._per_container = resource.cdi is None and _names_devices(resource)
         super().__init__(resource.name, advertised(resource, self._found))

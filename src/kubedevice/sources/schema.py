@@ -2,8 +2,12 @@
 
 Validation rejects at start-up what would otherwise fail later on a node: relative paths,
 permission letters outside ``rwm``, malformed vendor IDs, env templates naming unknown fields,
-and a resource with zero or several sources. Messages are written to read well after the
-lead's ``field.path:`` prefix.
+a resource with zero or several sources, and what a kernel or the kubelet bounds (a path's
+PATH_MAX, an environment string's MAX_ARG_STRLEN, a device ID's 63 characters). Decoding is
+strict: a number is never read from a string or a bool, an integer never from ``2.0``, and no
+number is infinite or NaN; every number has bounds. Messages are written to read well after the
+lead's ``field.path:`` prefix; a check across fields blames the entry at fault
+(:class:`~kubedevice.errors.FieldProblem`).
 """
 
 from __future__ import annotations
@@ -21,12 +25,15 @@ from pydantic import (
     ConfigDict,
     Field,
     StrictInt,
+    StringConstraints,
     field_validator,
     model_validator,
 )
 
 from ..apimachinery import content
 from ..apimachinery.validation import C_IDENTIFIER
+from ..device import MAX_ID_LENGTH, MAX_MESSAGE_BYTES
+from ..errors import FieldProblem
 from ..names import extended_resource_name_error
 
 SOURCE_KINDS = ("static", "glob", "usb", "pci", "udev")
@@ -42,22 +49,46 @@ _HEX4 = re.compile(r"^(0x)?([0-9a-fA-F]{4})\Z")
 _PCI_CLASS = re.compile(r"^(0x)?([0-9a-fA-F]{2}|[0-9a-fA-F]{4}|[0-9a-fA-F]{6})\Z")
 _CLASS_FORMAT = '2, 4 or 6 hex digits like "1200" (class, subclass, prog-if)'
 _CDI_PART = re.compile(r"^[A-Za-z]([A-Za-z0-9_.-]*[A-Za-z0-9])?\Z")
+#: Linux's PATH_MAX, the terminating NUL included: a longer path fails with ENAMETOOLONG.
+PATH_MAX = 4096
+#: Linux's MAX_ARG_STRLEN: one argument, or one ``NAME=value`` environment string, NUL included;
+#: a longer one fails the container's or check's execve with E2BIG.
+MAX_ARG_STRLEN = 131072
+#: Any other text: far above any name, pattern or value a config needs.
+MAX_TEXT = 4096
+#: Every model of the config file (``config.py`` and the ``dra:`` section use it too).
+SCHEMA_CONFIG = ConfigDict(extra="forbid", frozen=True, strict=True, allow_inf_nan=False, str_max_length=MAX_TEXT)
 
 
 class _Model(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True)
+    model_config = ConfigDict(**SCHEMA_CONFIG, populate_by_name=True)
 
 
-def _path_problem(value: str) -> str | None:
+def path_problem(value: str) -> str | None:
     if not value.startswith("/"):
         return "must be absolute"
     if ".." in value.split("/"):
         return "must not contain '..'"
+    if len(value.encode()) >= PATH_MAX:
+        return f"is {len(value.encode())} bytes, over the {PATH_MAX - 1} a path may have (PATH_MAX)"
     return "must not contain NUL" if "\0" in value else None
 
 
+def exec_string_problem(text: str) -> str | None:
+    """Why ``text`` (an argument or a ``NAME=value`` string) cannot be passed to a process, or None."""
+    size = len(text.encode()) + 1
+    if size > MAX_ARG_STRLEN:
+        return f"is {size} bytes with its NUL, over the {MAX_ARG_STRLEN} execve takes (Linux MAX_ARG_STRLEN)"
+    return None
+
+
+ExecText = Annotated[str, StringConstraints(max_length=MAX_ARG_STRLEN)]
+#: An annotation's value: bounded by the Allocate answer as a whole (:mod:`kubedevice.sources.limits`).
+AnnotationText = Annotated[str, StringConstraints(max_length=MAX_MESSAGE_BYTES)]
+
+
 def _absolute(value: str) -> str:
-    problem = _path_problem(value)
+    problem = path_problem(value)
     if problem:
         raise ValueError(f"path {value!r} {problem}")
     return value
@@ -101,10 +132,15 @@ def _permissions(value: str) -> str:
 Permissions = Annotated[str, AfterValidator(_permissions)]
 
 
+#: Devices one resource advertises at most (IDs with their replicas), known from the config for a
+#: static source; the kubelet's 4 MiB ListAndWatch answer bounds every source (:mod:`.limits`).
+MAX_DEVICES = 100_000
+
+
 class StaticConfig(_Model):
     """``count`` identical devices, each granting the same fixed paths (the null example)."""
 
-    count: int = Field(ge=1, le=100_000)
+    count: int = Field(ge=1, le=MAX_DEVICES)
     paths: list[AbsPath] = []
 
 
@@ -118,7 +154,7 @@ class GlobConfig(_Model):
     @model_validator(mode="after")
     def _one_grouping(self) -> GlobConfig:
         if self.group and self.group_by is not None:
-            raise ValueError("set either group or group_by, not both")
+            raise FieldProblem(("group_by",), "set either group or group_by, not both")
         return self
 
 
@@ -140,7 +176,8 @@ class UsbConfig(_Model):
     def _each_once(cls, nodes: list[UsbNode]) -> list[UsbNode]:
         twice = sorted({kind for kind in nodes if nodes.count(kind) > 1})
         if twice:
-            raise ValueError(f"lists {', '.join(twice)} more than once")
+            second = next(i for i, kind in enumerate(nodes) if kind in nodes[:i])
+            raise FieldProblem((second,), f"lists {', '.join(twice)} more than once")
         return nodes
 
 
@@ -160,9 +197,10 @@ class UdevConfig(_Model):
     @field_validator("match")
     @classmethod
     def _property_names(cls, match: dict[str, str]) -> dict[str, str]:
-        bad = sorted(key for key in match if not C_IDENTIFIER.match(key))  # udev's keys are identifiers
+        bad = [key for key in match if not C_IDENTIFIER.match(key)]  # udev's keys are identifiers
         if bad:
-            raise ValueError(f"invalid udev property names: {', '.join(map(repr, bad))} (letters, digits and '_')")
+            names = ", ".join(map(repr, sorted(bad)))
+            raise FieldProblem((bad[0], "[key]"), f"invalid udev property names: {names} (letters, digits and '_')")
         return match
 
     @model_validator(mode="after")
@@ -197,13 +235,19 @@ class ExecCheck(_Model):
     """Healthy while a command exits 0 within its timeout (argv list, never a shell)."""
 
     type: Literal["exec"] = "exec"
-    argv: list[str] = Field(min_length=1)
+    argv: list[ExecText] = Field(min_length=1)
     timeout_seconds: float = Field(default=5.0, gt=0, le=300)
 
     @model_validator(mode="after")
     def _known_fields(self) -> ExecCheck:
-        for arg in self.argv:
-            _check_template(arg, frozenset({"id", "path", "paths", "sysfs"}))
+        for i, arg in enumerate(self.argv):
+            try:
+                _check_template(arg, frozenset({"id", "path", "paths", "sysfs"}))
+            except ValueError as err:
+                raise FieldProblem(("argv", i), str(err)) from None
+            problem = exec_string_problem(arg)
+            if problem:
+                raise FieldProblem(("argv", i), f"argument {problem}")
         return self
 
 
@@ -217,7 +261,7 @@ class SysfsCheck(_Model):
     @model_validator(mode="after")
     def _safe_attribute(self) -> SysfsCheck:
         if ".." in self.attribute.split("/"):
-            raise ValueError(f"attribute {self.attribute!r} must not contain '..'")
+            raise FieldProblem(("attribute",), f"attribute {self.attribute!r} must not contain '..'")
         return self
 
 
@@ -232,9 +276,9 @@ class HealthConfig(_Model):
     """Checks run every ``interval_seconds`` and on hotplug; thresholds damp flapping."""
 
     checks: list[HealthCheck] = Field(default_factory=_default_checks)
-    interval_seconds: float = Field(default=10.0, gt=0)
-    failure_threshold: int = Field(default=3, ge=1, description="consecutive failures before Unhealthy")
-    recovery_threshold: int = Field(default=1, ge=1, description="consecutive passes before Healthy again")
+    interval_seconds: float = Field(default=10.0, gt=0, le=86_400)
+    failure_threshold: int = Field(default=3, ge=1, le=10_000, description="consecutive failures before Unhealthy")
+    recovery_threshold: int = Field(default=1, ge=1, le=10_000, description="consecutive passes before Healthy again")
 
 
 def _path_template(template: str) -> str:
@@ -244,7 +288,7 @@ def _path_template(template: str) -> str:
         sample = template.format_map(_SAMPLE_FIELDS)
     except (ValueError, TypeError) as exc:  # a format spec that does not fit, such as {path:d}
         raise ValueError(f"template {template!r}: {exc}") from exc
-    problem = _path_problem(sample)
+    problem = path_problem(sample)
     if problem:
         raise ValueError(f"template {template!r} {problem} once rendered")
     return template
@@ -276,7 +320,10 @@ class CdiConfig(_Model):
     @model_validator(mode="after")
     def _valid_kind(self) -> CdiConfig:
         if self.kind is not None:
-            cdi_kind_error(self.kind)
+            try:
+                cdi_kind_error(self.kind)
+            except ValueError as err:
+                raise FieldProblem(("kind",), str(err)) from None
         return self
 
 
@@ -355,8 +402,8 @@ class ResourceConfig(_Model):
     permissions: Permissions = "rw"
     container_path: PathTemplate | None = None
     mounts: list[MountConfig] = []
-    env: dict[str, str] = {}
-    annotations: dict[str, str] = {}
+    env: dict[str, ExecText] = {}
+    annotations: dict[str, AnnotationText] = {}
     health: HealthConfig = HealthConfig()
     replicas: int = Field(default=1, ge=1, le=1000, description="IDs advertised per physical device")
     policy: Literal["spread", "pack"] = "spread"
@@ -380,19 +427,27 @@ class ResourceConfig(_Model):
         """Kubernetes' own label rules, so a selector that no node could ever match fails here."""
         for key, value in selector.items():
             if errors := content.is_label_key(key):
-                raise ValueError(f"label key {key!r} is not a valid label key: {'; '.join(errors)}")
+                raise FieldProblem((key, "[key]"), f"label key {key!r} is not a valid label key: {'; '.join(errors)}")
             if errors := content.is_label_value(value):
-                raise ValueError(f"label {key!r}: value {value!r} is not a valid label value: {'; '.join(errors)}")
+                why = "; ".join(errors)
+                raise FieldProblem((key,), f"label {key!r}: value {value!r} is not a valid label value: {why}")
         return selector
 
     @field_validator("env")
     @classmethod
     def _env_templates(cls, env: dict[str, str]) -> dict[str, str]:
-        bad = sorted(name for name in env if not C_IDENTIFIER.match(name))
+        bad = [name for name in env if not C_IDENTIFIER.match(name)]
         if bad:
-            raise ValueError(f"invalid environment variable names: {', '.join(bad)}")
-        for template in env.values():
-            _check_template(template, ENV_FIELDS)
+            names = ", ".join(map(repr, sorted(bad)))
+            raise FieldProblem((bad[0], "[key]"), f"invalid environment variable names: {names}")
+        for name, template in env.items():
+            try:
+                _check_template(template, ENV_FIELDS)
+            except ValueError as err:
+                raise FieldProblem((name,), str(err)) from None
+            problem = exec_string_problem(f"{name}={template}")
+            if problem:
+                raise FieldProblem((name,), f"'{name}=…' {problem}")
         return env
 
     @model_validator(mode="after")
@@ -400,17 +455,53 @@ class ResourceConfig(_Model):
         chosen = [kind for kind in SOURCE_KINDS if getattr(self, kind) is not None]
         if len(chosen) != 1:
             got = ", ".join(chosen) or "none"
-            raise ValueError(f"exactly one source of {', '.join(SOURCE_KINDS)} is required (got {got})")
+            nulls = [kind for kind in SOURCE_KINDS if kind in self.model_fields_set and getattr(self, kind) is None]
+            blamed = chosen[1:2] or nulls[:1]  # the second source, or one written as null
+            raise FieldProblem(
+                tuple(blamed), f"exactly one source of {', '.join(SOURCE_KINDS)} is required (got {got})"
+            )
         if self.cdi is not None and self.cdi.kind is None:
-            cdi_kind_error(self.name)
+            try:
+                cdi_kind_error(self.name)
+            except ValueError as err:
+                raise FieldProblem(
+                    ("name",), f"{err} (the CDI kind defaults to the resource name; set cdi.kind)"
+                ) from None
         if self.source_kind in ("static", "glob"):
             self._no_relative_sysfs()
+        if self.static is not None:
+            self._static_ids_fit(self.static)
         if self.container_path is not None:
-            self._container_path_fits(self.container_path)
+            try:
+                self._container_path_fits(self.container_path)
+            except ValueError as err:
+                raise FieldProblem(("container_path",), str(err)) from None
         for i, mount in enumerate(self.mounts):
             if mount.container_path is not None:
-                self._fields_fit(f"mounts[{i}].container_path", mount.container_path)
+                try:
+                    self._fields_fit(f"mounts[{i}].container_path", mount.container_path)
+                except ValueError as err:
+                    raise FieldProblem(("mounts", i, "container_path"), str(err)) from None
         return self
+
+    def _static_ids_fit(self, static: StaticConfig) -> None:
+        """A static device's ID is ``<name's last part>-<i>`` (``::<replica>`` after it): within the
+        63 characters of the device-plugin API, known from the config alone."""
+        if static.count * self.replicas > MAX_DEVICES:
+            raise FieldProblem(
+                ("replicas",),
+                f"static.count {static.count:,} × replicas {self.replicas:,} is {static.count * self.replicas:,} "
+                f"devices, over the {MAX_DEVICES:,} a resource may advertise",
+            )
+        stem = self.name.rsplit("/", 1)[-1]
+        longest = f"{stem}-{static.count - 1}" + (f"::{self.replicas - 1}" if self.replicas > 1 else "")
+        if len(longest) > MAX_ID_LENGTH:
+            raise FieldProblem(
+                ("name",),
+                f"static devices of this resource get IDs up to {longest!r} ({len(longest)} characters), over the "
+                f"{MAX_ID_LENGTH} the device plugin API allows: shorten the name after its '/', or lower "
+                "static.count or replicas",
+            )
 
     def _container_path_fits(self, template: str) -> None:
         """Refuse what would put two devices at one path, or a template that could never apply."""
@@ -464,11 +555,12 @@ class ResourceConfig(_Model):
             raise ValueError(f"{where} {template!r} uses {{devlink}}, which only udev devices have (udev's symlinks)")
 
     def _no_relative_sysfs(self) -> None:
-        for check in self.health.checks:
+        for i, check in enumerate(self.health.checks):
             if isinstance(check, SysfsCheck) and not check.attribute.startswith("/"):
-                raise ValueError(
+                raise FieldProblem(
+                    ("health", "checks", i, "sysfs", "attribute"),
                     f"sysfs attribute {check.attribute!r} must be absolute for a {self.source_kind} source "
-                    "(only usb and pci devices have a sysfs directory)"
+                    "(only usb and pci devices have a sysfs directory)",
                 )
 
     @property

@@ -20,7 +20,7 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from .gobuild import BUILD_TIMEOUT, BuildError, build, cache_dir
+from .gobuild import BUILD_TIMEOUT, BuildError, build, cache_dir, run_go
 
 RELEASES = {"1.34": "v1.34.4", "1.35": "v1.35.4", "1.36": "v1.36.3", "1.37": "v1.37.2"}
 """Each supported minor release and the patch release built for it (the ones the module proxy serves)."""
@@ -287,15 +287,7 @@ def _build_locked(
     with tempfile.TemporaryDirectory(dir=final.parent, prefix=f".{final.name}-") as staging:
         out = Path(staging) / "bin"
         out.mkdir()
-        done = subprocess.run(
-            [go, "build", *flags, "-o", f"{out}/", *packages],
-            cwd=module,
-            env=env,
-            capture_output=True,
-            text=True,
-            timeout=2 * BUILD_TIMEOUT,
-            check=False,
-        )
+        done = run_go([go, "build", *flags, "-o", f"{out}/", *packages], module, env, 2 * BUILD_TIMEOUT)
         if done.returncode != 0:
             raise BuildError(f"building {final.name} failed:\n{done.stderr[-4000:]}")
         try:

@@ -30,6 +30,7 @@ from lightkube.types import PatchType
 
 from .components import GO_MODULES
 from .gobuild import build
+from .waiting import eventually
 
 DRIVER = "test-driver.cdi.k8s.io"
 """The test driver's default name (its ``--drivername``)."""
@@ -124,14 +125,18 @@ async def stop(process: asyncio.subprocess.Process, timeout: float = 10.0) -> No
 async def _until_serving(process: asyncio.subprocess.Process, options: GoDriverOptions, log: Path) -> None:
     """Until the registration socket accepts a connection: its file appears at bind(), before
     listen(), and a connect in between is refused (seen under load)."""
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + START_TIMEOUT
-    while not await _accepts(options.registration):
-        if process.returncode is not None or loop.time() > deadline:
-            await stop(process)
-            tail = log.read_bytes()[-2000:].decode(errors="replace")  # noqa: ASYNC240 (once, on failure)
-            raise GoDriverError(f"the Go DRA test driver did not serve {options.registration}:\n{tail}")
-        await asyncio.sleep(0.05)
+
+    async def serving() -> bool:
+        if process.returncode is not None:
+            raise GoDriverError(f"exited with {process.returncode}")  # ends the wait: see below
+        return await _accepts(options.registration)
+
+    try:
+        await eventually(f"the Go DRA test driver serving {options.registration}", serving, START_TIMEOUT)
+    except (AssertionError, GoDriverError):
+        await stop(process)
+        tail = log.read_bytes()[-2000:].decode(errors="replace")  # noqa: ASYNC240 (once, on failure)
+        raise GoDriverError(f"the Go DRA test driver did not serve {options.registration}:\n{tail}") from None
 
 
 async def _accepts(path: Path) -> bool:

@@ -1,7 +1,8 @@
 """Scenarios on a real cluster shared by the e2e tests and ``benchmarks/real_kubelet.py``.
 
-Pods use the cluster's one image (it prints its environment, then sleeps), ``imagePullPolicy:
-Never`` (there is no registry) and no service-account token (nothing in them talks to the API).
+Pods use the cluster's one image (it prints its environment, then :data:`OUTPUT_END`, then
+sleeps), ``imagePullPolicy: Never`` (there is no registry) and no service-account token (nothing
+in them talks to the API). Waits go through :func:`kubedevice.testing.waiting.wait_for`.
 """
 
 from __future__ import annotations
@@ -14,28 +15,19 @@ import subprocess
 import sys
 import time
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
-from .cluster import TEST_IMAGE, Cluster
+from .cluster import TEST_IMAGE, Cluster, Node
 from .kubeapi import KubeApi
+from .waiting import wait_for
 
-T = TypeVar("T")
+OUTPUT_END = "--- envsleep: end of output ---"
+"""The last line the test image prints (``cluster/go/image/main.go``): its output is complete once
+the log holds it."""
 _COUNTER = itertools.count()
-
-
-def wait_for(what: str, predicate: Callable[[], T | None], timeout: float, interval: float = 0.05) -> T:
-    """The first truthy value of ``predicate()``; AssertionError naming ``what`` after ``timeout``."""
-    deadline = time.monotonic() + timeout
-    while True:
-        value = predicate()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout:g} s waiting for {what}")
-        time.sleep(interval)
 
 
 def device_pod(name: str, resources: dict[str, int], node: str | None = None) -> dict[str, Any]:
@@ -102,16 +94,39 @@ def wait_outcome(api: KubeApi, name: str, timeout: float = 60.0) -> tuple[str, s
     return wait_for(f"pod {name} to run or fail", lambda: pod_outcome(api, name), timeout)
 
 
-def container_log(cluster: Cluster, pod: dict[str, Any], container: str = "main") -> str:
-    """The container's stdout from the kubelet's pod log directory (``kubectl logs`` cannot reach a
-    kubelet without a node IP). CRI log lines are ``<time> <stream> <tag> <text>``."""
+def container_log(cluster: Cluster | Node, pod: dict[str, Any], container: str = "main") -> str:
+    """What the container has written so far, read from the kubelet's pod log directory on
+    ``cluster``'s first node or on ``Node`` (``kubectl logs`` cannot reach a kubelet without a node
+    IP): the text of each complete line (CRI log lines are ``<time> <stream> <tag> <text>``; a last
+    line still being written is left out). For the test image's output use :func:`container_output`,
+    which waits until it is whole."""
     meta = pod["metadata"]
     path = cluster.pod_log_dir / f"{meta['namespace']}_{meta['name']}_{meta['uid']}" / container / "0.log"
     try:
-        lines = path.read_text().splitlines()
+        lines = path.read_text().split("\n")[:-1]
     except OSError:
         return ""
     return "\n".join(line.split(" ", 3)[3] for line in lines if line.count(" ") >= 3)
+
+
+def container_output(
+    cluster: Cluster | Node, pod: dict[str, Any], timeout: float = 30.0, container: str = "main"
+) -> str:
+    """The test image's whole output (its environment, the ``--write`` probe's lines): the lines
+    before :data:`OUTPUT_END`, once the log holds that line. A log read as soon as it is not empty
+    may hold the first variable only: the runtime copies each line as the program prints it."""
+
+    def whole() -> str | None:
+        lines = container_log(cluster, pod, container).split("\n")
+        return "\n".join(lines[: lines.index(OUTPUT_END)]) if OUTPUT_END in lines else None
+
+    return wait_for(
+        f"the whole output of {pod['metadata']['name']}/{container} (up to {OUTPUT_END!r})",
+        whole,
+        timeout,
+        0.1,
+        seen=lambda: container_log(cluster, pod, container) or "(no log yet)",
+    )
 
 
 def delete_pods(api: KubeApi, names: list[str], timeout: float = 60.0) -> None:

@@ -22,7 +22,9 @@ def pytest_pyfunc_call(pyfuncitem: pytest.Function) -> bool | None:
         return None
     names = pyfuncitem._fixtureinfo.argnames
     kwargs: dict[str, Any] = {name: pyfuncitem.funcargs[name] for name in names}
-    asyncio.run(asyncio.wait_for(pyfuncitem.obj(**kwargs), 60))
+    # A bound on a hang: test_checkpoint_crash starts `kubedevice serve` twice, 12 s each to
+    # import at a load of 20 on 2 cores, and ran into 60 s there.
+    asyncio.run(asyncio.wait_for(pyfuncitem.obj(**kwargs), 180))
     return True
 
 

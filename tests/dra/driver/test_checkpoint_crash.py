@@ -9,7 +9,6 @@ gone (a restarted driver that still believed in it would restore the spec).
 
 from __future__ import annotations
 
-import asyncio
 import os
 import signal
 import socket
@@ -21,6 +20,7 @@ from pathlib import Path
 
 from kubedevice.kubelet.dra import DraClient, register
 from kubedevice.testing.dradriver import Node, claim_object
+from kubedevice.testing.waiting import eventually
 
 ROOT = Path(__file__).resolve().parents[3]
 DRIVER = "null.example.com"
@@ -39,11 +39,12 @@ async def serving(node: Node) -> AsyncIterator[tuple[subprocess.Popen[bytes], Dr
             stdout=log, stderr=log, env={**os.environ, "PYTHONPATH": str(ROOT / "src")},
         )  # fmt: skip
     try:
-        for _ in range(600):  # the killed process's socket is still there until this one replaces it
-            if accepts(registration) or process.poll() is not None:
-                break
-            await asyncio.sleep(0.05)
-        assert process.poll() is None, (node.root / "serve.log").read_text()[-2000:]
+
+        def serving() -> bool:  # the killed process's socket is still there until this one replaces it
+            assert process.poll() is None, (node.root / "serve.log").read_text()[-2000:]
+            return accepts(registration)
+
+        await eventually("serve's registration socket", serving, 30)
         async with DraClient(await register(registration)) as client:
             yield process, client
     finally:

@@ -25,7 +25,8 @@ def _serve(*args: str) -> subprocess.CompletedProcess[str]:
     [
         ("dra-null.yaml", ["--node", "n1", "--claims-dir", "/nonexistent-claims"],
          "kubedevice: serve: --claims-dir /nonexistent-claims is not a directory"),
-        ("null.yaml", ["--claims-dir", "/tmp"], "kubedevice: serve: --claims-dir needs a config with a 'dra' section"),
+        ("null.yaml", ["--claims-dir", "/tmp"],
+         "kubedevice: serve: --claims-dir is for a config with a 'dra' section: device plugins get no ResourceClaims"),
     ],
 )  # fmt: skip
 def test_claims_dir_errors(config: str, extra: list[str], message: str) -> None:

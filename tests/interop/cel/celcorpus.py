@@ -528,7 +528,7 @@ DOUBLE_TEXTS = [
     '"1e1_0"',
     '"1__0"',
 ]
-LONG_STRINGS = ['"' + "a" * 300 + '"', '"' + "ab" * 700 + '"']
+LONG_STRINGS = ['"' + "a" * 300 + '"', '"' + "ab" * 700 + '"', '"' + "abc" * 1500 + '"']
 # Parse errors: drawn as whole expressions, since cel-go's parser would report every one of a
 # longer expression and we stop at the first (docs/cel.md, "Not covered").
 PARSE_ERROR_CORNERS = [
@@ -643,11 +643,198 @@ CORNER_ATOMS = [
 ]
 
 
+# Issue 27 item 6 and its neighbours. Predicates of every type for the macros (only bool or dyn
+# type-check; the others are compile errors naming all's && or the others' ternary).
+PREDICATES = ["{i}", "{s}", "null", "x", "[x]", "dyn(x)", "x > 1", "1.5", "optional.of(true)", "b'x'", "{{'a': x}}"]
+# Lists to sort or order: null is assignable to timestamp and duration (cel-go's legacy nullness),
+# so a list of nulls type-checks and fails at run time; maps, lists and mixed lists do not check.
+SORTABLES = [
+    "[null, null]",
+    "[null]",
+    "[dyn(null)]",
+    "dyn([null, 1])",
+    "[{{}}, {{}}]",
+    "[[1], [2]]",
+    '[1, "a"]',
+    '[dyn(1), dyn("a")]',
+    "[b'b', b'a']",
+    "[true, false]",
+    "[2u, 1u]",
+    "[1.5, -0.5]",
+    '[duration("1s"), duration("1ms")]',
+    '[timestamp("2024-01-02T03:04:05Z")]',
+    "[optional.none()]",
+    '[quantity("1")]',
+    '[semver("1.0.0")]',
+    "[]",
+]
+LIST_CALLS = [
+    "sort()",
+    "sortBy(x, x)",
+    "min()",
+    "max()",
+    "isSorted()",
+    "sum()",
+    "distinct()",
+    "indexOf(null)",
+    "reverse()",
+]
+# Values of Kubernetes' types and of cel-go's (a version attribute is a Semver) against
+# strings, ints, null and the rest: == fails where the left type refuses the other kind, != is
+# then true; a constant list of primitives turns `in` into a Go map lookup, which panics for
+# a Semver, bytes or a format.
+TYPED_VALUES = [
+    'device.attributes["{d}"].fw',
+    'device.attributes["{d}"].fws',
+    'device.attributes["{d}"].{n}',
+    "semver({v})",
+    "dyn(semver({v}))",
+    "quantity({q})",
+    "dyn(quantity({q}))",
+    'device.capacity["{d}"].{c}',
+    'ip("10.1.2.3")',
+    'dyn(ip("::1"))',
+    'cidr("10.0.0.0/8")',
+    'dyn(cidr("10.0.0.0/8"))',
+    'url("http://x.io/a")',
+    'dyn(url("http://x.io/a"))',
+    "format.uri()",
+    "dyn(format.dns1123Label())",
+    'duration("1s")',
+    'dyn(timestamp("2024-01-02T03:04:05Z"))',
+    "b'1.2.3'",
+    "dyn(b'x')",
+    "optional.of({i})",
+    "dyn(optional.none())",
+    "[{s}]",
+    "{{'a': {i}}}",
+    "type({i})",
+]
+OTHERS = ["{s}", '"1.2.3"', "{i}", "null", "true", "1.5", "dyn({s})", "dyn({i})", "[{s}]", "b'x'", '"10.1.2.3"']
+# Long strings bound once and walked many times: Kubernetes stops at its runtime cost limit
+# (1,000,000), charging each string operation by size (a tenth per code point).
+STRING_WORK = [
+    "x.contains(x)",
+    "x.contains({s})",
+    "x == x",
+    "x != x + 'a'",
+    "x < x + 'a'",
+    "(x + x).size() > 0",
+    "x.startsWith(x) || x.endsWith(x)",
+    "x.matches('a+b')",
+    "x.find('b+') != ''",
+    "x.findAll('c').size() >= 0",
+    "x.lowerAscii() != ''",
+    "x.upperAscii().size() > 0",
+    "x.trim().substring(1) != ''",
+    "x.replace('a', 'b') != ''",
+    "x.split('a').size() > 0",
+    "[x, x].join('-') != ''",
+    "x.indexOf('b') >= 0",
+    "bytes(x).size() > 0",
+    "string(bytes(x)) == x",
+    "strings.quote(x).size() > 0",
+    "'%s'.format([x]).size() > 0",
+    "x in [x, 'y']",
+    "[x, x].includes(x)",
+    "isQuantity(x) || isSemver(x) || isURL(x)",
+    "format.dns1123Label().validate(x).hasValue()",
+    "format.uri().validate(x).hasValue()",
+    "[x].sort().size() > 0",
+    "[x, x].sortBy(y, y).size() > 0",
+    "lists.range(3).map(y, x).size() > 0",
+    "lists.range(3).filter(y, x != '').size() > 0",
+    "!lists.range(3).exists_one(y, x == '')",
+]
+LITERAL_ATOMS = [
+    # optional entries and elements: a non-optional value is a compile error, a dyn one makes
+    # cel-go's homogeneous-literal validator panic (but not inside format()'s arguments)
+    '{{?"a": {i}}}.size() == 1',
+    '{{"b": {i}, ?"a": {s}}}.size() >= 1',
+    '{{"x": {{?"a": {i}}}}}.size() == 1',
+    '{{?"a": dyn({i})}}.size() == 1',
+    '{{?"a": optional.of({i}), "b": dyn({i2})}}.size() >= 1',
+    '{{?{s}: device.attributes["{d}"].{n}}}.size() == 1',
+    '{{"a": {i}, ?"a": optional.none()}}.size() == 0',
+    '{{"a": {i}, ?"a": optional.of({i2})}}.a == {i2}',
+    "[?{i}].size() == 1",
+    "[?{i}, ?{s}].size() == 1",
+    "[{i}, ?dyn({i2})].size() == 2",
+    "[{i}, {s}, ?dyn({i2})].size() == 2",
+    '[?device.attributes["{d}"].{n}].size() == 1',
+    "[?optional.of({i}), ?optional.ofNonZeroValue({i2})].size() {cmp} 1",
+    "{list}.map(x, [?x]).size() > 0",
+    "dyn({list}).map(x, [?x]).size() > 0",
+    '"%s".format([[?dyn({i})]]) == ""',
+    '"%s".format([{{?{s}: dyn({i})}}]) == ""',
+    '"%s".format([{{?{i}: dyn({s})}}]) == ""',
+    # every macro with a predicate of each type
+    "{list}.map(x, {pred}, x).size() >= 0",
+    "{list}.filter(x, {pred}).size() >= 0",
+    "{list}.exists_one(x, {pred})",
+    "{list}.all(x, {pred})",
+    "{list}.exists(x, {pred})",
+    "{list}.transformList(i, x, {pred}, x).size() >= 0",
+    "{list}.transformMap(i, x, {pred}, x).size() >= 0",
+    "{list}.transformMapEntry(i, x, {pred}, {{{{string(i): x}}}}).size() >= 0",
+    "{list}.existsOne(i, x, {pred})",
+    "{list}.all(i, x, {pred})",
+    "{list}.exists(i, x, {pred})",
+    "dyn({list}).map(x, {pred}, x).size() >= 0",
+    'device.attributes["{d}"].{n}.map(x, {pred}, x).size() >= 0',
+    # sorting and ordering lists of every element type
+    "{sortable}.{listcall} == {sortable2}",
+    "dyn({sortable}).{listcall} != null",
+    "{sortable}.sort().size() {cmp} 1",
+    # heterogeneous equality of every Kubernetes type, and null where an object type is expected
+    "{typed} == {other}",
+    "{typed} != {other}",
+    "{other} != {typed}",
+    "({typed} != {other}) && device.driver != {s}",
+    "({typed} == {other}) || device.driver == {s}",
+    "{typed} in [{other}]",
+    "{typed} in [{s}, {other}]",
+    "{typed} in dyn([{other}])",
+    "[{typed}] == [{other}]",
+    "{typed} == null",
+    "null != {typed}",
+    "{typed} < null",
+    "null + {typed} == null",
+    "{typed} - null != null",
+    # long strings against the runtime cost limit
+    "cel.bind(x, {long}, lists.range({loops}).all(i, {work}))",
+    "cel.bind(x, {long}, lists.range({loops}).exists(i, !({work})))",
+    "cel.bind(x, {long}, {work})",
+    "cel.bind(x, {long}, cel.bind(y, x + x, cel.bind(z, y + y, cel.bind(w, z + z, w + w != x))))",
+    "cel.bind(x, {long}, cel.bind(y, x + x + x + x, cel.bind(z, y + y + y + y, "
+    "cel.bind(w, z + z + z + z, [w, w, w].join('') != x))))",
+    "cel.bind(x, {long}, lists.range({loops}).map(i, x).join('').size() > 0)",
+    "cel.bind(x, {long}, lists.range({loops}).filter(i, x.contains({s})).size() > 0)",
+]
+
+
 def _fill(rng: random.Random, atom: str) -> str:
     pick = rng.choice
     if any(
         f"{{{key}}}" in atom
-        for key in ("text", "list", "ip", "cidr", "url", "time", "dur", "fname", "finput", "dtext", "long")
+        for key in (
+            "text",
+            "list",
+            "ip",
+            "cidr",
+            "url",
+            "time",
+            "dur",
+            "fname",
+            "finput",
+            "dtext",
+            "long",
+            "pred",
+            "sortable",
+            "typed",
+            "other",
+            "work",
+        )
     ):
         regex = pick(REGEXES).replace("{", "{{").replace("}", "}}")
         atom = atom.format(
@@ -672,8 +859,20 @@ def _fill(rng: random.Random, atom: str) -> str:
             finput=pick(FORMAT_INPUTS),
             dtext=pick(DOUBLE_TEXTS),
             long=pick(LONG_STRINGS),
+            pred=pick(PREDICATES),
+            sortable=pick(SORTABLES),
+            sortable2=pick(SORTABLES),
+            listcall=pick(LIST_CALLS),
+            typed=pick(TYPED_VALUES),
+            other=pick(OTHERS),
+            work=pick(STRING_WORK),
+            loops=pick(["1", "10", "100", "700", "3000"]),
             cmp="{cmp}",
             i="{i}",
+            i2="{i2}",
+            v="{v}",
+            q="{q}",
+            c="{c}",
             d="{d}",
             n="{n}",
             s="{s}",
@@ -701,7 +900,7 @@ def expression(rng: random.Random) -> str:
     draw = rng.random()
     if draw > 0.97:
         return _fill(rng, rng.choice(PARSE_ERROR_CORNERS))
-    atoms = ATOMS if draw < 0.45 else LIBRARY_ATOMS if draw < 0.9 else CORNER_ATOMS
+    atoms = ATOMS if draw < 0.4 else LIBRARY_ATOMS if draw < 0.8 else CORNER_ATOMS if draw < 0.88 else LITERAL_ATOMS
     parts = [_fill(rng, rng.choice(atoms)) for _ in range(rng.choice([1, 1, 1, 2, 3]))]
     out = parts[0]
     for part in parts[1:]:

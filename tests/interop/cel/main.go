@@ -87,7 +87,15 @@ func toDevice(req request) (dracel.Device, error) {
 	return device, nil
 }
 
-func evaluate(req request) answer {
+func evaluate(req request) (ans answer) {
+	// cel-go can panic while compiling (its homogeneous-literal validator on an optional entry of
+	// type dyn, `[?dyn(x)]`): the API server's handler recovers such a panic as an internal error,
+	// the differential wants its text.
+	defer func() {
+		if r := recover(); r != nil {
+			ans = answer{Error: "panic", Message: fmt.Sprint(r)}
+		}
+	}()
 	// No "env": Options{} as the library's callers pass it (EnvType nil means StoredExpressions).
 	var options dracel.Options
 	if req.Env != "" {

@@ -41,8 +41,17 @@ dra:
   {{- if .Values.dra.deviceStatus }}
   device_status: true
   {{- end }}
+  {{- if .Values.dra.deviceMetadata }}
+  device_metadata: true
+  {{- end }}
 {{- end }}
 {{ toYaml (omit .Values.config "plugin_dir" "host_root" "cdi_dir" "dra") }}
+{{- end }}
+
+{{/* The kubelet's PodResources directory, where the daemon looks for it: under the kubelet root
+(--kubelet-dir for DRA, else the plugin directory's parent). */}}
+{{- define "kubedevice.podResourcesDir" -}}
+{{- if .Values.dra.enabled }}{{ .Values.dra.kubeletDir }}{{ else }}{{ dir .Values.pluginDir }}{{ end }}/pod-resources
 {{- end }}
 
 {{/* Whether the daemon reads its DaemonSet at SIGTERM to remove its CDI specs on uninstall.

@@ -183,6 +183,8 @@ def _compile(expression: str, env: Environment, features: tuple[tuple[str, bool]
         raise CompileError("compilation failed: expression recursion limit exceeded") from None
     if compiler.errors:  # every type-check error, ordered by location (cel-go's Errors.ToDisplayString)
         raise CompileError("compilation failed: " + _check_errors(expression, compiler.errors)) from None
+    if compiler.panics:  # cel-go's validators panic on it: the API server answers an internal error
+        raise CompileError(f"compilation failed: cel-go panics: {compiler.panics[0]} (an optional element of type dyn)")
     if compiler.invalid:  # cel-go's validators: every finding, ordered by location
         found = sorted((location(node), message) for node, message in compiler.invalid)
         raise CompileError("compilation failed: " + "\n".join(display(expression, at, m) for at, m in found))

@@ -11,6 +11,7 @@ import typer
 
 from ...errors import fail
 from .. import features as feature_gates
+from ..godecode import is_int64
 from . import CELError, DeviceInput, compile_selector
 
 
@@ -49,6 +50,8 @@ def _check_attribute(name: str, value: dict[str, Any]) -> None:
         items = item if plural and isinstance(item, list) else [item]  # a list for a scalar kind fails below
         if (plural and not isinstance(item, list)) or any(type(x) is not wanted for x in items):
             raise ValueError(f"attribute {name}: {kind} must be {words}")
+        if wanted is int and not all(is_int64(x) for x in items):  # Go's decoder refuses the rest
+            raise ValueError(f"attribute {name}: {kind} must be {words} within int64")
 
 
 def _features(case: dict[str, Any], default: Mapping[str, bool] | None) -> Mapping[str, bool]:

@@ -35,6 +35,7 @@ class _Emitter:
             "Err": Err,
             "Panic": v.Panic,
             "_equals": v.equals,
+            "_not_equals": v.not_equals,
             "_compare": v.compare,
             "_nonbool": v.refused,
         }
@@ -77,7 +78,7 @@ class _Emitter:
         get = self.bind(kept_value_getter(field, domain, left.field))
         t, tv = self.bind(type(const)), f"_v{index}"
         if op in ("==", "!="):
-            slow = f"{'not ' if op == '!=' else ''}_equals({tv}, {c})"
+            slow = f"{'_not_equals' if op == '!=' else '_equals'}({tv}, {c})"
         else:
             slow = f"_compare({tv}, {c}, {self.bind(node.function)}) in {self.bind(_ALLOWED[op])}"
         return f"({tv} {op} {c} if type({tv} := {get}(d)) is {t} else {slow})", False

@@ -35,7 +35,10 @@ this format with no records; a file others may read is rewritten 0600 by the dri
 save, at its start. A change to the document's shape must bump ``VERSION`` and keep a reader of
 the older one here; a version this code does not know (a newer release's file, after a
 rollback) stops the driver with a line naming it instead of being overwritten. The other way
-round, a release before e294383 reads a file with records as corrupt and stops.
+round, a release before e294383 reads a file with records as corrupt and stops. An entry's
+``metadata`` key (device metadata, :mod:`.metadata`) is written only for claims that have it;
+earlier releases ignore it (they then leave those claims' metadata files in place), so it
+needs no new version.
 
 The Go peers: the ``kubeletplugin`` helper keeps no record at all; the dra-example-driver keeps
 its record through the kubelet's ``checkpointmanager`` (``pkg/kubelet/util/store/filestore.go``,
@@ -83,6 +86,10 @@ class Entry:
 
     claim: PreparedClaim
     cdi_spec: Spec | None = None
+    metadata: dict[str, Any] | None = None
+    """The claim's device metadata (:mod:`.metadata`), to restore its files; None: none written.
+    Kept in the entry only when set, so a file without it reads as before and a release that
+    does not know it reads the entry (and leaves the metadata files alone)."""
 
 
 @dataclass(slots=True)
@@ -282,6 +289,7 @@ def _entry_document(entry: Entry) -> dict[str, Any]:
             for d in entry.claim.devices
         ],
         "cdiSpec": entry.cdi_spec,
+        **({"metadata": entry.metadata} if entry.metadata is not None else {}),
     }
 
 
@@ -290,4 +298,4 @@ def _entry(raw: dict[str, Any]) -> Entry:
         PreparedDevice(tuple(d["requestNames"]), d["pool"], d["device"], tuple(d["cdiDeviceIDs"]), d.get("shareID"))
         for d in raw["devices"]
     ]
-    return Entry(PreparedClaim(raw["namespace"], raw["name"], devices), raw.get("cdiSpec"))
+    return Entry(PreparedClaim(raw["namespace"], raw["name"], devices), raw.get("cdiSpec"), raw.get("metadata"))

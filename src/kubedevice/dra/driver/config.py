@@ -9,13 +9,15 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, Field, ValidationInfo, field_validator
 
 from ...names import dra_driver_name_error
+from ...sources.schema import SCHEMA_CONFIG
+from .metadata import kind_error
 
 
 class DraConfig(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = SCHEMA_CONFIG
 
     driver: str = Field(description="DRA driver name (DeviceClass selectors match device.driver)")
     publish: bool = Field(True, description="publish ResourceSlices for this node (off: an external publisher does)")
@@ -27,6 +29,13 @@ class DraConfig(BaseModel):
         description=(
             "after prepare, write the claim's status.devices (a Ready condition, the CDI device IDs as data; "
             "needs patch on resourceclaims/status and the DRAResourceClaimDeviceStatus feature, on by default)"
+        ),
+    )
+    device_metadata: bool = Field(
+        False,
+        description=(
+            "give each prepared claim's containers a file describing their devices of this driver "
+            "(/var/run/kubernetes.io/dra-device-attributes/..., KEP-5304, beta in Kubernetes 1.37), mounted through CDI"
         ),
     )
 
@@ -64,5 +73,13 @@ class DraConfig(BaseModel):
     def _driver_name(cls, value: str) -> str:
         error = dra_driver_name_error(value)
         if error:
+            raise ValueError(error)
+        return value
+
+    @field_validator("device_metadata")
+    @classmethod
+    def _metadata_kind(cls, value: bool, info: ValidationInfo) -> bool:
+        driver = info.data.get("driver")
+        if value and isinstance(driver, str) and (error := kind_error(driver)):
             raise ValueError(error)
         return value

@@ -20,17 +20,17 @@ from typing import NoReturn
 
 from ...allocation.cdi import CdiError
 from ...config import Config
-from ...errors import UsageError, fail, os_reason
+from ...errors import DependencyError, UsageError, fail, os_reason
 from ...logs import setup_logging
-from ...metrics import Metrics, MetricsServer, Readiness, start_http_server
+from ...metrics import Metrics, Readiness, start_http_server
 from ...node.affinity import pin_to_one_cpu
 from ...node.daemon import build_plugins
 from ...node.memory import trimming
-from ...plugin.server import SocketInUse
+from ...podresources.attribution import Attribution
+from ...podresources.client import socket_in
 from .checkpoint import CheckpointError
 from .driver import DraDriver
-from .kube import KubeAccessError
-from .metrics import DraMetrics
+from .metrics import DraMetrics, held_devices
 from .service import DEFAULT_KUBELET_DIR, ServiceOptions, serve
 
 log = logging.getLogger("kubedevice.dra.daemon")
@@ -62,11 +62,13 @@ def build_driver(config: Config, host_root: Path | None = None) -> DraDriver:
         raise ValueError("the config has no 'dra' section")
     # The plugins write no device-plugin CDI specs: the driver writes one per prepared claim.
     plugins = build_plugins(config, host_root, None)
-    return DraDriver(config.dra.driver, plugins, config.dra.taint_effect, config.dra.sharing)
+    dra = config.dra
+    return DraDriver(dra.driver, plugins, dra.taint_effect, dra.sharing, device_metadata=dra.device_metadata)
 
 
 def run_dra_daemon(config: Config, options: DraOptions, early_signal: Callable[[], int | None] = lambda: None) -> int:
-    """Serve until SIGTERM/SIGINT; the process exit code. A start-up failure is a ``UsageError``.
+    """Serve until SIGTERM/SIGINT; the process exit code. A start-up failure is a ``UsageError`` (the
+    config, a flag, the node's files) or a ``DependencyError`` (a port, a permission, a live socket).
 
     ``early_signal`` reports a stop signal the command line caught before the loop ran.
     """
@@ -81,10 +83,10 @@ def run_dra_daemon(config: Config, options: DraOptions, early_signal: Callable[[
     try:
         driver = build_driver(config, options.host_root)
         return asyncio.run(_serve(config, driver, options, early_signal))
-    except (KubeAccessError, CheckpointError, SocketInUse, CdiError, ValueError) as err:
+    except (CheckpointError, CdiError, ValueError) as err:  # what the node's files or the config hold
         raise UsageError(str(err)) from None
-    except OSError as err:
-        raise UsageError(f"{getattr(err, 'filename', None) or 'DRA driver'}: {os_reason(err)}") from None
+    except OSError as err:  # the node refused something at run time: a permission, a full disk
+        raise DependencyError(f"{getattr(err, 'filename', None) or 'DRA driver'}: {os_reason(err)}") from None
 
 
 async def _serve(config: Config, driver: DraDriver, options: DraOptions, early_signal: Callable[[], int | None]) -> int:
@@ -92,9 +94,12 @@ async def _serve(config: Config, driver: DraDriver, options: DraOptions, early_s
     readiness = Readiness([driver.name])
     metrics = Metrics() if options.metrics_address else Metrics.disabled()
     dra_metrics = DraMetrics(metrics.registry) if metrics.enabled else None
+    kubelet_dir = options.kubelet_dir or DEFAULT_KUBELET_DIR
+    attribution = Attribution(config.pod_resources_socket or socket_in(kubelet_dir))
+    metrics.attribute(held_devices(attribution, driver, options.node))  # the pool is named after the node
     service_options = ServiceOptions(
         options.node,
-        options.kubelet_dir or DEFAULT_KUBELET_DIR,
+        kubelet_dir,
         options.cdi_dir or config.cdi_dir,
         rolling_update_uid=os.environ.get(POD_UID_ENV, "") if config.dra.rolling_update else "",
         observe=dra_metrics.observe_rpc if dra_metrics else None,
@@ -102,23 +107,27 @@ async def _serve(config: Config, driver: DraDriver, options: DraOptions, early_s
         on_ready=lambda ready: _ready(readiness, driver.name, ready),
         device_status=config.dra.device_status,
     )
+    # The port first: taken, it fails the start before the driver serves anything (whose gRPC
+    # server, left behind, would complain at exit that it was never shut down).
+    http = await start_http_server(options.metrics_address, metrics, readiness) if options.metrics_address else None
     task = asyncio.create_task(_serve_driver(driver, service_options, options, config.dra.publish))
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, task.cancel)
     if early_signal() is not None:  # caught while we started: stop as if it came now
         task.cancel()
-    http: MetricsServer | None = None
-    if options.metrics_address:
-        http = await start_http_server(options.metrics_address, metrics, readiness)
     try:
         async with trimming():
             await task
     except asyncio.CancelledError:
         log.info("stopped DRA driver %s", driver.name)
     finally:
+        if not task.done():  # a failure around it: the driver stops (its gRPC server shut down) first
+            task.cancel()
+            await asyncio.gather(task, return_exceptions=True)
         if http is not None:
             await http.close()
+        await attribution.close()
     return 0
 
 
@@ -156,13 +165,10 @@ def _serve_driver(
 def serve_command(
     config: Config, options: DraOptions, early_signal: Callable[[], int | None] = lambda: None
 ) -> NoReturn:
-    """``kubedevice serve`` for a config with ``dra:``: exits with the daemon's code, or 2 on bad input."""
+    """``kubedevice serve`` for a config with ``dra:``: exits with the daemon's code; bad input and failed
+    dependencies raise :class:`UsageError` / :class:`DependencyError` for the command line's one line."""
     if not options.node:
         fail("serve: a config with 'dra' needs --node (or $NODE_NAME)")
     if options.claims_dir is not None and not options.claims_dir.is_dir():
         fail(f"serve: --claims-dir {options.claims_dir} is not a directory")
-    try:
-        code = run_dra_daemon(config, options, early_signal)
-    except UsageError as err:
-        fail(str(err))
-    raise SystemExit(code)
+    raise SystemExit(run_dra_daemon(config, options, early_signal))  # UsageError, DependencyError: one line

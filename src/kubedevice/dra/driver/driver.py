@@ -20,6 +20,7 @@ from ..deviceattribute import with_standard_attributes
 from ..models import ResourceSlice
 from ..slices import DEFAULT_TAINT_EFFECT, ResourceInput, Sharing, device_name, published, slices_for
 from .health import DeviceHealth
+from .metadata import kind_error
 from .state import Offered
 
 Attributes = Mapping[str, Mapping[str, Mapping[str, Any]]]
@@ -45,18 +46,25 @@ class DraDriver:
         plugins: Sequence[Plugin],
         taint_effect: str | None = DEFAULT_TAINT_EFFECT,
         sharing: Sharing = "replicas",
+        *,
+        device_metadata: bool = False,
     ) -> None:
         """``taint_effect``: of the taint an unhealthy device carries in the slices; None leaves it out.
-        ``sharing``: how replicas are published (:func:`kubedevice.dra.slices.published`)."""
+        ``sharing``: how replicas are published (:func:`kubedevice.dra.slices.published`).
+        ``device_metadata``: give each prepared claim's containers a file describing their devices
+        (KEP-5304, :mod:`kubedevice.dra.driver.metadata`)."""
         error = dra_driver_name_error(name)
         if error:
             raise ValueError(error)
         if not plugins:
             raise ValueError(f"DRA driver {name} has no resources")
+        if device_metadata and (error := kind_error(name)):
+            raise ValueError(error)
         self.name = name
         self.plugins = list(plugins)
         self.taint_effect = taint_effect
         self.sharing: Sharing = sharing
+        self.device_metadata = device_metadata
 
     def subscribe(self, listener: Callable[[], None]) -> None:
         """Call ``listener`` after any device or health change of any plugin."""
@@ -69,6 +77,16 @@ class DraDriver:
     def slices(self, node: str) -> list[ResourceSlice]:
         """The ResourceSlices of this node's pool (generation and owner are the publisher's)."""
         return slices_for(self.name, node, self.resources(), self.taint_effect, self.sharing)
+
+    def device_attributes(self, node: str) -> dict[str, Attributes]:
+        """Every device's attributes by its name, as its slice entry lists them (an unhealthy
+        device's too, though taints ``off`` leaves it out of the slices: it may still be prepared)."""
+        every = slices_for(self.name, node, self.resources(), DEFAULT_TAINT_EFFECT, self.sharing)
+        return {
+            device.name: {name: value.as_value() for name, value in device.attributes.items()}
+            for entry in every
+            for device in entry.spec.devices
+        }
 
     def offered(self) -> dict[str, Offered]:
         """Every device by its name in the slices (unhealthy ones too: they may still be prepared),

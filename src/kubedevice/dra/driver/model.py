@@ -9,6 +9,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
+POD_CLAIM_ANNOTATION = "resource.kubernetes.io/pod-claim-name"
+"""``resourceapi.PodResourceClaimAnnotation``."""
+
 
 class ClaimRef(NamedTuple):
     """A claim as the kubelet names it in NodePrepareResources / NodeUnprepareResources.
@@ -75,6 +78,9 @@ class Claim:
     allocated: bool
     results: tuple[AllocatedDevice, ...] = ()
     config: tuple[DeviceConfig, ...] = ()
+    pod_claim_name: str | None = None
+    """The ``resource.kubernetes.io/pod-claim-name`` annotation the resourceclaim controller puts on a
+    claim it makes from a template: the pod's own name for the claim (None: not from a template)."""
 
     @classmethod
     def from_object(cls, obj: dict[str, Any]) -> Claim:
@@ -90,7 +96,8 @@ class Claim:
         )
         config = tuple(DeviceConfig.from_object(c) for c in devices.get("config") or [] if isinstance(c, dict))
         namespace, name, uid = meta.get("namespace", ""), meta.get("name", ""), meta.get("uid", "")
-        return cls(namespace, name, uid, allocation is not None, results, config)
+        pod_claim_name = (meta.get("annotations") or {}).get(POD_CLAIM_ANNOTATION)
+        return cls(namespace, name, uid, allocation is not None, results, config, pod_claim_name)
 
 
 @dataclass(frozen=True, slots=True)

@@ -31,6 +31,7 @@ from .checkpoint import BOOT_ID_PATH, FILE_NAME, read_boot_id
 from .devicestatus import ApiStatus, DeviceStatusReporter, StatusSink
 from .driver import DraDriver
 from .health import HealthFeed
+from .metadata import Attributes, MetadataFiles
 from .publisher import SlicePublisher
 from .registration import RegistrationServicer, Sockets
 from .server import RpcObserver, add_services
@@ -79,6 +80,9 @@ class DriverService:
         self._claims = claims
         self._publisher = publisher
         self._offered = driver.offered()
+        self._attributes: dict[str, Attributes] | None = None
+        """Every device's attributes for device metadata, computed at the first prepare after a change."""
+        self.metadata = MetadataFiles(driver.name, self.sockets.plugin_dir, options.cdi_dir)
         self.feed = HealthFeed(lambda: driver.health(options.node))
         self.state: ClaimState
         """Set by :meth:`start` once the kubelet's directories exist: loading it writes our checkpoint."""
@@ -94,8 +98,14 @@ class DriverService:
         """Plugins may publish from any thread; the loop's objects are touched from the loop only."""
         self._loop.call_soon_threadsafe(self._changed)
 
+    def _device_attributes(self, name: str) -> Attributes:
+        if self._attributes is None:
+            self._attributes = self.driver.device_attributes(self.options.node)
+        return self._attributes.get(name, {})
+
     def _changed(self) -> None:
         self._offered = self.driver.offered()
+        self._attributes = None
         self.feed.changed()
         if self._publisher is not None:
             self._publisher.changed()
@@ -156,6 +166,8 @@ class DriverService:
             checkpoint_path=self.sockets.plugin_dir / FILE_NAME,
             boot_id=read_boot_id(self.options.boot_id_path),
             shared_lock=self.sockets.plugin_dir / "serialize.lock" if self.options.rolling_update_uid else None,
+            metadata=self.metadata,
+            attributes=self._device_attributes if self.driver.device_metadata else None,
         )
 
     @staticmethod
@@ -217,7 +229,7 @@ class DriverService:
         self._update_ready()
 
     async def stop(self, grace: float = 1.0) -> None:
-        """Stop serving; our sockets go, the checkpoint and CDI specs of prepared claims stay.
+        """Stop serving; our sockets go, the checkpoint, CDI specs and metadata of prepared claims stay.
 
         With no claim prepared the checkpoint holds nothing a restart needs, so it goes too, and
         so does our plugin directory once empty: an uninstall leaves nothing on the node. Not in
@@ -233,6 +245,7 @@ class DriverService:
             if not self.options.rolling_update_uid and not self.state.prepared():
                 with contextlib.suppress(FileNotFoundError):
                     (self.sockets.plugin_dir / FILE_NAME).unlink()
+                self.metadata.remove_root_if_empty()
                 with contextlib.suppress(OSError):  # not empty: someone else's files stay
                     self.sockets.plugin_dir.rmdir()
         self._servers.clear()

@@ -5,7 +5,8 @@ fetched before taking the lock (slow API calls must not hold up other requests),
 prepare and unprepare runs under one lock, writes the claim's CDI spec and records the claim
 in the checkpoint. A claim already prepared is answered from the checkpoint without fetching
 it again; unpreparing an unknown claim succeeds. A bad claim gets its own error and never
-fails the others.
+fails the others. With device metadata (:mod:`.metadata`) a prepare also writes the claim's
+metadata files and their CDI specs, and an unprepare removes them.
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ from ...device import EMPTY_ALLOCATION, ContainerAllocation, Device
 from ...plugin.base import Plugin
 from . import checkpoint as ckpt
 from .cdi import ClaimSpecs
+from .metadata import AttributeLookup, Document, MetadataFiles, add_device_ids, describe
 from .model import AllocatedDevice, Claim, ClaimRef, PreparedClaim, PreparedDevice, PrepareResult
 from .opaque import configs_for, edits_for
 
@@ -69,13 +71,20 @@ class ClaimState:
         checkpoint_path: Path,
         boot_id: str,
         shared_lock: Path | None = None,
+        metadata: MetadataFiles | None = None,
+        attributes: AttributeLookup | None = None,
     ) -> None:
         """``shared_lock``: a file to ``flock`` around every change, for two driver instances
-        (a rolling update) sharing the checkpoint; each then re-reads it under the lock."""
+        (a rolling update) sharing the checkpoint; each then re-reads it under the lock.
+        ``metadata``: where claims' device metadata goes; it is written for new claims only with
+        ``attributes`` (the devices' attributes by name), and restored and removed for claims that
+        have it either way (the kubelet holds its CDI IDs until it unprepares them)."""
         self.driver = driver
         self.pool = pool
         self._resolve = resolve
         self._specs = specs
+        self._metadata = metadata
+        self._attributes = attributes
         self._path = checkpoint_path
         self._boot_id = boot_id
         self._lock = asyncio.Lock()
@@ -116,7 +125,20 @@ class ClaimState:
         for uid in (self._specs.owned_claims() | set(stale)) - set(self._checkpoint.claims):
             log.info("removing the CDI spec of claim %s, which is not prepared", uid)
             self._specs.remove(uid)
+        if self._metadata is not None:
+            with_metadata = self._with_metadata(self._checkpoint.claims)
+            self._metadata.remove_others(with_metadata)
+            for ref, document in with_metadata:
+                self._metadata.write(ref, document)  # unchanged files are left as they are
         ckpt.save(self._path, self._checkpoint)
+
+    @staticmethod
+    def _with_metadata(entries: Mapping[str, ckpt.Entry]) -> list[tuple[ClaimRef, Document]]:
+        return [
+            (ClaimRef(e.claim.namespace, e.claim.name, uid), e.metadata)
+            for uid, e in entries.items()
+            if e.metadata is not None
+        ]
 
     # -- prepare ------------------------------------------------------------------------------
     async def prepare(self, refs: Sequence[ClaimRef], source: ClaimSource) -> dict[str, PrepareResult]:
@@ -157,12 +179,14 @@ class ClaimState:
         return claim
 
     def _again(self, uid: str, entry: ckpt.Entry) -> PrepareResult:
-        """A repeated prepare: the same answer, and the CDI spec back if someone removed it."""
-        if entry.cdi_spec is not None and not self._specs.exists(uid):
-            try:
+        """A repeated prepare: the same answer, and the CDI spec and metadata back if someone removed them."""
+        try:
+            if entry.cdi_spec is not None and not self._specs.exists(uid):
                 self._specs.write(uid, entry.cdi_spec)
-            except CdiError as err:
-                return PrepareResult(error=str(err))
+            if entry.metadata is not None and self._metadata is not None:
+                self._metadata.write(ClaimRef(entry.claim.namespace, entry.claim.name, uid), entry.metadata)
+        except CdiError as err:
+            return PrepareResult(error=str(err))
         return PrepareResult(devices=tuple(entry.claim.devices))
 
     async def _prepare_one(self, ref: ClaimRef, claim: Claim) -> list[PreparedDevice]:
@@ -171,9 +195,14 @@ class ClaimState:
         grants = await self._grants(mine, offered)
         self._configure(ref, claim, mine, offered, grants)
         spec: Spec | None = None
+        metadata, metadata_ids = self._write_metadata(ref, claim, mine)
         if grants:
-            spec = self._specs.spec(ref.uid, list(grants.items()))
-            self._specs.write(ref.uid, spec)
+            try:
+                spec = self._specs.spec(ref.uid, list(grants.items()))
+                self._specs.write(ref.uid, spec)
+            except CdiError:
+                self._remove_metadata(ref, metadata)
+                raise
         requests: dict[str, dict[str, None]] = {}
         for result in mine:
             requests.setdefault(result.device, {})[result.base_request] = None
@@ -187,9 +216,40 @@ class ClaimState:
             )
             for result in _unique(mine)
         ]
-        self._checkpoint.claims[ref.uid] = ckpt.Entry(PreparedClaim(ref.namespace, ref.name, devices), spec)
+        if metadata_ids:
+            devices = add_device_ids(devices, metadata_ids)
+        entry = ckpt.Entry(PreparedClaim(ref.namespace, ref.name, devices), spec, metadata)
+        self._checkpoint.claims[ref.uid] = entry
         log.info("prepared claim %s: %s", ref, ", ".join(d.device for d in devices) or "no devices of this driver")
         return devices
+
+    def _write_metadata(
+        self, ref: ClaimRef, claim: Claim, results: Sequence[AllocatedDevice]
+    ) -> tuple[Document | None, dict[str, str]]:
+        """The claim's device metadata written (when enabled and it has devices of ours) and, per
+        base request, its CDI device ID."""
+        if self._metadata is None or self._attributes is None or not results:
+            return None, {}
+        try:
+            document = describe(claim, results, self.driver, self._attributes)
+        except ValueError as err:  # the devices' attributes cannot be computed (SliceError)
+            raise PrepareFailed(f"claim {ref}: device metadata: {err}") from err
+        return document, self._metadata.write(ref, document)
+
+    def _remove_metadata(self, ref: ClaimRef, document: Document | None) -> str | None:
+        """Remove a claim's metadata files; then put back those of a prepared claim of the same
+        namespace and name (another UID: the old claim of a deleted and re-created name), whose
+        files share the claim's directory."""
+        if document is None or self._metadata is None:
+            return None
+        error = self._metadata.remove(ref.namespace, ref.name, ref.uid, document)
+        for other, other_document in self._with_metadata(self._checkpoint.claims):
+            if other.uid != ref.uid and (other.namespace, other.name) == (ref.namespace, ref.name):
+                try:
+                    self._metadata.write(other, other_document)
+                except CdiError as err:
+                    log.warning("%s", err)
+        return error
 
     def _offered(self, ref: ClaimRef, results: Sequence[AllocatedDevice]) -> dict[str, Offered]:
         offered: dict[str, Offered] = {}
@@ -252,8 +312,9 @@ class ClaimState:
         except OSError as err:
             message = f"cannot write the checkpoint {self._path}: {err.strerror or err}"
             for uid in added:
-                del self._checkpoint.claims[uid]
+                entry = self._checkpoint.claims.pop(uid)
                 self._specs.remove(uid)
+                self._remove_metadata(ClaimRef(entry.claim.namespace, entry.claim.name, uid), entry.metadata)
                 results[uid] = PrepareResult(error=message)
 
     # -- unprepare ----------------------------------------------------------------------------
@@ -269,6 +330,14 @@ class ClaimState:
             claims = self._checkpoint.claims
             for ref in refs:
                 entry = None if ref.uid in failed else claims.pop(ref.uid, None)
+                if entry is not None and entry.metadata is not None:
+                    error = self._remove_metadata(
+                        ClaimRef(entry.claim.namespace, entry.claim.name, ref.uid), entry.metadata
+                    )
+                    if error is not None:
+                        claims[ref.uid] = entry
+                        errors[ref.uid] = error
+                        continue
                 if entry is not None:
                     removed[ref.uid] = entry
                     if logged:
