@@ -30,7 +30,9 @@ Its client-go rate limit (50 QPS, burst 100 by default) is raised so that it nev
 As on a node, CDI directories are on tmpfs and checkpoints on disk.
 
 The second part needs a cluster: ``--cluster-dir`` of one started with ``scripts/cluster.sh up``,
-else one is started in a temporary directory (~30 s warm) and torn down at the end.
+else one is started in a temporary directory (~30 s warm) and torn down at the end. Part 2's
+latency distributions, ours against Go's, are drawn into ``dra-prepare.svg`` and
+``dra-unprepare.svg`` in ``--svg DIR`` (default docs/benchmarks/, which docs/benchmarks.md shows).
 """
 
 from __future__ import annotations
@@ -66,6 +68,7 @@ from kubedevice.testing import dratestdriver as go
 from kubedevice.testing.cluster import Cluster, leftovers, missing_prerequisite
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+import plots
 from procstat import noise, percentile, sample
 
 DRIVER = "bench.example.com"
@@ -327,7 +330,9 @@ async def allocate(api: AsyncClient, namespace: str, peer: Peer, node: str, devi
         ]
 
 
-async def against_go(program: Path, kubeconfig: Path, rounds: int, hot_rounds: int, work: Path, cdi: Path) -> None:
+async def against_go(
+    program: Path, kubeconfig: Path, rounds: int, hot_rounds: int, work: Path, cdi: Path, svg: Path | None
+) -> None:
     api = AsyncClient(KubeConfig.from_file(kubeconfig), field_manager="kubedevice-bench")
     node = namespace = f"kd-bench-{uuid.uuid4().hex[:6]}"
     go_options = go.GoDriverOptions(
@@ -370,6 +375,8 @@ async def against_go(program: Path, kubeconfig: Path, rounds: int, hot_rounds: i
                 peer.rss_kib["after"] = sample(peer.pid, 0).rss_kib
             report(peers, rounds)
             report_floor(ours, theirs, bare)
+            if svg is not None:
+                draw(svg, ours, theirs, bare)
             await hotplug(api, node, host_root, hot_rounds)
     finally:
         await api.close()
@@ -422,6 +429,20 @@ def report_floor(ours: Peer, theirs: Peer, bare: Peer) -> None:
             f"{statistics.median(floor) / statistics.median(g):.2f}×, ours/bare "
             f"{statistics.median(o) / statistics.median(floor):.2f}× (medians)"
         )
+
+
+def draw(directory: Path, ours: Peer, theirs: Peer, bare: Peer) -> None:
+    """Each call's latency distribution, ours against Go's in the same rounds (and the floor's)."""
+    note = plots.machine_note()
+    for call, extra in (("prepare", ()), ("unprepare", (bare,))):
+        panels = [
+            plots.Panel(
+                f"{size} claim{'s' if size > 1 else ''}", {p.name: p.times[call, size] for p in (ours, theirs, *extra)}
+            )
+            for size in SIZES
+        ]
+        title = f"DRA Node{call.title()}Resources, claims from the API server, interleaved rounds"
+        plots.ecdf(directory / f"dra-{call}.svg", title, "ms", panels, note)
 
 
 def spread(times: Sequence[float]) -> float:
@@ -500,6 +521,7 @@ def main() -> int:
     parser.add_argument("--rounds", type=int, help="rounds per size (default 200, 5 with --quick)")
     parser.add_argument("--device-metadata", action="store_true", help="part 1 with dra.device_metadata on")
     parser.add_argument("--serve-bare", type=Path, help=argparse.SUPPRESS)  # the floor's own process
+    plots.add_svg_option(parser)
     args = parser.parse_args()
     if args.serve_bare is not None:
         with contextlib.suppress(KeyboardInterrupt):
@@ -519,7 +541,7 @@ def main() -> int:
         asyncio.run(bare_floor(rounds, work / "inproc"))
         if program is not None:
             with cluster_at(args.cluster_dir) as kubeconfig:
-                asyncio.run(against_go(program, kubeconfig, rounds, hot_rounds, work, cdi))
+                asyncio.run(against_go(program, kubeconfig, rounds, hot_rounds, work, cdi, plots.svg_dir(args)))
     finally:
         shutil.rmtree(work)
         shutil.rmtree(cdi)

@@ -68,6 +68,9 @@ from kubedevice.testing import components, gobuild
 from kubedevice.testing.cluster import Cluster, leftovers, missing_prerequisite
 
 HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+import plots  # noqa: E402
+
 END_STATE_LIMIT = 180.0
 """Seconds after the last flip within which every node's stored slice must be its last state."""
 WAVE = 100
@@ -396,6 +399,8 @@ def settle(metrics: Metrics, quiet: float = 3.0, limit: float = 300.0) -> Counte
 class Result:
     figures: dict[str, float] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
+    startup_s: list[float] = field(default_factory=list)
+    """Each node's start-up: its publisher's start to its pool published."""
 
 
 @dataclass(frozen=True)
@@ -425,7 +430,7 @@ def run_fleet(run: Run, workers: Workers, metrics: Metrics, args: argparse.Names
     result, figures, n, name = Result(), {}, run.nodes, run.fleet
     before = metrics.snapshot()
     figures["start-up s"] = workers.command("start", "published")
-    latencies = workers.latencies()
+    latencies = result.startup_s = workers.latencies()
     if latencies:
         figures["start-up per node p50 s"] = percentile(latencies, 0.50)
         figures["start-up per node p99 s"] = percentile(latencies, 0.99)
@@ -927,6 +932,19 @@ def run_variant(variant: Variant, args: argparse.Namespace, cluster: Cluster, pe
     finally:
         asyncio.run(delete_nodes(kubeconfig, variant, args.nodes))
     print_table(results, variant, args)
+    svg = plots.svg_dir(args)
+    if svg is not None:
+        draw_startup(svg, results, variant, args.nodes)
+
+
+def draw_startup(directory: Path, results: dict[str, Result], variant: Variant, nodes: int) -> None:
+    """Each node's start-up as a distribution, both fleets of the run: what one DaemonSet pod waits."""
+    series = {name: result.startup_s for name, result in results.items() if result.startup_s}
+    if not series:
+        return
+    panel = plots.Panel(f"{nodes} nodes, {variant.name}: publisher start to pool published", series)
+    title = "ResourceSlice publishing, per-node start-up, kubedevice against Go's resourceslice.Controller"
+    plots.ecdf(directory / f"fleet-startup-{variant.name}.svg", title, "s", [panel], plots.machine_note())
 
 
 def write_specs(scratch: Path, variant: Variant) -> Path:
@@ -964,6 +982,7 @@ def arguments() -> argparse.Namespace:
         action="store_true",
         help="kubedevice's nodes without a service-account token (certificates only: a Node GET each)",
     )
+    plots.add_svg_option(parser)
     parser.add_argument("--token-dir", type=Path, help=argparse.SUPPRESS)
     parser.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--first", type=int, default=0, help=argparse.SUPPRESS)

@@ -14,7 +14,9 @@ Runs are interleaved (each round visits every peer, rotating the order) so machi
 all peers alike; the spread of per-round medians is printed as the noise estimate.
 Measured: Allocate latency (``dpharness bench-allocate``: registered like the kubelet, then
 sequential Allocate calls), idle RSS after registration, and re-registration after a restart of
-the kubelet's real device manager (``dpharness devicemanager`` in a mount namespace).
+the kubelet's real device manager (``dpharness devicemanager`` in a mount namespace). Both
+latency distributions are drawn into ``allocate.svg`` and ``reregistration.svg`` in ``--svg DIR``
+(default docs/benchmarks/, which docs/benchmarks.md shows).
 """
 
 from __future__ import annotations
@@ -34,7 +36,9 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tests" / "interop" / "deviceplugin"))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
 import gobuild  # noqa: E402
+import plots  # noqa: E402
 
 TARGETS = {"allocate_p50": 1.5, "allocate_p99": 1.5, "rss": 1.25, "reregister_speedup": 50.0}
 PeerStart = Callable[[Path, Path], contextlib.AbstractAsyncContextManager[int]]
@@ -223,6 +227,17 @@ def report(peers: list[Peer], reregister: bool) -> None:
     )
 
 
+def draw(directory: Path, peers: list[Peer], reregister: bool) -> None:
+    """The distributions behind the report's medians and p99s, every peer of the same run."""
+    note = plots.machine_note()
+    calls = plots.Panel("one container, one device, sequential", {p.name: p.allocate_us for p in peers})
+    plots.ecdf(directory / "allocate.svg", "Allocate round trip from the kubelet's Go client", "µs", [calls], note)
+    if reregister:
+        times = plots.Panel("kubelet.sock back to devices allocatable", {p.name: p.reregister_ms for p in peers})
+        title = "Re-registration after a restart of the kubelet's real device manager"
+        plots.ecdf(directory / "reregistration.svg", title, "ms", [times], note)
+
+
 async def run(args: argparse.Namespace, work: Path) -> None:
     harness_bin, sample_bin, stub_bin = gobuild.harness(), gobuild.sample_plugin(), gobuild.stub_plugin()
     if harness_bin is None or sample_bin is None or stub_bin is None:
@@ -250,6 +265,9 @@ async def run(args: argparse.Namespace, work: Path) -> None:
             await reregister_round(peer, harness_bin, args, work)
             print(f"re-registration: {peer.name} {peer.reregister_ms} ms", flush=True)
     report(peers, reregister)
+    svg = plots.svg_dir(args)
+    if svg is not None:
+        draw(svg, peers, reregister)
     if args.profile:
         await profile_kubedevice(harness_bin, args, work)
 
@@ -273,6 +291,7 @@ def main() -> None:
     parser.add_argument("--restarts", type=int, default=2, help="device manager restarts per peer (Go peers ~10 s)")
     parser.add_argument("--profile", action="store_true", help="then profile kubedevice's Allocate path")
     parser.add_argument("--keep-logs", action="store_true", help="keep the plugin and harness logs")
+    plots.add_svg_option(parser)
     args = parser.parse_args()
     work = Path(tempfile.mkdtemp(prefix="kd-side-by-side-"))
     try:

@@ -6,6 +6,8 @@
 #
 #   bash scripts/install.sh          requirements/run.txt: what `kubedevice` needs
 #   bash scripts/install.sh --test   requirements/test.txt: that plus the test tools
+#   bash scripts/install.sh --benchmarks   requirements/benchmarks.txt: that plus matplotlib,
+#                                    which the benchmarks draw their pictures with
 #
 # Two pip calls, because pip checks hashes for every requirement or none and a source tree
 # has no hash: first the lock, then kubedevice itself (editable, no dependencies, built with
@@ -15,8 +17,9 @@ cd "$(dirname "$0")/.."
 lock=requirements/run.txt
 case "${1:-}" in
     --test) lock=requirements/test.txt ;;
+    --benchmarks) lock=requirements/benchmarks.txt ;;
     "") ;;
-    *) echo "install.sh: unknown argument ${1} (use --test or nothing)" >&2; exit 2 ;;
+    *) echo "install.sh: unknown argument ${1} (use --test, --benchmarks or nothing)" >&2; exit 2 ;;
 esac
 python=python3
 if [ -z "${VIRTUAL_ENV:-}" ]; then

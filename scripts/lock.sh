@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# Refresh the dependency locks: requirements/run.txt (what `kubedevice` needs) and
-# requirements/test.txt (that plus the test tools), every package pinned with its hashes.
+# Refresh the dependency locks: requirements/run.txt (what `kubedevice` needs),
+# requirements/test.txt (that plus the test tools) and requirements/benchmarks.txt (that plus
+# what the benchmarks draw with), every package pinned with its hashes.
 #
 #   bash scripts/lock.sh              keep today's pins, add or drop what pyproject changed
 #   bash scripts/lock.sh --upgrade    move every pin to the newest version pyproject allows
@@ -29,5 +30,9 @@ compile requirements/run.txt pyproject.toml requirements/build.in "$@"
 # The test set is constrained to the run set: the tests run exactly what a user installs.
 compile requirements/test.txt pyproject.toml requirements/build.in --extra test \
     --constraint requirements/run.txt "$@"
+# The benchmarks run beside the tests (they use its Go builds and cluster), so their set is the test set plus.
+compile requirements/benchmarks.txt pyproject.toml requirements/build.in --extra test --extra benchmarks \
+    --constraint requirements/test.txt "$@"
 echo "lock.sh: requirements/run.txt $(grep -c '^[a-z]' requirements/run.txt) packages," \
-     "requirements/test.txt $(grep -c '^[a-z]' requirements/test.txt) packages"
+     "requirements/test.txt $(grep -c '^[a-z]' requirements/test.txt) packages," \
+     "requirements/benchmarks.txt $(grep -c '^[a-z]' requirements/benchmarks.txt) packages"

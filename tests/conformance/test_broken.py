@@ -27,11 +27,12 @@ SCRIPTED = Path(__file__).with_name("scripted.py")
 
 def test_conformant_plugin_passes_everything_including_restart(tmp_path: Path) -> None:
     plugin = scripted(tmp_path)
-    report = run(check_plugin(plugin, restart=True, restart_timeout=5))
+    # the verdict's own bound is tested with a slow plugin below; here a loaded machine must not fail it
+    report = run(check_plugin(plugin, restart=True, restart_timeout=5, reregister_pass=5.0))
     assert by_status(report, Status.FAIL) == set()
     assert by_status(report, Status.WARN) == set()
     assert by_status(report, Status.SKIP) == set()
-    assert result(report, "restart.reregister").value < 1.0
+    assert result(report, "restart.reregister").value < 5.0
     assert plugin.registrations == 2
 
 

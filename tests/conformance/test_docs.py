@@ -25,7 +25,7 @@ def json_example() -> str:
     """The doc's example: the Kubernetes sample device plugin's report, ``results`` cut to one entry."""
     resource = "example.com/resource"
     restart = [
-        _latency(check, resource, SAMPLE_PLUGIN_COMEBACK_S, 0.0, CheckOptions().restart_timeout)
+        _latency(check, resource, SAMPLE_PLUGIN_COMEBACK_S, 0.0, CheckOptions())
         for check in (catalogue.REREGISTER, catalogue.RESTORED)
     ]
     others = [

@@ -164,7 +164,7 @@ def test_hundreds_of_dropped_streams_leak_nothing_and_a_kept_one_still_hears(dri
     start = time.monotonic()
     for version, stream in kept.items():
         assert health(version, next(stream)) == {"null0": "HEALTHY", "null1": "UNHEALTHY"}
-    assert time.monotonic() - start < 1.0
+    assert time.monotonic() - start < 5.0  # pushed, not polled; a loaded machine decides the rest
     driver.plugin.set_health("null1", Health.HEALTHY)
     for version, stream in kept.items():
         assert health(version, next(stream)) == ALL_HEALTHY

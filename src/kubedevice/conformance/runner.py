@@ -38,7 +38,12 @@ _RESTART_CHECKS = [c for c in checks.CATALOGUE if c.phase is Phase.RESTART]
 
 @dataclass(frozen=True, slots=True)
 class CheckOptions:
-    """Exactly one of ``plugin_dir`` and ``socket``; ``timeout`` bounds the wait for registration."""
+    """Exactly one of ``plugin_dir`` and ``socket``; ``timeout`` bounds the wait for registration.
+
+    ``reregister_pass`` is the re-registration verdict's bound, the real kubelet's admission window
+    (model.REREGISTER_PASS_S) unless a caller judges something else: the project's own tests of
+    the checker's other verdicts widen it, so that a loaded machine cannot fail them by chance.
+    """
 
     plugin_dir: Path | None = None
     socket: Path | None = None
@@ -46,6 +51,7 @@ class CheckOptions:
     timeout: float = 30.0
     restart_timeout: float = 15.0
     rpc_timeout: float = RPC_TIMEOUT_S
+    reregister_pass: float = REREGISTER_PASS_S
 
 
 async def run_checks(options: CheckOptions) -> Report:
@@ -147,11 +153,11 @@ async def _check_restart(sim: KubeletSimulator, names: list[str], options: Check
     deadline = restarted + options.restart_timeout
     timings = await asyncio.gather(*(_comeback(sim, n, before[n], deadline) for n in live))
     for name, (registered, restored) in zip(live, timings, strict=True):
-        results.append(_latency(checks.REREGISTER, name, registered, restarted, options.restart_timeout))
+        results.append(_latency(checks.REREGISTER, name, registered, restarted, options))
         if registered is None:
             results += skipped([checks.RESTORED], "did not re-register", name)
         else:
-            results.append(_latency(checks.RESTORED, name, restored, restarted, options.restart_timeout))
+            results.append(_latency(checks.RESTORED, name, restored, restarted, options))
     return results
 
 
@@ -182,15 +188,15 @@ async def _wait(sim: KubeletSimulator, predicate: Callable[[], bool], deadline: 
     return True
 
 
-def _latency(check: Check, name: str, at: float | None, since: float, limit: float) -> Result:
+def _latency(check: Check, name: str, at: float | None, since: float, options: CheckOptions) -> Result:
     """Pass within the real kubelet's admission window, fail beyond: no warning, since every pod
     admitted meanwhile is lost (model.REREGISTER_PASS_S); fail too when nothing happened within ``limit``."""
     if at is None:
-        return Result(check, Status.FAIL, f"not within --restart-timeout {limit:g} s", name)
+        return Result(check, Status.FAIL, f"not within --restart-timeout {options.restart_timeout:g} s", name)
     took = at - since
-    status = Status.PASS if took <= REREGISTER_PASS_S else Status.FAIL
+    status = Status.PASS if took <= options.reregister_pass else Status.FAIL
     detail = (
-        f"{took:.3f} s after the kubelet restarted (pass <= {REREGISTER_PASS_S:g} s: the kubelet can admit "
+        f"{took:.3f} s after the kubelet restarted (pass <= {options.reregister_pass:g} s: the kubelet can admit "
         "pods 0.3 s after a restart and rejects those needing a plugin not back yet)"
     )
     return Result(check, status, detail, name, took, "s")
