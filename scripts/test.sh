@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The whole test suite, from a fresh clone: the locked dependencies (scripts/install.sh --test,
+# The whole test suite, from a fresh clone: the locked dependencies (scripts/install.sh --benchmarks: the test set and matplotlib,
 # into the active virtual environment or ./.venv), the Debian tools the image, chart and cluster
 # tests need (installed when run as root, else named), then ruff, mypy and pytest (unit,
 # simulator, interop with the official Go code, the real-cluster e2e tests). Arguments go to
@@ -12,7 +12,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/system-deps.sh
-bash scripts/install.sh --test
+bash scripts/install.sh --benchmarks  # the test set, and matplotlib for the benchmarks' drawing tests
 if [ -z "${VIRTUAL_ENV:-}" ]; then
     # shellcheck disable=SC1091  # made by install.sh
     . .venv/bin/activate

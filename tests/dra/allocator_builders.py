@@ -8,8 +8,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from kubedevice.dra.allocator import ClaimAllocation, Node
 from kubedevice.dra.models import DeviceClass, ResourceClaim, ResourceSlice, from_document
+from kubedevice.dra.structured import ClaimAllocation, Node
 
 DRIVER_A, DRIVER_B = "driver-a", "driver-b"
 POOL_1, POOL_2 = "pool-1", "pool-2"

@@ -14,7 +14,8 @@ from __future__ import annotations
 import random
 from typing import Any
 
-from kubedevice.dra import features, gates
+from kubedevice.dra import features
+from kubedevice.dra.structured import gates
 
 FAMILIES = (
     "cel",  # CEL selectors over attributes and capacity, in classes and requests

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import gc
 import time
 from typing import Any
 
 import pytest
 
-from kubedevice.dra.allocator import (
+from kubedevice.dra.models import DeviceClass, ResourceClaim, ResourceSlice, from_document
+from kubedevice.dra.structured import (
     AllocationError,
     DeviceID,
     Node,
@@ -16,7 +18,6 @@ from kubedevice.dra.allocator import (
     allocated_devices,
     gather_pools,
 )
-from kubedevice.dra.models import DeviceClass, ResourceClaim, ResourceSlice, from_document
 
 DRIVER = "gpu.example.com"
 NODE = Node("node-1", {"zone": "a"})
@@ -433,3 +434,33 @@ def test_pruning_keeps_the_cel_errors_the_scheduler_walks_into() -> None:
     error = rf"claim default/claim: selector #0 on device {DRIVER}/node-1/bare: CEL runtime error"
     with pytest.raises(AllocationError, match=error):
         allocate([c], [gpu_class()], [with_bare], NODE)
+
+
+def test_an_allocation_leaves_no_reference_cycles() -> None:
+    """``allocate`` pauses the cyclic collector (``collector_paused``): all it makes must be freed by
+    refcounting alone, or each allocation would leave its search for a full collection to find."""
+    slices = [gpu_slice([(f"gpu-{i}", "a100" if i % 2 else "h100") for i in range(8)])]
+    matched = [{"matchAttribute": f"{DRIVER}/model"}]
+    claims = [claim([exact("g", 2)], name=f"c{i}", constraints=matched) for i in range(3)]
+    gc.collect()
+    found = allocate(claims, [gpu_class()], slices, NODE)
+    assert len(found) == 3
+    with pytest.raises(Unallocatable):
+        allocate([*claims, claim([exact("g", 3)], name="more", constraints=matched)], [gpu_class()], slices, NODE)
+    assert gc.collect() == 0
+
+
+def test_the_collector_is_as_it_was_after_an_allocation() -> None:
+    slices = [gpu_slice([("gpu-0", "a100")])]
+    assert gc.isenabled()
+    allocate([claim([exact("g", 1)])], [gpu_class()], slices, NODE)
+    assert gc.isenabled()
+    with pytest.raises(Unallocatable):
+        allocate([claim([exact("g", 2)])], [gpu_class()], slices, NODE)
+    assert gc.isenabled()
+    gc.disable()
+    try:
+        allocate([claim([exact("g", 1)])], [gpu_class()], slices, NODE)
+        assert not gc.isenabled()
+    finally:
+        gc.enable()

@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from kubedevice.dra.allocator import AllocationError, DeviceID, Node, Unallocatable, allocate
+from kubedevice.dra.structured import AllocationError, DeviceID, Node, Unallocatable, allocate
 
 from .allocator_builders import (
     DRIVER_A,

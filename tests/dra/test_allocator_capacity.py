@@ -15,7 +15,8 @@ from typing import Any
 
 import pytest
 
-from kubedevice.dra.allocator import (
+from kubedevice.dra.models import DeviceClass, from_document
+from kubedevice.dra.structured import (
     AllocationError,
     ClaimAllocation,
     DeviceID,
@@ -24,7 +25,6 @@ from kubedevice.dra.allocator import (
     allocate,
     allocated_devices,
 )
-from kubedevice.dra.models import DeviceClass, from_document
 
 from .allocator_builders import (
     DRIVER_A,
@@ -208,6 +208,36 @@ def test_with_range_policy_with_capacity_request_rounds_up_to_the_minimum() -> N
 def test_with_range_policy_step() -> None:
     [found] = run([claim(asks("3"))], [shared("device-1", ranged("4"))])
     assert consumed(found) == [("req-0", "device-1", {"capacity-0": "4"})]
+
+
+@pytest.mark.parametrize(
+    ("asked", "step", "written"),
+    [
+        ("20Gi", "1Gi", "20Gi"),  # a 1.37 differential's case: we wrote 21474836480, the scheduler 20Gi
+        ("19500Mi", "1Gi", "20Gi"),  # rounded up to the next step
+        ("1500M", "1G", "2G"),
+        ("20Gi", "1", "21474836480"),  # a step without a suffix is DecimalSI
+        ("12e3", "1e3", "12e3"),
+    ],
+)
+def test_a_request_rounded_by_a_step_is_written_in_the_steps_format(asked: str, step: str, written: str) -> None:
+    """``roundUpRange`` returns ``resource.NewQuantity(value, validRange.Step.Format)``, which
+    ``consumedCapacity`` then writes in the canonical form of that format."""
+    policy = {"default": step, "validRange": {"min": step, "step": step}}
+    device_1 = shared("device-1", {"capacity-0": {"value": "80Gi", "requestPolicy": policy}})
+    [found] = run([claim(asks(asked))], [device_1])
+    assert consumed(found) == [("req-0", "device-1", {"capacity-0": written})]
+
+
+@pytest.mark.parametrize(
+    ("asked", "written"),
+    [("100000", "100k"), ("1024Mi", "1Gi"), ("1.5Gi", "1536Mi"), ("3Mi", "3Mi"), ("+5", "+5"), ("0.500k", "500")],
+)
+def test_a_request_taken_as_it_is_is_written_as_kubernetes_writes_it(asked: str, written: str) -> None:
+    """The request's own quantity: its text where ``ParseQuantity`` keeps it (text already in
+    canonical form, as the scheduler's JSON encoding then writes it back), else the canonical form."""
+    [found] = run([claim(asks(asked))], [shared("device-1", {"capacity-0": {"value": "80Gi"}})])
+    assert consumed(found) == [("req-0", "device-1", {"capacity-0": written})]
 
 
 @pytest.mark.parametrize(

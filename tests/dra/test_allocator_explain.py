@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import pytest
 
-from kubedevice.dra.allocator import DeviceID, Unallocatable, allocate
 from kubedevice.dra.explain import explain, render
+from kubedevice.dra.structured import DeviceID, Unallocatable, allocate
 
 from .allocator_builders import (
     DRIVER_A,

@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from kubedevice.dra.allocator import AllocationError, Unallocatable, allocate
+from kubedevice.dra.structured import AllocationError, Unallocatable, allocate
 
 from .allocator_builders import DRIVER_A, NODE_1, claim, device, picked, request, resource_class, resource_slice
 

@@ -11,8 +11,8 @@ from typing import Any
 
 import pytest
 
-from kubedevice.dra.allocator import DeviceID, Unallocatable, allocate, gather_pools
 from kubedevice.dra.models import ResourceSlice
+from kubedevice.dra.structured import DeviceID, Unallocatable, allocate, gather_pools
 
 from .allocator_builders import (
     DRIVER_A,

@@ -12,8 +12,8 @@ from typing import Any
 
 import pytest
 
-from kubedevice.dra.allocator import AllocationError, DeviceID, SharedDevice, Unallocatable, allocate
-from kubedevice.dra.gates import FEATURE_DEFAULTS, Features, release_of
+from kubedevice.dra.structured import AllocationError, DeviceID, SharedDevice, Unallocatable, allocate
+from kubedevice.dra.structured.gates import FEATURE_DEFAULTS, Features, release_of
 
 from .allocator_builders import (
     DRIVER_A,

@@ -9,9 +9,9 @@ from typing import Any
 from typer.testing import CliRunner
 
 import kubedevice
-from kubedevice.cel.quantity import parse_quantity
-from kubedevice.dra.available import canonical, parse_amount
+from kubedevice.dra.available import parse_amount
 from kubedevice.dra.cli import app
+from kubedevice.dra.structured.consumable_capacity import canonical
 
 runner = CliRunner()
 EXAMPLE = Path(kubedevice.__file__).parent / "examples" / "dra" / "available.yaml"
@@ -157,8 +157,8 @@ def test_canonical_quantities_print_as_kubernetes_does() -> None:
 
 
 def test_left_keeps_the_format_of_the_declared_value() -> None:
-    assert str(parse_amount("2E", "x").minus(parse_quantity("1E"))) == "1E"  # exa, not an exponent
-    assert str(parse_amount("2e3", "x").minus(parse_quantity("1k"))) == "1e3"
+    assert str(parse_amount("2E", "x").minus(parse_amount("1E", "y"))) == "1E"  # exa, not an exponent
+    assert str(parse_amount("2e3", "x").minus(parse_amount("1k", "y"))) == "1e3"
     assert (
-        str(parse_amount("80Gi", "x").minus(parse_quantity("40G"))) == "44823580Ki"
+        str(parse_amount("80Gi", "x").minus(parse_amount("40G", "y"))) == "44823580Ki"
     )  # 45899345920: whole KiB, as Kubernetes prints it

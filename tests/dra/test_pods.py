@@ -15,7 +15,6 @@ import pytest
 import yaml
 from typer.testing import CliRunner
 
-from kubedevice.dra.allocator import Node, Unallocatable
 from kubedevice.dra.cli import app
 from kubedevice.dra.models import (
     DeviceClass,
@@ -39,6 +38,7 @@ from kubedevice.dra.pods import (
     resource_classes,
     schedule,
 )
+from kubedevice.dra.structured import Node, Unallocatable
 
 runner = CliRunner()
 DRIVER = "null.example.com"

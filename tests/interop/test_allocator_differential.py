@@ -7,8 +7,9 @@ tests/dra/allocgen.py go through both; the verdict (allocated, unschedulable, ab
 error) must be the same, and every allocation of ours must be one the scheduler accepts: the Go
 allocator, given only the devices we chose (the slices otherwise unchanged, shared counters
 included), must find an allocation too. Which devices are chosen when several answers exist is
-not compared (docs/dra.md). Cases are drawn per construct family (and all together) so that a
-disagreement names its family; ``KUBEDEVICE_ALLOCATOR_CASES`` raises the per-version count. Every
+not compared (docs/dra.md); where the scheduler chose the same devices, the results'
+``consumedCapacity`` must be written the same. Cases are drawn per construct family (and all
+together) so that a disagreement names its family; ``KUBEDEVICE_ALLOCATOR_CASES`` raises the per-version count. Every
 disagreement found is kept under allocator/cases/ with Go's verdict and always runs.
 """
 
@@ -26,8 +27,8 @@ from typing import Any, TypeVar
 import pytest
 
 from kubedevice.dra import models
-from kubedevice.dra.allocator import AllocationError, ClaimAllocation, Node, Unallocatable, allocate, allocated_devices
 from kubedevice.dra.models import DeviceClass, ResourceClaim, ResourceSlice
+from kubedevice.dra.structured import AllocationError, ClaimAllocation, Node, Unallocatable, allocate, allocated_devices
 from kubedevice.testing import gobuild
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "dra"))
@@ -138,9 +139,30 @@ def compare(version: str, cases: list[dict[str, Any]]) -> list[str]:
             problems.append(f"case {index}: scheduler {theirs} ({why}), ours {mine} ({message})")
         elif mine == "allocated":
             checks.append((index, restricted(case, found)))
+            differences = consumed_capacity_differences(answer, found, case["node"]["name"])
+            problems += [f"case {index}: {difference}" for difference in differences]
     for (index, _), answer in zip(checks, run_go(version, [c for _, c in checks]), strict=True):
         if go_verdict(answer) != "allocated":
             problems.append(f"case {index}: our allocation is not valid for the scheduler: {answer}")
+    return problems
+
+
+def consumed_capacity_differences(answer: dict[str, Any], found: list[ClaimAllocation], node: str) -> list[str]:
+    """Where the scheduler took the same devices for the same requests, each result's
+    ``consumedCapacity`` must be written as it writes it (the quantities' text, not only their values)."""
+    problems = []
+    for theirs, mine in zip(answer["results"], found, strict=True):
+        go_results = theirs["devices"]["results"]
+        our_results = mine.as_status(node)["devices"]["results"]
+        picks = [[(r["request"], r["driver"], r["pool"], r["device"]) for r in rs] for rs in (go_results, our_results)]
+        if picks[0] != picks[1]:
+            continue  # another choice: which devices are chosen is not compared
+        for go_result, our_result in zip(go_results, our_results, strict=True):
+            if go_result.get("consumedCapacity") != our_result.get("consumedCapacity"):
+                problems.append(
+                    f"claim {mine.claim.metadata.name}, device {go_result['device']}: consumedCapacity "
+                    f"{go_result.get('consumedCapacity')} (scheduler) != {our_result.get('consumedCapacity')} (ours)"
+                )
     return problems
 
 
@@ -206,6 +228,7 @@ def test_generator_produces_every_construct() -> None:
         "requestPolicy",
         "validValues",
         "validRange",
+        '"step"',
         '"capacity": {"requests"',
         "allowMultipleAllocations",
         "bindingConditions",

@@ -249,3 +249,23 @@ class ComputedQuantity(Quantity):
 
 def computed(q: Quantity) -> ComputedQuantity:
     return ComputedQuantity(q.unscaled, q.scale, q.small)
+
+
+_FORMATS = {"dec": "DecimalSI", "bin": "BinarySI", "exp": "DecimalExponent"}
+
+
+def format_of(text: str) -> tuple[str, bool]:
+    """The ``Format`` ParseQuantity gives ``text``, and whether the quantity keeps ``text`` as its
+    ``String()`` (ParseQuantity's "if the number is in canonical form, reuse the string"; any other
+    quantity prints canonically). ``text`` must parse."""
+    if text == "0":
+        return "DecimalSI", True
+    positive, _, num, denom, suffix = _split(text)
+    _, exponent, fmt = _interpret(suffix)
+    kept = _fast_path(positive, num, denom, (exponent, fmt)) is not None
+    shifted = num + denom
+    if fmt == "bin":
+        kept = kept and exponent % 10 == 0 and int(shifted) & 7 != 0
+    else:
+        kept = kept and (exponent - len(denom)) % 3 == 0 and not shifted.endswith("000") and shifted[0] != "0"
+    return _FORMATS[fmt], kept

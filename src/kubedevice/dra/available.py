@@ -21,36 +21,32 @@ The accounting follows the scheduler's DRA plugin and allocator of Kubernetes 1.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from fractions import Fraction
-from typing import Any
+from typing import Any, TypeVar
 
-from ..cel.quantity import Quantity, QuantityError, parse_quantity
-from .allocator import Node, claim_ref, node_selector_matches
 from .models import Device, NodeSelector, ResourceClaim, ResourceSlice
+from .structured import consumable_capacity as cap
+from .structured.consumable_capacity import Amount, CapacityError
+from .structured.pools import (
+    CounterSets,
+    PoolID,
+    add_slice,
+    device_consumption,
+    get_and_validate_counter_sets,
+    node_matches,
+    slice_where,
+    validate_device_counter_consumption,
+)
+from .structured.types import Node, claim_ref
 
 FREE, ALLOCATED, SHARED, BLOCKED = "free", "allocated", "shared", "blocked"
 ALL_NODES = "<all nodes>"
+T = TypeVar("T")
 
 
 class InputError(ValueError):
     """A value the API server would have refused: one line naming the object and field."""
-
-
-@dataclass(frozen=True)
-class Amount:
-    """A quantity with the format Kubernetes keeps for it, so ``left`` prints like ``total``."""
-
-    quantity: Quantity
-    fmt: str  # "BinarySI", "DecimalSI" or "DecimalExponent", as resource.Format
-
-    def minus(self, other: Quantity) -> Amount:
-        """Quantity.Sub keeps the receiver's format."""
-        return Amount(self.quantity.sub(other), self.fmt)
-
-    def __str__(self) -> str:
-        return canonical(self.quantity.value, self.fmt)
 
 
 @dataclass
@@ -59,7 +55,7 @@ class DeviceUse:
 
     owners: list[str] = field(default_factory=list)
     shares: list[str] = field(default_factory=list)
-    consumed: dict[str, Quantity] = field(default_factory=dict)
+    consumed: dict[str, Amount] = field(default_factory=dict)
 
     @property
     def allocated(self) -> bool:
@@ -103,45 +99,9 @@ class PoolState:
 def parse_amount(text: Any, where: str) -> Amount:
     """A quantity as resource.ParseQuantity reads it, or InputError naming ``where``."""
     try:
-        quantity = parse_quantity(str(text))
-    except QuantityError as error:
-        raise InputError(f"{where}: Invalid value: {text!r}: {error}") from None
-    return Amount(quantity, _format_of(str(text)))
-
-
-def _format_of(text: str) -> str:
-    """The Format ParseQuantity gives: the suffix's kind (quantity.go, ``parseQuantityString``)."""
-    suffix = text.lstrip("+-").lstrip("0123456789.")
-    if suffix.endswith("i"):
-        return "BinarySI"
-    return "DecimalExponent" if suffix[:1] in ("e", "E") and len(suffix) > 1 else "DecimalSI"  # "E" alone: exa
-
-
-_DECIMAL = {-9: "n", -6: "u", -3: "m", 0: "", 3: "k", 6: "M", 9: "G", 12: "T", 15: "P", 18: "E"}
-_BINARY = ["", "Ki", "Mi", "Gi", "Ti", "Pi", "Ei"]
-
-
-def canonical(value: Fraction, fmt: str) -> str:
-    """Quantity.String's canonical form (quantity.go, ``CanonicalizeBytes``).
-
-    Binary only for an integer of magnitude at least 1024, else decimal with an exponent that
-    is a multiple of three; values finer than a nano are rounded up, as Kubernetes does.
-    """
-    if fmt == "BinarySI" and value.denominator == 1 and abs(value) >= 1024:
-        number, power = int(value), 0
-        while number % 1024 == 0 and power < len(_BINARY) - 1 and number:
-            number, power = number // 1024, power + 1
-        return f"{number}{_BINARY[power]}"
-    nanos = value * 10**9
-    number = -((-nanos.numerator) // nanos.denominator)  # round up to a nano
-    exponent = -9
-    while number and number % 1000 == 0 and exponent < 18:
-        number, exponent = number // 1000, exponent + 3
-    if number == 0:
-        return "0"
-    if fmt == "DecimalExponent":
-        return f"{number}e{exponent}" if exponent else str(number)
-    return f"{number}{_DECIMAL[exponent]}"
+        return cap.parse(text, where)
+    except CapacityError as error:
+        raise InputError(str(error)) from None
 
 
 # --- where devices are available ----------------------------------------------------------
@@ -176,11 +136,7 @@ class _Target:
         return _selector_text(self.selector) if self.selector is not None else "<no node>"
 
     def reaches(self, node: Node) -> bool:
-        if self.node_name:
-            return self.node_name == node.name
-        if self.all_nodes:
-            return True
-        return self.selector is not None and node_selector_matches(self.selector, node)
+        return node_matches(node, self.node_name, self.all_nodes, self.selector)
 
 
 def _target(slice_: ResourceSlice, device: Device) -> _Target:
@@ -221,104 +177,51 @@ def _record(use: DeviceUse, result: Mapping[str, Any], owner: str, where: str) -
     if not isinstance(consumed, dict):
         raise InputError(f"{where}.consumedCapacity: expected a map of quantities")
     for name, value in consumed.items():
-        amount = parse_amount(value, f"{where}.consumedCapacity[{name}]").quantity
-        use.consumed[name] = use.consumed[name].add(amount) if name in use.consumed else amount
+        amount = parse_amount(value, f"{where}.consumedCapacity[{name}]")
+        use.consumed[name] = use.consumed[name].plus(amount) if name in use.consumed else amount
 
 
 # --- pools --------------------------------------------------------------------------------
 
 
-def _newest(slices: Iterable[tuple[str, ResourceSlice]]) -> dict[tuple[str, str], list[tuple[str, ResourceSlice]]]:
-    """Pools by (driver, name), with only the slices of each pool's newest generation."""
-    pools: dict[tuple[str, str], list[tuple[str, ResourceSlice]]] = {}
-    for source, slice_ in slices:
-        key = (slice_.spec.driver, slice_.spec.pool.name)
-        kept = pools.setdefault(key, [])
-        generation = slice_.spec.pool.generation
-        if not kept or generation > kept[0][1].spec.pool.generation:
-            pools[key] = [(source, slice_)]
-        elif generation == kept[0][1].spec.pool.generation:
-            kept.append((source, slice_))
-    return pools
+def _newest(slices: Iterable[tuple[str, ResourceSlice]]) -> dict[PoolID, list[tuple[str, ResourceSlice]]]:
+    """Pools by (driver, name), with only the slices of each pool's newest generation (``addSlice``)."""
+    pools: dict[PoolID, list[ResourceSlice]] = {}
+    for _, slice_ in slices:
+        add_slice(pools, slice_)
+    source = {id(slice_): name for name, slice_ in slices}
+    return {key: [(source[id(s)], s) for s in members] for key, members in pools.items()}
 
 
-def _where(source: str, slice_: ResourceSlice) -> str:
-    return f'{source}: ResourceSlice "{slice_.metadata.name}"'
+def _read(read: Callable[[], T]) -> T:
+    try:
+        return read()
+    except CapacityError as error:
+        raise InputError(str(error)) from None
 
 
-def _counter_sets(slices: Sequence[tuple[str, ResourceSlice]]) -> tuple[dict[str, dict[str, Amount]], str]:
-    """The pool's counter sets (pools_incubating.go, ``getAndValidateCounterSets``) and why it is invalid."""
-    sets: dict[str, dict[str, Amount]] = {}
-    invalid = ""
-    for source, slice_ in slices:
-        for i, counter_set in enumerate(slice_.spec.shared_counters or []):
-            where = f"{_where(source, slice_)}: spec.sharedCounters[{i}]"
-            name = str(counter_set.get("name", ""))
-            if name in sets:
-                invalid = invalid or f"duplicate counter set name {name}"
-            sets[name] = {
-                counter: parse_amount(
-                    _value(spec, f"{where}.counters[{counter}]"), f"{where}.counters[{counter}].value"
-                )
-                for counter, spec in _mapping(counter_set.get("counters"), f"{where}.counters").items()
-            }
-    return sets, invalid
+Consumption = list[tuple[str, str, Amount]]
 
 
-def _mapping(value: Any, where: str) -> dict[str, Any]:
-    if value is None:
-        return {}
-    if not isinstance(value, dict):
-        raise InputError(f"{where}: expected a map")
-    return value
-
-
-def _value(counter: Any, where: str) -> Any:
-    if not isinstance(counter, dict) or "value" not in counter:
-        raise InputError(f"{where}.value: Required value")
-    return counter["value"]
-
-
-def _consumption(source: str, slice_: ResourceSlice, index: int, device: Device) -> list[tuple[str, str, Quantity]]:
-    """(counter set, counter, amount) for each counter the device consumes."""
-    found = []
-    for i, consumes in enumerate(device.consumes_counters or []):
-        where = f"{_where(source, slice_)}: spec.devices[{index}].consumesCounters[{i}]"
-        counter_set = str(consumes.get("counterSet", ""))
-        for counter, spec in _mapping(consumes.get("counters"), f"{where}.counters").items():
-            value = _value(spec, f"{where}.counters[{counter}]")
-            found.append((counter_set, counter, parse_amount(value, f"{where}.counters[{counter}].value").quantity))
-    return found
-
-
-def _missing_counter(sets: Mapping[str, Mapping[str, Amount]], consumed: Iterable[tuple[str, str, Quantity]]) -> str:
-    """validateDeviceCounterConsumption's first error, word for word."""
-    for counter_set, counter, _ in consumed:
-        if counter_set not in sets:
-            return f"counter set {counter_set} not found"
-        if counter not in sets[counter_set]:
-            return f"counter {counter} not found in counter set {counter_set}"
-    return ""
-
-
-def _fits(left: Mapping[str, Mapping[str, Amount]], consumed: Iterable[tuple[str, str, Quantity]]) -> bool:
-    return all(left[s][c].quantity.cmp(amount) >= 0 for s, c, amount in consumed if c in left.get(s, {}))
+def _fits(left: CounterSets, consumed: Consumption) -> bool:
+    return all(left[s][c].quantity.cmp(amount.quantity) >= 0 for s, c, amount in consumed if c in left.get(s, {}))
 
 
 def pool_state(
-    key: tuple[str, str], slices: Sequence[tuple[str, ResourceSlice]], usage: Mapping[tuple[str, str, str], DeviceUse]
+    key: PoolID, slices: Sequence[tuple[str, ResourceSlice]], usage: Mapping[tuple[str, str, str], DeviceUse]
 ) -> PoolState:
     """Devices, counters left and capacity left of one pool at its newest generation."""
     driver, pool = key
-    sets, invalid = _counter_sets(slices)
+    where = {id(s): slice_where(s, source) for source, s in slices}
+    sets, invalid = _read(lambda: get_and_validate_counter_sets((s for _, s in slices), lambda s: where[id(s)]))
+    invalid = invalid or validate_device_counter_consumption(sets, (s for _, s in slices))
     left = {name: dict(counters) for name, counters in sets.items()}
     devices = [
-        (slice_, device, _consumption(source, slice_, i, device), _capacities(source, slice_, i, device))
-        for source, slice_ in slices
+        (slice_, device, _consumption(where[id(slice_)], i, device), _capacities(where[id(slice_)], i, device))
+        for _, slice_ in slices
         for i, device in enumerate(slice_.spec.devices)
     ]
     for _, device, consumed, _ in devices:
-        invalid = invalid or _missing_counter(sets, consumed)
         if usage.get((driver, pool, device.name), DeviceUse()).allocated:
             for counter_set, counter, amount in consumed:
                 if counter in left.get(counter_set, {}):
@@ -336,8 +239,12 @@ def pool_state(
     return PoolState(driver, pool, first.generation, len(slices), first.resource_slice_count, invalid, states, counters)
 
 
-def _capacities(source: str, slice_: ResourceSlice, index: int, device: Device) -> dict[str, Amount]:
-    where = f"{_where(source, slice_)}: spec.devices[{index}].capacity"
+def _consumption(where: str, index: int, device: Device) -> Consumption:
+    return _read(lambda: device_consumption(device, f"{where}: spec.devices[{index}]"))
+
+
+def _capacities(where: str, index: int, device: Device) -> dict[str, Amount]:
+    where = f"{where}: spec.devices[{index}].capacity"
     return {name: parse_amount(capacity.value, f"{where}[{name}].value") for name, capacity in device.capacity.items()}
 
 
@@ -354,7 +261,8 @@ def _device_state(
     shown: dict[str, tuple[Amount, Amount]] = {}
     if device.allow_multiple_allocations:
         shown = {
-            name: (total, total.minus(use.consumed.get(name, Quantity(0, 0, True)))) for name, total in capacity.items()
+            name: (total, total.minus(use.consumed[name]) if name in use.consumed else total)
+            for name, total in capacity.items()
         }
     return DeviceState(device.name, _target(slice_, device).text(), state, use.owners + use.shares, shown)
 

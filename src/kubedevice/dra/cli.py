@@ -17,12 +17,12 @@ import typer
 
 from ..errors import fail
 from . import features, inputs, models
-from .allocator import AllocationError, Node, Unallocatable, allocate, allocated_devices
 from .convert import convert_command
 from .explain import explain, render, requests_using, verdicts_json
 from .models import DeviceClass, ResourceClaim, ResourceSlice, of_kind
 from .slices import DEFAULT_TAINT_EFFECT, Sharing, SliceError, slices_for
 from .strategy import drop_disabled_fields
+from .structured import AllocationError, Node, Unallocatable, allocate, allocated_devices
 from .validation import Path as FieldPath
 from .validation import validate, validate_dns_subdomain, validate_driver_name
 

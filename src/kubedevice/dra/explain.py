@@ -15,11 +15,12 @@ from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from . import capacity as cap
 from . import cel
-from .gates import Features
 from .models import Device, DeviceClass, DeviceSelector, ExactDeviceRequest, ResourceClaim, ResourceSlice
-from .taints import describe, untolerated
+from .structured import consumable_capacity as cap
+from .structured.gates import Features
+from .structured.pools import device_input
+from .structured.taints import describe, untolerated
 
 
 @dataclass(frozen=True)
@@ -49,16 +50,6 @@ class DeviceVerdict:
     @property
     def matched(self) -> bool:
         return all(s.matched for s in self.selectors)
-
-
-def device_input(driver: str, device: Device) -> cel.DeviceInput:
-    """The CEL view of a ResourceSlice device (``device.driver/attributes/capacity``)."""
-    return cel.DeviceInput(
-        driver=driver,
-        attributes={name: attribute.as_value() for name, attribute in device.attributes.items()},
-        capacity={name: capacity.value for name, capacity in device.capacity.items()},
-        allow_multiple_allocations=device.allow_multiple_allocations,
-    )
 
 
 def _first_failing_clause(expression: str, device: cel.DeviceInput) -> tuple[str | None, str | None]:
@@ -139,7 +130,9 @@ def _capacity_problem(device: Device, request: ExactDeviceRequest) -> str:
     if missing:
         return f"asks for capacity {missing[0]}, which the device does not have"
     try:
-        if cap.fits(cap.requested(wanted, "request"), cap.capacities_of(device.capacity, "capacity"), {}):
+        if cap.cmp_request_over_capacity(
+            cap.requested(wanted, "request"), cap.capacities_of(device.capacity, "capacity"), {}
+        ):
             return ""
     except cap.CapacityError as error:
         return f"capacity: {error}"

@@ -16,11 +16,11 @@ import typer
 
 from ..errors import fail
 from . import models
-from .allocator import AllocationError, Node, Unallocatable, allocated_devices
 from .explain import explain, render, requests_using, verdicts_json
 from .inputs import Inputs
 from .models import DeviceClass, DRAObject, NodeObject, Pod, ResourceClaim, ResourceSlice, of_kind
 from .pods import PodClaims, PodInputError, claims_for_pod, pod_ref, schedule
+from .structured import AllocationError, Node, Unallocatable, allocated_devices
 
 
 def _target(inputs: Inputs, node: str, labels: Mapping[str, str]) -> tuple[Node, NodeObject | None]:

@@ -37,7 +37,6 @@ from typing import Any
 from pydantic import ValidationError
 
 from ..cel.quantity import QuantityError, parse_quantity
-from .allocator import DeviceID, Node, SharedDevice, Unallocatable, allocate
 from .driver.model import POD_CLAIM_ANNOTATION
 from .models import (
     Container,
@@ -53,6 +52,7 @@ from .models import (
     ResourceClaimTemplate,
     ResourceSlice,
 )
+from .structured import DeviceID, Node, SharedDevice, Unallocatable, allocate
 
 EXTENDED_CLAIM_ANNOTATION = "resource.kubernetes.io/extended-resource-claim"  # ExtendedResourceClaimAnnotation
 DEVICE_CLASS_PREFIX = "deviceclass.resource.kubernetes.io/"  # resourceapi.ResourceDeviceClassPrefix

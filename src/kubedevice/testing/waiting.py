@@ -10,18 +10,29 @@ the error says what was last seen, so a failure in CI shows how far things got.
 
 ``wait_for`` blocks (for code outside an event loop); ``eventually`` is the same loop for a
 coroutine, whose predicate may itself be a coroutine function.
+
+A timeout is what the wait needs on a machine with a core to spare for each runnable process. On
+one that is oversubscribed (a CI runner shared with other jobs; the 1-minute load average above
+the number of cores), every process gets its share of a core, and so the bound is stretched by
+the same factor (:func:`budget`, at most :data:`MAX_STRETCH`): a daemon that starts in 1 s on an
+idle machine took 5-10 s at a load of 20 on two cores, and a wait of 10 s failed by chance. A
+result that never comes still fails, only later.
 """
 
 from __future__ import annotations
 
 import asyncio
 import inspect
+import os
 import time
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import TypeVar, overload
 
 T = TypeVar("T")
+
+MAX_STRETCH = 10.0
+"""The most a wait is stretched for load: beyond it, a machine is too busy to judge anything."""
 
 _SHOWN = 3000
 """Characters of the last seen value in a timeout message: the head and the end (a log's last lines)."""
@@ -40,13 +51,14 @@ def wait_for(
     given (a log, the object waited on) or else the predicate's last value. An exception from the
     predicate ends the wait at once (a process that died says so instead of timing out).
     """
-    deadline = time.monotonic() + timeout
+    allowed = budget(timeout)
+    deadline = time.monotonic() + allowed
     while True:
         value = predicate()
         if value:
             return value
         if time.monotonic() > deadline:
-            raise AssertionError(timed_out(what, timeout, value, seen))
+            raise AssertionError(timed_out(what, allowed, value, seen))
         time.sleep(interval)
 
 
@@ -80,7 +92,8 @@ async def eventually(
     """:func:`wait_for` inside an event loop: the loop runs between polls, and ``predicate`` may
     return an awaitable (an ``async def``), which is awaited."""
     loop = asyncio.get_running_loop()
-    deadline = loop.time() + timeout
+    allowed = budget(timeout)
+    deadline = loop.time() + allowed
     while True:
         value = predicate()
         if inspect.isawaitable(value):
@@ -88,8 +101,23 @@ async def eventually(
         if value:
             return value
         if loop.time() > deadline:
-            raise AssertionError(timed_out(what, timeout, value, seen))
+            raise AssertionError(timed_out(what, allowed, value, seen))
         await asyncio.sleep(interval)
+
+
+def stretch(load: float | None = None, cores: int | None = None) -> float:
+    """How much longer than on an idle machine a wait may take now: the runnable processes per core
+    (the 1-minute load average over the usable cores), at least 1, at most :data:`MAX_STRETCH`."""
+    if load is None:
+        load = os.getloadavg()[0]
+    if cores is None:
+        cores = len(os.sched_getaffinity(0)) or 1
+    return min(MAX_STRETCH, max(1.0, load / cores))
+
+
+def budget(timeout: float) -> float:
+    """``timeout`` stretched for the machine's load now (module docstring)."""
+    return timeout * stretch()
 
 
 def logged(log: Path, text: str) -> str | None:

@@ -8,26 +8,25 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from ...apimachinery.field import ErrorList, Path, duplicate, forbidden, invalid, required, too_many
-from ...cel.quantity import QuantityError
 from .. import features
 from ..models import DeviceCapacity
 from .common import MAX_VALID_VALUES
 
 if TYPE_CHECKING:
-    from ..available import Amount
+    from ..structured.consumable_capacity import Amount
 
 
 def amount(value: Any) -> Amount | None:
     """A quantity with the format its canonical string keeps (``Quantity.String()`` in messages).
 
-    Imported here: available.py brings the allocator, which the driver's publisher, validating
+    Imported here: the package brings the allocator, which the driver's publisher, validating
     its own slices, has no use for.
     """
-    from ..available import InputError, parse_amount  # noqa: PLC0415 - lazy on purpose
+    from ..structured.consumable_capacity import CapacityError, parse  # noqa: PLC0415 - lazy on purpose
 
     try:
-        return parse_amount(value, "")
-    except (InputError, QuantityError):
+        return parse(value, "")
+    except CapacityError:
         return None
 
 
@@ -91,13 +90,6 @@ def _validate_valid_values(default: Amount, maximum: Amount, raw: list[Any], pat
     return errors
 
 
-def _plus(a: Amount, b: Amount) -> Amount:
-    """``Quantity.Add``: the sum keeps the receiver's format."""
-    from ..available import Amount  # noqa: PLC0415 - lazy, as in _amount
-
-    return Amount(a.quantity.add(b.quantity), a.fmt)
-
-
 def _validate_range(
     default: Amount, maximum: Amount, raw: Mapping[str, Any], path: Path, bound_field: str | None
 ) -> ErrorList:
@@ -122,7 +114,7 @@ def _validate_range(
             errors.append(invalid(path.child(bound_field or "max"), str(default), f"default is more than max: {high}"))
     step = amount(raw["step"]) if raw.get("step") is not None else None
     if step is not None:
-        added = _plus(low, step)
+        added = low.plus(step)  # Quantity.Add: the sum keeps the receiver's format
         if added.quantity.cmp(maximum.quantity) > 0:
             detail = f"one step {added} is larger than capacity value: {maximum}"
             errors.append(invalid(path.child("step"), str(step), detail))

@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from .models import Device, ExactDeviceRequest
+from ..models import Device, ExactDeviceRequest
 
 _BLOCKING = ("NoSchedule", "NoExecute")
 _TOLERATION_FIELDS = ("key", "operator", "value", "effect", "tolerationSeconds")  # DeviceToleration's order
@@ -40,7 +40,7 @@ def untolerated(device: Device, request: ExactDeviceRequest) -> list[Mapping[str
     ]
 
 
-def taint_blocks(device: Device, request: ExactDeviceRequest) -> bool:
+def taint_prevents_allocation(device: Device, request: ExactDeviceRequest) -> bool:
     """``taintPreventsAllocation``."""
     return bool(untolerated(device, request))
 
