@@ -34,7 +34,7 @@ from typing import Any
 
 from kubedevice.config import parse_config
 from kubedevice.dra.driver.daemon import build_driver
-from kubedevice.kubelet.dra import DraClient, Registered, register
+from kubedevice.kubelet.dra.plugin import DraClient, Registered, register
 from kubedevice.testing import gobuild
 from kubedevice.testing.dradriver import claim_object
 

@@ -58,10 +58,10 @@ from kubedevice.api import dra_v1_pb2 as v1
 from kubedevice.api import dra_v1_pb2_grpc as v1_grpc
 from kubedevice.device import ContainerAllocation, Device, DeviceSpec
 from kubedevice.dra.driver import DraDriver, DriverService, ServiceOptions
-from kubedevice.dra.driver.model import AllocatedDevice, Claim
 from kubedevice.dra.driver.publisher import MIN_INTERVAL_SECONDS
 from kubedevice.dra.driver.state import ClaimError
-from kubedevice.kubelet.dra import DraClient, Registered, register
+from kubedevice.dra.nodeclaims import AllocatedDevice, Claim
+from kubedevice.kubelet.dra.plugin import DraClient, Registered, register
 from kubedevice.plugin.base import Plugin
 from kubedevice.testing import components
 from kubedevice.testing import dratestdriver as go

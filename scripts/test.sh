@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The whole test suite, from a fresh clone: the locked dependencies (scripts/install.sh --benchmarks: the test set and matplotlib,
 # into the active virtual environment or ./.venv), the Debian tools the image, chart and cluster
-# tests need (installed when run as root, else named), then ruff, mypy and pytest (unit,
+# tests need (installed when run as root, else named), then ruff, mypy, the import contracts (lint-imports) and pytest (unit,
 # simulator, interop with the official Go code, the real-cluster e2e tests). Arguments go to
 # pytest: `bash scripts/test.sh -m "not e2e"`, `bash scripts/test.sh tests/dra`.
 #
@@ -20,6 +20,7 @@ fi
 python3 -m ruff check src tests benchmarks
 python3 -m ruff format --check src tests benchmarks
 python3 -m mypy src
+lint-imports --no-cache  # the layers and import contracts of .importlinter
 if [ "$#" -gt 0 ] || [ "${KUBEDEVICE_SERIAL_TESTS:-}" = 1 ]; then
     exec python3 -m pytest "$@"
 fi

@@ -26,13 +26,15 @@ from yaml.nodes import MappingNode, Node, SequenceNode
 from yaml.reader import Reader, ReaderError
 from yaml.resolver import Resolver
 
+from .errors import KubedeviceError
+
 MAX_BYTES = 16 * 1024 * 1024
 MAX_DEPTH = 100
 MAX_VALUES = 1_000_000  # after alias expansion
 _LIBYAML_DEPTH = "exceeded maximum nesting depth"
 
 
-class InputError(OSError):
+class InputError(KubedeviceError, OSError):
     """A file too large or not UTF-8 (an ``OSError``, so callers report it as unreadable)."""
 
 

@@ -200,7 +200,7 @@ def _owner(text: str | None) -> OwnerRef | None:
 
 def _check_kubeconfig(path: Path) -> None:
     """Load ``--kubeconfig`` now: a broken one is a usage error at start, not a failure at first use."""
-    from .dra.driver.kube import load_kubeconfig  # noqa: PLC0415 - lightkube only when a kubeconfig is given
+    from .kubeclient import load_kubeconfig  # noqa: PLC0415 - lightkube only when a kubeconfig is given
 
     load_kubeconfig(path)
 

@@ -18,8 +18,8 @@ import yaml
 from pydantic import BaseModel, Field, ValidationError, field_validator, model_validator
 
 from . import boundedyaml
-from .dra.driver.config import DraConfig
-from .errors import FieldProblem, at, cannot_read
+from .dra.driverconfig import DraConfig
+from .errors import FieldProblem, KubedeviceError, at, cannot_read
 from .plugin_dir import resolve_plugin_dir
 from .sources.schema import SCHEMA_CONFIG, ResourceConfig, path_problem, template_fields
 
@@ -27,7 +27,7 @@ from .sources.schema import SCHEMA_CONFIG, ResourceConfig, path_problem, templat
 MAX_VALUES = 10_000
 
 
-class ConfigError(Exception):
+class ConfigError(KubedeviceError):
     """An unusable configuration; ``str()`` is one line naming the field."""
 
 

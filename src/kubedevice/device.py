@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 
 from .apimachinery.validation import C_IDENTIFIER
+from .errors import KubedeviceError
 
 MAX_ID_LENGTH = 63  # api.proto: "Max length of this field is 63 characters"
 #: The largest message the kubelet takes from a device plugin: its gRPC client keeps grpc's default
@@ -28,7 +29,7 @@ class Health(enum.StrEnum):
     UNHEALTHY = "Unhealthy"
 
 
-class DeviceError(ValueError):
+class DeviceError(KubedeviceError, ValueError):
     """Device data the kubelet would reject or misread."""
 
 

@@ -20,16 +20,26 @@ from typing import NoReturn
 PREFIX = "kubedevice"
 
 
-class UsageError(Exception):
+class KubedeviceError(Exception):
+    """The one base of kubedevice's own exceptions: a library user catches every refusal and
+    failure of ours with it and nothing else. Each layer's errors derive from it, most beside
+    the built-in they have always been (``DecodeError`` is still a ``ValueError``, ``InputError``
+    an ``OSError``). Not derived, on purpose: ``kubedevice.cel.values.Err`` (a CEL error *value*
+    as Go's ``types.Err``, returned and compared inside the engine and wrapped in
+    ``EvalError`` before it leaves), and the private signals of one module (``_TooMany``,
+    ``RpcFailure``, ``Unanswered``, ...) that never reach a caller."""
+
+
+class UsageError(KubedeviceError):
     """Bad input from the user (file, flag, config): ``str()`` is the one line to print; exit 2."""
 
 
-class DependencyError(Exception):
+class DependencyError(KubedeviceError):
     """Something the command needs failed at run time (a port, a kubelet, an API server):
     ``str()`` is the one line to print, naming the thing and what to do; exit 1."""
 
 
-class FieldProblem(ValueError):
+class FieldProblem(KubedeviceError, ValueError):
     """A check across fields that blames one of them.
 
     A schema's model validator runs on the whole model, so its error would point at the model's

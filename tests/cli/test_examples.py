@@ -20,8 +20,8 @@ from pathlib import Path
 import pytest
 
 import kubedevice
-from kubedevice.dra.driver.kube import KubeAccessError, load_kubeconfig
 from kubedevice.errors import DependencyError
+from kubedevice.kubeclient import KubeAccessError, load_kubeconfig
 from kubedevice.metrics import ListenError, Metrics, Readiness, start_http_server
 
 from .tree import commands

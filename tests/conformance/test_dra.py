@@ -21,11 +21,11 @@ from typing import Any
 import pytest
 
 from kubedevice.conformance import Report, Status
-from kubedevice.conformance.dra_checks import CATALOGUE
-from kubedevice.conformance.dra_runner import DraCheckOptions, run_dra_checks
+from kubedevice.conformance.dra.checks import CATALOGUE
+from kubedevice.conformance.dra.runner import DraCheckOptions, run_dra_checks
 from kubedevice.dra.driver import DraDriver
 from kubedevice.dra.driver.metadata import Document, MetadataFiles
-from kubedevice.dra.driver.model import ClaimRef
+from kubedevice.dra.nodeclaims import ClaimRef
 from kubedevice.testing.dradriver import DRIVER, NODE, Node, claim_object, file_service, null_plugin, running
 
 from .conftest import by_status, result, run

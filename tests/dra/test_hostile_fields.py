@@ -25,7 +25,6 @@ from __future__ import annotations
 import copy
 import random
 import re
-import sys
 import types
 import typing
 from collections.abc import Iterator
@@ -40,9 +39,7 @@ from typing_extensions import is_typeddict
 
 from kubedevice.dra import models
 from kubedevice.dra.cli import app
-
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-import validgen
+from tests.dra import validgen
 
 Loc = tuple[int | str, ...]
 RELEASE = "1.37"  # the tools' default

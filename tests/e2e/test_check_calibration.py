@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import sys
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -27,9 +26,7 @@ from kubedevice.testing.scenarios import (
     wait_for,
     wait_outcome,
 )
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "conformance"))
-from scripted import ScriptedPlugin
+from tests.conformance.scripted import ScriptedPlugin
 
 pytestmark = pytest.mark.e2e
 

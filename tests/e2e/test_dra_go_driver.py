@@ -1,4 +1,4 @@
-"""Our kubelet-side DRA client (kubedevice.kubelet.dra) against Kubernetes' own DRA test driver.
+"""Our kubelet-side DRA client (kubedevice.kubelet.dra.plugin) against Kubernetes' own DRA test driver.
 
 The Go driver (k8s.io/kubernetes/test/e2e/dra/test-driver, on the kubeletplugin library every Go
 driver uses) runs against the session cluster's API server, with its sockets in a kubelet
@@ -22,7 +22,7 @@ from lightkube.models.meta_v1 import ObjectMeta
 from lightkube.resources.resource_v1 import ResourceClaim
 
 from kubedevice.dra.driver.claims import ApiClaims, FileClaims
-from kubedevice.kubelet.dra import DraClient, Registered, register
+from kubedevice.kubelet.dra.plugin import DraClient, Registered, register
 from kubedevice.testing import dratestdriver as go
 from kubedevice.testing.cluster import Cluster
 from kubedevice.testing.waiting import eventually

@@ -22,7 +22,7 @@ from lightkube.resources.core_v1 import Node
 from lightkube.types import PatchType
 
 from kubedevice.api import pb, pb_grpc
-from kubedevice.dra.driver.kube import client as kube_client
+from kubedevice.kubeclient import client as kube_client
 from kubedevice.kubelet import KubeletSimulator
 from kubedevice.names import endpoint_for
 from kubedevice.node.labels import NodeLabels

@@ -8,16 +8,14 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import sys
 import tempfile
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
 import pytest
 
-sys.path.insert(0, str(Path(__file__).resolve().parent / "deviceplugin"))
-import gobuild
-from gobuild import GoPlugin, StartHarness
+from tests.interop.deviceplugin import gobuild
+from tests.interop.deviceplugin.gobuild import GoPlugin, StartHarness
 
 
 @pytest.fixture(scope="session")

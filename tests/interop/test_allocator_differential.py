@@ -19,7 +19,6 @@ import dataclasses
 import json
 import os
 import subprocess
-import sys
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any, TypeVar
@@ -30,9 +29,7 @@ from kubedevice.dra import models
 from kubedevice.dra.models import DeviceClass, ResourceClaim, ResourceSlice
 from kubedevice.dra.structured import AllocationError, ClaimAllocation, Node, Unallocatable, allocate, allocated_devices
 from kubedevice.testing import gobuild
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "dra"))
-import allocgen
+from tests.dra import allocgen
 
 pytestmark = pytest.mark.interop
 

@@ -11,12 +11,12 @@ import asyncio
 from pathlib import Path
 
 import pytest
-from gobuild import SAMPLE_RESOURCE, GoPlugin
 
 from kubedevice.api import KUBELET_SOCKET
 from kubedevice.conformance import CheckOptions, Report, Status, run_checks
 from kubedevice.conformance.model import REREGISTER_PASS_S
 from kubedevice.testing.waiting import eventually
+from tests.interop.deviceplugin.gobuild import SAMPLE_RESOURCE, GoPlugin
 
 pytestmark = pytest.mark.interop
 RESTART_TIMEOUT = 30.0  # the sample plugin comes back after about 10 s

@@ -13,12 +13,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from gobuild import StartHarness
 
 from kubedevice.device import ContainerAllocation, Device, DeviceSpec, Health, Mount
 from kubedevice.names import endpoint_for
 from kubedevice.plugin.base import Plugin
 from kubedevice.plugin.manager import Manager
+from tests.interop.deviceplugin.gobuild import StartHarness
 
 pytestmark = pytest.mark.interop
 RESOURCE = "example.com/interop"

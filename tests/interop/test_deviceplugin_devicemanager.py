@@ -18,13 +18,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from gobuild import GoPlugin, StartHarness
 
 from kubedevice.device import ContainerAllocation, Device, DeviceSpec, Health, Mount
 from kubedevice.kubelet import Container, Pod, checkpoint
 from kubedevice.kubelet.simulator import KubeletSimulator
 from kubedevice.plugin.base import Plugin
 from kubedevice.plugin.manager import Manager
+from tests.interop.deviceplugin.gobuild import GoPlugin, StartHarness
 
 pytestmark = pytest.mark.interop
 RESOURCE = "example.com/dm"

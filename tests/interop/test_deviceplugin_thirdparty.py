@@ -12,11 +12,11 @@ import asyncio
 from pathlib import Path
 
 import pytest
-from gobuild import GoPlugin
 
 from kubedevice.device import Mount
 from kubedevice.kubelet.model import Container, Pod
 from kubedevice.kubelet.simulator import KubeletSimulator
+from tests.interop.deviceplugin.gobuild import GoPlugin
 
 pytestmark = pytest.mark.interop
 RESOURCE = "example.com/resource"

@@ -36,11 +36,11 @@ from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from kubedevice.conformance import Status
-from kubedevice.conformance.dra_runner import DraCheckOptions, run_dra_checks
+from kubedevice.conformance.dra.runner import DraCheckOptions, run_dra_checks
 from kubedevice.device import ContainerAllocation, Device, DeviceSpec
+from kubedevice.dra.devicemetadata import read_stream
 from kubedevice.dra.driver import DraDriver
-from kubedevice.dra.driver.metadata import read_stream
-from kubedevice.kubelet.dra import DraClient, register
+from kubedevice.kubelet.dra.plugin import DraClient, register
 from kubedevice.plugin.base import Plugin
 from kubedevice.testing import gobuild
 from kubedevice.testing.dradriver import NODE, Node, kubelet, running

@@ -28,7 +28,7 @@ from kubedevice.api.convert import allocatable_to_pb, pod_resources_to_pb
 from kubedevice.device import Device, Health
 from kubedevice.dra.driver import DraDriver
 from kubedevice.kubelet import Container, KubeletSimulator, Pod
-from kubedevice.kubelet.dra_sim import DraKubelet
+from kubedevice.kubelet.dra.simulator import DraKubelet
 from kubedevice.plugin.base import Plugin
 from kubedevice.plugin.manager import Manager
 from kubedevice.podresources.client import PodResourcesClient, socket_in

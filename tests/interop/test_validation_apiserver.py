@@ -39,7 +39,6 @@ import shutil
 import socket
 import ssl
 import subprocess
-import sys
 import tempfile
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -56,9 +55,7 @@ from kubedevice.dra.strategy import drop_disabled_fields
 from kubedevice.dra.validation import validate
 from kubedevice.testing import components, pki
 from kubedevice.testing.waiting import wait_for
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "dra"))
-import validgen
+from tests.dra import validgen
 
 pytestmark = pytest.mark.interop
 

@@ -20,7 +20,7 @@ import pytest
 from kubedevice.api import DEFAULT_PLUGIN_DIR
 from kubedevice.kubelet import KubeletSimulator
 from kubedevice.kubelet.cli import parse_requests
-from kubedevice.kubelet.dra_cli import HELP as DRA_HELP
+from kubedevice.kubelet.dra.cli import HELP as DRA_HELP
 from kubedevice.kubelet.view import unknown
 
 from .rawplugin import RawPlugin, device, run

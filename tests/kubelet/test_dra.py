@@ -28,9 +28,9 @@ from kubedevice.api import pluginregistration_v1_pb2 as regpb
 from kubedevice.api import pluginregistration_v1_pb2_grpc as regpb_grpc
 from kubedevice.dra.driver import DraDriver
 from kubedevice.kubelet import KubeletSimulator, KubeletSocketInUse
-from kubedevice.kubelet.dra_cli import DraSession
-from kubedevice.kubelet.dra_sim import DraKubelet
-from kubedevice.kubelet.dra_view import dra_view
+from kubedevice.kubelet.dra.cli import DraSession
+from kubedevice.kubelet.dra.simulator import DraKubelet
+from kubedevice.kubelet.dra.view import dra_view
 from kubedevice.testing.dradriver import DRIVER, NODE, Node, claim_object, null_plugin, running
 
 T = TypeVar("T")

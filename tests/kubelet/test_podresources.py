@@ -19,7 +19,7 @@ import pytest
 from kubedevice.api import podresources_v1_pb2 as prpb
 from kubedevice.dra.driver import DraDriver
 from kubedevice.kubelet import Container, KubeletSimulator, Pod
-from kubedevice.kubelet.dra_sim import DraKubelet
+from kubedevice.kubelet.dra.simulator import DraKubelet
 from kubedevice.kubelet.podresources import PodResourcesServer, PodResourcesView, RateLimiter, kubelet_root_of
 from kubedevice.podresources.client import PodResourcesClient, PodResourcesUnavailable, read_holders, socket_in
 from kubedevice.podresources.model import (

@@ -15,7 +15,7 @@ import pytest
 
 from kubedevice.api import pb
 from kubedevice.names import endpoint_for
-from kubedevice.plugin.server import SocketInUse
+from kubedevice.unixsocket import SocketInUse
 
 from .conftest import TIMEOUT, NullPlugin, client, kubelet, next_message, null_devices, registered, running
 

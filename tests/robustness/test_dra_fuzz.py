@@ -29,7 +29,7 @@ from kubedevice.api import dra_v1beta1_pb2 as v1beta1
 from kubedevice.api import dra_v1beta1_pb2_grpc as v1beta1_grpc
 from kubedevice.api import pluginregistration_v1_pb2 as regpb
 from kubedevice.api import pluginregistration_v1_pb2_grpc as regpb_grpc
-from kubedevice.kubelet.dra import CALL_TIMEOUT
+from kubedevice.kubelet.dra.plugin import CALL_TIMEOUT
 from kubedevice.testing.dradriver import DRIVER, DriverThread, Node, claim_object, null_plugin
 
 OK, INVALID = grpc.StatusCode.OK, grpc.StatusCode.INVALID_ARGUMENT

@@ -15,7 +15,7 @@ from kubedevice.allocation.cdi import CdiSpecDir, container_edits
 from kubedevice.kubelet import checkpoint
 from kubedevice.names import endpoint_for
 from kubedevice.plugin.manager import Manager
-from kubedevice.plugin.server import SocketInUse
+from kubedevice.unixsocket import SocketInUse
 
 from .daemon import SERIAL, Daemon
 

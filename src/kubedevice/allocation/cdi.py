@@ -26,6 +26,7 @@ from typing import Any
 
 from .. import files
 from ..device import Mount
+from ..errors import KubedeviceError
 
 CDI_VERSION = "0.6.0"
 FILE_PREFIX = "kubedevice"
@@ -37,7 +38,7 @@ log = logging.getLogger("kubedevice.cdi")
 Spec = dict[str, Any]
 
 
-class CdiError(ValueError):
+class CdiError(KubedeviceError, ValueError):
     """The CDI directory cannot be written (one line, for a clear start-up error)."""
 
 

@@ -16,9 +16,10 @@ from collections.abc import Set as AbstractSet
 
 from ..api.convert import ids
 from ..device import Device
+from ..errors import KubedeviceError
 
 
-class AllocationRequestError(ValueError):
+class AllocationRequestError(KubedeviceError, ValueError):
     """A preferred-allocation request that contradicts itself or names unknown devices."""
 
 

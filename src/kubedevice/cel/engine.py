@@ -11,6 +11,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from ..errors import KubedeviceError
 from . import regex
 from . import values as v
 from .library import (
@@ -41,7 +42,7 @@ EMPTY_SORTED = ("list", "int")
 VIEW = "@view:"  # scope marker: this cel.bind variable names a view (see Declarations.view)
 
 
-class CheckError(Exception):
+class CheckError(KubedeviceError):
     """A type-check failure; becomes a compile error located at ``node`` (the innermost node
     being checked unless the raiser names another)."""
 

@@ -10,10 +10,11 @@ import ipaddress
 from dataclasses import dataclass
 from functools import lru_cache
 
+from ..errors import KubedeviceError
 from ..gostrings import quote
 
 
-class NetIPError(ValueError):
+class NetIPError(KubedeviceError, ValueError):
     """Not an address or prefix Go would parse; the text is Go's error (``ParseAddr("x"): ...``)."""
 
 

@@ -11,6 +11,8 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..errors import KubedeviceError
+
 MAX_RECURSION = 250
 MAX_CODE_POINTS = 100_000
 RESERVED = frozenset(
@@ -39,7 +41,7 @@ RESERVED = frozenset(
 _KEYWORDS = frozenset({"in", "true", "false", "null"})  # tokens of their own: never a field name
 
 
-class ParseError(Exception):
+class ParseError(KubedeviceError):
     """Syntax error; becomes a compile error reported at ``offset`` (cel-go's error location)."""
 
     def __init__(self, message: str, offset: int | None = None) -> None:

@@ -11,6 +11,8 @@ from dataclasses import dataclass
 from fractions import Fraction
 from functools import lru_cache
 
+from ..errors import KubedeviceError
+
 _INT64_MAX = (1 << 63) - 1
 _INT64_MIN = -(1 << 63)
 _NANO = -9
@@ -24,7 +26,7 @@ _DIGITS = "0123456789"
 FORMAT_WRONG = "quantities must match the regular expression '^([+-]?[0-9.]+)([eEinumkKMGTP]*[-+]?[0-9]*)$'"
 
 
-class QuantityError(ValueError):
+class QuantityError(KubedeviceError, ValueError):
     """The string is not a Kubernetes quantity."""
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from functools import lru_cache
 
+from ..errors import KubedeviceError
 from ..gostrings import quote
 
 _DIGITS = frozenset("0123456789")
@@ -12,7 +13,7 @@ _ALNUM = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ01234567
 _UINT64_MAX = (1 << 64) - 1
 
 
-class SemverError(ValueError):
+class SemverError(KubedeviceError, ValueError):
     """The string is not a strict semantic version."""
 
 

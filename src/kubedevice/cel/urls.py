@@ -10,6 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import Any, ClassVar
 
+from ..errors import KubedeviceError
 from ..gostrings import quote_bytes
 from .cost import ONE, Coster, Range, scaled
 from .library import CALL_COSTS, RUNTIME_COSTS, VALUE_TYPES, first_traversal, register
@@ -23,7 +24,7 @@ _ALNUM = frozenset(b"abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456
 _HEX = frozenset(b"0123456789abcdefABCDEF")
 
 
-class URLError(ValueError):
+class URLError(KubedeviceError, ValueError):
     """Go's url.Parse would fail."""
 
 

@@ -101,7 +101,7 @@ def _check_dra(
     timeout: float,
     as_json: bool,
 ) -> NoReturn:
-    from .dra_runner import DraCheckOptions, run_dra_checks  # noqa: PLC0415 - the DRA checker only when asked for
+    from .dra.runner import DraCheckOptions, run_dra_checks  # noqa: PLC0415 - the DRA checker only when asked for
 
     if kubelet_dir is None or not driver or claims is None:
         fail("--dra needs --kubelet-dir, --driver and --claims")

@@ -3,7 +3,7 @@ selector explanations, a one-node allocator and ResourceSlices for discovered de
 on the node, the DRA driver (:mod:`kubedevice.dra.driver`).
 
 The selectors' CEL environment is :mod:`kubedevice.dra.cel`, on the engine :mod:`kubedevice.cel`.
-Names load on first use: the daemon's config imports :mod:`kubedevice.dra.driver.config` and
+Names load on first use: the daemon's config imports :mod:`kubedevice.dra.driverconfig` and
 must not pay ~0.25 s for the models.
 """
 

@@ -25,6 +25,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
+from ..errors import KubedeviceError
 from .models import Device, NodeSelector, ResourceClaim, ResourceSlice
 from .structured import consumable_capacity as cap
 from .structured.consumable_capacity import Amount, CapacityError
@@ -45,7 +46,7 @@ ALL_NODES = "<all nodes>"
 T = TypeVar("T")
 
 
-class InputError(ValueError):
+class InputError(KubedeviceError, ValueError):
     """A value the API server would have refused: one line naming the object and field."""
 
 

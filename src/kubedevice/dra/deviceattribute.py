@@ -20,6 +20,7 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
+from ..errors import KubedeviceError
 from ..sources.hostroot import HostRoot
 
 PREFIX = "resource.kubernetes.io/"
@@ -33,7 +34,7 @@ log = logging.getLogger("kubedevice.dra.deviceattribute")
 Attributes = Mapping[str, Mapping[str, Any]]
 
 
-class PciAttributeError(ValueError):
+class PciAttributeError(KubedeviceError, ValueError):
     """A bus ID or sysfs layout from which upstream would return an error."""
 
 

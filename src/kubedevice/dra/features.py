@@ -22,6 +22,8 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
+from ..errors import KubedeviceError
+
 # Re-exported (PEP 484's ``X as X``): every DRA module finds the releases here.
 from ..releases import NEWEST as NEWEST  # noqa: PLC0414
 from ..releases import RELEASES as RELEASES  # noqa: PLC0414
@@ -99,7 +101,7 @@ DEPENDENCIES: dict[str, tuple[str, ...]] = {
 }
 
 
-class FeatureGateError(ValueError):
+class FeatureGateError(KubedeviceError, ValueError):
     """A ``--feature-gates`` value Kubernetes would refuse; the message is Kubernetes' own."""
 
 
@@ -233,7 +235,7 @@ def default_api_versions(release: str) -> tuple[str, ...]:
     return ("v1",) if at_least(release, "1.34") else ()
 
 
-class RuntimeConfigError(ValueError):
+class RuntimeConfigError(KubedeviceError, ValueError):
     """A ``--runtime-config`` value kube-apiserver would refuse; the message is its own."""
 
 

@@ -18,6 +18,8 @@ from typing import Any
 from pydantic import BaseModel
 from typing_extensions import is_typeddict
 
+from ..errors import KubedeviceError
+
 # (Go struct, JSON field) -> the Go type's name where it is a named string type; "{pkg}" is the
 # apiVersion's package (v1, v1beta1, ...). k8s.io/api/resource/*/types.go, core/v1/types.go.
 _NAMED_TYPES = {
@@ -204,7 +206,7 @@ def time_quote(text: str) -> str:
     return '"' + "".join(out) + '"'
 
 
-class TimeParseError(ValueError):
+class TimeParseError(KubedeviceError, ValueError):
     """``time.ParseError`` with Go's text."""
 
     def __init__(self, value: str, layout_elem: str, value_elem: str, message: str = "") -> None:

@@ -26,7 +26,7 @@ from typing_extensions import TypedDict
 
 from ..apimachinery.meta import OBJECT_META_FIELDS
 from ..boundedyaml import BoundedLoader, read_text
-from ..errors import at, cannot_read
+from ..errors import KubedeviceError, at, cannot_read
 from . import apifields, features, godecode
 
 GROUP = features.API_GROUP
@@ -48,7 +48,7 @@ Loc = tuple[int | str, ...]
 """Where in a document: keys and indexes of the ``v1`` shape; ``"[key]"`` after a key means the key itself."""
 
 
-class DecodeError(ValueError):
+class DecodeError(KubedeviceError, ValueError):
     """A document the API server would refuse before validation (syntax, kind, unknown field).
 
     ``locs`` holds, per message, where in the document it is (empty: the document as a whole).

@@ -37,7 +37,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from ..cel.quantity import QuantityError, parse_quantity
-from .driver.model import POD_CLAIM_ANNOTATION
+from ..errors import KubedeviceError
 from .models import (
     Container,
     DeviceClass,
@@ -52,6 +52,7 @@ from .models import (
     ResourceClaimTemplate,
     ResourceSlice,
 )
+from .nodeclaims import POD_CLAIM_ANNOTATION
 from .structured import DeviceID, Node, SharedDevice, Unallocatable, allocate
 
 EXTENDED_CLAIM_ANNOTATION = "resource.kubernetes.io/extended-resource-claim"  # ExtendedResourceClaimAnnotation
@@ -60,7 +61,7 @@ EXTENDED_CLAIM_NAME = "<extended-resources>"  # specialClaimInMemName: not a val
 _MAX_BASE_LEN = 57  # room for "-" and five random characters in 63
 
 
-class PodInputError(ValueError):
+class PodInputError(KubedeviceError, ValueError):
     """A pod refers to something the input does not hold, or to a feature that is off; or a Pod or
     Node whose fields scheduling reads do not decode (``loc``: where in the document)."""
 

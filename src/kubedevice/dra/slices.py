@@ -27,6 +27,7 @@ from dataclasses import dataclass, replace
 from typing import Any, Literal
 
 from ..device import Device, Health
+from ..errors import KubedeviceError
 from .models import (
     GROUP,
     CounterSet,
@@ -65,7 +66,7 @@ REPLICAS_COUNTER = "replicas"
 _REPLICA_ATTRIBUTE = "replica"
 
 
-class SliceError(ValueError):
+class SliceError(KubedeviceError, ValueError):
     """Discovered data that cannot be expressed as a ResourceSlice."""
 
 

@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from .. import files
+from ..errors import KubedeviceError
 
 NO_TOPOLOGY = -1  # the kubelet's nodeWithoutTopology
 _INT64 = re.compile(r"[+-]?[0-9]+")
@@ -31,7 +32,7 @@ _SURROGATE = re.compile("[\ud800-\udfff]")
 _GO_ESCAPES = str.maketrans({"<": "\\u003c", ">": "\\u003e", "&": "\\u0026", "\u2028": "\\u2028", "\u2029": "\\u2029"})
 
 
-class CheckpointError(ValueError):
+class CheckpointError(KubedeviceError, ValueError):
     """The file exists but cannot be trusted (bad JSON, shape or checksum)."""
 
 

@@ -271,7 +271,7 @@ def _dra_kubelet(
         fail("--dra needs --claims DIR (ResourceClaim files)")
     if not claims.is_dir():
         fail(f"--claims {claims} is not a directory")
-    from .dra_cli import run_dra  # noqa: PLC0415 - the DRA side only when asked for
+    from .dra.cli import run_dra  # noqa: PLC0415 - the DRA side only when asked for
 
     directory = _kubelet_dir(kubelet_dir)
     console = Console(highlight=False)

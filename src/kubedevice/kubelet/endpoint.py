@@ -11,12 +11,13 @@ import grpc
 
 from ..api import pb, pb_grpc
 from ..api.channel import wait_ready
+from ..errors import KubedeviceError
 from .model import PluginOptions
 
 FAILED_TO_DIAL = "failed to dial device plugin:"
 
 
-class DialError(Exception):
+class DialError(KubedeviceError):
     """The plugin's socket did not accept a gRPC connection within the dial timeout."""
 
 

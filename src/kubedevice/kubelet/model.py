@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from ..device import ContainerAllocation, Device
+from ..errors import KubedeviceError
 
 UNEXPECTED_ADMISSION_ERROR = "UnexpectedAdmissionError"
 
@@ -91,7 +92,7 @@ class ContainerAdmission:
     preferred: dict[str, list[str]] = field(default_factory=dict)
 
 
-class AdmissionError(Exception):
+class AdmissionError(KubedeviceError):
     """The pod was rejected; ``reason`` and ``message`` are what the pod status would show."""
 
     def __init__(self, reason: str, message: str) -> None:
@@ -100,5 +101,5 @@ class AdmissionError(Exception):
         self.message = message
 
 
-class ContainerStartError(Exception):
+class ContainerStartError(KubedeviceError):
     """The kubelet could not prepare a container's devices (e.g. PreStartContainer failed)."""

@@ -10,7 +10,6 @@ connected plugin.
 from __future__ import annotations
 
 import os
-import socket
 import stat
 from collections.abc import Awaitable, Callable
 from pathlib import Path
@@ -19,16 +18,17 @@ import grpc
 
 from .. import names
 from ..api import VERSION, pb, pb_grpc
+from ..errors import KubedeviceError
+from ..unixsocket import MAX_PATH_BYTES, is_live
 from .endpoint import DialError, Endpoint, endpoint_path, go_error
 from .model import PluginOptions
 
 SUPPORTED_VERSIONS = (VERSION,)
-MAX_UNIX_PATH = 107  # sun_path holds 108 bytes with the terminating NUL
 Register = Callable[[pb.RegisterRequest], Awaitable[str | None]]
 """What answers a ``Register``: None when accepted, else the error the plugin is told."""
 
 
-class CannotServe(Exception):
+class CannotServe(KubedeviceError):
     """The simulator cannot serve ``kubelet.sock`` in its directory; ``str()`` is one line saying why."""
 
 
@@ -36,31 +36,18 @@ class KubeletSocketInUse(CannotServe):
     """``kubelet.sock`` is live (a kubelet or another simulator answers on it) or is not a socket."""
 
 
-def socket_is_live(path: Path) -> bool:
-    """Whether something accepts connections on the unix socket ``path`` (refused: a stale leftover)."""
-    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as probe:
-        probe.settimeout(1.0)
-        try:
-            probe.connect(str(path))
-        except (ConnectionRefusedError, FileNotFoundError):
-            return False
-        except OSError:
-            return True  # cannot tell (e.g. no permission): assume someone owns it
-    return True
-
-
 def refuse_a_live_kubelet(path: Path) -> None:
     """:class:`KubeletSocketInUse` when ``path`` (``kubelet.sock``) is not ours to replace:
     something serves it, or it is not a socket; :class:`CannotServe` when too long to bind."""
-    if len(os.fsencode(path)) > MAX_UNIX_PATH:
-        raise CannotServe(f"{path}: longer than a unix socket path may be ({MAX_UNIX_PATH} bytes)")
+    if len(os.fsencode(path)) > MAX_PATH_BYTES:
+        raise CannotServe(f"{path}: longer than a unix socket path may be ({MAX_PATH_BYTES} bytes)")
     try:
         mode = path.lstat().st_mode
     except (FileNotFoundError, NotADirectoryError):
         return  # nothing there to take over; a bad directory is reported when it is created
     if not stat.S_ISSOCK(mode):
         raise KubeletSocketInUse(f"{path} exists and is not a socket; not replacing it")
-    if socket_is_live(path):
+    if is_live(path):
         raise KubeletSocketInUse(
             f"{path} is served by a running kubelet or simulator; not taking it over "
             "(stop it, or use another --plugin-dir)"

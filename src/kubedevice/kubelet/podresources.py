@@ -41,9 +41,9 @@ from ..podresources.model import (
     DeviceIds,
     PodResources,
 )
+from ..unixsocket import is_live
 from .checkpoint import NO_TOPOLOGY
 from .model import Container, Pod, Resource
-from .plugin_server import socket_is_live
 
 QPS = 100  # podresources.DefaultQPS
 BURST = 10  # podresources.DefaultBurstTokens
@@ -78,7 +78,7 @@ class PreparedClaimView(Protocol):
 
 
 class ClaimsProvider(Protocol):
-    """The DRA manager's cache: what :class:`~.dra_sim.DraKubelet` offers, claims by ``NS/NAME``."""
+    """The DRA manager's cache: what :class:`~.dra.simulator.DraKubelet` offers, claims by ``NS/NAME``."""
 
     @property
     def prepared(self) -> Mapping[str, PreparedClaimView]: ...
@@ -272,7 +272,7 @@ class PodResourcesServer:
         """``ListenAndServePodResources``: make the directory (0750), replace a stale socket, serve."""
         try:
             self.socket.parent.mkdir(mode=0o750, parents=True, exist_ok=True)
-            if self.socket.is_socket() and socket_is_live(self.socket):
+            if self.socket.is_socket() and is_live(self.socket):
                 self._event(f"not serving PodResources: {self.socket} is served by another process")
                 return
             self.socket.unlink(missing_ok=True)

@@ -27,7 +27,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from ..errors import KubedeviceError
 from ..names import endpoint_for
+from ..unixsocket import is_live
 
 log = logging.getLogger(__name__)
 
@@ -43,7 +45,7 @@ EXEC_START = (
 DEFAULT_SYSTEMCTL = "nsenter -t 1 -m -u -i -n -p -- systemctl"
 
 
-class HostServiceError(Exception):
+class HostServiceError(KubedeviceError):
     """Install or uninstall cannot go on: ``str()`` is the one line to print."""
 
 
@@ -370,13 +372,4 @@ def _remove_if_empty(directory: Path) -> None:
 
 def sockets_served(plugin_dir: Path, resources: Sequence[str]) -> bool:
     """Readiness of the unit as the kubelet sees it: every resource's socket accepts a connection."""
-    import socket  # noqa: PLC0415 - only for the probe loop
-
-    for name in resources:
-        with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as sock:
-            sock.settimeout(1)
-            try:
-                sock.connect(str(plugin_dir / endpoint_for(name)))
-            except OSError:
-                return False
-    return True
+    return all(is_live(plugin_dir / endpoint_for(name)) for name in resources)

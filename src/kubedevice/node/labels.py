@@ -105,7 +105,7 @@ def connect(config: Config, node: str | None, kubeconfig: Path | None) -> NodeLa
     field = f"resources[{index}].node_selector"
     if not node:
         raise ValueError(f"{field} needs this node's name to read its labels: set --node or $NODE_NAME")
-    from ..dra.driver.kube import KubeAccessError, client  # noqa: PLC0415 - lightkube only when asked for
+    from ..kubeclient import KubeAccessError, client  # noqa: PLC0415 - lightkube only when asked for
 
     try:
         api = client(kubeconfig)

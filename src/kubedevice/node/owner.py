@@ -105,7 +105,7 @@ class OwnerWatch:
         return self._client
 
     def _new_client(self) -> Any:
-        from ..dra.driver.kube import client  # noqa: PLC0415 - lightkube only when asked for
+        from ..kubeclient import client  # noqa: PLC0415 - lightkube only when asked for
 
         return client(self._kubeconfig)
 

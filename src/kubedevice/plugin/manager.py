@@ -11,7 +11,6 @@ import asyncio
 import contextlib
 import logging
 import signal
-import stat
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -21,9 +20,10 @@ from ..api import DEFAULT_PLUGIN_DIR, KUBELET_SOCKET
 from ..logs import fallback_logging
 from ..names import endpoint_for, extended_resource_name_error
 from ..plugin_dir import PLUGIN_DIR_ENV, plugin_dir_from_env
+from ..unixsocket import SocketInUse, check_path, is_socket
 from .base import Plugin
 from .registration import KubeletUnavailable, RegistrationRejected, register
-from .server import PluginServer, RpcObserver, SocketInUse, check_socket_path
+from .server import PluginServer, RpcObserver
 from .watcher import DirectoryWatcher, wait_for_directory
 
 _CLIENT_CLOSING = "the client connection is closing"
@@ -143,7 +143,7 @@ class Manager:
         """Serve one more plugin (at start, or on a config reload)."""
         check_plugins([*self.plugins, plugin])
         endpoint = endpoint_for(plugin.resource_name)
-        check_socket_path(self.plugin_dir / endpoint)
+        check_path(self.plugin_dir / endpoint)
         server = PluginServer(
             plugin, self.plugin_dir / endpoint, self.hooks.on_rpc, on_client_gone=lambda: self._client_gone(endpoint)
         )
@@ -248,7 +248,7 @@ class Manager:
     async def _reconcile(self, resource: _Resource) -> None:
         if not await asyncio.shield(self._ensure_serving(resource)):
             return
-        if not _is_socket(self.kubelet_socket):
+        if not is_socket(self.kubelet_socket):
             if self.kubelet_socket.exists():
                 log.warning("%s is not a socket; waiting for the kubelet", self.kubelet_socket)
             return
@@ -324,13 +324,6 @@ class Manager:
                 resource.name,
                 extra={"resource": resource.name},
             )
-
-
-def _is_socket(path: Path) -> bool:
-    try:
-        return stat.S_ISSOCK(path.lstat().st_mode)
-    except OSError:
-        return False
 
 
 def check_plugins(plugins: Sequence[Plugin]) -> None:

@@ -7,6 +7,7 @@ from grpc import aio
 
 from ..api import VERSION, pb, pb_grpc
 from ..api.convert import options_to_pb
+from ..errors import KubedeviceError
 
 # The kubelet's socket appears at bind(); listen() follows within microseconds, so retry
 # the connection quickly instead of grpc's default one-second first backoff.
@@ -33,11 +34,11 @@ def _unavailable(err: aio.AioRpcError) -> str:
     return f"{words} (grpc: {details})" if details else words
 
 
-class RegistrationRejected(Exception):
+class RegistrationRejected(KubedeviceError):
     """The kubelet answered Register with an error: its message says why."""
 
 
-class KubeletUnavailable(Exception):
+class KubeletUnavailable(KubedeviceError):
     """No kubelet listening on ``kubelet.sock`` (yet): wait for it to appear."""
 
 

@@ -7,13 +7,10 @@ event that each device change replaces, so a change reaches all streams in one l
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import functools
 import inspect
 import logging
 import os
-import socket
-import stat
 import time
 from collections import Counter
 from collections.abc import Awaitable, Callable, Iterable, Sequence
@@ -28,7 +25,7 @@ from ..api import PRE_START_TIMEOUT_SECONDS, pb, pb_grpc
 from ..api.convert import allocation_to_pb, ids, list_response, options_to_pb
 from ..api.malformed import add_refusing_malformed
 from ..device import MAX_MESSAGE_BYTES, ContainerAllocation, Device, Health
-from ..errors import DependencyError
+from ..unixsocket import clear_stale
 from .base import Plugin, PreferredAllocator, PreStarter, options_of
 
 log = logging.getLogger(__name__)
@@ -59,24 +56,6 @@ def _device_ids(answer: object) -> list[str]:
 
 RpcObserver = Callable[[str, str, float, str], None]
 """Called after every unary RPC with (resource, method, seconds, result)."""
-
-
-MAX_SOCKET_PATH = 107
-"""A unix socket's path: sun_path holds 108 bytes, the terminating NUL included."""
-
-
-def check_socket_path(path: Path) -> None:
-    """Refuse a path the kernel cannot bind (gRPC would only say "failed to bind")."""
-    size = len(str(path).encode())
-    if size > MAX_SOCKET_PATH:
-        raise ValueError(
-            f"socket path {path} is {size} bytes, longer than {MAX_SOCKET_PATH} (a unix socket limit): "
-            "use a shorter directory"
-        )
-
-
-class SocketInUse(DependencyError):
-    """Another live process serves on our endpoint path (exit 1: the machine, not the command, is wrong)."""
 
 
 class RpcFailure(Exception):
@@ -115,7 +94,7 @@ class PluginServer(pb_grpc.DevicePluginServicer):  # type: ignore[misc]
     # -- lifecycle ------------------------------------------------------------------
     async def serve(self) -> None:
         """Bind the socket (clearing only a stale one of ours) and start serving."""
-        _clear_stale_socket(self.socket_path)
+        clear_stale(self.socket_path)
         self._final = False
         self._generation += 1
         server = aio.server(options=[("grpc.so_reuseport", 0)])
@@ -379,21 +358,3 @@ def _within_limit(response: pb.AllocateResponse) -> pb.AllocateResponse:
             "accepts from a device plugin",
         )
     return response
-
-
-def _clear_stale_socket(path: Path) -> None:
-    """Remove a dead socket at our endpoint (a crashed predecessor); refuse to touch anything else."""
-    try:
-        mode = path.lstat().st_mode
-    except FileNotFoundError:
-        return
-    if not stat.S_ISSOCK(mode):
-        raise SocketInUse(f"{path} exists and is not a socket: refusing to replace it")
-    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as probe:
-        try:
-            probe.connect(str(path))
-        except (ConnectionRefusedError, FileNotFoundError):
-            with contextlib.suppress(FileNotFoundError):
-                os.unlink(path)
-            return
-    raise SocketInUse(f"{path} is served by another live process (a second kubedevice serve?): refusing to replace it")

@@ -21,7 +21,7 @@ from ..api import podresources_v1_pb2 as prpb
 from ..api import podresources_v1_pb2_grpc as prpb_grpc
 from ..api.channel import wait_ready
 from ..api.convert import allocatable_from_pb, pod_resources_from_pb
-from ..errors import os_reason
+from ..errors import KubedeviceError, os_reason
 from .model import Allocatable, Holder, PodResources, holders
 
 SOCKET_DIR = "pod-resources"
@@ -44,7 +44,7 @@ def beside_plugin_dir(plugin_dir: Path) -> Path:
     return socket_in(plugin_dir.parent)
 
 
-class PodResourcesUnavailable(Exception):
+class PodResourcesUnavailable(KubedeviceError):
     """The API cannot be read here; ``str()`` is one line naming the socket and the reason."""
 
 

@@ -14,10 +14,12 @@ import os
 from collections import deque
 from pathlib import Path, PurePosixPath
 
+from ..errors import KubedeviceError
+
 _MAX_SYMLINK_HOPS = 40  # Linux MAXSYMLINKS
 
 
-class HostRootError(ValueError):
+class HostRootError(KubedeviceError, ValueError):
     """A host root or host path that cannot be used (one line, for a clear start-up error)."""
 
 

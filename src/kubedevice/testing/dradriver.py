@@ -15,7 +15,7 @@ from typing import Any
 from kubedevice.device import ContainerAllocation, Device, DeviceSpec
 from kubedevice.dra.driver import DraDriver, DriverService, ServiceOptions
 from kubedevice.dra.driver.claims import FileClaims
-from kubedevice.kubelet.dra import DraClient, register
+from kubedevice.kubelet.dra.plugin import DraClient, register
 from kubedevice.plugin.base import Plugin
 
 DRIVER = "null.example.com"

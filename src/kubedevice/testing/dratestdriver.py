@@ -28,6 +28,8 @@ from lightkube.resources.core_v1 import Namespace, Node
 from lightkube.resources.resource_v1 import ResourceClaim, ResourceClaimStatus, ResourceSlice
 from lightkube.types import PatchType
 
+from kubedevice.errors import KubedeviceError
+
 from .components import GO_MODULES
 from .gobuild import build
 from .waiting import eventually
@@ -39,7 +41,7 @@ DEVICE_CLASS = "kubedevice-test"
 START_TIMEOUT = 30.0
 
 
-class GoDriverError(RuntimeError):
+class GoDriverError(KubedeviceError, RuntimeError):
     """The Go driver did not come up; the message carries the tail of its log."""
 
 

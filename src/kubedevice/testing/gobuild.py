@@ -18,6 +18,8 @@ import tempfile
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 
+from kubedevice.errors import KubedeviceError
+
 BUILD_TIMEOUT = 3600.0
 """Seconds, a bound on a hang only: a cold build of Kubernetes code takes about 10 minutes on two
 idle cores, and the default release's whole Kubernetes ran past twice the former 1,800 s on two
@@ -25,7 +27,7 @@ cores loaded 20 to 1 (a CI run beside other builds, 2026-11-28), failing that ru
 _STDERR_TAIL = 4000
 
 
-class BuildError(RuntimeError):
+class BuildError(KubedeviceError, RuntimeError):
     """A Go build failed; the message carries the tail of Go's own stderr."""
 
 

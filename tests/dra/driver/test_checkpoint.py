@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from kubedevice.dra.driver import checkpoint as ckpt
-from kubedevice.dra.driver.model import PreparedClaim, PreparedDevice
+from kubedevice.dra.nodeclaims import PreparedClaim, PreparedDevice
 
 BOOT = "boot-1"
 

@@ -18,7 +18,7 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
 
-from kubedevice.kubelet.dra import DraClient, register
+from kubedevice.kubelet.dra.plugin import DraClient, register
 from kubedevice.testing.dradriver import Node, claim_object
 from kubedevice.testing.waiting import eventually
 

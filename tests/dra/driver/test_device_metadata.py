@@ -13,11 +13,12 @@ import pytest
 
 from kubedevice.allocation.cdi import CdiError
 from kubedevice.config import ConfigError, load_config, parse_config
+from kubedevice.dra.devicemetadata import CONTAINER_DIR, read_stream
 from kubedevice.dra.driver import DraDriver
 from kubedevice.dra.driver.checkpoint import load
 from kubedevice.dra.driver.daemon import build_driver
-from kubedevice.dra.driver.metadata import CONTAINER_DIR, MetadataFiles, read_stream
-from kubedevice.dra.driver.model import ClaimRef
+from kubedevice.dra.driver.metadata import MetadataFiles
+from kubedevice.dra.nodeclaims import ClaimRef
 from kubedevice.testing.dradriver import DRIVER, NODE, Node, claim_object, kubelet, null_plugin, running
 
 KIND = f"{DRIVER}/metadata"

@@ -18,7 +18,7 @@ from typing import Any
 from kubedevice.dra.driver import DraDriver, DriverService
 from kubedevice.dra.driver.claims import FileClaims
 from kubedevice.dra.driver.devicestatus import FileStatus
-from kubedevice.kubelet.dra import DraClient, register
+from kubedevice.kubelet.dra.plugin import DraClient, register
 from kubedevice.testing.dradriver import DRIVER, NODE, Node, claim_object, kubelet, null_plugin
 
 ROOT = Path(__file__).resolve().parents[3]

@@ -27,7 +27,7 @@ from kubedevice.dra.driver.daemon import build_driver
 from kubedevice.dra.driver.health import REFRESH_SECONDS, DeviceHealth, HealthFeed
 from kubedevice.dra.models import to_document
 from kubedevice.dra.validation import validate
-from kubedevice.kubelet.dra import DraClient, register
+from kubedevice.kubelet.dra.plugin import DraClient, register
 from kubedevice.plugin.base import Plugin
 from kubedevice.testing.dradriver import DRIVER, NODE, Node, null_plugin, running
 

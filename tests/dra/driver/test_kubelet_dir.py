@@ -18,8 +18,8 @@ import pytest
 
 from kubedevice.dra.driver import DraDriver, DriverService
 from kubedevice.dra.driver.claims import FileClaims
-from kubedevice.kubelet.dra import register
-from kubedevice.kubelet.dra_sim import DraKubelet
+from kubedevice.kubelet.dra.plugin import register
+from kubedevice.kubelet.dra.simulator import DraKubelet
 from kubedevice.testing.dradriver import DRIVER, NODE, Node, claim_object, null_plugin
 from kubedevice.testing.waiting import eventually
 

@@ -25,10 +25,10 @@ from kubedevice.dra.driver.cdi import ClaimSpecs
 from kubedevice.dra.driver.checkpoint import CheckpointError, load
 from kubedevice.dra.driver.claims import FileClaims
 from kubedevice.dra.driver.metrics import DraMetrics
-from kubedevice.kubelet.dra import DraClient, Registered, RegistrationRefused, register
+from kubedevice.kubelet.dra.plugin import DraClient, Registered, RegistrationRefused, register
 from kubedevice.plugin.base import Plugin
-from kubedevice.plugin.server import SocketInUse
 from kubedevice.testing.dradriver import DRIVER, NODE, Node, claim_object, kubelet, null_plugin, running
+from kubedevice.unixsocket import SocketInUse
 
 KIND = f"k8s.{DRIVER}/device"
 

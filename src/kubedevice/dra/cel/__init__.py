@@ -18,6 +18,7 @@ from ...cel.diagnostics import display
 from ...cel.engine import CheckError, Compiler
 from ...cel.parser import Node, ParseError, flatten, location, parse
 from ...cel.values import Err, Optional, type_name
+from ...errors import KubedeviceError
 from .device import UNCHECKED, precheck
 from .environment import DeviceEnvironment
 from .fastpath import generate
@@ -29,7 +30,7 @@ CONSUMABLE_CAPACITY = "DRAConsumableCapacity"
 LIST_TYPE_ATTRIBUTES = "DRAListTypeAttributes"
 
 
-class CELError(Exception):
+class CELError(KubedeviceError):
     """A selector failed to compile or to evaluate."""
 
     kind: Literal["compile", "runtime"]

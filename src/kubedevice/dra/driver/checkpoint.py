@@ -61,7 +61,8 @@ from pathlib import Path
 from typing import Any
 
 from ...allocation.cdi import Spec
-from .model import PreparedClaim, PreparedDevice
+from ...errors import KubedeviceError
+from ..nodeclaims import PreparedClaim, PreparedDevice
 
 VERSION = 1
 FILE_NAME = "checkpoint.json"
@@ -76,7 +77,7 @@ _string = encode_basestring_ascii
 """A string as JSON (what ``_RECORD.encode`` does for one, without its Python-level checks)."""
 
 
-class CheckpointError(Exception):
+class CheckpointError(KubedeviceError):
     """A checkpoint that cannot be read or trusted; the driver must not overwrite it blindly."""
 
 

@@ -18,8 +18,8 @@ from lightkube.core.exceptions import ApiError
 from lightkube.resources.resource_v1 import ResourceClaim
 
 from ...errors import api_reason
+from ..nodeclaims import Claim
 from .apiget import KeptGets, Unanswered, target
-from .model import Claim
 from .state import ClaimError
 
 

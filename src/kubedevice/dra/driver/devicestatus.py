@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
 from ... import files
-from .model import ClaimRef, PreparedDevice, PrepareResult
+from ..nodeclaims import ClaimRef, PreparedDevice, PrepareResult
 
 if TYPE_CHECKING:
     from lightkube import AsyncClient

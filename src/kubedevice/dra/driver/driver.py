@@ -17,10 +17,10 @@ from ...plugin.base import Plugin
 from ...sources.configured import ConfiguredPlugin
 from ...sources.discovery import dra_attributes
 from ..deviceattribute import with_standard_attributes
+from ..devicemetadata import kind_error
 from ..models import ResourceSlice
 from ..slices import DEFAULT_TAINT_EFFECT, ResourceInput, Sharing, device_name, published, slices_for
 from .health import DeviceHealth
-from .metadata import kind_error
 from .state import Offered
 
 Attributes = Mapping[str, Mapping[str, Mapping[str, Any]]]

@@ -32,7 +32,6 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-import posixpath
 import re
 import shutil
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -42,19 +41,14 @@ from typing import Any
 
 from ... import files
 from ...allocation.cdi import CdiError, device_name_error, spec_kind
-from .model import AllocatedDevice, Claim, ClaimRef, PreparedDevice
+from ..devicemetadata import GROUP, VERSIONS, container_path
+from ..nodeclaims import AllocatedDevice, Claim, ClaimRef, PreparedDevice
 
-GROUP = "metadata.resource.k8s.io"
-VERSIONS = ("v1beta1", "v1alpha1")
-"""Written in this order (newest first); a consumer takes the first it knows."""
-CONTAINER_DIR = "/var/run/kubernetes.io/dra-device-attributes"
 HOST_DIR = "dra-device-metadata"
 """Under the driver's plugin directory (``kubeletplugin``'s plugin data directory)."""
 HOST_FILE = "metadata.json"
 GENERATION = 1
 """What the helper writes at prepare (``UpdateRequestMetadata`` counts up from it; we never update)."""
-_JSON_SPACE = re.compile(r"[ \t\n\r]*")
-_CDI_VENDOR = re.compile(r"[A-Za-z]([A-Za-z0-9_.-]*[A-Za-z0-9])?\Z")
 
 Attributes = Mapping[str, Mapping[str, Any]]
 """A device's attributes as its ResourceSlice entry has them: name → one-key value (``{"int": 3}``)."""
@@ -62,17 +56,6 @@ AttributeLookup = Callable[[str], Attributes]
 Document = dict[str, Any]
 """A claim's metadata as the checkpoint keeps it: ``podClaimName`` (absent: not from a template)
 and ``requests``, each ``{"name": ..., "devices": [...]}`` as the files' ``requests[0]``."""
-
-
-def kind_error(driver: str) -> str | None:
-    """Why ``<driver>/metadata`` cannot be a CDI kind (the runtime's parser would refuse the spec), or None.
-
-    A CDI vendor starts with a letter; a DRA driver name may start with a digit."""
-    if _CDI_VENDOR.match(driver):
-        return None
-    return (
-        f"device metadata needs a driver name that starts with a letter: {driver!r} is the CDI vendor of its spec kind"
-    )
 
 
 def describe(claim: Claim, results: Sequence[AllocatedDevice], driver: str, attributes: AttributeLookup) -> Document:
@@ -94,23 +77,6 @@ def describe(claim: Claim, results: Sequence[AllocatedDevice], driver: str, attr
     if claim.pod_claim_name is not None:
         document["podClaimName"] = claim.pod_claim_name
     return document
-
-
-def container_path(driver: str, claim_name: str, pod_claim_name: str | None, request: str) -> str:
-    """Where a container finds a request's file: ``metadata.ResourceClaimFilePath``, or
-    ``ResourceClaimTemplateFilePath`` for a claim made from a template (Go's ``filepath.Join``)."""
-    where = ("resourceclaimtemplates", pod_claim_name) if pod_claim_name else ("resourceclaims", claim_name)
-    return _go_join(CONTAINER_DIR, *where, request, f"{driver}-metadata.json")
-
-
-def read_stream(text: str) -> list[Any]:
-    """The JSON values of a metadata file in order, as a reader's ``json.Decoder`` takes them one by
-    one (whitespace between them); ``ValueError`` if it is not such a stream."""
-    decoder, values, position = json.JSONDecoder(), [], 0
-    while (position := _JSON_SPACE.match(text, position).end()) < len(text):  # type: ignore[union-attr]
-        value, position = decoder.raw_decode(text, position)
-        values.append(value)
-    return values
 
 
 def add_device_ids(devices: Sequence[PreparedDevice], ids: Mapping[str, str]) -> list[PreparedDevice]:
@@ -279,12 +245,6 @@ def _unsafe(ref: ClaimRef, document: Document) -> str | None:
         if error:
             return error
     return None
-
-
-def _go_join(*parts: str) -> str:
-    """``filepath.Join``: the non-empty parts joined and cleaned (``path.Clean`` keeps no ``//`` root)."""
-    joined = posixpath.normpath("/".join(p for p in parts if p))
-    return joined[1:] if joined.startswith("//") else joined
 
 
 _GO_ESCAPES = str.maketrans({"<": "\\u003c", ">": "\\u003e", "&": "\\u0026", "\u2028": "\\u2028", "\u2029": "\\u2029"})

@@ -23,7 +23,8 @@ from typing import Any, Protocol, runtime_checkable
 
 from ...apimachinery.validation import C_IDENTIFIER
 from ...device import ContainerAllocation, Device
-from .model import AllocatedDevice, DeviceConfig
+from ...errors import KubedeviceError
+from ..nodeclaims import AllocatedDevice, DeviceConfig
 
 SOURCES = ("FromClass", "FromClaim")
 """Lowest precedence first."""
@@ -32,7 +33,7 @@ ADMIN_ACCESS_ENV = "DRA_ADMIN_ACCESS"
 _ALLOWED_KEYS = frozenset({"apiVersion", "kind", "env"})
 
 
-class ConfigError(ValueError):
+class ConfigError(KubedeviceError, ValueError):
     """A configuration the driver refuses: the claim's error, never the daemon's."""
 
 

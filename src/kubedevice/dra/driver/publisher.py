@@ -50,7 +50,7 @@ from lightkube.operators import BinaryOperator, SequenceOperator
 from lightkube.resources.core_v1 import Node
 from lightkube.resources.resource_v1 import ResourceSlice
 
-from ...errors import api_reason
+from ...errors import KubedeviceError, api_reason
 from .. import features
 from ..models import ResourceSlice as SliceModel
 from ..models import to_document
@@ -91,7 +91,7 @@ def contains(actual: Any, wanted: Any) -> bool:
     return bool(actual == wanted)
 
 
-class InvalidSlices(ValueError):
+class InvalidSlices(KubedeviceError, ValueError):
     """The driver's devices make slices the API server would refuse (the message names the field)."""
 
 

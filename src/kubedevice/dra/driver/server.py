@@ -26,8 +26,8 @@ from ...api import dra_v1_pb2_grpc as v1_grpc
 from ...api import dra_v1beta1_pb2 as v1beta1
 from ...api import dra_v1beta1_pb2_grpc as v1beta1_grpc
 from ...api.malformed import add_refusing_malformed
+from ..nodeclaims import ClaimRef, PreparedDevice, PrepareResult
 from .health import HealthFeed
-from .model import ClaimRef, PreparedDevice, PrepareResult
 from .state import ClaimSource, ClaimState
 
 log = logging.getLogger("kubedevice.dra.server")

@@ -24,8 +24,8 @@ from grpc import aio
 
 from ...api import pluginregistration_v1_pb2_grpc as regpb_grpc
 from ...api.malformed import add_refusing_malformed
-from ...plugin.server import _clear_stale_socket, check_socket_path
 from ...plugin.watcher import wait_for_directory
+from ...unixsocket import check_path, clear_stale
 from .cdi import ClaimSpecs
 from .checkpoint import BOOT_ID_PATH, FILE_NAME, read_boot_id
 from .devicestatus import ApiStatus, DeviceStatusReporter, StatusSink
@@ -172,8 +172,8 @@ class DriverService:
 
     @staticmethod
     async def _serve(path: Path, add: Callable[[aio.Server], None]) -> aio.Server:
-        check_socket_path(path)
-        _clear_stale_socket(path)
+        check_path(path)
+        clear_stale(path)
         # No interceptor: grpc.aio runs one as two more coroutines on every call; the handlers
         # refuse undecodable requests themselves, wrapped once at registration.
         server = aio.server(options=[("grpc.so_reuseport", 0)])
@@ -262,8 +262,8 @@ async def serve(
 ) -> None:
     """Serve ``driver`` until cancelled: claims from the API server unless ``claims`` is given, and
     with ``options.device_status`` the claims' ``status.devices`` there too unless ``status`` is given."""
+    from ...kubeclient import client  # noqa: PLC0415
     from .claims import ApiClaims  # noqa: PLC0415 - the API client only when it is used
-    from .kube import client  # noqa: PLC0415
 
     api_status = options.device_status and status is None
     api = client(kubeconfig) if claims is None or publish or api_status else None

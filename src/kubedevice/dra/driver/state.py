@@ -23,17 +23,18 @@ from typing import IO, Protocol
 
 from ...allocation.cdi import CdiError, Spec
 from ...device import EMPTY_ALLOCATION, ContainerAllocation, Device
+from ...errors import KubedeviceError
 from ...plugin.base import Plugin
+from ..nodeclaims import AllocatedDevice, Claim, ClaimRef, PreparedClaim, PreparedDevice, PrepareResult
 from . import checkpoint as ckpt
 from .cdi import ClaimSpecs
 from .metadata import AttributeLookup, Document, MetadataFiles, add_device_ids, describe
-from .model import AllocatedDevice, Claim, ClaimRef, PreparedClaim, PreparedDevice, PrepareResult
 from .opaque import configs_for, edits_for
 
 log = logging.getLogger("kubedevice.dra.state")
 
 
-class ClaimError(Exception):
+class ClaimError(KubedeviceError):
     """A claim that cannot be fetched; the message names it and says why."""
 
 
@@ -54,7 +55,7 @@ class Offered:
 Resolver = Callable[[str], Offered | None]
 
 
-class PrepareFailed(Exception):
+class PrepareFailed(KubedeviceError):
     """One claim cannot be prepared (its message goes into that claim's answer)."""
 
 

@@ -27,6 +27,7 @@ from functools import lru_cache
 from typing import Any
 
 from ...cel.quantity import Quantity, QuantityError, format_of, from_int, parse_quantity
+from ...errors import KubedeviceError
 
 _MAX_INT64 = (1 << 63) - 1
 
@@ -35,7 +36,7 @@ Exact = int | Fraction
 times faster than a ``Fraction`` (benchmarks/allocate_vs_go.py)."""
 
 
-class CapacityError(Exception):
+class CapacityError(KubedeviceError):
     """A request the allocator must refuse outright (``errCapacityRequestNotRepresentable``, ...),
     or a quantity that does not parse; the message names where."""
 

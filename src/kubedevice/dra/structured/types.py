@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from functools import cached_property
 from typing import TYPE_CHECKING, Any, NamedTuple
 
+from ...errors import KubedeviceError
 from ..models import DeviceClass, ExactDeviceRequest, ResourceClaim
 from .consumable_capacity import Amount, Exact
 from .taints import stored_tolerations
@@ -21,11 +22,11 @@ if TYPE_CHECKING:
 MAX_RESULTS = 32  # resource.AllocationResultsMaxSize
 
 
-class AllocationError(Exception):
+class AllocationError(KubedeviceError):
     """Allocation cannot proceed at all (missing class, CEL error, bad request): as upstream."""
 
 
-class Unallocatable(Exception):
+class Unallocatable(KubedeviceError):
     """No solution exists on this node; the message says which request or constraint fails."""
 
 

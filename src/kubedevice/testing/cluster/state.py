@@ -7,10 +7,11 @@ import socket
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from ...errors import KubedeviceError
 from .. import components
 
 
-class ClusterError(RuntimeError):
+class ClusterError(KubedeviceError, RuntimeError):
     """The cluster cannot start here; the message says exactly which part and why.
 
     ``message`` is that one line; when a process's log tells more, ``log`` names the file and

@@ -18,24 +18,25 @@ from typing import Any
 
 from grpc import aio
 
-from ..api import dra_health_v1_pb2 as h1
-from ..api import dra_health_v1_pb2_grpc as h1_grpc
-from ..api import dra_health_v1alpha1_pb2 as h1alpha1
-from ..api import dra_health_v1alpha1_pb2_grpc as h1alpha1_grpc
-from ..api import dra_v1_pb2 as v1
-from ..api import dra_v1_pb2_grpc as v1_grpc
-from ..api import dra_v1beta1_pb2 as v1beta1
-from ..api import dra_v1beta1_pb2_grpc as v1beta1_grpc
-from ..api import pluginregistration_v1_pb2 as regpb
-from ..api import pluginregistration_v1_pb2_grpc as regpb_grpc
-from ..gostrings import quote_list
+from ...api import dra_health_v1_pb2 as h1
+from ...api import dra_health_v1_pb2_grpc as h1_grpc
+from ...api import dra_health_v1alpha1_pb2 as h1alpha1
+from ...api import dra_health_v1alpha1_pb2_grpc as h1alpha1_grpc
+from ...api import dra_v1_pb2 as v1
+from ...api import dra_v1_pb2_grpc as v1_grpc
+from ...api import dra_v1beta1_pb2 as v1beta1
+from ...api import dra_v1beta1_pb2_grpc as v1beta1_grpc
+from ...api import pluginregistration_v1_pb2 as regpb
+from ...api import pluginregistration_v1_pb2_grpc as regpb_grpc
+from ...errors import KubedeviceError
+from ...gostrings import quote_list
 
 KUBELET_SERVICES = ("v1.DRAPlugin", "v1beta1.DRAPlugin")  # the kubelet takes the first of these the plugin lists
 HEALTH_SERVICES = ("v1.DRAResourceHealth", "v1alpha1.DRAResourceHealth")  # the 1.37 kubelet's preference
 CALL_TIMEOUT = 45.0  # the kubelet's default per DRA call
 
 
-class RegistrationRefused(Exception):
+class RegistrationRefused(KubedeviceError):
     """What the kubelet would refuse at registration (the message says why)."""
 
 

@@ -20,13 +20,13 @@ from rich.console import Console
 from rich.live import Live
 from rich.markup import escape
 
-from ..errors import UsageError
-from .dra_claims import ClaimFileError, drivers_of
-from .dra_sim import DraKubelet
-from .dra_view import dra_view
-from .model import Container, Pod
-from .plugin_server import CannotServe
-from .view import unknown
+from ...errors import UsageError
+from ..model import Container, Pod
+from ..plugin_server import CannotServe
+from ..view import unknown
+from .claims import ClaimFileError, drivers_of
+from .simulator import DraKubelet
+from .view import dra_view
 
 HELP = (
     "commands: claims | prepare NS/NAME | unprepare NS/NAME | admit NS/POD CLAIM [CLAIM ...] | remove NS/POD "

@@ -14,12 +14,13 @@ from typing import Any
 
 import yaml
 
-from ..dra.driver.model import Claim
+from ...dra.nodeclaims import Claim
+from ...errors import KubedeviceError
 
 SUFFIXES = (".yaml", ".yml", ".json")
 
 
-class ClaimFileError(ValueError):
+class ClaimFileError(KubedeviceError, ValueError):
     """A claims directory or file that cannot be read; ``str()`` names the file."""
 
 

@@ -9,8 +9,8 @@ from rich.console import Group, RenderableType
 from rich.table import Table
 from rich.text import Text
 
-from ..errors import counted
-from .dra_sim import DraKubelet
+from ...errors import counted
+from .simulator import DraKubelet
 
 MAX_ROWS = 40  # beyond this the tables would scroll the events away; the rest is counted
 

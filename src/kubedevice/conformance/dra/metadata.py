@@ -19,11 +19,11 @@ from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ..dra.driver.metadata import GROUP, container_path, read_stream
-from ..dra.driver.model import Claim
+from ...dra.devicemetadata import GROUP, container_path, read_stream
+from ...dra.nodeclaims import Claim
 
 if TYPE_CHECKING:
-    from .dra_checks import Device
+    from .checks import Device
 
 LATEST = f"{GROUP}/v1beta1"
 

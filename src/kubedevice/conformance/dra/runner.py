@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
-import socket
 import stat
 import time
 from dataclasses import dataclass
@@ -20,17 +19,25 @@ from pathlib import Path
 
 import grpc
 
-from ..api import pluginregistration_v1_pb2 as regpb
-from ..dra.driver.model import Claim
-from ..kubelet.dra import KUBELET_SERVICES, DraClient, Registered, get_info, kubelet_refusal, notify, registered_as
-from ..kubelet.dra_claims import load_claims
-from ..kubelet.dra_sim import REGISTRY
-from ..kubelet.endpoint import go_error
-from ..kubelet.plugin_server import KubeletSocketInUse, socket_is_live
-from ..plugin.watcher import DirectoryWatcher
-from . import dra_checks as c
-from .checks import skipped, verdict
-from .model import Phase, Report, Result, Status
+from ...api import pluginregistration_v1_pb2 as regpb
+from ...dra.nodeclaims import Claim
+from ...kubelet.dra.claims import load_claims
+from ...kubelet.dra.plugin import (
+    KUBELET_SERVICES,
+    DraClient,
+    Registered,
+    get_info,
+    kubelet_refusal,
+    notify,
+    registered_as,
+)
+from ...kubelet.dra.simulator import REGISTRY, refuse_live_kubelet
+from ...kubelet.endpoint import go_error
+from ...plugin.watcher import DirectoryWatcher
+from ...unixsocket import is_live, is_socket
+from ..checks import skipped, verdict
+from ..model import Phase, Report, Result, Status
+from . import checks as c
 
 DRA_RPC_TIMEOUT_S = 10.0
 """Per call: the kubelet allows 45 s, but a checker must not hang on a stuck driver."""
@@ -61,19 +68,9 @@ def driver_claims(options: DraCheckOptions) -> list[Claim]:
     return claims
 
 
-def refuse_live_kubelet(kubelet_dir: Path) -> None:
-    """A real kubelet watching the same registry would register the driver too: refuse, as the simulator does."""
-    kubelet_sock = kubelet_dir / "device-plugins" / "kubelet.sock"
-    if kubelet_sock.is_socket() and socket_is_live(kubelet_sock):
-        raise KubeletSocketInUse(
-            f"{kubelet_sock} is served by a running kubelet or simulator; not checking its plugins "
-            "(stop it, or use another --kubelet-dir)"
-        )
-
-
 async def run_dra_checks(options: DraCheckOptions) -> Report:
     claims = driver_claims(options)
-    refuse_live_kubelet(options.kubelet_dir)
+    refuse_live_kubelet(options.kubelet_dir, "not checking its plugins")
     report = Report({"kubelet_dir": str(options.kubelet_dir), "driver": options.driver})
     found = await find_registration(options.kubelet_dir / REGISTRY, options.driver, options.timeout)
     if found is None:
@@ -130,12 +127,8 @@ def _endpoint_problems(endpoint: str) -> list[str]:
             return [f"endpoint {endpoint} is not a socket"]
     except OSError:
         return [f"endpoint {endpoint} does not exist"]
-    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as probe:
-        probe.settimeout(2.0)
-        try:
-            probe.connect(endpoint)
-        except OSError:
-            return [f"endpoint {endpoint} refuses connections"]
+    if not is_live(Path(endpoint)):
+        return [f"endpoint {endpoint} refuses connections"]
     return []
 
 
@@ -179,10 +172,7 @@ def _existing(registry: Path) -> list[str]:
 
 def _is_socket(path: Path) -> bool:
     """The plugin watcher skips dot files and anything that is not a socket."""
-    try:
-        return not path.name.startswith(".") and stat.S_ISSOCK(path.lstat().st_mode)
-    except OSError:
-        return False
+    return not path.name.startswith(".") and is_socket(path)
 
 
 async def _info(path: Path) -> regpb.PluginInfo | None:

@@ -20,8 +20,8 @@ from lightkube import AsyncClient, KubeConfig
 from lightkube.config.kubeconfig import SingleConfig
 from lightkube.core.exceptions import ConfigError
 
-from ...boundedyaml import load, read_text
-from ...errors import UsageError, at, cannot_read, os_reason
+from .boundedyaml import load, read_text
+from .errors import UsageError, at, cannot_read, os_reason
 
 FIELD_MANAGER = "kubedevice"
 DEFAULT_KUBECONFIG = "~/.kube/config"

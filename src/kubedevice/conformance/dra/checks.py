@@ -19,15 +19,15 @@ from typing import Any
 
 import grpc
 
-from ..dra.driver.model import Claim
-from ..errors import counted
-from ..kubelet.dra import DraClient
-from ..kubelet.endpoint import go_error
-from . import dra_metadata
-from .checks import skipped, verdict
-from .dra_cdi import defined_ids, spec_files
-from .model import Check, Phase, Result, Status
-from .rules import qualified_cdi_name_problems
+from ...dra.nodeclaims import Claim
+from ...errors import counted
+from ...kubelet.dra.plugin import DraClient
+from ...kubelet.endpoint import go_error
+from ..checks import skipped, verdict
+from ..model import Check, Phase, Result, Status
+from ..rules import qualified_cdi_name_problems
+from . import metadata
+from .cdi import defined_ids, spec_files
 
 R, P, U, S, H = Phase.REGISTRATION, Phase.PREPARE, Phase.UNPREPARE, Phase.SERVICES, Phase.HEALTH_STREAM
 SOCKET = Check("dra.registration.socket", R, "a registration socket of the driver appears and answers GetInfo")
@@ -209,11 +209,11 @@ class DraProbe:
         self._metadata(answers, defined)
 
     def _metadata(self, answers: dict[str, tuple[Device, ...]], defined: dict[str, Path]) -> None:
-        ids = dra_metadata.metadata_ids(self.driver, answers)
+        ids = metadata.metadata_ids(self.driver, answers)
         if not ids:
             self._add(Result(METADATA, Status.SKIP, f"no {self.driver}/metadata CDI IDs: device metadata is off"))
             return
-        problems, self._metadata_files = dra_metadata.problems(self.driver, self.claims, answers, defined)
+        problems, self._metadata_files = metadata.problems(self.driver, self.claims, answers, defined)
         self._add(verdict(METADATA, problems, None, f"{len(ids)} requests' files describe their devices"))
 
     @staticmethod
@@ -282,7 +282,7 @@ class DraProbe:
             if not any(r.check is METADATA_GONE for r in self.results):
                 self._add(Result(METADATA_GONE, Status.SKIP, "no device metadata was prepared"))
             return
-        gone = [f"{when}, {p}" for p in dra_metadata.left(self._metadata_files)]
+        gone = [f"{when}, {p}" for p in metadata.left(self._metadata_files)]
         self._keep_worst(verdict(METADATA_GONE, gone, None, f"{len(self._metadata_files)} files removed"))
 
     def _keep_worst(self, result: Result) -> None:

@@ -3,6 +3,9 @@
 With it, ``kubedevice serve`` runs one DRA driver whose devices are the devices of every
 configured resource; without it, the resources go through the device-plugin API. A config
 cannot ask for both, so no device is ever advertised through the two APIs at once.
+
+Plain data beside the offline tools rather than in :mod:`kubedevice.dra.driver`: the config
+loader, ``kubedevice dra slices`` and the checkers read it without loading the driver.
 """
 
 from __future__ import annotations
@@ -11,9 +14,9 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field, ValidationInfo, field_validator
 
-from ...names import dra_driver_name_error
-from ...sources.schema import SCHEMA_CONFIG
-from .metadata import kind_error
+from ..names import dra_driver_name_error
+from ..sources.schema import SCHEMA_CONFIG
+from .devicemetadata import kind_error
 
 
 class DraConfig(BaseModel):

@@ -4,7 +4,7 @@ Follows ``pkg/kubelet/pluginmanager`` and ``pkg/kubelet/cm/dra`` (v1.36): every 
 appears in ``<kubelet-dir>/plugins_registry`` (inotify, and those already there at start) gets
 ``GetInfo`` and ``NotifyRegistrationStatus``, a refusal carrying the kubelet's message; an
 accepted driver is called on its endpoint with the service the kubelet picks, and its health
-stream is opened when offered. Claims come from files (:mod:`.dra_claims`); a prepare calls every
+stream is opened when offered. Claims come from files (:mod:`.claims`); a prepare calls every
 driver named in the claim's allocation and checks the answer as the kubelet's DRA manager does.
 Pods admitted with :meth:`DraKubelet.admit` have their claims prepared, and the PodResources API
 (:mod:`.podresources`) at ``<kubelet-dir>/pod-resources/kubelet.sock`` lists them with their devices.
@@ -13,8 +13,6 @@ Pods admitted with :meth:`DraKubelet.admit` have their claims prepared, and the 
 from __future__ import annotations
 
 import asyncio
-import contextlib
-import stat
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -22,20 +20,32 @@ from typing import Any
 
 import grpc
 
-from ..dra.driver.model import Claim
-from ..errors import counted, os_reason
-from ..plugin.watcher import DirectoryWatcher
-from .dra import DraClient, Registered, get_info, kubelet_refusal, notify, registered_as
-from .dra_claims import drivers_of, find_claim, load_claims
-from .endpoint import go_error
-from .model import Pod
-from .plugin_server import CannotServe, KubeletSocketInUse, socket_is_live
-from .podresources import PodResourcesServer, PodResourcesView
+from ...dra.nodeclaims import Claim
+from ...errors import counted, os_reason
+from ...plugin.watcher import DirectoryWatcher
+from ...unixsocket import is_live, is_socket
+from ..endpoint import go_error
+from ..model import Pod
+from ..plugin_server import CannotServe, KubeletSocketInUse
+from ..podresources import PodResourcesServer, PodResourcesView
+from .claims import drivers_of, find_claim, load_claims
+from .plugin import DraClient, Registered, get_info, kubelet_refusal, notify, registered_as
 
 REGISTRY = "plugins_registry"
 # The plugin manager's back-off on a failed registration (pkg/util/goroutinemap/exponentialbackoff).
 RETRY_FIRST = 0.5
 RETRY_MAX = 122.0
+
+
+def refuse_live_kubelet(kubelet_dir: Path, refusal: str) -> None:
+    """A real kubelet watching the same registry would register the drivers too: ``KubeletSocketInUse``,
+    its message ending in ``refusal`` (what the caller will not do)."""
+    kubelet_sock = kubelet_dir / "device-plugins" / "kubelet.sock"
+    if kubelet_sock.is_socket() and is_live(kubelet_sock):
+        raise KubeletSocketInUse(
+            f"{kubelet_sock} is served by a running kubelet or simulator; {refusal} "
+            "(stop it, or use another --kubelet-dir)"
+        )
 
 
 @dataclass(frozen=True, slots=True)
@@ -110,12 +120,7 @@ class DraKubelet:
         ``plugins_registry/`` and ``plugins/`` are created if missing, as the kubelet does at start:
         drivers wait for both rather than make them.
         """
-        kubelet_sock = self.kubelet_dir / "device-plugins" / "kubelet.sock"
-        if kubelet_sock.is_socket() and socket_is_live(kubelet_sock):
-            raise KubeletSocketInUse(
-                f"{kubelet_sock} is served by a running kubelet or simulator; not watching its plugins "
-                "(stop it, or use another --kubelet-dir)"
-            )
+        refuse_live_kubelet(self.kubelet_dir, "not watching its plugins")
         try:
             self.registry.mkdir(parents=True, exist_ok=True)
             (self.kubelet_dir / "plugins").mkdir(exist_ok=True)
@@ -150,10 +155,9 @@ class DraKubelet:
         if name.startswith("."):
             return
         if created:
-            with contextlib.suppress(OSError):
-                if stat.S_ISSOCK(path.lstat().st_mode) and path not in self._sockets:
-                    self._sockets.add(path)
-                    self._spawn(self._register(path))
+            if is_socket(path) and path not in self._sockets:
+                self._sockets.add(path)
+                self._spawn(self._register(path))
             return
         self._sockets.discard(path)
         for driver in [d for d in self.drivers.values() if d.socket == path]:

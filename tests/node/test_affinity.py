@@ -16,7 +16,7 @@ import pytest
 
 from kubedevice.testing.waiting import wait_for
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 ALLOWED = os.sched_getaffinity(0)
 many_cpus = pytest.mark.skipif(len(ALLOWED) < 2, reason="one CPU allowed here: nothing to choose")
 
