@@ -58,7 +58,7 @@ def test_a_key_inside_a_health_check_is_checked_against_that_check_type() -> Non
 def test_a_bad_resource_name_quotes_what_the_user_wrote() -> None:
     message = error_of(GOOD.replace("example.com/x", "Example.com/x"))
     assert message.startswith("c.yaml:2:11: resources[0].name: resource name 'Example.com/x'")
-    assert "prefix part 'Example.com' must be a lowercase RFC 1123 subdomain" in message
+    assert "prefix part a lowercase RFC 1123 subdomain must consist of lower case alphanumeric" in message
     assert "requests." not in message
 
 

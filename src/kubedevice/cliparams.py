@@ -14,7 +14,7 @@ from pathlib import Path
 
 import typer
 
-from .names import is_dns1123_label, is_dns1123_subdomain
+from .apimachinery import validation
 from .paths import directory_problem, output_file_problem, socket_problem
 
 
@@ -55,7 +55,7 @@ def existing_socket(value: Path | None) -> Path | None:
 
 def node_name(value: str | None) -> str | None:
     """A Node's name: a lowercase RFC 1123 subdomain (``metadata.name`` of a Node)."""
-    if value is not None and not is_dns1123_subdomain(value):
+    if value is not None and validation.is_dns1123_subdomain(value):
         raise typer.BadParameter(
             f"{value!r} is not a node name (a lowercase RFC 1123 subdomain: at most 253 characters, "
             "lower case letters, digits, '-' and '.', starting and ending with a letter or digit)"
@@ -65,7 +65,7 @@ def node_name(value: str | None) -> str | None:
 
 def namespace(value: str | None) -> str | None:
     """A namespace's name: a lowercase RFC 1123 label."""
-    if value is not None and not is_dns1123_label(value):
+    if value is not None and validation.is_dns1123_label(value):
         raise typer.BadParameter(
             f"{value!r} is not a namespace (a lowercase RFC 1123 label: at most 63 characters, "
             "lower case letters, digits and '-', starting and ending with a letter or digit)"

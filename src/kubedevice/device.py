@@ -12,8 +12,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from types import MappingProxyType
 
+from .apimachinery.validation import C_IDENTIFIER
 from .errors import KubedeviceError
-from .names import C_IDENTIFIER
 
 MAX_ID_LENGTH = 63  # api.proto: "Max length of this field is 63 characters"
 #: The largest message the kubelet takes from a device plugin: its gRPC client keeps grpc's default

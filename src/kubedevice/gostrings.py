@@ -46,3 +46,25 @@ def quote_bytes(data: bytes) -> str:
 def quote_list(values: list[str] | tuple[str, ...]) -> str:
     """``%q`` of a string slice: ``["a" "b"]``."""
     return "[" + " ".join(map(quote, values)) + "]"
+
+
+def go_bytes(text: str) -> bytes:
+    """The bytes a Go string holds for ``text``: UTF-8, a byte that was not UTF-8 (decoded with
+    surrogateescape) as that byte, another lone surrogate as the U+FFFD Go's JSON decoder puts in
+    its place. ``.decode("utf-8", "surrogateescape")`` turns any slice of them back into text."""
+    try:
+        return text.encode("utf-8", "surrogateescape")
+    except UnicodeEncodeError:
+        return b"".join(_go_char(c) for c in text)
+
+
+def _go_char(c: str) -> bytes:
+    code = ord(c)
+    if 0xDC80 <= code <= 0xDCFF:
+        return bytes([code - 0xDC00])
+    return "\ufffd".encode() if 0xD800 <= code <= 0xDFFF else c.encode()
+
+
+def go_len(text: str) -> int:
+    """Go's ``len`` of the string: its bytes (:func:`go_bytes`), which every Kubernetes length limit counts."""
+    return len(text) if text.isascii() else len(go_bytes(text))

@@ -1,89 +1,40 @@
-"""Kubernetes name rules that a device plugin must meet before the kubelet sees it.
+"""A device plugin's resource name as the kubelet judges it, a DRA driver's name, and the socket
+kubedevice serves a resource on.
 
-Ports of ``IsExtendedResourceName`` (pkg/apis/core/v1/helper) and ``IsQualifiedName`` /
-``IsDNS1123Subdomain`` (apimachinery/pkg/util/validation), so a bad resource name fails
-locally with the same verdict the kubelet would give, instead of at Register time.
+The rule is Kubernetes' (``v1helper.IsExtendedResourceName``, which the kubelet applies at Register
+time) and so is the wording (the declarative ``ExtendedResourceName`` format's messages, the ones a
+DeviceClass's ``extendedResourceName`` gets): :mod:`kubedevice.apimachinery`, where the DRA tools
+find them too. A bad name fails locally, with the same verdict the kubelet would give.
 """
 
 from __future__ import annotations
 
-import re
-
-# The apimachinery patterns, shared by every module that checks a Kubernetes name.
-QUALIFIED_NAME_PART = re.compile(r"^([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]\Z")
-DNS1123_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*\Z")
-C_IDENTIFIER = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*\Z")  # also what a container env var name must be
-_REQUESTS_PREFIX = "requests."
-_NATIVE_DOMAIN = "kubernetes.io/"
-
-
-def is_dns1123_subdomain(value: str) -> bool:
-    return len(value) <= 253 and bool(DNS1123_SUBDOMAIN.match(value))
-
-
-def is_dns1123_label(value: str) -> bool:
-    """``IsDNS1123Label``: a namespace's name (one label of a subdomain, at most 63 characters)."""
-    return len(value) <= 63 and "." not in value and bool(DNS1123_SUBDOMAIN.match(value))
-
-
-def qualified_name_errors(value: str, prefix_limit: int = 253) -> list[str]:
-    """Why ``value`` is not a qualified name (``[prefix/]name``); empty when it is.
-
-    ``prefix_limit`` lets a caller that checks a longer name (the kubelet prepends ``requests.``)
-    apply that name's limit while quoting only what the user wrote.
-    """
-    parts = value.split("/")
-    if len(parts) > 2:
-        return ["a qualified name has at most one '/'"]
-    name = parts[-1]
-    errors = []
-    if len(parts) == 2:
-        prefix = parts[0]
-        if not prefix:
-            errors.append("prefix part must be non-empty")
-        elif len(prefix) > prefix_limit:
-            errors.append(f"prefix part must be no more than {prefix_limit} characters")
-        elif not DNS1123_SUBDOMAIN.match(prefix):
-            errors.append(f"prefix part {prefix!r} must be a lowercase RFC 1123 subdomain")
-    if not name:
-        errors.append("name part must be non-empty")
-    elif len(name) > 63:
-        errors.append("name part must be no more than 63 characters")
-    elif not QUALIFIED_NAME_PART.match(name):
-        errors.append(
-            f"name part {name!r} must consist of alphanumeric characters, '-', '_' or '.', "
-            "and must start and end with an alphanumeric character"
-        )
-    return errors
-
-
-def label_value_error(value: str) -> str | None:
-    """Why ``value`` cannot be a label's value (``IsValidLabelValue``: empty, or up to 63
-    characters of the qualified-name alphabet), or ``None``."""
-    if len(value) > 63:
-        return f"value {value!r} must be no more than 63 characters"
-    if value and not QUALIFIED_NAME_PART.match(value):
-        return (
-            f"value {value!r} must be empty or consist of alphanumeric characters, '-', '_' or '.', "
-            "and must start and end with an alphanumeric character"
-        )
-    return None
+from .apimachinery import validation
+from .apimachinery.core import CSI_DRIVER_NAME_MAX, is_extended_resource_name
+from .apimachinery.strfmt import extended_resource_name_messages
+from .gostrings import go_len
 
 
 def extended_resource_name_error(name: str) -> str | None:
-    """Why the kubelet would refuse ``name`` as a device plugin resource, or ``None``."""
-    if "/" not in name:
-        return f"resource name {name!r} must be domain-qualified, like 'vendor.com/device'"
-    if _NATIVE_DOMAIN in name:
-        return f"resource name {name!r} is in the reserved kubernetes.io domain"
-    if name.startswith(_REQUESTS_PREFIX):
-        return f"resource name {name!r} must not start with {_REQUESTS_PREFIX!r}"
-    # The kubelet checks IsQualifiedName("requests." + name); "requests." is a valid DNS label,
-    # so that holds exactly when the user's own prefix is a subdomain short enough to fit.
-    errors = qualified_name_errors(name, prefix_limit=253 - len(_REQUESTS_PREFIX))
-    if errors:
-        return f"resource name {name!r} is not a valid extended resource name: {'; '.join(errors)}"
-    return None
+    """Why the kubelet would refuse ``name`` as a device plugin resource, or ``None``.
+
+    The messages judge ``requests.<name>`` as a label key, as Kubernetes does (a quota's name), so
+    a domain's length limit reads 253 for the ``requests.`` prefix and the domain together.
+    """
+    if is_extended_resource_name(name):
+        return None
+    why = "; ".join(extended_resource_name_messages(name))
+    return f"resource name {name!r} is not a valid extended resource name: {why}"
+
+
+def dra_driver_name_error(name: str) -> str | None:
+    """Why kubedevice refuses ``name`` as its DRA driver's, or ``None``: the API server's limit for
+    ``spec.driver`` (63 bytes, ``ValidateCSIDriverName``), and a DNS subdomain as written, in lower
+    case, which is the form that check lower-cases a name to."""
+    messages = validation.is_dns1123_subdomain(name)
+    if go_len(name) > CSI_DRIVER_NAME_MAX:
+        messages.insert(0, validation.max_len_error(CSI_DRIVER_NAME_MAX))
+    return f"{name!r} is not a valid DRA driver name: {'; '.join(messages)}" if messages else None
 
 
 def endpoint_for(resource_name: str) -> str:

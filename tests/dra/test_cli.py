@@ -254,7 +254,7 @@ def test_bad_release_or_gate_is_one_line_exit_2(tmp_path: Path, command: str) ->
     assert release.exit_code == 2
     assert release.output.strip().splitlines() == [
         "kubedevice: --kubernetes-version: unsupported Kubernetes version '1.30': "
-        "expected one of 1.34, 1.35, 1.36, 1.37"
+        "expected one of 1.31, 1.32, 1.33, 1.34, 1.35, 1.36, 1.37"
     ]
 
 

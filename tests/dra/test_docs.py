@@ -52,7 +52,7 @@ def run(command: str, cwd: Path) -> subprocess.CompletedProcess[str]:
 
 def test_the_docs_show_commands() -> None:
     commands = [c for c, _ in documented_runs()]
-    for verb in ("validate", "explain", "allocate", "slices", "cel"):
+    for verb in ("validate", "explain", "allocate", "slices", "cel", "convert"):
         assert any(c.startswith(f"kubedevice dra {verb}") for c in commands), verb
 
 
@@ -65,7 +65,7 @@ def test_documented_command_prints_what_the_doc_shows(command: str, output: str)
 
 def test_readme_dra_commands_run() -> None:
     first, *commands = readme_commands()
-    assert first == "cd examples/dra" and len(commands) == 8
+    assert first == "cd examples/dra" and len(commands) == 10
     for command in commands:
         result = run(command, ROOT / "examples" / "dra")
         assert result.returncode == 0, f"{command}: {result.stderr}"

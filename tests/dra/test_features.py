@@ -14,8 +14,9 @@ import pytest
 from kubedevice.dra import features
 
 
-def kube_features_go(version: str) -> Path:
-    """kube_features.go of ``k8s.io/kubernetes@version``: from the Go module cache, fetched with
+def kube_features_go(version: str) -> str:
+    """kube_features.go of ``k8s.io/kubernetes@version`` (with 1.32's versioned_kube_features.go,
+    where that release keeps its versioned specs): from the Go module cache, fetched with
     ``go mod download`` when missing (a fresh machine has only what the default release's build
     pulled). Without Go or the module proxy the test skips, and fails under CI: a table of gate
     defaults that is never compared with the source proves nothing."""
@@ -35,7 +36,8 @@ def kube_features_go(version: str) -> Path:
             why = f"go mod download k8s.io/kubernetes@{version} failed: {(done.stdout + done.stderr)[-300:]}"
         else:
             if source.is_file():
-                return source
+                versioned = source.with_name("versioned_kube_features.go")
+                return source.read_text() + (versioned.read_text() if versioned.is_file() else "")
             why = f"{source} missing"
     if os.environ.get("CI", "").lower() not in ("", "0", "false"):
         pytest.fail(why)
@@ -66,12 +68,21 @@ def test_a_release_knows_only_the_gates_it_has() -> None:
     assert "DRAFractionalCapacityRange" in features.defaults("1.37")
 
 
-@pytest.mark.parametrize("version", ["v1.34.4", "v1.35.4", "v1.36.3", "v1.37.2"])
+VERSIONS = ["v1.31.14", "v1.32.13", "v1.33.13", "v1.34.4", "v1.35.4", "v1.36.3", "v1.37.2"]
+
+
+@pytest.mark.parametrize("version", VERSIONS)
 def test_table_follows_kube_features_go(version: str) -> None:
-    """Each gate's specs up to that release, read from the Go source in the module cache."""
-    text = kube_features_go(version).read_text()
+    """Each gate's specs up to that release, read from the Go source in the module cache; 1.31's
+    gates are not versioned yet (one ``{Default: …}`` each), so only the default and lock count."""
+    text = kube_features_go(version)
     release = version[1:].rsplit(".", 1)[0]
     for gate, specs in features.SPECS.items():
+        flat = re.search(rf"\n\t{gate}: {{Default: (true|false)[^\n]*?(LockToDefault: true)?}},", text)
+        if flat is not None:
+            spec = features.spec_at(gate, release)
+            assert spec is not None and (spec.default, spec.locked) == (flat[1] == "true", bool(flat[2])), gate
+            continue
         block = re.search(rf"\n\t{gate}: {{\n(.*?)\n\t}},", text, re.S)
         if block is None:
             assert features.spec_at(gate, release) is None or gate == "GenericWorkload", gate
@@ -83,6 +94,16 @@ def test_table_follows_kube_features_go(version: str) -> None:
         expected = [(v, d == "true", bool(lock)) for v, d, lock in found]
         ours = [(s.version, s.default, s.locked) for s in specs if float(s.version) <= float(release)]
         assert ours == expected, gate
+
+
+@pytest.mark.parametrize("version", VERSIONS)
+def test_every_gate_of_dra_is_known(version: str) -> None:
+    """The release's DRA gates (``DRA*``, ``DynamicResourceAllocation``, and ``GenericWorkload``,
+    which a DRA gate depends on) are exactly the ones we know for it."""
+    text = kube_features_go(version)
+    release = version[1:].rsplit(".", 1)[0]
+    names = set(re.findall(r"\n\t(DRA\w+|DynamicResourceAllocation|GenericWorkload): {", text))
+    assert names == set(features.defaults(release))
 
 
 def test_overrides_on_top_of_the_release() -> None:
@@ -122,5 +143,16 @@ def test_refusals_say_what_kubernetes_says(release: str, value: str, message: st
 
 
 def test_unknown_release() -> None:
-    with pytest.raises(features.FeatureGateError, match=r"unsupported Kubernetes version '1\.33'"):
-        features.from_flags("1.33", None)
+    with pytest.raises(features.FeatureGateError, match=r"unsupported Kubernetes version '1\.30'"):
+        features.from_flags("1.30", None)
+
+
+def test_classic_dra_is_1_31s_alone() -> None:
+    """``DRAControlPlaneController`` (the control-plane controller of classic DRA) exists in 1.31
+    only; no gate depends on another before 1.35 (``featureDependencies``), so 1.34 takes
+    ``DRAAdminAccess`` on with ``DynamicResourceAllocation`` off."""
+    assert features.defaults("1.31") == {"DRAControlPlaneController": False, "DynamicResourceAllocation": False}
+    with pytest.raises(features.FeatureGateError, match="unrecognized feature gate: DRAControlPlaneController"):
+        features.from_flags("1.32", "DRAControlPlaneController=true")
+    gates = features.from_flags("1.34", "DynamicResourceAllocation=false,DRAAdminAccess=true")
+    assert gates["DRAAdminAccess"] and not gates["DynamicResourceAllocation"]

@@ -81,8 +81,9 @@ POD = {
 
 def samples() -> list[dict[str, Any]]:
     """Valid objects using every struct: validgen's (two seeds, which differ in slice shape), a slice
-    selecting nodes per device, a taint rule and a claim with a status, a Pod."""
-    out = [validgen.BUILDERS[kind](random.Random(seed), RELEASE) for kind in validgen.BUILDERS for seed in (0, 1)]
+    selecting nodes per device, a taint rule, a claim with a status and derived attributes, a
+    device with node-allocatable overhead, a slice of counter sets only, a Pod."""
+    out = [validgen.BUILDERS[kind](random.Random(seed), RELEASE) for kind in KINDS if kind != "Pod" for seed in (0, 1)]
     per_device = validgen.resource_slice(random.Random(0), RELEASE)
     del per_device["spec"]["nodeName"]
     per_device["spec"]["perDeviceNodeSelection"] = True
@@ -96,7 +97,14 @@ def samples() -> list[dict[str, Any]]:
     claim = validgen.resource_claim(random.Random(0), RELEASE)
     claim["status"] = validgen.claim_status(5)
     claim["status"]["allocation"]["devices"]["results"][0]["consumedCapacity"] = {"mem": "1Gi"}
-    return [*out, per_device, selected, rule, claim, copy.deepcopy(POD)]
+    request = next(r for r in claim["spec"]["devices"]["requests"] if "exactly" in r)
+    request["exactly"]["derivedAttributes"] = [{"name": "n", "expression": "device.driver"}]
+    overhead = validgen.resource_slice(random.Random(0), RELEASE)
+    overhead["spec"]["devices"][0]["nodeAllocatableResources"]["memory"]["overhead"] = {"perPod": "1"}
+    pool = validgen.resource_slice(random.Random(0), RELEASE)
+    del pool["spec"]["devices"]
+    pool["spec"]["sharedCounters"] = [{"name": "cs", "counters": {"mem": {"value": "10Gi"}}}]
+    return [*out, per_device, selected, rule, claim, overhead, pool, copy.deepcopy(POD)]
 
 
 def _unwrap(annotation: Any) -> tuple[Any, bool]:
@@ -342,6 +350,18 @@ def past_int64(data: Any, struct: Any, prefix: Loc = ()) -> Iterator[Loc]:
                 yield from past_int64(item, inner, path)
 
 
+def _v1_devices(doc: dict[str, Any]) -> dict[str, Any]:
+    """A slice's devices in the v1 shape the models have: v1beta1's and v1alpha3's ``basic`` lifted
+    (validgen writes each object in one of the versions its release has)."""
+    spec = doc.get("spec")
+    devices = spec.get("devices") if isinstance(spec, dict) else None
+    if doc.get("kind") == "ResourceSlice" and isinstance(devices, list):
+        for device in devices:
+            if isinstance(device, dict) and isinstance(device.get("basic"), dict):
+                device.update(device.pop("basic"))
+    return doc
+
+
 def test_validgen_puts_numbers_past_int64_in_every_integer_field() -> None:
     """The validation differential's generator reaches every integer of every kind with a number Go
     cannot decode, so the API server's answer to each is compared with ours (a field added to a
@@ -349,7 +369,8 @@ def test_validgen_puts_numbers_past_int64_in_every_integer_field() -> None:
     wanted: set[tuple[str, Loc]] = set()
     drawn: set[tuple[str, Loc]] = set()
     for kind in validgen.BUILDERS:
-        wanted |= {(kind, loc) for loc in int64_fields(KINDS[kind])}
-        for doc in validgen.generate(kind, 1500, seed=0, release=RELEASE):
-            drawn |= {(kind, loc) for loc in past_int64(doc, KINDS[kind])}
+        model, release = getattr(models, kind), RELEASE if kind in KINDS else "1.31"  # 1.31's PodSchedulingContext
+        wanted |= {(kind, loc) for loc in int64_fields(model)}
+        for doc in validgen.generate(kind, 1500, seed=0, release=release):
+            drawn |= {(kind, loc) for loc in past_int64(_v1_devices(doc), model)}
     assert wanted <= drawn, sorted(wanted - drawn)

@@ -248,12 +248,12 @@ def test_the_release_is_the_servers_unless_given(api: Api, capsys: pytest.Captur
     api.stored.requests.clear()
     _, out, _ = kubedevice(capsys, "dra", "explain", "pod/train-2", "--json", "--kubernetes-version", "1.36")
     assert json.loads(out)["kubernetesVersion"] == "1.36" and "/version" not in api.stored.requests
-    api.stored.version = "v1.31.0"
+    api.stored.version = "v1.30.0"  # before DRA's structured API
     code, out, err = kubedevice(capsys, "dra", "explain", "pod/train-2")
     assert (
         (code, out) == (1, "") and err.startswith("kubedevice: API server http://127.0.0.1:") and err.count("\n") == 1
     )
-    assert "runs Kubernetes v1.31.0: kubedevice knows DRA of 1.34 to 1.37 (--kubernetes-version" in err
+    assert "runs Kubernetes v1.30.0: kubedevice knows DRA of 1.31 to 1.37 (--kubernetes-version" in err
 
 
 def test_the_newest_served_version_is_read(api: Api, capsys: pytest.CaptureFixture[str]) -> None:

@@ -140,8 +140,8 @@ spec:
             'unknown field "spec.suitableNodes"',
         ),
         (
-            "apiVersion: resource.k8s.io/v1alpha3\nkind: DeviceClass\nspec: {extendedResourceName: a/b}\n",
-            'unknown field "spec.extendedResourceName"',
+            "apiVersion: resource.k8s.io/v1beta1\nkind: DeviceClass\nspec: {suitableNodes: {}}\n",
+            'unknown field "spec.suitableNodes"',
         ),
         (
             "apiVersion: resource.k8s.io/v1\nkind: ResourceClaim\n"

@@ -137,13 +137,21 @@ def test_parameters_size_limit_counts_the_json_bytes() -> None:
 
 
 def test_v1alpha3_suitable_nodes_are_checked() -> None:
+    """Only 1.31 has ``suitableNodes``, kept with DRAControlPlaneController on and checked at the top
+    level (``field.NewPath("suitableNodes")`` in validateDeviceClassSpec, kubernetes v1.31.14)."""
+    gates = features.from_flags("1.31", "DRAControlPlaneController=true")
+
+    def with_controller(spec: dict[str, Any]) -> list[str]:
+        doc = {"apiVersion": "resource.k8s.io/v1alpha3", "kind": "DeviceClass", "metadata": {"name": "c"}}
+        return [str(e) for e in validate(from_document({**doc, "spec": spec}, release="1.31"), gates, "1.31")]
+
     spec = {"suitableNodes": {"nodeSelectorTerms": [{"matchExpressions": [{"key": "gpu", "operator": "In"}]}]}}
-    assert messages(device_class(spec, version="v1alpha3")) == [
-        "spec.suitableNodes.nodeSelectorTerms[0].matchExpressions[0].values: Required value: "
+    assert with_controller(spec) == [
+        "suitableNodes.nodeSelectorTerms[0].matchExpressions[0].values: Required value: "
         "must be specified when `operator` is 'In' or 'NotIn'"
     ]
-    assert messages(device_class({"suitableNodes": {}}, version="v1alpha3")) == [
-        "spec.suitableNodes.nodeSelectorTerms: Required value: must have at least one node selector term"
+    assert with_controller({"suitableNodes": {}}) == [
+        "suitableNodes.nodeSelectorTerms: Required value: must have at least one node selector term"
     ]
 
 
@@ -319,6 +327,20 @@ def test_generate_name_alone_is_valid_because_the_name_is_generated_first() -> N
     ]
 
 
+def test_a_generate_name_prefix_is_masked_as_go_masks_it() -> None:
+    """``maskTrailingDash`` drops two bytes for the letter it adds and leaves a lone ``-`` alone
+    (apimachinery pkg/api/validation/generic.go): ``a..-`` passes as ``a.a``, ``-`` and ``é-`` fail."""
+    claim = "ResourceClaim"
+    assert messages(meta_object(claim, {"generateName": "a..-"})) == [
+        f'metadata.name: Invalid value: "a..-xxxxx": {SUBDOMAIN_MSG}'
+    ]
+    for prefix in ("-", "é-"):
+        assert messages(meta_object(claim, {"generateName": prefix})) == [
+            f"metadata.generateName: Invalid value: {go_quote(prefix)}: {SUBDOMAIN_MSG}",
+            f"metadata.name: Invalid value: {go_quote(prefix + 'xxxxx')}: {SUBDOMAIN_MSG}",
+        ]
+
+
 def test_a_namespace_on_a_cluster_scoped_object_is_cleared_not_refused() -> None:
     for kind in ("DeviceClass", "ResourceSlice"):
         assert messages(meta_object(kind, {"name": "x", "namespace": "default"})) == [], kind
@@ -333,7 +355,7 @@ def test_lengths_are_counted_in_bytes() -> None:
         "spec.devices[0].attributes[model].string: Too long: may not be more than 64 bytes"
     ]
     device = {"name": "gpu-0", "attributes": {"model": {"strings": ["ok", "é" * 33]}}}
-    lists = features.from_flags(features.NEWEST, "DRAListTypeAttributes=true")  # off, the server drops lists
+    lists = features.from_flags(features.NEWEST, "DRAListTypeAttributes=true")  # alpha: off by default
     assert [str(e) for e in validate(resource_slice({"devices": [device]}), lists)] == [
         "spec.devices[0].attributes[model].strings[1]: Too long: may not be more than 64 bytes"
     ]

@@ -10,10 +10,16 @@ invalid names, lengths at and past a limit counted in bytes (``é`` is two), wro
 an ``int64``: ``2**63``, ``-2**63 - 1``, ``2**64``, ``10**20``), empty lists, unknown fields. The
 same seed always gives the same objects (``random.Random``, no set iteration).
 
-DeviceTaintRules take the shape of the release: v1alpha3 before 1.36 (the only version those
-releases have), whose 1.34 selector also has ``deviceClassName`` and CEL ``selectors``; v1beta2
-from 1.36. Every release draws the same mutations, among them those two fields and a ``status``,
-which are unknown fields wherever the release's Go types lack them.
+Each object is drawn in one of the API versions its release serves for the kind (v1alpha3 and
+v1beta1 in their own shape: a device's fields under ``basic``, a request's flat, v1alpha3's
+capacity a bare quantity), and starts from every field some release knows: a field the drawn
+release lacks in that version is removed (``kubedevice.dra.apifields``, the table of each
+release's Go types), but for one object in twelve, which keeps them all and so must be refused
+for unknown fields. So 1.31's classic DRA (a class's ``suitableNodes``, a claim's ``controller``,
+PodSchedulingContexts), 1.33's v1alpha3 DeviceTaintRules with ``deviceClassName`` and CEL
+``selectors``, list-type attributes and node-allocatable resources (1.36) are all drawn where
+they exist. Every release draws the same mutations, which are unknown fields wherever the
+release's Go types lack them.
 """
 
 from __future__ import annotations
@@ -22,6 +28,8 @@ import copy
 import random
 from collections.abc import Callable
 from typing import Any
+
+from kubedevice.dra import apifields, features
 
 Doc = dict[str, Any]
 API = "resource.k8s.io/v1"
@@ -79,6 +87,7 @@ def device_class(rng: random.Random, release: str = DEFAULT_RELEASE) -> Doc:
             "selectors": [{"cel": {"expression": 'device.driver == "example.com"'}}],
             "config": [{"opaque": {"driver": "example.com", "parameters": {"a": 1}}}],
             "extendedResourceName": "example.com/gpu",
+            "suitableNodes": {"nodeSelectorTerms": [{"matchExpressions": [{"key": "gpu", "operator": "Exists"}]}]},
         },
     }
 
@@ -104,6 +113,8 @@ def resource_slice(rng: random.Random, release: str = DEFAULT_RELEASE) -> Doc:
         "bindingConditions": ["ready"],
         "bindingFailureConditions": ["failed"],
         "taints": [{"key": "example.com/t", "value": "v", "effect": "NoSchedule"}],
+        "nodeAllocatableResourceMappings": {"memory": {"capacityKey": "mem", "allocationMultiplier": "1"}},
+        "nodeAllocatableResources": {"memory": {"mapping": {"capacityKey": "mem", "capacityMultiplier": "1"}}},
     }
     spec: Doc = {
         "driver": "example.com",
@@ -111,20 +122,26 @@ def resource_slice(rng: random.Random, release: str = DEFAULT_RELEASE) -> Doc:
         "nodeName": "node",
         "devices": [device],
     }
-    if rng.random() < 0.25:  # the pool's counters: a slice holds devices or counter sets, never both
+    if features.at_least(release, "1.36") and rng.random() < 0.3:  # a list attribute (DRAListTypeAttributes)
+        device["attributes"]["sizes"] = {"ints": [1, 2]}
+    counters = [{"name": "cs", "counters": {"mem": {"value": "10Gi"}}}]
+    if not features.at_least(release, "1.35"):  # 1.33 and 1.34: the devices' own counters in the slice
+        spec["sharedCounters"] = counters
+    elif rng.random() < 0.25:  # the pool's counters: from 1.35 a slice holds devices or counter sets
         del spec["devices"]
-        spec["sharedCounters"] = [{"name": "cs", "counters": {"mem": {"value": "10Gi"}}}]
-    elif rng.random() < 0.3:  # per-device node selection instead of a slice-wide node
+        spec["sharedCounters"] = counters
+    if "devices" in spec and rng.random() < 0.3 and features.at_least(release, "1.33"):  # per-device nodes
         del spec["nodeName"]
         spec["perDeviceNodeSelection"] = True
         device["nodeName"] = "node"
     return {"apiVersion": API, "kind": "ResourceSlice", "metadata": _meta(rng, False), "spec": spec}
 
 
-def _claim_spec(rng: random.Random) -> Doc:
+def _claim_spec(rng: random.Random, release: str) -> Doc:
     """A claim using every request field; half of them without the ``distinctAttribute`` constraint,
     which releases without DRAConsumableCapacity drop and then refuse as a constraint with neither
-    attribute, so that those releases see valid claims too."""
+    attribute, so that those releases see valid claims too. Before 1.33 (no subrequests, no
+    ``distinctAttribute``) the second request is an exact one too."""
     spec: Doc = {
         "devices": {
             "requests": [
@@ -159,15 +176,19 @@ def _claim_spec(rng: random.Random) -> Doc:
                 {"distinctAttribute": "example.com/model"},
             ],
             "config": [{"requests": ["gpu"], "opaque": {"driver": "example.com", "parameters": {"x": "y"}}}],
-        }
+        },
+        "controller": "example.com",
     }
-    if rng.random() < 0.5:
+    if rng.random() < 0.5 or not features.at_least(release, "1.34"):
         del spec["devices"]["constraints"][1]
+    if not features.at_least(release, "1.33"):
+        spec["devices"]["requests"][1] = {"name": "any", "exactly": {"deviceClassName": "gpu", "allocationMode": "All"}}
+        spec["devices"]["constraints"][0]["requests"] = ["gpu", "any"]
     return spec
 
 
 def resource_claim(rng: random.Random, release: str = DEFAULT_RELEASE) -> Doc:
-    return {"apiVersion": API, "kind": "ResourceClaim", "metadata": _meta(rng, True), "spec": _claim_spec(rng)}
+    return {"apiVersion": API, "kind": "ResourceClaim", "metadata": _meta(rng, True), "spec": _claim_spec(rng, release)}
 
 
 def resource_claim_template(rng: random.Random, release: str = DEFAULT_RELEASE) -> Doc:
@@ -175,24 +196,30 @@ def resource_claim_template(rng: random.Random, release: str = DEFAULT_RELEASE) 
         "apiVersion": API,
         "kind": "ResourceClaimTemplate",
         "metadata": _meta(rng, True),
-        "spec": {"metadata": {"labels": {"app": "x"}}, "spec": _claim_spec(rng)},
+        "spec": {"metadata": {"labels": {"app": "x"}}, "spec": _claim_spec(rng, release)},
     }
 
 
-def taint_rule_version(release: str) -> str:
-    """The DeviceTaintRule version generated for a release: the one it has before 1.36, else v1beta2."""
-    return "resource.k8s.io/v1alpha3" if release in ("1.34", "1.35") else "resource.k8s.io/v1beta2"
-
-
 def device_taint_rule(rng: random.Random, release: str = DEFAULT_RELEASE) -> Doc:
-    selector: Doc = {"driver": "example.com", "pool": "pool", "device": "d0"}
-    if release == "1.34":  # 1.34's v1alpha3 selector: a class and CEL selectors too
-        selector = {"deviceClassName": "gpu", **selector, "selectors": [{"cel": {"expression": "true"}}]}
+    """The 1.33 and 1.34 selector's class and CEL selectors are there, and go where the release lacks them."""
+    selector: Doc = {"deviceClassName": "gpu", "driver": "example.com", "pool": "pool", "device": "d0"}
+    selector["selectors"] = [{"cel": {"expression": "true"}}]
     return {
-        "apiVersion": taint_rule_version(release),
+        "apiVersion": API,
         "kind": "DeviceTaintRule",
         "metadata": _meta(rng, False),
         "spec": {"deviceSelector": selector, "taint": {"key": "example.com/t", "value": "v", "effect": "NoExecute"}},
+    }
+
+
+def pod_scheduling_context(rng: random.Random, release: str = DEFAULT_RELEASE) -> Doc:
+    """1.31's classic DRA: the scheduler's node choices for a pod's claims."""
+    return {
+        "apiVersion": API,
+        "kind": "PodSchedulingContext",
+        "metadata": _meta(rng, True),
+        "spec": {"selectedNode": "node-a", "potentialNodes": ["node-a", "node-b"]},
+        "status": {"resourceClaims": [{"name": "gpu", "unsuitableNodes": ["node-b"]}]},
     }
 
 
@@ -206,7 +233,7 @@ def _meta(rng: random.Random, namespaced: bool) -> Doc:
 # Each mutation: (path, values). A path step "*" is any existing list item or map key.
 _META = [
     (("metadata", "name"), [*_NAMES, "a" * 253, "a" * 254, "é" * 127, "a.-b"]),
-    (("metadata", "generateName"), ["gen-", "Gen-", "a" * 260, ""]),
+    (("metadata", "generateName"), ["gen-", "Gen-", "a" * 260, "", "-", "a..-", "é-"]),
     (
         ("metadata", "labels"),
         [{"example.com/k": "v"}, {"k": "a" * 64}, {"": "v"}, {"a/b/c": "v"}, {"k": 1}, {"k": "é"}],
@@ -268,6 +295,23 @@ def _spec_mutations(kind: str) -> list[tuple[tuple[Any, ...], list[Any]]]:
                     "deviceclass.resource.kubernetes.io/x",
                 ],
             ),
+            (("spec", "unknown"), [1]),
+            (
+                ("spec", "suitableNodes"),
+                [
+                    {},
+                    {"nodeSelectorTerms": []},
+                    {"nodeSelectorTerms": [{"matchExpressions": [{"key": "-a", "operator": "In", "values": ["-b"]}]}]},
+                    {"nodeSelectorTerms": [{"matchFields": [{"key": "metadata.name", "operator": "In"}]}]},
+                    "x",
+                ],
+            ),
+        ]
+    if kind == "PodSchedulingContext":
+        return [
+            (("spec", "selectedNode"), [*_NAMES, 1]),
+            (("spec", "potentialNodes"), [[], ["a", "a"], [f"n{i}" for i in range(129)], ["Bad_node"], [""], "x"]),
+            (("status", "resourceClaims"), [[], [{"name": "x"}], [{"name": 1}], [{"unknown": 1}]]),
             (("spec", "unknown"), [1]),
         ]
     if kind == "ResourceSlice":
@@ -391,6 +435,41 @@ def _spec_mutations(kind: str) -> list[tuple[tuple[Any, ...], list[Any]]]:
             ((*d, "taints"), [[], [{}], [{"key": "k", "effect": "NoSchedule"}] * 17]),
             *[((*d, "taints", 0, field), values) for field, values in _TAINT],
             ((*d, "unknown"), [1]),
+            (
+                (*d, "attributes", "sizes"),
+                [
+                    {"ints": []},
+                    {"strings": ["a" * 65]},
+                    {"versions": ["1.2"]},
+                    {"ints": [1], "int": 1},
+                    {"bools": [True]},
+                ],
+            ),
+            (
+                (*d, "nodeAllocatableResourceMappings"),
+                [
+                    {},
+                    {"example.com/x": {"allocationMultiplier": "1"}},
+                    {"memory": {}},
+                    {"memory": {"allocationMultiplier": "0"}},
+                    {"memory": {"capacityKey": ""}},
+                    {"memory": {"capacityKey": "nope"}},
+                ],
+            ),
+            (
+                (*d, "nodeAllocatableResources"),
+                [
+                    {},
+                    {"example.com/x": {"overhead": {"perPod": "1"}}},
+                    {"memory": {}},
+                    {"memory": {"mapping": {"capacityKey": "mem"}}},
+                    {"memory": {"mapping": {"capacityMultiplier": "1"}}},
+                    {"memory": {"mapping": {"deviceMultiplier": "-1"}}},
+                    {"memory": {"overhead": {}}},
+                    {"memory": {"overhead": {"perContainer": "-1"}}},
+                ],
+            ),
+            (("__keep_fields_of_other_releases__",), [True]),
         ]
     if kind in ("ResourceClaim", "ResourceClaimTemplate"):
         s = ("spec", "spec") if kind == "ResourceClaimTemplate" else ("spec",)
@@ -461,6 +540,8 @@ def _spec_mutations(kind: str) -> list[tuple[tuple[Any, ...], list[Any]]]:
             ),
             ((*s, "devices", "config", 0, "opaque", "driver"), _NAMES),
             ((*s, "devices", "unknown"), [1]),
+            ((*s, "controller"), [*_NAMES, "Example.com", 1]),
+            (("__keep_fields_of_other_releases__",), [True]),
         ]
     condition = {
         "type": "EvictionInProgress",
@@ -506,6 +587,7 @@ def _spec_mutations(kind: str) -> list[tuple[tuple[Any, ...], list[Any]]]:
                 {"conditions": [{"type": "a" * 400}] * 9},
             ],
         ),
+        (("__keep_fields_of_other_releases__",), [True]),
     ]
 
 
@@ -545,7 +627,7 @@ def _set(doc: Any, path: tuple[Any, ...], value: Any) -> bool:
     return True
 
 
-NAMESPACED = ("ResourceClaim", "ResourceClaimTemplate")
+NAMESPACED = ("ResourceClaim", "ResourceClaimTemplate", "PodSchedulingContext")
 """Posted to ``NAMESPACE``: another namespace in the object is refused before validation (400), not modelled."""
 
 BUILDERS: dict[str, Callable[[random.Random, str], Doc]] = {
@@ -554,21 +636,103 @@ BUILDERS: dict[str, Callable[[random.Random, str], Doc]] = {
     "ResourceClaim": resource_claim,
     "ResourceClaimTemplate": resource_claim_template,
     "DeviceTaintRule": device_taint_rule,
+    "PodSchedulingContext": pod_scheduling_context,
 }
+_KEEP = "__keep_fields_of_other_releases__"
+
+
+def versions(kind: str, release: str) -> list[str]:
+    """The API versions of ``release`` that have ``kind``, oldest first."""
+    return [version for version, kinds in features.API_KINDS[release].items() if kind in kinds]
 
 
 def generate(kind: str, count: int, seed: int = 0, release: str = DEFAULT_RELEASE) -> list[Doc]:
-    """``count`` objects of ``kind`` in the shape of ``release``: about one in six unmutated, the
-    rest with one or two mutations."""
+    """``count`` objects of ``kind`` as ``release`` has them, each in one of its versions: about one
+    in six unmutated, the rest with one or two mutations."""
     rng = random.Random(f"{kind}-{seed}")
     mutations = _META + _spec_mutations(kind)
     out = []
     for _ in range(count):
         doc = BUILDERS[kind](rng, release)
+        version = rng.choice(versions(kind, release))
+        keep = False
         for _ in range(rng.choice((0, 1, 1, 1, 2, 2))):
             path, values = rng.choice(mutations)
             value = rng.choice(values)  # drawn whatever happens next, so one skip shifts no later draw
+            keep = keep or path == (_KEEP,)
             if path != ("metadata", "namespace") or kind not in NAMESPACED:
                 _set(doc, path, value)
-        out.append(doc)
+        doc.pop(_KEEP, None)
+        out.append(in_version(doc, version, release, keep))
     return out
+
+
+def in_version(doc: Doc, version: str, release: str, keep: bool = False) -> Doc:
+    """``doc`` (v1's shape) in ``version``'s shape, without the fields other releases have (but
+    with them when ``keep``)."""
+    out = copy.deepcopy(doc)
+    out["apiVersion"] = f"{features.API_GROUP}/{version}"
+    spec = out.get("spec")
+    if version in ("v1alpha3", "v1beta1") and isinstance(spec, dict):
+        if out["kind"] == "ResourceSlice":
+            for device in _dicts(spec.get("devices")):
+                _basic(device, version)
+        claim = spec.get("spec") if out["kind"] == "ResourceClaimTemplate" else spec
+        claims = out["kind"] in ("ResourceClaim", "ResourceClaimTemplate")
+        if claims and isinstance(claim, dict) and isinstance(claim.get("devices"), dict):
+            for request in _dicts(claim["devices"].get("requests")):
+                exact = request.pop("exactly", None)
+                if isinstance(exact, dict):
+                    request.update(exact)
+    if not keep:
+        _prune(out, out["kind"], version, release)
+    return out
+
+
+def _dicts(items: Any) -> list[Doc]:
+    return [item for item in items if isinstance(item, dict)] if isinstance(items, list) else []
+
+
+def _basic(device: Doc, version: str) -> None:
+    """A device's fields under ``basic``; v1alpha3's capacity a bare quantity."""
+    basic = {key: device.pop(key) for key in list(device) if key != "name"}
+    if version == "v1alpha3" and isinstance(basic.get("capacity"), dict):
+        basic["capacity"] = {k: v.get("value") if isinstance(v, dict) else v for k, v in basic["capacity"].items()}
+    device["basic"] = basic
+
+
+def _prune(doc: Doc, kind: str, version: str, release: str) -> None:
+    """Remove the fields this release lacks in ``version`` that some Go type has: what no Go type
+    has (``unknown``, ``extra``) is a mutation's, and stays to be refused."""
+    _prune_node(doc, "", apifields.tree(kind, version, release), _field_names())
+
+
+def _field_names() -> frozenset[str]:
+    return frozenset(
+        path.rpartition(".")[2]
+        for kind in BUILDERS
+        for version in ("v1alpha3", "v1beta1", "v1beta2", "v1")
+        for release in features.RELEASES
+        for path in apifields.tree(kind, version, release)
+    )
+
+
+def _prune_node(node: Any, path: str, ours: dict[str, str], names: frozenset[str]) -> None:
+    if not isinstance(node, dict):
+        return
+    for key in list(node):
+        child = f"{path}.{key}" if path else key
+        if child not in ours:
+            if key in names and not (path == "" and key in ("apiVersion", "kind")):
+                del node[key]
+            continue
+        if not any(path.startswith(child + ".") for path in ours):
+            continue  # a type of core/v1 or meta/v1 (ObjectMeta, NodeSelector): not ours to prune
+        go_type, value = ours[child].lstrip("*"), node[key]
+        items = [value]
+        if go_type.startswith("[]") and isinstance(value, list):
+            items = value
+        elif go_type.startswith("map[") and isinstance(value, dict):
+            items = list(value.values())
+        for item in items:
+            _prune_node(item, child, ours, names)

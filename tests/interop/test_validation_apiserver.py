@@ -30,6 +30,7 @@ in CI and skips elsewhere. All eight servers take about 65 s warm on 2 cores (5 
 
 from __future__ import annotations
 
+import copy
 import hashlib
 import json
 import os
@@ -48,7 +49,9 @@ import httpx2
 import pytest
 
 from kubedevice.dra import features, models
+from kubedevice.dra.convert import convert
 from kubedevice.dra.models import DecodeError
+from kubedevice.dra.strategy import drop_disabled_fields
 from kubedevice.dra.validation import validate
 from kubedevice.testing import components, pki
 from kubedevice.testing.waiting import wait_for
@@ -58,11 +61,6 @@ pytestmark = pytest.mark.interop
 
 CASES_DIR = Path(__file__).resolve().parents[1] / "dra" / "data" / "validation_cases"
 COUNT = int(os.environ.get("KUBEDEVICE_VALIDATION_CASES", "300"))
-CORE_KINDS = ("DeviceClass", "ResourceSlice", "ResourceClaim", "ResourceClaimTemplate")
-TAINT_GATES = {"1.34": "DRADeviceTaints=true", "1.35": "DRADeviceTaints=true,DRADeviceTaintRules=true"}
-"""The gates of the device-taint feature before 1.36: they change what the scheduler and the eviction
-controller do with DeviceTaintRules, and what the API server does to slices and claims, but not
-whether it serves the kind; so only DeviceTaintRules are compared on a server with them on."""
 
 
 @dataclass(frozen=True)
@@ -80,22 +78,37 @@ class ServerConfig:
         return f"{self.release}-{self.name}"
 
 
+def dra_gates(release: str) -> str:
+    """What a release needs for DRA beside its API versions: before 1.34 the (beta, off)
+    DynamicResourceAllocation gate."""
+    return "" if features.at_least(release, "1.34") else "DynamicResourceAllocation=true"
+
+
+_ELSEWHERE = ("GenericWorkload", "DRAWorkloadResourceClaims")
+"""Gates of workloads, not DRA objects: on, the API server waits for the scheduling API's alpha
+(``failed to list *v1alpha2.PodGroup``) and never becomes ready."""
+
+
+def all_gates(release: str) -> str:
+    """Every DRA gate of the release on (a locked gate is at its default already)."""
+    return ",".join(f"{gate}=true" for gate in sorted(features.defaults(release)) if gate not in _ELSEWHERE)
+
+
+def every_version(release: str) -> str:
+    """``--runtime-config`` turning on every ``resource.k8s.io`` version the release has."""
+    return ",".join(f"{features.API_GROUP}/{version}=true" for version in features.API_KINDS[release])
+
+
 def _configs() -> list[ServerConfig]:
-    configs = [
-        ServerConfig(
-            release,
-            "defaults",
-            "",
-            "resource.k8s.io/v1beta2=true",
-            CORE_KINDS + (("DeviceTaintRule",) if features.at_least(release, "1.36") else ()),
-        )
-        for release in components.RELEASES
-    ]
-    alpha = "resource.k8s.io/v1alpha3=true"
-    for release, gates in TAINT_GATES.items():
+    """Per release: its default gates (with what DRA needs before 1.34) and every gate on, each
+    with every version of the group enabled, comparing every kind the release has."""
+    configs = []
+    for release in features.RELEASES:
+        kinds = tuple(sorted({kind for kinds in features.API_KINDS[release].values() for kind in kinds}))
+        api = every_version(release)
         configs += [
-            ServerConfig(release, "v1alpha3", "", alpha, ("DeviceTaintRule",)),
-            ServerConfig(release, "v1alpha3-gated", gates, alpha, ("DeviceTaintRule",)),
+            ServerConfig(release, "defaults", dra_gates(release), api, kinds),
+            ServerConfig(release, "all-gates", all_gates(release), api, kinds),
         ]
     return configs
 
@@ -143,10 +156,10 @@ class ApiServer:
     """kube-apiserver + etcd in a temp dir, stopped on close; ``dry_run`` posts one document."""
 
     def __init__(self, config: ServerConfig, directory: Path) -> None:
-        self.config, self.release, self.version = config, config.release, components.RELEASES[config.release]
+        self.config, self.release, self.version = config, config.release, components.ALL_RELEASES[config.release]
         self.dir, self.processes = directory, list[subprocess.Popen[bytes]]()
         try:
-            kube, etcd = components.kubernetes(self.version), components.etcd()
+            kube, etcd = components.apiserver(config.release), components.etcd()
         except Exception as error:
             _unavailable(f"no kube-apiserver {self.version}: {error}")
         try:
@@ -177,7 +190,7 @@ class ApiServer:
         )
         p = directory / "pki"
         self._spawn("kube-apiserver", [
-            str(kube / "kube-apiserver"), f"--etcd-servers={url}", "--bind-address=127.0.0.1",
+            str(kube), f"--etcd-servers={url}", "--bind-address=127.0.0.1",
             "--advertise-address=127.0.0.1", f"--secure-port={secure}", f"--tls-cert-file={p / 'apiserver.crt'}",
             f"--tls-private-key-file={p / 'apiserver.key'}", f"--client-ca-file={p / 'ca.crt'}",
             f"--service-account-key-file={p / 'sa.pub'}", f"--service-account-signing-key-file={p / 'sa.key'}",
@@ -212,7 +225,9 @@ class ApiServer:
     def _allow_admin_access(self) -> None:
         """Label the namespace for ``adminAccess`` (the DRAAdminAccess admission rule): whether a
         namespace carries the label is cluster state, which ``dra validate`` cannot see."""
-        patch = {"metadata": {"labels": {"resource.kubernetes.io/admin-access": "true"}}}
+        # 1.33's key is resource.k8s.io/admin-access (pkg/registry/resource/utils.go, v1.33.13)
+        labels = {"resource.kubernetes.io/admin-access": "true", "resource.k8s.io/admin-access": "true"}
+        patch = {"metadata": {"labels": labels}}
         answers: list[str] = []
 
         def labelled() -> bool:  # the API server creates the namespace shortly after it is ready
@@ -235,14 +250,22 @@ class ApiServer:
             process.terminate()
             process.wait(60)
 
-    def post(self, doc: dict[str, Any]) -> httpx2.Response:
-        """A dry-run create of ``doc`` at its kind's resource in its own apiVersion."""
-        kind = doc.get("kind", "")
-        group_version = doc["apiVersion"]
-        namespace = f"/namespaces/{validgen.NAMESPACE}" if kind in validgen.NAMESPACED else ""
-        path = f"/apis/{group_version}{namespace}/{features.RESOURCES[kind]}?dryRun=All&fieldValidation=Strict"
+    def post(self, doc: dict[str, Any], dry_run: bool = True) -> httpx2.Response:
+        """A create of ``doc`` (dry-run unless told) at its kind's resource in its own apiVersion."""
+        query = "?dryRun=All&fieldValidation=Strict" if dry_run else "?fieldValidation=Strict"
         body = json.dumps(doc, ensure_ascii=False).encode()
-        return self.http.post(path, content=body, headers={"Content-Type": "application/json"})
+        return self.http.post(
+            _resource_path(doc["kind"], doc["apiVersion"]) + query,
+            content=body,
+            headers={"Content-Type": "application/json"},
+        )
+
+    def read(self, kind: str, api_version: str, name: str) -> dict[str, Any]:
+        """A stored object as the API server writes it in ``api_version``."""
+        response = self.http.get(f"{_resource_path(kind, api_version)}/{name}")
+        assert response.is_success, response.text
+        document: dict[str, Any] = response.json()
+        return document
 
     def dry_run(self, doc: dict[str, Any]) -> Verdict:
         response = self.post(doc)
@@ -260,6 +283,11 @@ class ApiServer:
             tuple(sorted(f"{c.get('field', '')}: {c.get('message', '')}" for c in causes)),
             False,
         )
+
+
+def _resource_path(kind: str, api_version: str) -> str:
+    namespace = f"/namespaces/{validgen.NAMESPACE}" if kind in validgen.NAMESPACED else ""
+    return f"/apis/{api_version}{namespace}/{features.RESOURCES[kind]}"
 
 
 def ours(doc: dict[str, Any], config: ServerConfig) -> Verdict:
@@ -295,8 +323,8 @@ def agree(server: Verdict, mine: Verdict) -> bool:
 def server(request: pytest.FixtureRequest) -> Iterator[ApiServer]:
     """Every release whose build is cached; the default release always (built if need be)."""
     config: ServerConfig = request.param
-    version = components.RELEASES[config.release]
-    if config.release != components.DEFAULT_RELEASE and not (components.cache_dir() / f"kubernetes-{version}").exists():
+    version = components.ALL_RELEASES[config.release]
+    if config.release != components.DEFAULT_RELEASE and not components.apiserver_cached(config.release):
         pytest.skip(f"kube-apiserver {version} is not built (the default release is the one CI builds)")
     directory = Path(tempfile.mkdtemp(prefix="kd-valdiff-", dir="/tmp"))
     api = ApiServer(config, directory)
@@ -407,3 +435,82 @@ def test_kept_disagreements_now_agree(path: Path, request: pytest.FixtureRequest
     )
     mine = ours(case["object"], config)
     assert agree(server, mine), f"server: {server}\nours:   {mine}"
+
+
+# --- conversion: written in one version, read in another ------------------------------------
+
+CONVERSIONS = int(os.environ.get("KUBEDEVICE_CONVERSION_CASES", "8"))
+_SERVER_FIELDS = ("uid", "resourceVersion", "generation", "creationTimestamp", "managedFields")
+
+
+def _stamped(doc: dict[str, Any]) -> dict[str, Any]:
+    """Every taint with its ``timeAdded``, which the API server would otherwise default to now."""
+    for node in _dicts_below(doc):
+        taints = [node.get("taint"), *(node["taints"] if isinstance(node.get("taints"), list) else [])]
+        for taint in taints:
+            if isinstance(taint, dict):
+                taint.setdefault("timeAdded", "2026-01-01T00:00:00Z")
+    return doc
+
+
+def _dicts_below(node: Any) -> Iterator[dict[str, Any]]:
+    if isinstance(node, dict):
+        yield node
+        for value in node.values():
+            yield from _dicts_below(value)
+    elif isinstance(node, list):
+        for item in node:
+            yield from _dicts_below(item)
+
+
+def _comparable(doc: dict[str, Any]) -> dict[str, Any]:
+    """What a conversion decides: the metadata we wrote and the spec (the status is reset on create)."""
+    meta = {k: v for k, v in doc.get("metadata", {}).items() if k not in _SERVER_FIELDS}
+    return {"apiVersion": doc["apiVersion"], "kind": doc["kind"], "metadata": meta, "spec": doc.get("spec")}
+
+
+def _round_trips(
+    server: ApiServer, kind: str, i: int, gates: dict[str, bool]
+) -> Iterator[tuple[str, dict[str, Any], dict[str, Any], list[str], bool]]:
+    """(which, ours, the server's, the fields we reported lost, whether the server's answer read
+    back in the source version is what it stored) for object ``i`` of ``kind`` created in each
+    version and read in each: ours converts the object as stored under ``gates``."""
+    release = server.release
+    versions = validgen.versions(kind, release)
+    base = validgen.BUILDERS[kind](random.Random(f"{kind}-{i}"), release)
+    for source in versions:
+        doc = _stamped(validgen.in_version(base, source, release))
+        name = doc["metadata"]["name"] = f"conv-{i}-{source}"
+        if not server.post(doc, dry_run=False).is_success:
+            continue
+        decoded = models.from_document(json.loads(json.dumps(doc)), "", release)
+        stored = drop_disabled_fields(decoded, gates, release)
+        original = _comparable(server.read(kind, f"{features.API_GROUP}/{source}", name))
+        for target in versions:
+            mine, lost = convert(stored, target, release)
+            theirs = server.read(kind, f"{features.API_GROUP}/{target}", name)
+            back, _ = convert(models.from_document(copy.deepcopy(theirs), "", release), source, release)
+            kept = _comparable(back) == original
+            yield f"{kind} {source}->{target}", _comparable(mine), _comparable(theirs), lost, kept
+
+
+def test_conversion_agrees_with_the_api_server(server: ApiServer) -> None:
+    """Each kind created in every version the release has and read back in every version: the API
+    server's own conversion, against ``kubedevice dra convert`` of the stored object (what the
+    strategy keeps under this server's gates), field by field. And a loss is reported exactly when
+    there is one: when the server's answer, converted back to the version it was written in, is not
+    what the server stored. An object the server refuses is not a conversion and is skipped."""
+    config = server.config
+    gates = features.from_flags(config.release, config.gates)
+    compared, lossy, wrong = 0, 0, []
+    for kind in config.kinds:
+        for i in range(CONVERSIONS):
+            for which, mine, theirs, lost, kept in _round_trips(server, kind, i, gates):
+                compared, lossy = compared + 1, lossy + bool(lost)
+                if mine != theirs:
+                    wrong.append(f"{which}:\n  ours:   {mine}\n  server: {theirs}")
+                elif kept == bool(lost):  # a loss reported exactly when the way back misses something
+                    back = "is" if kept else "is not"
+                    wrong.append(f"{which}: reported lost {lost}; read back, the server's answer {back} what it stored")
+    print(f"{config.id}: {compared - len(wrong)}/{compared} conversions agree ({lossy} lossy, each loss reported)")
+    assert compared and not wrong, "\n".join(wrong[:3])

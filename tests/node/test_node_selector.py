@@ -15,9 +15,10 @@ import pytest
 from grpc import aio
 
 from kubedevice.api import pb, pb_grpc
+from kubedevice.apimachinery import content
 from kubedevice.config import ConfigError, parse_config
 from kubedevice.kubelet import KubeletSimulator
-from kubedevice.names import endpoint_for, label_value_error
+from kubedevice.names import endpoint_for
 from kubedevice.node.daemon import build_plugins
 from kubedevice.node.labels import Labels, connect, describe_change, matches, select, selection, selector_keys
 from kubedevice.node.reload import Reloader
@@ -115,13 +116,13 @@ def test_valid_selectors_are_accepted_as_written(selector: str) -> None:
     [
         ("{gpu: true}", "node_selector.gpu: True must be quoted: label values are strings, YAML read a bool"),
         ("{cores: 8}", "node_selector.cores: 8 must be quoted"),
-        ('{"-gpu": x}', "label key '-gpu' is not a valid label key: name part '-gpu'"),
-        ('{"Example.com/gpu": x}', "prefix part 'Example.com' must be a lowercase RFC 1123 subdomain"),
-        ('{"a/b/c": x}', "at most one '/'"),
+        ('{"-gpu": x}', "label key '-gpu' is not a valid label key: name part must consist of alphanumeric"),
+        ('{"Example.com/gpu": x}', "prefix part a lowercase RFC 1123 subdomain must consist of lower case"),
+        ('{"a/b/c": x}', "a valid label key must consist of"),
         ('{"": x}', "name part must be non-empty"),
-        ('{gpu: "-x"}', "label 'gpu': value '-x' must be empty or consist of"),
-        ("{gpu: " + "v" * 64 + "}", "must be no more than 63 characters"),
-        ("{" + "k" * 64 + ": x}", "name part must be no more than 63 characters"),
+        ('{gpu: "-x"}', "label 'gpu': value '-x' is not a valid label value: a valid label must be an empty string"),
+        ("{gpu: " + "v" * 64 + "}", "must be no more than 63 bytes"),
+        ("{" + "k" * 64 + ": x}", "name part must be no more than 63 bytes"),
         ("[gpu]", "node_selector"),
     ],
 )
@@ -146,7 +147,7 @@ def test_invalid_selectors_fail_in_one_line_naming_the_field(selector: str, comp
     ],
 )
 def test_label_value_rule_is_kubernetes_is_valid_label_value(value: str, ok: bool) -> None:
-    assert (label_value_error(value) is None) is ok
+    assert (not content.is_label_value(value)) is ok
 
 
 # --- start-up refusals ------------------------------------------------------------------------

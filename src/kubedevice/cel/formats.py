@@ -1,7 +1,8 @@
 """Kubernetes' Format library (k8s.io/apiserver/pkg/cel/library/format.go), in the base
 environment since 1.31: ``format.named(name)`` (an optional format), ``format.dns1123Label()``
 and the other named formats, and ``<format>.validate(text)``, which is ``optional.none()`` for
-valid text and else the validator's messages, worded as apimachinery and kube-openapi word them.
+valid text and else the validator's messages, worded as apimachinery and kube-openapi word them
+(the name formats are :mod:`kubedevice.apimachinery`'s, as ``format.go`` calls apimachinery's).
 """
 
 from __future__ import annotations
@@ -11,6 +12,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import ClassVar
 
+from ..apimachinery import content, validation
+from ..apimachinery.meta import mask_trailing_dash
 from ..gostrings import quote as go_quote
 from .cost import ONE, STRING_FACTOR, Coster, Range, scaled
 from .library import CALL_COSTS, NAMESPACES, RUNTIME_COSTS, VALUE_TYPES, register
@@ -22,113 +25,14 @@ FORMAT_TYPE = "kubernetes.NamedFormat"
 MAX_NAME_FORMAT_REGEX_SIZE = 128
 _REGEX_FACTOR = 0.25
 
-_LABEL = "[a-z0-9]([-a-z0-9]*[a-z0-9])?"
-_SUBDOMAIN = _LABEL + "(\\." + _LABEL + ")*"
-_DNS1035 = "[a-z]([-a-z0-9]*[a-z0-9])?"
-_KEY = "([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]"
-_VALUE = "(" + _KEY + ")?"
-_LABEL_MSG = (
-    "a lowercase RFC 1123 label must consist of lower case alphanumeric characters or '-', and must "
-    "start and end with an alphanumeric character"
-)
-_SUBDOMAIN_MSG = (
-    "a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' or "
-    "'.', and must start and end with an alphanumeric character"
-)
-_DNS1035_MSG = (
-    "a DNS-1035 label must consist of lower case alphanumeric characters or '-', start with an "
-    "alphabetic character, and end with an alphanumeric character"
-)
-_KEY_MSG = (
-    "must consist of alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric character"
-)
-_VALUE_MSG = (
-    "a valid label must be an empty string or consist of alphanumeric characters, '-', '_' or '.', "
-    "and must start and end with an alphanumeric character"
-)
 _UUID = re.compile(r"[0-9a-f]{8}-?[0-9a-f]{4}-?[0-9a-f]{4}-?[0-9a-f]{4}-?[0-9a-f]{12}", re.IGNORECASE)
 _BASE64 = re.compile(r"(?:[A-Za-z0-9+/]{4})*(?:[A-Za-z0-9+/]{2}==|[A-Za-z0-9+/]{3}=|[A-Za-z0-9+/]{4})")
 _TIME = re.compile(r"([0-9]{2}):([0-9]{2}):([0-9]{2})(.[0-9]+)?(z|([+-][0-9]{2}:[0-9]{2}))")
 
 
-def _regex_error(message: str, fmt: str, *examples: str) -> str:
-    """apimachinery's RegexError, spacing included (``'a',  or 'b', ``)."""
-    shown = " or ".join(f"'{e}', " for e in examples)
-    return f"{message} (e.g. {shown}regex used for validation is '{fmt}')"
-
-
-def _full(pattern: str, value: str) -> bool:
-    return re.fullmatch(pattern, value) is not None  # fullmatch: '$' must not pass a final newline
-
-
-def _size(value: str) -> int:
-    return len(value.encode("utf-8", "surrogatepass"))  # Go's len() counts bytes
-
-
-def _dns1123_label(value: str) -> list[str]:
-    errors = ["must be no more than 63 characters"] if _size(value) > 63 else []
-    if not _full(_LABEL, value):
-        errors.append(
-            "must not contain dots"
-            if _full(_SUBDOMAIN, value)
-            else _regex_error(_LABEL_MSG, _LABEL, "my-name", "123-abc")
-        )
-    return errors
-
-
-def _dns1123_subdomain(value: str, unit: str = "characters") -> list[str]:
-    errors = [f"must be no more than 253 {unit}"] if _size(value) > 253 else []
-    if not _full(_SUBDOMAIN, value):
-        errors.append(_regex_error(_SUBDOMAIN_MSG, _SUBDOMAIN, "example.com"))
-    return errors
-
-
-def _dns1035_label(value: str) -> list[str]:
-    errors = ["must be no more than 63 characters"] if _size(value) > 63 else []
-    if not _full(_DNS1035, value):
-        errors.append(_regex_error(_DNS1035_MSG, _DNS1035, "my-name", "abc-123"))
-    return errors
-
-
-def _mask_trailing_dash(name: str) -> str:
-    """apimachinery's maskTrailingDash (it drops two characters, an upstream quirk)."""
-    return name[:-2] + "a" if len(name) > 1 and name.endswith("-") else name
-
-
 def _prefixed(check: Callable[[str], list[str]]) -> Callable[[str], list[str]]:
-    return lambda value: check(_mask_trailing_dash(value))
-
-
-def _qualified_name(value: str) -> list[str]:
-    """content.IsLabelKey."""
-    parts = value.split("/")
-    errors: list[str] = []
-    if len(parts) > 2:
-        return [
-            "a valid label key "
-            + _regex_error(_KEY_MSG, _KEY, "MyName", "my.name", "123-abc")
-            + " with an optional DNS subdomain prefix and '/' (e.g. 'example.com/MyName')"
-        ]
-    name = parts[-1]
-    if len(parts) == 2:
-        if not parts[0]:
-            errors.append("prefix part must be non-empty")
-        else:
-            errors += ["prefix part " + m for m in _dns1123_subdomain(parts[0], "bytes")]
-    if not name:
-        errors.append("name part must be non-empty")
-    elif _size(name) > 63:
-        errors.append("name part must be no more than 63 bytes")
-    if not _full(_KEY, name):
-        errors.append("name part " + _regex_error(_KEY_MSG, _KEY, "MyName", "my.name", "123-abc"))
-    return errors
-
-
-def _label_value(value: str) -> list[str]:
-    errors = ["must be no more than 63 bytes"] if _size(value) > 63 else []
-    if not _full(_VALUE, value):
-        errors.append(_regex_error(_VALUE_MSG, _VALUE, "MyValue", "my_value", "12345"))
-    return errors
+    """A name prefix's format (``NameIsDNSLabel(s, true)`` and its kin): a trailing dash masked first."""
+    return lambda value: check(mask_trailing_dash(value))
 
 
 def _uri(value: str) -> list[str]:
@@ -186,14 +90,14 @@ class Format:
 
 
 FORMATS = {
-    "dns1123Label": Format("DNS1123Label", _dns1123_label, 30),
-    "dns1123Subdomain": Format("DNS1123Subdomain", _dns1123_subdomain, 60),
-    "dns1035Label": Format("DNS1035Label", _dns1035_label, 30),
-    "qualifiedName": Format("QualifiedName", _qualified_name, 60),
-    "dns1123LabelPrefix": Format("DNS1123LabelPrefix", _prefixed(_dns1123_label), 30),
-    "dns1123SubdomainPrefix": Format("DNS1123SubdomainPrefix", _prefixed(_dns1123_subdomain), 60),
-    "dns1035LabelPrefix": Format("DNS1035LabelPrefix", _prefixed(_dns1035_label), 30),
-    "labelValue": Format("LabelValue", _label_value, 40),
+    "dns1123Label": Format("DNS1123Label", validation.is_dns1123_label, 30),
+    "dns1123Subdomain": Format("DNS1123Subdomain", validation.is_dns1123_subdomain, 60),
+    "dns1035Label": Format("DNS1035Label", validation.is_dns1035_label, 30),
+    "qualifiedName": Format("QualifiedName", content.is_label_key, 60),
+    "dns1123LabelPrefix": Format("DNS1123LabelPrefix", _prefixed(validation.is_dns1123_label), 30),
+    "dns1123SubdomainPrefix": Format("DNS1123SubdomainPrefix", _prefixed(validation.is_dns1123_subdomain), 60),
+    "dns1035LabelPrefix": Format("DNS1035LabelPrefix", _prefixed(validation.is_dns1035_label), 30),
+    "labelValue": Format("LabelValue", content.is_label_value, 40),
     "uri": Format("URI", _uri, 1103),
     "uuid": Format("uuid", _check(lambda v: _UUID.fullmatch(v) is not None, "does not match the UUID format"), 70),
     "byte": Format("byte", _check(lambda v: _BASE64.fullmatch(v) is not None, "invalid base64"), 84),

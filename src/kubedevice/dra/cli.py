@@ -17,6 +17,7 @@ import typer
 
 from ..errors import UsageError, fail
 from . import features, inputs, models
+from .convert import convert_command
 from .explain import explain, render, requests_using, verdicts_json
 from .live.options import Context, Kubeconfig, Namespace, ServerRelease, pod_name
 from .models import DeviceClass, DRAObject, ResourceClaim, ResourceSlice, of_kind
@@ -631,3 +632,4 @@ def _register_cel() -> None:
 
 
 _register_cel()
+app.command("convert")(convert_command)

@@ -25,9 +25,9 @@ from typing import Annotated, Any, Literal
 from pydantic import AfterValidator, BaseModel, BeforeValidator, ValidationInfo, field_validator, model_validator
 
 from ..allocation.sharing import physical
+from ..apimachinery.validation import C_IDENTIFIER, is_dns1123_subdomain
 from ..device import Device, Health
 from ..errors import FieldProblem, KubedeviceError
-from ..names import C_IDENTIFIER, is_dns1123_subdomain
 from ..sources.base import Found
 from ..sources.discovery import dra_attributes
 from ..sources.facts import DEVICE_FIELDS, PCI_FIELDS, SYSFS_FIELDS, DeviceFacts, FactUnavailable
@@ -176,7 +176,7 @@ def _spec(value: ValueSource, capacity: bool) -> _Source:
 def _name_problem(name: str) -> str | None:
     """A DRA attribute or capacity name: an identifier of at most 32 characters, after a domain or not."""
     domain, slash, ident = name.rpartition("/")
-    if slash and (not is_dns1123_subdomain(domain) or len(domain) > 63):
+    if slash and (is_dns1123_subdomain(domain) or len(domain) > 63):
         return f"{name!r}: the domain {domain!r} must be a lowercase DNS subdomain of at most 63 characters"
     if not C_IDENTIFIER.match(ident) or len(ident) > 32:
         return f"{name!r} must be a C identifier of at most 32 characters (letters, digits, '_'), with a domain or not"

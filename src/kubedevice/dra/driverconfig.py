@@ -14,7 +14,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field, ValidationInfo, field_validator
 
-from ..names import is_dns1123_subdomain
+from ..names import dra_driver_name_error
 from ..sources.schema import SCHEMA_CONFIG
 from .configuredattributes import ResourceAttributes
 from .devicemetadata import kind_error
@@ -90,8 +90,9 @@ class DraConfig(BaseModel):
     @field_validator("driver")
     @classmethod
     def _driver_name(cls, value: str) -> str:
-        if not is_dns1123_subdomain(value) or len(value) > 63:
-            raise ValueError(f"{value!r} must be a lowercase DNS subdomain of at most 63 characters")
+        error = dra_driver_name_error(value)
+        if error:
+            raise ValueError(error)
         return value
 
     @field_validator("device_metadata")

@@ -1,12 +1,14 @@
 """Kubernetes releases, their DRA feature gates and the API versions they serve: what
 ``--kubernetes-version``, ``--feature-gates`` and ``--runtime-config`` mean for ``kubedevice dra``.
 
-The table is the versioned specs of ``pkg/features/kube_features.go`` (kubernetes v1.36.3 and
-v1.35.4; the 1.37 rows from v1.37's scheduler feature gates, the same specs) for the gates that
-change what the API server accepts, what the scheduler allocates or what CEL declares. A
-release knows a gate from its first spec on: ``DRAListTypeAttributes`` does not exist in 1.35,
-so naming it there is refused as the 1.35 API server refuses it. Parsing and its messages follow
-``featuregate.SetWithLogger`` / ``unsafeSetFromMap`` (k8s.io/component-base/featuregate).
+The table is the versioned specs of ``pkg/features/kube_features.go`` (kubernetes v1.31.14 to
+v1.37.2; 1.31's gates were not versioned yet, and 1.32's are in ``versioned_kube_features.go``)
+for every gate of DRA: what the API server accepts, what the scheduler allocates or what CEL
+declares. A release knows a gate from its first spec on until the release that removed it:
+``DRAListTypeAttributes`` does not exist in 1.35, ``DRAControlPlaneController`` (classic DRA)
+only in 1.31, and naming one where it does not exist is refused as that API server refuses it.
+Parsing and its messages follow ``featuregate.SetWithLogger`` / ``unsafeSetFromMap``
+(k8s.io/component-base/featuregate); gates depend on others from 1.35 (``featureDependencies``).
 
 No feature gate decides whether the API server serves a kind: ``storage_resource.go`` registers
 each ``resource.k8s.io`` resource wherever its API version is enabled (``--runtime-config``), and
@@ -22,8 +24,11 @@ from dataclasses import dataclass, field
 
 from ..errors import KubedeviceError
 
-RELEASES = ("1.34", "1.35", "1.36", "1.37")
-NEWEST = RELEASES[-1]
+# Re-exported (PEP 484's ``X as X``): every DRA module finds the releases here.
+from ..releases import NEWEST as NEWEST  # noqa: PLC0414
+from ..releases import RELEASES as RELEASES  # noqa: PLC0414
+from ..releases import at_least as at_least  # noqa: PLC0414
+from ..releases import minor
 
 
 @dataclass(frozen=True)
@@ -43,6 +48,7 @@ def _s(version: str, default: bool, locked: bool = False) -> Spec:
 SPECS: dict[str, tuple[Spec, ...]] = {
     "DRAAdminAccess": (_s("1.32", False), _s("1.34", True), _s("1.36", True, locked=True)),
     "DRAConsumableCapacity": (_s("1.34", False), _s("1.36", True)),
+    "DRAControlPlaneController": (_s("1.31", False),),
     "DRADerivedAttributes": (_s("1.37", False),),
     "DRADeviceBindingConditions": (_s("1.34", False), _s("1.36", True)),
     "DRADeviceCompatibilityGroups": (_s("1.37", False),),
@@ -56,6 +62,7 @@ SPECS: dict[str, tuple[Spec, ...]] = {
     "DRANodeAllocatableResources": (_s("1.36", False),),
     "DRAOptionalNodeOperations": (_s("1.37", False),),
     "DRAPartitionableDevices": (_s("1.33", False), _s("1.36", True)),
+    "DRAPartitionableDevicesType": (_s("1.37", False),),
     "DRAPrioritizedList": (_s("1.33", False), _s("1.34", True), _s("1.36", True), _s("1.37", True, locked=True)),
     "DRAResourceClaimDeviceStatus": (_s("1.32", False), _s("1.33", True), _s("1.37", True, locked=True)),
     "DRAResourceClaimGranularStatusAuthorization": (_s("1.36", True),),
@@ -71,7 +78,10 @@ SPECS: dict[str, tuple[Spec, ...]] = {
     "GenericWorkload": (_s("1.35", False), _s("1.37", False)),
 }
 
-# featureDependencies of kube_features.go: a gate on needs these on too.
+REMOVED = {"DRAControlPlaneController": "1.32"}
+"""Gate -> the first release without it (classic DRA, its control-plane controller, went in 1.32)."""
+
+# featureDependencies of kube_features.go (1.35 on): a gate on needs these on too.
 DEPENDENCIES: dict[str, tuple[str, ...]] = {
     "DRAAdminAccess": ("DynamicResourceAllocation",),
     "DRAConsumableCapacity": ("DynamicResourceAllocation",),
@@ -82,6 +92,7 @@ DEPENDENCIES: dict[str, tuple[str, ...]] = {
     "DRAListTypeAttributes": ("DynamicResourceAllocation",),
     "DRANodeAllocatableResources": ("DynamicResourceAllocation",),
     "DRAPartitionableDevices": ("DynamicResourceAllocation",),
+    "DRAPartitionableDevicesType": ("DynamicResourceAllocation", "DRAPartitionableDevices", "DRAResourcePoolStatus"),
     "DRAPrioritizedList": ("DynamicResourceAllocation",),
     "DRAResourceClaimGranularStatusAuthorization": ("DynamicResourceAllocation", "DRAResourceClaimDeviceStatus"),
     "DRAResourcePoolStatus": ("DynamicResourceAllocation",),
@@ -94,22 +105,17 @@ class FeatureGateError(KubedeviceError, ValueError):
     """A ``--feature-gates`` value Kubernetes would refuse; the message is Kubernetes' own."""
 
 
-def _minor(version: str) -> int:
-    return int(version.split(".")[1])
-
-
 def spec_at(gate: str, release: str) -> Spec | None:
-    """``featureSpecAtEmulationVersion``: the last spec not newer than the release, if any."""
+    """``featureSpecAtEmulationVersion``: the last spec not newer than the release, if any (none
+    where the release has no such gate any more)."""
+    removed = REMOVED.get(gate)
+    if removed is not None and at_least(release, removed):
+        return None
     current = None
     for spec in SPECS[gate]:
-        if _minor(spec.version) <= _minor(release):
+        if minor(spec.version) <= minor(release):
             current = spec
     return current
-
-
-def at_least(release: str, minimum: str) -> bool:
-    """Whether ``release`` is ``minimum`` or newer: for rules a release's code changed without a gate."""
-    return _minor(release) >= _minor(minimum)
 
 
 def check_release(release: str) -> str:
@@ -122,6 +128,13 @@ def defaults(release: str = NEWEST) -> dict[str, bool]:
     """Every gate the release knows, at its default."""
     check_release(release)
     return {gate: spec.default for gate in SPECS if (spec := spec_at(gate, release)) is not None}
+
+
+def all_on(release: str = NEWEST) -> dict[str, bool]:
+    """Every gate the release knows, on (none is locked off): the strictest reading of an object,
+    which a driver's own check of what it writes takes; whether a cluster's gates keep a field is
+    that API server's to say."""
+    return dict.fromkeys(defaults(release), True)
 
 
 def parse(value: str) -> dict[str, bool]:
@@ -167,7 +180,7 @@ def effective(release: str = NEWEST, overrides: Mapping[str, bool] | None = None
                 f"cannot set feature gate {name} to {_go_bool(value)}, feature is locked to {_go_bool(spec.default)}"
             )
         gates[name] = value
-    for name in sorted(DEPENDENCIES):
+    for name in sorted(DEPENDENCIES) if at_least(release, "1.35") else ():
         if not gates.get(name):
             continue
         off = [dep for dep in DEPENDENCIES[name] if dep in gates and not gates[dep]]
@@ -195,21 +208,31 @@ RESOURCES = {
     "ResourceClaim": "resourceclaims",
     "ResourceClaimTemplate": "resourceclaimtemplates",
     "DeviceTaintRule": "devicetaintrules",
+    "PodSchedulingContext": "podschedulingcontexts",
 }
 _CORE_KINDS = ("DeviceClass", "ResourceClaim", "ResourceClaimTemplate", "ResourceSlice")
 _BEFORE_136 = {"v1alpha3": ("DeviceTaintRule",), "v1beta1": _CORE_KINDS, "v1beta2": _CORE_KINDS, "v1": _CORE_KINDS}
 _IN_136 = {**_BEFORE_136, "v1beta2": (*_CORE_KINDS, "DeviceTaintRule")}
 API_KINDS: dict[str, dict[str, tuple[str, ...]]] = {
+    "1.31": {"v1alpha3": (*_CORE_KINDS, "PodSchedulingContext")},
+    "1.32": {"v1alpha3": _CORE_KINDS, "v1beta1": _CORE_KINDS},
+    "1.33": {"v1alpha3": (*_CORE_KINDS, "DeviceTaintRule"), "v1beta1": _CORE_KINDS, "v1beta2": _CORE_KINDS},
     "1.34": _BEFORE_136,
     "1.35": _BEFORE_136,
     "1.36": _IN_136,
     "1.37": {**_IN_136, "v1": (*_CORE_KINDS, "DeviceTaintRule")},
 }
-"""Release -> API version -> the kinds of ours its REST storage registers (pkg/registry/resource/rest/
-storage_resource.go; v1alpha3 lost every other kind before 1.34)."""
-DEFAULT_API_VERSIONS = ("v1",)
-"""Enabled unless ``--runtime-config`` says otherwise: alphas and betas are off by default
-(``DefaultAPIResourceConfigSource``, pkg/controlplane/instance.go, 1.34 to 1.37)."""
+"""Release -> API version -> the kinds its REST storage registers (pkg/registry/resource/rest/
+storage_resource.go): 1.31 has v1alpha3 only, with classic DRA's PodSchedulingContext; v1beta1
+comes with 1.32, v1beta2 with 1.33 (and DeviceTaintRules in v1alpha3), v1 with 1.34, when
+v1alpha3 keeps DeviceTaintRules alone."""
+
+
+def default_api_versions(release: str) -> tuple[str, ...]:
+    """Enabled unless ``--runtime-config`` says otherwise: alphas and betas are off by default
+    (``DefaultAPIResourceConfigSource``, pkg/controlplane/instance.go), so before 1.34, which
+    brought v1, the API server serves no DRA kind without ``--runtime-config``."""
+    return ("v1",) if at_least(release, "1.34") else ()
 
 
 class RuntimeConfigError(KubedeviceError, ValueError):
@@ -252,7 +275,7 @@ def runtime_config(release: str, value: str | None) -> APIConfig:
     ``MergeAPIResourceConfigs`` applies it: ``api/all|ga|beta|alpha`` first, then group versions,
     then single resources. Keys of other groups are not ours to judge and are skipped."""
     check_release(release)
-    versions = {version: version in DEFAULT_API_VERSIONS for version in API_KINDS[release]}
+    versions = {version: version in default_api_versions(release) for version in API_KINDS[release]}
     resources: dict[tuple[str, str], bool] = {}
     overrides = _configuration_map(value or "")
     for key, pattern in _VERSION_MATCHERS:

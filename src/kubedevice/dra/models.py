@@ -24,13 +24,21 @@ from pydantic_core import PydanticCustomError
 # pydantic takes only typing_extensions' TypedDict before Python 3.12; it depends on that package itself.
 from typing_extensions import TypedDict
 
+from ..apimachinery.meta import OBJECT_META_FIELDS
 from ..boundedyaml import BoundedLoader, read_text
 from ..errors import KubedeviceError, at, cannot_read
-from . import features, godecode
+from . import apifields, features, godecode
 
 GROUP = features.API_GROUP
 VERSIONS = ("v1alpha3", "v1beta1", "v1beta2", "v1")
-KINDS = ("DeviceClass", "ResourceSlice", "ResourceClaim", "ResourceClaimTemplate", "DeviceTaintRule")
+KINDS = (
+    "DeviceClass",
+    "ResourceSlice",
+    "ResourceClaim",
+    "ResourceClaimTemplate",
+    "DeviceTaintRule",
+    "PodSchedulingContext",
+)
 # resource.Quantity's parser regex (apimachinery/pkg/api/resource/quantity.go).
 _QUANTITY = re.compile(r"^([+-]?[0-9.]+)([eEinumkKMGTP]*[-+]?[0-9]*)\Z")
 _QUANTITY_MESSAGE = "quantities must match the regular expression '^([+-]?[0-9.]+)([eEinumkKMGTP]*[-+]?[0-9]*)$'"
@@ -75,26 +83,6 @@ Int64 = Annotated[int, BeforeValidator(_int64)]
 
 
 # --- shared -------------------------------------------------------------------------------
-
-
-# metav1.ObjectMeta's JSON fields (apimachinery/pkg/apis/meta/v1/types.go): any other is an unknown field.
-OBJECT_META_FIELDS = (
-    "name",
-    "generateName",
-    "namespace",
-    "selfLink",
-    "uid",
-    "resourceVersion",
-    "generation",
-    "creationTimestamp",
-    "deletionTimestamp",
-    "deletionGracePeriodSeconds",
-    "labels",
-    "annotations",
-    "ownerReferences",
-    "finalizers",
-    "managedFields",
-)
 
 
 def _strict_meta(value: Any) -> Any:
@@ -243,6 +231,44 @@ class CounterSet(TypedDict, total=False):
 class DeviceCounterConsumption(TypedDict, total=False):
     counterSet: str
     counters: dict[str, Counter]
+    compatibilityGroups: list[str] | None  # 1.37 (DRADeviceCompatibilityGroups)
+
+
+@_with_config(ConfigDict(extra="forbid"))
+class NodeAllocatableResourceMapping(TypedDict, total=False):
+    """1.36's ``nodeAllocatableResourceMappings`` item (DRANodeAllocatableResources; replaced in 1.37)."""
+
+    capacityKey: str | None
+    allocationMultiplier: Quantity | None
+
+
+@_with_config(ConfigDict(extra="forbid"))
+class NodeAllocatableMapping(TypedDict, total=False):
+    capacityKey: str | None
+    capacityMultiplier: Quantity | None
+    deviceMultiplier: Quantity | None
+
+
+@_with_config(ConfigDict(extra="forbid"))
+class NodeAllocatableOverhead(TypedDict, total=False):
+    perPod: Quantity | None
+    perContainer: Quantity | None
+
+
+@_with_config(ConfigDict(extra="forbid"))
+class NodeAllocatableResource(TypedDict, total=False):
+    """1.37's ``nodeAllocatableResources`` item (DRANodeAllocatableResources)."""
+
+    mapping: NodeAllocatableMapping | None
+    overhead: NodeAllocatableOverhead | None
+
+
+@_with_config(ConfigDict(extra="forbid"))
+class DeviceDerivedAttribute(TypedDict, total=False):
+    """1.37's ``derivedAttributes`` item of a request (DRADerivedAttributes)."""
+
+    name: str
+    expression: str
 
 
 @_with_config(ConfigDict(extra="forbid"))
@@ -283,6 +309,8 @@ class DeviceCapacity(_Model):
 
 class Device(_Model):
     name: str = ""
+    basic_missing: bool = Field(default=False, exclude=True, repr=False)
+    """An old-style device (v1alpha3, v1beta1) that came without ``basic``: 1.31 and 1.32 require it."""
     attributes: dict[str, DeviceAttribute] = Field(default_factory=dict)
     capacity: dict[str, DeviceCapacity] = Field(default_factory=dict)
     consumes_counters: list[DeviceCounterConsumption] | None = None
@@ -294,6 +322,8 @@ class Device(_Model):
     binding_failure_conditions: list[str] | None = None
     binds_to_node: bool | None = None
     allow_multiple_allocations: bool | None = None
+    node_allocatable_resource_mappings: dict[str, NodeAllocatableResourceMapping] | None = None  # 1.36 only
+    node_allocatable_resources: dict[str, NodeAllocatableResource] | None = None  # 1.37
 
 
 class ResourcePool(_Model):
@@ -311,6 +341,8 @@ class ResourceSliceSpec(_Model):
     per_device_node_selection: bool | None = None
     devices: list[Device] = Field(default_factory=list)
     shared_counters: list[CounterSet] | None = None
+    partition_type_attribute: str | None = None  # 1.37 (DRAPartitionableDevicesType)
+    skip_node_operations: list[str] | None = None  # 1.37 (DRAOptionalNodeOperations)
 
 
 class ResourceSlice(_Model):
@@ -337,6 +369,7 @@ class ExactDeviceRequest(_Model):
     admin_access: bool | None = None
     tolerations: list[DeviceToleration] | None = None
     capacity: CapacityRequirements | None = None  # v1beta2 and v1 since 1.34 (DRAConsumableCapacity)
+    derived_attributes: list[DeviceDerivedAttribute] | None = None  # 1.37 (DRADerivedAttributes)
 
 
 class DeviceSubRequest(ExactDeviceRequest):
@@ -368,6 +401,7 @@ class DeviceClaim(_Model):
 
 class ResourceClaimSpec(_Model):
     devices: DeviceClaim = Field(default_factory=DeviceClaim)
+    controller: str | None = None  # 1.31's v1alpha3 only (classic DRA, DRAControlPlaneController)
 
 
 @_with_config(ConfigDict(extra="forbid"))
@@ -479,6 +513,35 @@ class DeviceTaintRule(_Model):
     status: DeviceTaintRuleStatus | None = None
 
 
+# --- PodSchedulingContext (1.31's v1alpha3 only: classic DRA) ------------------------------
+
+
+@_with_config(ConfigDict(extra="forbid"))
+class ResourceClaimSchedulingStatus(TypedDict, total=False):
+    name: str
+    unsuitableNodes: list[str] | None
+
+
+class PodSchedulingContextSpec(_Model):
+    selected_node: str = ""
+    potential_nodes: list[str] = Field(default_factory=list)
+
+
+class PodSchedulingContextStatus(_Model):
+    resource_claims: list[ResourceClaimSchedulingStatus] | None = None
+
+
+class PodSchedulingContext(_Model):
+    """Classic DRA's negotiation between the scheduler and a driver's controller: served in 1.31,
+    whatever ``DRAControlPlaneController`` says, and gone with classic DRA in 1.32."""
+
+    api_version: str = f"{GROUP}/v1alpha3"
+    kind: Literal["PodSchedulingContext"] = "PodSchedulingContext"
+    metadata: ObjectMeta = Field(default_factory=ObjectMeta)
+    spec: PodSchedulingContextSpec = Field(default_factory=PodSchedulingContextSpec)
+    status: PodSchedulingContextStatus | None = None
+
+
 # --- core/v1: the Pod and Node fields scheduling with DRA reads -----------------------------
 
 
@@ -547,16 +610,22 @@ class NodeObject(_CoreModel):
     status: NodeStatus = Field(default_factory=NodeStatus)
 
 
-DRAObject = DeviceClass | ResourceSlice | ResourceClaim | ResourceClaimTemplate | DeviceTaintRule
+DRAObject = DeviceClass | ResourceSlice | ResourceClaim | ResourceClaimTemplate | DeviceTaintRule | PodSchedulingContext
 _MODELS: dict[
     str,
-    type[DeviceClass] | type[ResourceSlice] | type[ResourceClaim] | type[ResourceClaimTemplate] | type[DeviceTaintRule],
+    type[DeviceClass]
+    | type[ResourceSlice]
+    | type[ResourceClaim]
+    | type[ResourceClaimTemplate]
+    | type[DeviceTaintRule]
+    | type[PodSchedulingContext],
 ] = {
     "DeviceClass": DeviceClass,
     "ResourceSlice": ResourceSlice,
     "ResourceClaim": ResourceClaim,
     "ResourceClaimTemplate": ResourceClaimTemplate,
     "DeviceTaintRule": DeviceTaintRule,
+    "PodSchedulingContext": PodSchedulingContext,
 }
 
 
@@ -574,12 +643,9 @@ _FLAT_REQUEST_FIELDS = (
     "adminAccess",
     "tolerations",
     "capacity",
+    "derivedAttributes",
 )
 _OLD_STYLE = ("v1alpha3", "v1beta1")  # flat requests and devices under "basic"
-_VERSION_ONLY_FIELDS = {  # spec field -> versions that have it
-    "suitableNodes": ("v1alpha3",),
-    "extendedResourceName": ("v1beta1", "v1beta2", "v1"),
-}
 
 
 def _each(items: Any) -> Iterator[dict[str, Any]]:
@@ -598,10 +664,12 @@ def _requests(spec: dict[str, Any]) -> Iterator[dict[str, Any]]:
     return _each(devices.get("requests") if isinstance(devices, dict) else None)
 
 
-def _claim_up(spec: dict[str, Any]) -> None:
+def _claim_up(spec: dict[str, Any], always: bool) -> None:
+    """A flat request's fields under ``exactly``: where one is set (1.33 on, conversion.go), or
+    always (``always``: 1.31 and 1.32, whose requests are all exact ones)."""
     for request in _requests(spec):
         flat = {k: request.pop(k) for k in _FLAT_REQUEST_FIELDS if k in request}
-        if flat:
+        if flat or always:
             request["exactly"] = flat
 
 
@@ -612,6 +680,8 @@ def _claim_down(spec: dict[str, Any]) -> None:
 
 def _slice_up(spec: dict[str, Any], version: str) -> None:
     for device in _each(spec.get("devices")):
+        if "basic" not in device:
+            device["basicMissing"] = True
         basic = device.pop("basic", None)
         if isinstance(basic, dict):
             device.update(basic)
@@ -631,24 +701,15 @@ Problems = list[tuple[str, Loc]]
 """Decoding problems, each with where it is."""
 
 
-def _check_version_fields(kind: str, version: str, spec: dict[str, Any]) -> Problems:
-    if kind != "DeviceClass":
-        return []
-    return [
-        (f'unknown field "spec.{name}"', ("spec", name, "[key]"))
-        for name, versions in _VERSION_ONLY_FIELDS.items()
-        if name in spec and version not in versions
-    ]
-
-
-def _to_canonical(kind: str, version: str, document: dict[str, Any]) -> dict[str, Any]:
+def _to_canonical(kind: str, version: str, document: dict[str, Any], release: str) -> dict[str, Any]:
     doc = copy.deepcopy(document)
     spec = doc.get("spec")
     if isinstance(spec, dict) and version in _OLD_STYLE:
+        flat_requests = not features.at_least(release, "1.33")  # the internal type's, before 1.33
         if kind == "ResourceClaim":
-            _claim_up(spec)
+            _claim_up(spec, flat_requests)
         elif kind == "ResourceClaimTemplate" and isinstance(spec.get("spec"), dict):
-            _claim_up(spec["spec"])
+            _claim_up(spec["spec"], flat_requests)
         elif kind == "ResourceSlice":
             _slice_up(spec, version)
     return doc
@@ -790,57 +851,12 @@ def _decode_error(
     return f'{kind} in version "{version}" cannot be handled as a {kind}: {message}', loc
 
 
-def _unknown_in_subrequests(kind: str, doc: dict[str, Any]) -> Problems:
-    """Fields our model shares between requests and subrequests but Go's DeviceSubRequest lacks."""
-    spec: Any = doc.get("spec")
-    prefix: tuple[str, ...] = ("spec",)
-    if kind == "ResourceClaimTemplate" and isinstance(spec, dict):
-        spec, prefix = spec.get("spec"), ("spec", "spec")
-    if kind not in ("ResourceClaim", "ResourceClaimTemplate") or not isinstance(spec, dict):
-        return []
-    return [
-        (
-            f'unknown field "{".".join(prefix)}.devices.requests[{i}].firstAvailable[{j}].adminAccess"',
-            (*prefix, "devices", "requests", i, "firstAvailable", j, "adminAccess", "[key]"),
-        )
-        for i, request in enumerate(_requests(spec))
-        for j, sub in enumerate(_each(request.get("firstAvailable")))
-        if "adminAccess" in sub
-    ]
-
-
-_ABSENT = object()  # a key's absence, told apart from ``null``: Go refuses an unknown ``null`` field too
-
-
-def _unknown_in_release(kind: str, version: str, release: str, doc: dict[str, Any]) -> Problems:
-    """DeviceTaintRule fields the release's Go types lack, removed from ``doc`` (Go skips an unknown
-    field's value, so nothing in it is a type error too).
-
-    1.34's v1alpha3 has ``deviceSelector.deviceClassName`` and ``.selectors`` and no ``status``;
-    1.35 tombstoned the two and added the status, and every later version has its shape
-    (k8s.io/api v0.34.4 and v0.35.4 resource/v1alpha3/types.go).
-    """
-    if kind != "DeviceTaintRule":
-        return []
-    if version == "v1alpha3" and not features.at_least(release, "1.35"):
-        return [('unknown field "status"', ("status", "[key]"))] if doc.pop("status", _ABSENT) is not _ABSENT else []
-    spec = doc.get("spec")
-    selector = spec.get("deviceSelector") if isinstance(spec, dict) else None
-    if not isinstance(selector, dict):
-        return []
-    return [
-        (f'unknown field "spec.deviceSelector.{name}"', ("spec", "deviceSelector", name, "[key]"))
-        for name in ("deviceClassName", "selectors")
-        if selector.pop(name, _ABSENT) is not _ABSENT
-    ]
-
-
 def from_document(document: Any, source: str = "", release: str = features.NEWEST) -> DRAObject:
     """Decode one parsed YAML/JSON document into its canonical model.
 
     Decoding is strict, as the API server's: no string for an int or a bool, no ``2.0`` for an
-    int (pydantic's strict mode refuses what Go's decoder refuses). ``release`` picks the Go types
-    where a release's differ (:func:`_unknown_in_release`).
+    int (pydantic's strict mode refuses what Go's decoder refuses), and a field the release's Go
+    type lacks is unknown (:mod:`.apifields`, the table of every release's fields).
     """
     if not isinstance(document, dict):
         raise DecodeError([f"expected an object with apiVersion and kind, got {type(document).__name__}"], source)
@@ -862,11 +878,13 @@ def from_document(document: Any, source: str = "", release: str = features.NEWES
         want = ", ".join(KINDS)
         message = f'no matches for kind "{kind}" in version "{api_version}" (want {want})'
         raise DecodeError([message], source, [("kind",)])
-    spec = document.get("spec")
-    problems = _check_version_fields(kind, version, spec) if isinstance(spec, dict) else []
-    canonical = _to_canonical(kind, version, document)
-    problems += _unknown_in_subrequests(kind, canonical)  # before nulls go: ``adminAccess: null`` is unknown too
-    problems += _unknown_in_release(kind, version, release, canonical)
+    versioned = copy.deepcopy(document)
+    problems: Problems = []
+    if apifields.tree(kind, version, release):  # else not served there: the caller's to say
+        unknown = apifields.strip_unknown(versioned, kind, version, release)  # ``x: null`` is unknown too
+        problems = [(f'unknown field "{name}"', place) for name, place in unknown]
+        apifields.drop_zero_scalars(versioned, kind, version, release)
+    canonical = _to_canonical(kind, version, versioned, release)
     godecode.drop_nulls(_MODELS[kind], canonical)
     try:
         obj = _MODELS[kind].model_validate(canonical, strict=True)
@@ -903,11 +921,17 @@ def _counters(spec: ResourceSliceSpec) -> Iterator[dict[str, Counter]]:
 
 def _apply_defaults(obj: DRAObject) -> None:
     """What the API server stores that the document may leave out: a request's mode and count, a
-    toleration's operator; a counter's ``value`` (a ``resource.Quantity``, zero when absent or null)."""
+    toleration's operator; a counter's ``value`` (a ``resource.Quantity``, zero when absent or null);
+    1.36's ``SetDefaults_Device`` (``SetDefaults_BasicDevice`` in v1beta1), a node-allocatable
+    mapping's ``allocationMultiplier``."""
     if isinstance(obj, ResourceSlice):
         for counters in _counters(obj.spec):
             for counter in counters.values():
                 counter.setdefault("value", "0")
+        for device in obj.spec.devices:
+            for mapping in (device.node_allocatable_resource_mappings or {}).values():
+                if mapping.get("allocationMultiplier") is None:
+                    mapping["allocationMultiplier"] = "1"
     if isinstance(obj, ResourceClaim | ResourceClaimTemplate):
         devices = obj.spec.devices if isinstance(obj, ResourceClaim) else obj.spec.spec.devices
         for request in devices.requests:
@@ -992,7 +1016,11 @@ def load_file(path: str) -> list[DRAObject]:
 
 def dump(objects: list[DRAObject], fmt: Literal["yaml", "json"] = "yaml") -> str:
     """Serialise objects in their own apiVersions: a YAML stream or a JSON object/List."""
-    documents = [to_document(obj) for obj in objects]
+    return dump_documents([to_document(obj) for obj in objects], fmt)
+
+
+def dump_documents(documents: list[dict[str, Any]], fmt: Literal["yaml", "json"] = "yaml") -> str:
+    """Documents as a YAML stream, or one JSON object (a ``List`` of several)."""
     if fmt == "json":
         payload: Any = documents[0] if len(documents) == 1 else {"apiVersion": "v1", "kind": "List", "items": documents}
         return json.dumps(payload, indent=2) + "\n"

@@ -22,9 +22,9 @@ from pathlib import Path
 from typing import Any
 
 from ..allocation.cdi import CdiSpecDir
+from ..apimachinery.validation import is_dns1123_label, is_dns1123_subdomain
 from ..config import Config
 from ..errors import api_reason
-from ..names import is_dns1123_subdomain
 
 log = logging.getLogger(__name__)
 RETRY_SECONDS = 2.0
@@ -51,10 +51,9 @@ class OwnerRef:
         namespace, _, name = text.partition("/")
         if not namespace or not name or "/" in name:
             raise ValueError(f"--owner-daemonset {text!r} must be NAMESPACE/NAME")
-        # A namespace is a DNS label: a subdomain of one label, 63 characters at most.
-        if not is_dns1123_subdomain(namespace) or "." in namespace or len(namespace) > 63:
+        if is_dns1123_label(namespace):
             raise ValueError(f"--owner-daemonset {text!r}: {namespace!r} is not a namespace (a lowercase DNS label)")
-        if not is_dns1123_subdomain(name):
+        if is_dns1123_subdomain(name):
             raise ValueError(
                 f"--owner-daemonset {text!r}: {name!r} is not a DaemonSet name (a lowercase DNS subdomain)"
             )

@@ -26,9 +26,11 @@ from pydantic import (
     model_validator,
 )
 
+from ..apimachinery import content
+from ..apimachinery.validation import C_IDENTIFIER
 from ..device import MAX_MESSAGE_BYTES
 from ..errors import FieldProblem
-from ..names import C_IDENTIFIER, extended_resource_name_error, label_value_error, qualified_name_errors
+from ..names import extended_resource_name_error
 from .facts import ENV_FACTS
 from .fields import MAX_TEXT, PATH_MAX, SCHEMA_CONFIG, AbsPath, HexId, Model, PciClass, each_once, path_problem
 from .glob import GlobConfig
@@ -300,12 +302,11 @@ class ResourceConfig(Model):
     def _node_selector(cls, selector: dict[str, str]) -> dict[str, str]:
         """Kubernetes' own label rules, so a selector that no node could ever match fails here."""
         for key, value in selector.items():
-            errors = qualified_name_errors(key)
-            if errors:
+            if errors := content.is_label_key(key):
                 raise FieldProblem((key, "[key]"), f"label key {key!r} is not a valid label key: {'; '.join(errors)}")
-            error = label_value_error(value)
-            if error:
-                raise FieldProblem((key,), f"label {key!r}: {error}")
+            if errors := content.is_label_value(value):
+                why = "; ".join(errors)
+                raise FieldProblem((key,), f"label {key!r}: value {value!r} is not a valid label value: {why}")
         return selector
 
     @field_validator("shared_paths")

@@ -31,8 +31,8 @@ from typing import Annotated, Any
 
 from pydantic import BeforeValidator, Field, field_validator, model_validator
 
+from ..apimachinery.validation import C_IDENTIFIER
 from ..errors import FieldProblem
-from ..names import C_IDENTIFIER
 from .base import Found, log, stable_key, string_attr
 from .fields import Model
 from .hostroot import HostRoot

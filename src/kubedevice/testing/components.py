@@ -24,10 +24,15 @@ from .gobuild import BUILD_TIMEOUT, BuildError, build, cache_dir, run_go
 
 RELEASES = {"1.34": "v1.34.4", "1.35": "v1.35.4", "1.36": "v1.36.3", "1.37": "v1.37.2"}
 """Each supported minor release and the patch release built for it (the ones the module proxy serves)."""
+APISERVER_RELEASES = {"1.31": "v1.31.14", "1.32": "v1.32.13", "1.33": "v1.33.13"}
+"""Older releases users still meet, of which only kube-apiserver is built (:func:`apiserver`): the
+validation and conversion differentials of ``kubedevice dra`` need nothing else of them."""
 DEFAULT_RELEASE = "1.36"
 """The release a cluster runs unless asked: the newest one that every managed offering has on the day
 (managed clusters lag upstream by one or two minors), and the one the e2e suite proves in full."""
 KUBERNETES_VERSION = RELEASES[DEFAULT_RELEASE]
+ALL_RELEASES = {**APISERVER_RELEASES, **RELEASES}
+"""Every release of which kube-apiserver can be built, oldest first."""
 ETCD_VERSION = "v3.6.16"
 CONTAINERD_VERSION = "v2.2.9"
 RUNC_VERSION = "v1.3.6"
@@ -91,6 +96,30 @@ def kubernetes(version: str = KUBERNETES_VERSION) -> Path:
     return _build_set(
         "kubernetes", version, _kube_module(version), packages, ["-ldflags", f"-s -w {_version_stamp(version)}"]
     )
+
+
+def apiserver(release: str) -> Path:
+    """kube-apiserver of ``release`` (``1.31`` to ``1.37``): from the release's full set when it is a
+    cluster release, else built alone from ``cluster/go/kubernetes-<version>`` into a set of its own.
+
+    Kubernetes 1.31 to 1.33 build with today's Go as their modules pin them (Go's toolchain
+    switching off, ``GOTOOLCHAIN=local``); docs/real-cluster.md says what it took.
+    """
+    if release in RELEASES:
+        return kubernetes(RELEASES[release]) / "kube-apiserver"
+    version = APISERVER_RELEASES.get(release)
+    if version is None:
+        raise BuildError(f"no kube-apiserver for Kubernetes {release}: choose one of {', '.join(ALL_RELEASES)}")
+    flags = ["-ldflags", f"-s -w {_version_stamp(version)}"]
+    packages = ["k8s.io/kubernetes/cmd/kube-apiserver"]
+    return _build_set("kube-apiserver", version, _kube_module(version), packages, flags) / "kube-apiserver"
+
+
+def apiserver_cached(release: str) -> bool:
+    """Whether :func:`apiserver` of ``release`` would need no build."""
+    if release in RELEASES:
+        return (cache_dir() / f"kubernetes-{RELEASES[release]}").is_dir()
+    return (cache_dir() / f"kube-apiserver-{ALL_RELEASES[release]}").is_dir()
 
 
 def kubectl(version: str = KUBERNETES_VERSION) -> Path:

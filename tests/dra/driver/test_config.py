@@ -41,7 +41,7 @@ def test_the_example_config_is_a_dra_driver_of_four_null_devices() -> None:
 @pytest.mark.parametrize(
     ("section", "message"),
     [
-        ("dra: {driver: Null_Example}", "dra.driver: 'Null_Example' must be a lowercase DNS subdomain"),
+        ("dra: {driver: Null_Example}", "dra.driver: 'Null_Example' is not a valid DRA driver name: a lowercase"),
         ("dra: {driver: null.example.com, drvier: x}", "dra: unknown key 'drvier' \\(did you mean 'driver'\\?\\)"),
         ("dra: {}", "dra.driver: Field required"),
     ],

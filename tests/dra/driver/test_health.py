@@ -149,8 +149,7 @@ def test_a_pool_with_list_attributes_is_cut_at_64_per_slice() -> None:
 
     slices = DraDriver(DRIVER, [Listed("example.com/listed", devices(100))]).slices(NODE)
     assert [len(s.spec.devices) for s in slices] == [64, 36]
-    lists = features.from_flags(features.NEWEST, "DRAListTypeAttributes=true")  # off, the server drops lists
-    assert all(validate(s, lists) == [] for s in slices)
+    assert all(validate(s, features.all_on()) == [] for s in slices)  # as the publisher checks them
 
 
 NULL = "resources: [{name: example.com/null, static: {count: 2, paths: [/dev/null]}}]\n"

@@ -308,7 +308,7 @@ async def test_a_stale_socket_is_replaced_and_a_live_one_is_left_alone(node: Nod
 
 
 def test_driver_names_are_checked() -> None:
-    with pytest.raises(ValueError, match="DNS subdomain"):
+    with pytest.raises(ValueError, match="not a valid DRA driver name: a lowercase RFC 1123 subdomain"):
         DraDriver("Not_A_Name", [null_plugin()])
 
 

@@ -13,7 +13,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Protocol, runtime_checkable
 
 from ...device import Device
-from ...names import is_dns1123_subdomain
+from ...names import dra_driver_name_error
 from ...plugin.base import Plugin
 from ...sources.configured import ConfiguredPlugin
 from ..configuredattributes import ConfiguredAttributes, ResourceAttributes
@@ -57,8 +57,9 @@ class DraDriver:
         ``device_metadata``: give each prepared claim's containers a file describing their devices
         (KEP-5304, :mod:`kubedevice.dra.driver.metadata`). ``configured``: per resource name, the
         attributes and capacity of ``dra.resources``; ``numa_form``: of ``resource.kubernetes.io/numaNode``."""
-        if not is_dns1123_subdomain(name) or len(name) > 63:
-            raise ValueError(f"DRA driver name {name!r} must be a DNS subdomain of at most 63 characters")
+        error = dra_driver_name_error(name)
+        if error:
+            raise ValueError(error)
         if not plugins:
             raise ValueError(f"DRA driver {name} has no resources")
         if device_metadata and (error := kind_error(name)):

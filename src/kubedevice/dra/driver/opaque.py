@@ -21,9 +21,9 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any, Protocol, runtime_checkable
 
+from ...apimachinery.validation import C_IDENTIFIER
 from ...device import ContainerAllocation, Device
 from ...errors import KubedeviceError
-from ...names import C_IDENTIFIER
 from ..nodeclaims import AllocatedDevice, DeviceConfig
 
 SOURCES = ("FromClass", "FromClaim")

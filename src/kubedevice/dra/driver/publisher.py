@@ -57,12 +57,6 @@ from ..models import to_document
 from ..validation import validate
 from .nodeidentity import SERVICE_ACCOUNT_TOKEN, node_uid
 
-#: The gates slices are checked under before a write: the newest release's defaults, with list
-#: attributes allowed. A driver cannot tell whether its cluster enables ``DRAListTypeAttributes``
-#: (its config chooses the list form: ``dra.numa_node_attribute``); an API server with the gate
-#: off drops the lists and refuses the write, as upstream expects of drivers.
-_CHECKED_UNDER = features.from_flags(features.NEWEST, "DRAListTypeAttributes=true")
-
 RESYNC_SECONDS = 60.0
 RETRY_SECONDS = 1.0
 MIN_INTERVAL_SECONDS = 0.5
@@ -190,7 +184,11 @@ class SlicePublisher:
         loop = asyncio.get_running_loop()
         start = loop.time()
         desired = self._desired()
-        problems = [f"{s.metadata.name}: {e}" for s in desired for e in validate(s, _CHECKED_UNDER)]
+        # well-formed under every gate: a driver cannot tell which its cluster enables (list
+        # attributes, say, for ``dra.numa_node_attribute: list``); an API server with a gate off
+        # drops that field and refuses the write, as upstream expects of drivers
+        every_feature = features.all_on()
+        problems = [f"{s.metadata.name}: {e}" for s in desired for e in validate(s, every_feature)]
         if problems:
             raise InvalidSlices(f"{problems[0]}" + (f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""))
         wanted = [to_document(s) for s in desired]

@@ -11,9 +11,9 @@ from typing import Annotated
 
 import typer
 
+from ...apimachinery import validation
 from ...cliparams import namespace
 from ...errors import fail
-from ...names import is_dns1123_subdomain
 from .. import features
 
 Kubeconfig = Annotated[
@@ -51,6 +51,6 @@ def pod_name(target: str) -> str:
     kind, slash, name = target.partition("/")
     if not slash or kind.lower() not in POD_KINDS:
         fail(f"{target!r}: expected pod/NAME (the pod to explain)")
-    if not is_dns1123_subdomain(name):
+    if validation.is_dns1123_subdomain(name):
         fail(f"{target!r}: {name!r} is not a pod name (a lowercase RFC 1123 subdomain)")
     return name
