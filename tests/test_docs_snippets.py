@@ -39,6 +39,7 @@ SNIPPET_OF = {
     ("docs/cel.md", 0): "cel_selector.py",
     ("docs/dra.md", 0): "dra_library.py",
     ("docs/sources.md", 0): "fake_host.py",
+    ("docs/dra-driver.md", 1): "seed_node.py",  # run, with the commands after it, by tests/dra/test_seed_walkthrough.py
 }
 NOT_RUN = {
     ("docs/real-cluster.md", 0): "needs root, unshare and a built Kubernetes; tests/e2e/ makes these calls",
