@@ -213,6 +213,19 @@ class ResourceAttributes(_Model):
                     raise FieldProblem((name, "template"), str(err)) from None
         return values
 
+    @model_validator(mode="after")
+    def _apart(self) -> ResourceAttributes:
+        """Kubernetes lets an attribute and a capacity share a name, but a device's values are kept
+        in one map by name here, where the capacity would silently replace the attribute."""
+        for name in self.capacity:
+            if name in self.attributes:
+                raise FieldProblem(
+                    ("capacity", name, "[key]"),
+                    f"{name!r} is also an attribute, and the two would be published as one: name the "
+                    f"attribute with the driver's domain ('<driver>/{name}': the same attribute in CEL)",
+                )
+        return self
+
     def source_problem(self, source_kind: str) -> FieldProblem | None:
         """What this resource's source cannot give: a file without a sysfs directory, a PCI fact elsewhere."""
         for section in ("attributes", "capacity"):

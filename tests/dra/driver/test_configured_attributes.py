@@ -225,6 +225,8 @@ def test_the_list_form_of_numa_node_follows_upstream(tmp_path: Path, host: FakeH
          "6:73: dra.resources.amd.com/gpu.attributes.n.type: Input should be"),
         ("resources: {amd.com/gpu: {attributes: {n: '{numa_node:d}'}}}",
          "6:45: dra.resources.amd.com/gpu.attributes.n.template: template '{numa_node:d}': Unknown format code 'd'"),
+        ("resources: {amd.com/gpu: {attributes: {memory: 64}, capacity: {memory: 64Gi}}}",
+         "6:66: dra.resources.amd.com/gpu.capacity.memory: 'memory' is also an attribute.*'<driver>/memory'"),
         ("numa_node_attribute: lists", "6:24: dra.numa_node_attribute: Input should be 'scalar' or 'list'"),
     ],
 )  # fmt: skip
