@@ -73,18 +73,24 @@ def run(command: str, cwd: Path) -> subprocess.CompletedProcess[str]:
     )
 
 
+def walk(cwd: Path) -> list[tuple[str, str, subprocess.CompletedProcess[str]]]:
+    """Run the section's block, then its commands, in ``cwd``: each command, the output the doc
+    shows for it and what it did. ``cwd`` then holds ``class.yaml`` and ``slices.yaml``."""
+    (cwd / "examples").symlink_to(ROOT / "examples")
+    built = subprocess.run(
+        [sys.executable, str(SNIPPET)], cwd=cwd, capture_output=True, text=True, timeout=60, check=False
+    )
+    assert (built.returncode, built.stdout, built.stderr) == (0, "", "")
+    return [(command, output, run(command, cwd)) for command, output in documented_runs()]
+
+
 @pytest.fixture(scope="module")
 def walked(
     tmp_path_factory: pytest.TempPathFactory,
 ) -> tuple[Path, list[tuple[str, str, subprocess.CompletedProcess[str]]]]:
     """A directory where the section's block and commands ran, and each command's result."""
     cwd = tmp_path_factory.mktemp("seed")
-    (cwd / "examples").symlink_to(ROOT / "examples")
-    built = subprocess.run(
-        [sys.executable, str(SNIPPET)], cwd=cwd, capture_output=True, text=True, timeout=60, check=False
-    )
-    assert (built.returncode, built.stdout, built.stderr) == (0, "", "")
-    return cwd, [(command, output, run(command, cwd)) for command, output in documented_runs()]
+    return cwd, walk(cwd)
 
 
 def test_the_section_runs_the_steps_of_the_seed() -> None:

@@ -24,16 +24,21 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 import pytest
+import yaml
 
 from kubedevice.dra import models
 from kubedevice.dra.models import DeviceClass, ResourceClaim, ResourceSlice
 from kubedevice.dra.structured import AllocationError, ClaimAllocation, Node, Unallocatable, allocate, allocated_devices
 from kubedevice.testing import gobuild
 from tests.dra import allocgen
+from tests.dra.test_seed_walkthrough import walk
 
 pytestmark = pytest.mark.interop
 
 MODULE = Path(__file__).resolve().parent / "allocator"
+ROOT = MODULE.parents[2]
+CLAIMS = ("seed-claim.yaml", "seed-claim-three.yaml")
+"""The seed walk-through's claims (examples/dra/): every device of its class, and three."""
 CASES_DIR = MODULE / "cases"
 VERSIONS = {"v0.36.3": (MODULE / "v036", allocgen.GATES_136), "v0.37.2": (MODULE, allocgen.GATES_137)}
 CASES = int(os.environ.get("KUBEDEVICE_ALLOCATOR_CASES", "200"))
@@ -245,6 +250,27 @@ def test_generator_produces_every_construct() -> None:
         "resourceSliceCount",
     ):
         assert construct in text, construct
+
+
+@pytest.mark.parametrize("version", VERSIONS)
+def test_the_seed_walkthrough_agrees(version: str, tmp_path: Path) -> None:
+    """docs/dra-driver.md's seed, end to end: on the slices our driver publishes for the fake node,
+    the scheduler gives the class's claim for all devices the same two GPUs and refuses three."""
+    walk(tmp_path)
+    examples = ROOT / "examples" / "dra"
+    base = {
+        "node": {"name": "node-1", "labels": {}},
+        "classes": [yaml.safe_load((tmp_path / "class.yaml").read_text())],
+        "slices": list(yaml.safe_load_all((tmp_path / "slices.yaml").read_text())),
+        "allocated": [],
+        "features": dict(VERSIONS[version][1]),
+    }
+    every, three = ({**base, "claims": [yaml.safe_load((examples / name).read_text())]} for name in CLAIMS)
+    answers = run_go(version, [every, three])
+    assert [go_verdict(answer) for answer in answers] == ["allocated", "unschedulable"], answers
+    (results,) = [r["devices"]["results"] for r in answers[0]["results"]]
+    assert sorted(r["device"] for r in results) == ["gpu-h64-0000-03-00-0-9c4bcece", "gpu-h64-0000-43-00-0-57af3c81"]
+    assert not compare(version, [every, three])
 
 
 KEPT = sorted(CASES_DIR.glob("*.json"))
