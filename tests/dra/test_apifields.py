@@ -6,7 +6,6 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -14,9 +13,7 @@ import pytest
 
 from kubedevice.dra import apifields, features, models
 from kubedevice.dra.models import DecodeError
-
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-import gotypes
+from tests.dra import gotypes
 
 
 def test_the_table_is_the_go_types_of_every_release() -> None:
