@@ -100,6 +100,7 @@ CONTEXTS: dict[str, list[list[str]]] = {
         ]
     ],
     "dra validate": [[str(DRA / "class.yaml")], ["--kubeconfig", "{W}/kubeconfig"]],
+    "dra convert": [["--output-version", "resource.k8s.io/v1", str(DRA / "class.yaml")]],
     "dra explain": [
         ["--class", str(DRA / "class.yaml"), "--slices", str(DRA / "slices.yaml")],
         [
