@@ -51,7 +51,7 @@ from kubedevice.testing.dralive import (
     request,
 )
 from kubedevice.testing.kubeapi import KubeApi
-from kubedevice.testing.waiting import wait_for
+from kubedevice.testing.waiting import budget, wait_for
 
 from .conftest import _session_cluster
 
@@ -403,12 +403,12 @@ def test_available_watch_draws_again_when_the_scheduler_allocates(live_cluster: 
             threading.Thread(target=lambda: [lines.put(line) for line in watcher.stdout or []], daemon=True).start()
 
             def drawing(check: Any) -> list[dict[str, Any]]:
-                deadline = time.monotonic() + 60
+                deadline = time.monotonic() + budget(60)
                 while time.monotonic() < deadline:
                     pools = json.loads(lines.get(timeout=max(0.1, deadline - time.monotonic())))
                     if check(pools):
                         return pools  # type: ignore[no-any-return]
-                raise AssertionError("no such drawing within 60 s")
+                raise AssertionError(f"no such drawing within {budget(60):g} s")
 
             def summary(pools: list[dict[str, Any]]) -> dict[str, int]:
                 return pools[0]["summary"] if pools else {}
@@ -423,6 +423,11 @@ def test_available_watch_draws_again_when_the_scheduler_allocates(live_cluster: 
         finally:
             if watcher is not None:
                 os.killpg(watcher.pid, signal.SIGINT)
-                _, err = watcher.communicate(timeout=30)
+                try:
+                    _, err = watcher.communicate(timeout=budget(30))
+                except subprocess.TimeoutExpired:
+                    os.killpg(watcher.pid, signal.SIGKILL)  # never left behind
+                    watcher.communicate()
+                    raise
                 assert watcher.returncode == 130 and err == "", (watcher.returncode, err)
             work.delete()

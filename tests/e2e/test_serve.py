@@ -11,6 +11,7 @@ import pytest
 
 from kubedevice.testing.cluster import Cluster
 from kubedevice.testing.scenarios import Daemon, container_output, delete_pods, device_pod, unique, wait_for
+from kubedevice.testing.waiting import budget
 
 pytestmark = pytest.mark.e2e
 
@@ -46,7 +47,8 @@ def test_capacity_within_two_seconds_then_pod_with_two_devices_sees_env(cluster:
     try:
         wait_for("capacity 4 / allocatable 4", lambda: resource_is(cluster, resource, 4, 4), 10.0)
         took = time.monotonic() - started
-        assert took < 2.0, f"devices showed in the Node object after {took:.2f} s"
+        # the figure docs/user-guide.md states, on a machine with a core to spare (stretched for load)
+        assert took < budget(2.0), f"devices showed in the Node object after {took:.2f} s"
 
         api = cluster.api()
         name = unique("two-devices")
