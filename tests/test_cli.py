@@ -213,3 +213,13 @@ def test_grpc_core_logs_stay_out_of_serve_stderr(tmp_path: Path) -> None:
     (tmp_path / "asked").mkdir()
     asked = serve_told_goaway(tmp_path / "asked", {**env, "GRPC_VERBOSITY": "INFO"})
     assert re.search(r"chttp2_transport\.cc:\d+\].*Got goaway", asked), asked
+
+
+def test_the_demo_into_a_pipe_has_no_line_wider_than_its_tables() -> None:
+    """Off a terminal the console is unbounded so that tables never fold; its rules were then drawn
+    a million characters wide."""
+    result = kubedevice("demo", timeout=120)
+    assert result.returncode == 0, result.stderr
+    lines = result.stdout.splitlines()
+    assert lines[0].strip("─ ") == "kubedevice demo" and len(lines[0]) == 80, lines[0][:100]
+    assert max(map(len, lines)) < 200, max(lines, key=len)[:100]

@@ -23,7 +23,7 @@ from .kubelet import Container, KubeletSimulator, Pod
 from .node.daemon import build_plugins
 from .plugin.base import Plugin
 from .plugin.manager import Manager
-from .terminal import table_console
+from .terminal import heading, table_console
 
 TIMEOUT = 10.0
 
@@ -57,7 +57,7 @@ async def _demo(config_path: Path, config: Config, console: Console) -> int:
         plugin_dir = Path(tmp)
         plugins = build_plugins(config, cdi_dir=plugin_dir / "cdi")
         _check_devices(config_path, config, plugins)
-        console.rule("[bold]kubedevice demo")
+        heading(console, "[bold]kubedevice demo")
         console.print(f"config [cyan]{config_path}[/], plugin directory [cyan]{plugin_dir}[/]")
         sim = KubeletSimulator(plugin_dir)
         await sim.start()
@@ -79,7 +79,7 @@ async def _demo(config_path: Path, config: Config, console: Console) -> int:
             await manager.stop()
             await sim.stop()
         console.print("5. SIGTERM-equivalent stop: final Unhealthy list sent, our sockets removed")
-        console.rule("[bold green]demo finished")
+        heading(console, "[bold green]demo finished")
     return 0
 
 

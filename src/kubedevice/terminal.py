@@ -10,6 +10,7 @@ terminal, but its width there is still a guess.
 from __future__ import annotations
 
 from rich.console import Console
+from rich.rule import Rule
 
 UNBOUNDED = 1_000_000
 """Columns of the console off a terminal: more than any row holds, so none is folded."""
@@ -24,3 +25,14 @@ def table_console() -> Console:
     """stdout's console: the terminal's width on a terminal, no limit elsewhere."""
     console = Console()
     return console if on_terminal(console) else Console(width=UNBOUNDED)
+
+
+RULE_WIDTH = 80
+"""Columns of a heading's rule off a terminal: a rule has no longest row, it fills the width."""
+
+
+def heading(console: Console, title: str) -> None:
+    """A rule with ``title``: across the terminal, or :data:`RULE_WIDTH` columns into a pipe or file
+    (an unbounded console would draw it a million characters wide)."""
+    width = console.width if console.width < UNBOUNDED else RULE_WIDTH
+    console.print(Rule(title), width=width)
