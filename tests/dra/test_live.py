@@ -93,7 +93,12 @@ def serve(stored: Stored) -> tuple[ThreadingHTTPServer, str]:
         def log_message(self, *_: Any) -> None:
             pass
 
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    class Server(ThreadingHTTPServer):
+        def handle_error(self, request: Any, client_address: Any) -> None:
+            """A client that went away mid-answer (a command that gave up on a slow server) is
+            the client's business: socketserver's traceback would land in the command's stderr."""
+
+    server = Server(("127.0.0.1", 0), Handler)
     threading.Thread(target=server.serve_forever, daemon=True).start()
     return server, f"http://127.0.0.1:{server.server_address[1]}"
 

@@ -20,7 +20,7 @@ import grpc
 from kubedevice.api import pb, pb_grpc
 from kubedevice.errors import counted
 from kubedevice.kubelet import KubeletSimulator
-from kubedevice.testing.waiting import wait_for
+from kubedevice.testing.waiting import eventually, wait_for
 
 from .daemon import SERIAL, STATIC, Daemon
 
@@ -132,6 +132,11 @@ def test_client_sigkilled_mid_allocate(tmp_path: Path) -> None:
         assert daemon.stop() == 0
 
 
+def _removed(directory: Path) -> bool:
+    shutil.rmtree(directory, ignore_errors=True)
+    return not directory.exists()
+
+
 def test_plugin_directory_removed_and_recreated(tmp_path: Path) -> None:
     daemon = Daemon(tmp_path)
     daemon.start()
@@ -139,7 +144,9 @@ def test_plugin_directory_removed_and_recreated(tmp_path: Path) -> None:
     async def main() -> None:
         async with kubelet(daemon.plugin_dir) as sim:
             await all_devices(sim)
-        shutil.rmtree(daemon.plugin_dir)
+        # the daemon may serve its socket again while rm -rf runs (the kubelet just left): as an
+        # operator would, remove until the directory is gone
+        await eventually("the plugin directory removed", lambda: _removed(daemon.plugin_dir), 10.0)
         await asyncio.sleep(0.3)
         daemon.plugin_dir.mkdir()
         async with kubelet(daemon.plugin_dir) as sim:
