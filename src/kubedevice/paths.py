@@ -51,7 +51,11 @@ def socket_problem(path: Path) -> str | None:
     For a socket the user named to be read once (``discover --pod-resources``): unlike a
     daemon's directory, it is not waited for, so a missing one is a mistake in the command line.
     """
-    if not os.path.lexists(path):
+    try:
+        mode = os.stat(path).st_mode  # followed: a symlink to the socket is connected through
+    except OSError:
+        if os.path.lexists(path):
+            return None  # a dangling link, or not ours to look at: the command meets the real error
         blocker = _blocker(path)
         return f"{path} can never be a socket: {blocker} is not a directory" if blocker else f"{path} does not exist"
-    return None if stat.S_ISSOCK(os.stat(path).st_mode) else f"{path} is not a unix socket"
+    return None if stat.S_ISSOCK(mode) else f"{path} is not a unix socket"

@@ -57,6 +57,11 @@ from ..models import to_document
 from ..validation import validate
 from .nodeidentity import SERVICE_ACCOUNT_TOKEN, node_uid
 
+#: The gates slices are checked under before a write: every gate on, so a slice is well-formed
+#: whatever its cluster enables (list attributes, say, for ``dra.numa_node_attribute: list``); an
+#: API server with a gate off drops that field and refuses the write, as upstream expects of drivers.
+_CHECKED_UNDER = features.all_on()
+
 RESYNC_SECONDS = 60.0
 RETRY_SECONDS = 1.0
 MIN_INTERVAL_SECONDS = 0.5
@@ -184,11 +189,7 @@ class SlicePublisher:
         loop = asyncio.get_running_loop()
         start = loop.time()
         desired = self._desired()
-        # well-formed under every gate: a driver cannot tell which its cluster enables (list
-        # attributes, say, for ``dra.numa_node_attribute: list``); an API server with a gate off
-        # drops that field and refuses the write, as upstream expects of drivers
-        every_feature = features.all_on()
-        problems = [f"{s.metadata.name}: {e}" for s in desired for e in validate(s, every_feature)]
+        problems = [f"{s.metadata.name}: {e}" for s in desired for e in validate(s, _CHECKED_UNDER)]
         if problems:
             raise InvalidSlices(f"{problems[0]}" + (f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""))
         wanted = [to_document(s) for s in desired]
