@@ -10,8 +10,15 @@ of them tainted, GPUs of two models and sizes, a tainted device, partitionable G
 
 from __future__ import annotations
 
+import io
 import json
+import os
+import queue
+import signal
+import subprocess
+import sys
 import threading
+from collections import defaultdict
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -27,6 +34,7 @@ from kubedevice.dra.live.cluster import decode
 from kubedevice.dra.live.kubectl import kubectl_args
 from kubedevice.dra.live.podexplain import compress
 from kubedevice.testing.dralive import GPU_CLASS, NIC_CLASS, Layout, class_document, memory_is, model, request
+from kubedevice.testing.waiting import budget
 
 NAMESPACE = "team-a"
 SCHEDULER_SAID = "0/5 nodes are available: 1 node(s) had untolerated taint(s), 4 cannot allocate all claims."
@@ -45,6 +53,8 @@ class Stored:
     pods: dict[str, dict[str, Any]] = field(default_factory=dict)
     refuse: str = ""
     requests: list[str] = field(default_factory=list)
+    events: dict[str, queue.Queue[dict[str, Any] | None]] = field(default_factory=lambda: defaultdict(queue.Queue))
+    """Per kind, what its watch sends next; None ends the watch (the server closes it)."""
 
     def answer(self, path: str, query: dict[str, list[str]]) -> tuple[int, Any]:
         if self.refuse and self.refuse in path:
@@ -82,6 +92,9 @@ def serve(stored: Stored) -> tuple[ThreadingHTTPServer, str]:
         def do_GET(self) -> None:
             url = urlsplit(self.path)
             stored.requests.append(self.path)
+            if parse_qs(url.query).get("watch") == ["true"]:
+                self.watch(url.path)
+                return
             status, body = stored.answer(url.path, parse_qs(url.query))
             data = json.dumps(body).encode()
             self.send_response(status)
@@ -89,6 +102,16 @@ def serve(stored: Stored) -> tuple[ThreadingHTTPServer, str]:
             self.send_header("Content-Length", str(len(data)))
             self.end_headers()
             self.wfile.write(data)
+
+        def watch(self, path: str) -> None:
+            """A watch as kube-apiserver streams one: JSON events, one per line, until it ends it."""
+            kind = "Node" if path == "/api/v1/nodes" else next(k for k, p in PLURALS.items() if path.endswith(p))
+            self.send_response(200)
+            self.send_header("Content-Type", "application/json")
+            self.end_headers()  # HTTP/1.0: the body ends when the connection closes
+            while (event := stored.events[kind].get()) is not None:
+                self.wfile.write(json.dumps(event).encode() + b"\n")
+                self.wfile.flush()
 
         def log_message(self, *_: Any) -> None:
             pass
@@ -346,6 +369,82 @@ def test_available_from_the_cluster_with_filters(api: Api, capsys: pytest.Captur
     assert code == 2 and err == "kubedevice: --class 'gone.example.com': no such DeviceClass\n"
     _, out, _ = kubedevice(capsys, "dra", "available", "--driver", "other.example.com", "--json")
     assert json.loads(out) == []
+
+
+class Watcher:
+    """``kubedevice dra available --watch --json`` as a user runs it: a process of its own,
+    each drawing read as it comes; Ctrl-C is a real SIGINT."""
+
+    def __init__(self, api: Api, *args: str) -> None:
+        argv = [sys.executable, "-m", "kubedevice", "dra", "available", "--watch", "--json", *args]
+        env = {**os.environ, "KUBECONFIG": str(api.config)}
+        self.process = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+        self.drawings: queue.Queue[str] = queue.Queue()
+        threading.Thread(
+            target=lambda: [self.drawings.put(line) for line in self.process.stdout or []], daemon=True
+        ).start()
+
+    def summary(self, pool: str) -> dict[str, int]:
+        """The next drawing's summary of ``pool``."""
+        try:
+            pools = json.loads(self.drawings.get(timeout=budget(20)))
+        except queue.Empty:
+            ended = self.process.poll()
+            raise AssertionError(
+                f"no drawing; exit code {ended}, stderr {self.stderr() if ended is not None else ''!r}"
+            ) from None
+        return next(p["summary"] for p in pools if p["pool"] == pool)
+
+    def stderr(self) -> str:
+        return (self.process.stderr or io.StringIO()).read()
+
+    def end(self, sig: int = signal.SIGINT) -> tuple[int, str]:
+        """Signalled (or left to end by itself): its exit code and what it wrote to stderr."""
+        if sig:
+            self.process.send_signal(sig)
+        try:
+            return self.process.wait(timeout=budget(10)), self.stderr()
+        finally:
+            if self.process.poll() is None:
+                self.process.kill()
+                self.process.wait()
+
+
+def test_available_watch_follows_each_kind_and_ends_on_ctrl_c(api: Api) -> None:
+    """One drawing per change: a claim deleted frees its devices; a watch the server ends is
+    resumed, and one too old (410 Gone) is listed again; Ctrl-C ends the command at once, quietly."""
+    b, held = LAYOUT.name("b"), api.stored.objects["ResourceClaim"][0]
+    watcher = Watcher(api)
+    try:
+        assert watcher.summary(b) == {"free": 0, "shared": 0, "allocated": 4, "blocked": 0}
+        api.stored.events["ResourceClaim"].put({"type": "DELETED", "object": held})
+        assert watcher.summary(b)["free"] == 4
+        api.stored.events["ResourceClaim"].put(None)  # the server ends the watch: resumed, nothing drawn
+        api.stored.events["ResourceClaim"].put({"type": "ERROR", "object": {"kind": "Status", "code": 410}})
+        assert watcher.summary(b)["allocated"] == 4  # listed again: the stored claim is back
+        code, err = watcher.end()
+        assert (code, err) == (130, "")
+    finally:
+        for events in api.stored.events.values():
+            events.put(None)
+        watcher.end(0)
+    resumed = [r for r in api.stored.requests if "watch=true" in r and "resourceclaims" in r]
+    assert len(resumed) == 3 and all("allowWatchBookmarks=true" in r for r in resumed)
+
+
+def test_available_watch_ends_with_one_line_when_the_server_refuses(api: Api) -> None:
+    watcher = Watcher(api)
+    try:
+        watcher.summary(LAYOUT.name("b"))
+        message = "etcdserver: request timed out"
+        api.stored.events["ResourceSlice"].put({"type": "ERROR", "object": {"code": 500, "message": message}})
+        code, err = watcher.end(0)
+    finally:
+        for events in api.stored.events.values():
+            events.put(None)
+        watcher.end(0)
+    path = "/apis/resource.k8s.io/v1/resourceslices"
+    assert (code, err) == (1, f"kubedevice: API server {api.url}: WATCH {path}: {message}\n")
 
 
 def test_validate_and_allocate_read_what_is_stored(api: Api, capsys: pytest.CaptureFixture[str]) -> None:

@@ -9,10 +9,11 @@ the API server's (``/version``) unless ``--kubernetes-version`` says otherwise.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import sys
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -360,9 +361,20 @@ async def _watch(
         finally:
             for task in followers:
                 task.cancel()
-            await asyncio.gather(*followers, return_exceptions=True)
+            await _ended_within(asyncio.wait(followers), CLOSE_WITHIN)
     finally:
-        await api.close()
+        await _ended_within(api.close(), CLOSE_WITHIN)
+
+
+CLOSE_WITHIN = 2.0
+"""Seconds Ctrl-C waits for the watches and their connections to close: closing is a courtesy
+to the server, and a connection that does not close must not keep the user's terminal."""
+
+
+async def _ended_within(step: Awaitable[Any], seconds: float) -> None:
+    """``step`` awaited at most ``seconds``; what is left is dropped with the process."""
+    with contextlib.suppress(TimeoutError):
+        await asyncio.wait_for(step, seconds)
 
 
 async def _next_change(changed: asyncio.Event, followers: Sequence[asyncio.Task[None]]) -> None:
@@ -381,32 +393,53 @@ async def _next_change(changed: asyncio.Event, followers: Sequence[asyncio.Task[
 async def _follow(
     api: ApiServer, kind: str, version: str, snap: Snapshot, *, store: dict[str, dict[str, Any]], changed: asyncio.Event
 ) -> None:
+    """One kind's watch into ``store``, resumed where the server ended it; 410 Gone lists it again."""
     path = "/api/v1/nodes" if kind == NODES else resource_path(kind, version)
     api_version = "v1" if kind == NODES else snap.api_version
     resource_version = snap.resource_versions[kind]
     while True:
-        params = {"resourceVersion": resource_version, "allowWatchBookmarks": "true"}
-        async for event in api.stream(path, params):
+        resource_version, gone = await _follow_once(
+            api, path, (kind, api_version), resource_version, store=store, changed=changed
+        )
+        if gone:
+            listed = await list_items(api, path, kind, api_version)
+            store.clear()
+            store.update({_uid(i): i for i in listed.items})
+            resource_version = listed.resource_version
+            changed.set()
+
+
+async def _follow_once(
+    api: ApiServer,
+    path: str,
+    kind: tuple[str, str],
+    resource_version: str,
+    *,
+    store: dict[str, dict[str, Any]],
+    changed: asyncio.Event,
+) -> tuple[str, bool]:
+    """One watch's events into ``store`` until the server ends it: the last version seen, and
+    whether the server said it was too old (410 Gone). ``aclosing``: the stream is closed here,
+    in this task, however the loop is left (a finaliser in another task is where closes hang)."""
+    params = {"resourceVersion": resource_version, "allowWatchBookmarks": "true"}
+    async with contextlib.aclosing(api.stream(path, params)) as events:
+        async for event in events:
             kind_of_event, item = event.get("type"), event.get("object") or {}
             if kind_of_event == "ERROR":
                 if item.get("code") != GONE:
-                    raise ApiAccessError(f"API server {api.server}: WATCH {path}: {item.get('message', item)}")
-                listed = await list_items(api, path, kind, api_version)
-                store.clear()
-                store.update({_uid(i): i for i in listed.items})
-                resource_version = listed.resource_version
-                changed.set()
-                break
+                    said = item.get("message") or f"status {item.get('code', '?')}"
+                    raise ApiAccessError(f"API server {api.server}: WATCH {path}: {said}")
+                return resource_version, True
             resource_version = str((item.get("metadata") or {}).get("resourceVersion", resource_version))
-            if kind_of_event == "BOOKMARK":
-                continue
-            item["apiVersion"], item["kind"] = api_version, kind
-            (item.get("metadata") or {}).pop("managedFields", None)
-            if kind_of_event == "DELETED":
-                store.pop(_uid(item), None)
-            else:
-                store[_uid(item)] = item
-            changed.set()
+            if kind_of_event != "BOOKMARK":
+                item["kind"], item["apiVersion"] = kind
+                (item.get("metadata") or {}).pop("managedFields", None)
+                if kind_of_event == "DELETED":
+                    store.pop(_uid(item), None)
+                else:
+                    store[_uid(item)] = item
+                changed.set()
+    return resource_version, False
 
 
 def _uid(item: Mapping[str, Any]) -> str:

@@ -17,7 +17,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncGenerator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
@@ -116,7 +116,7 @@ class ApiServer:
         except ValueError:
             raise ApiAccessError(f"API server {self.server}: GET {path}: the answer is not JSON") from None
 
-    async def stream(self, path: str, params: dict[str, str]) -> AsyncIterator[dict[str, Any]]:
+    async def stream(self, path: str, params: dict[str, str]) -> AsyncGenerator[dict[str, Any], None]:
         """The events of a watch, one decoded JSON object each; ends when the server closes it."""
         self.requests += 1
         try:
