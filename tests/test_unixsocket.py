@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from kubedevice.errors import DependencyError
+from kubedevice.paths import socket_problem
 from kubedevice.unixsocket import MAX_PATH_BYTES, SocketInUse, check_path, clear_stale, is_live, is_socket
 
 
@@ -103,3 +104,21 @@ def test_check_path_counts_the_bytes_the_kernel_counts(tmp_path: Path) -> None:
         check_path(base / "ss")
     with pytest.raises(ValueError, match="longer than"):  # two bytes per character in UTF-8
         check_path(Path("/" + "é" * 54))
+
+
+def test_a_socket_to_read_is_said_wrong_at_once_in_each_way(listening: Path, tmp_path: Path) -> None:
+    """``paths.socket_problem``, asked before a connection would only time out."""
+    assert socket_problem(listening) is None
+    (tmp_path / "link.sock").symlink_to(listening)
+    assert socket_problem(tmp_path / "link.sock") is None  # followed, as the connection is
+    (tmp_path / "dangling.sock").symlink_to(tmp_path / "gone")
+    assert socket_problem(tmp_path / "dangling.sock") is None  # left to the connection, which says it
+    assert socket_problem(tmp_path / "absent.sock") == f"{tmp_path}/absent.sock: no such file or directory"
+    (tmp_path / "file").write_text("")
+    assert socket_problem(tmp_path / "file") == f"{tmp_path}/file: not a unix socket"
+    under_file = tmp_path / "file" / "pod-resources" / "kubelet.sock"
+    assert socket_problem(under_file) == f"{under_file}: can never be a socket: {tmp_path}/file is not a directory"
+    if os.geteuid() == 0:
+        return  # root may look anywhere
+    (tmp_path / "closed").mkdir(mode=0o000)
+    assert socket_problem(tmp_path / "closed" / "s.sock") == f"{tmp_path}/closed/s.sock: permission denied"

@@ -14,6 +14,8 @@ import os
 import stat
 from pathlib import Path
 
+from .errors import os_reason
+
 
 def _blocker(path: Path) -> Path | None:
     """The nearest existing ancestor of ``path`` if it is not a directory: nothing can be created under it."""
@@ -46,16 +48,18 @@ def output_file_problem(path: Path) -> str | None:
 
 
 def socket_problem(path: Path) -> str | None:
-    """Why ``path`` cannot be a unix socket to connect to now: nothing is there, or it is not a socket.
+    """Why ``path`` cannot be a unix socket to connect to now, as ``PATH: reason``; None when it is one.
 
-    For a socket the user named to be read once (``discover --pod-resources``): unlike a
-    daemon's directory, it is not waited for, so a missing one is a mistake in the command line.
+    For a socket that is read, not waited for (``discover --pod-resources``, the daemon's
+    PodResources client): a missing one is said at once instead of after a connection timeout.
+    A dangling link is left to the connection, which reports it.
     """
     try:
         mode = os.stat(path).st_mode  # followed: a symlink to the socket is connected through
-    except OSError:
-        if os.path.lexists(path):
-            return None  # a dangling link, or not ours to look at: the command meets the real error
-        blocker = _blocker(path)
-        return f"{path} can never be a socket: {blocker} is not a directory" if blocker else f"{path} does not exist"
-    return None if stat.S_ISSOCK(mode) else f"{path} is not a unix socket"
+    except FileNotFoundError:
+        return None if os.path.islink(path) else f"{path}: no such file or directory"
+    except NotADirectoryError:
+        return f"{path}: can never be a socket: {_blocker(path) or path.parent} is not a directory"
+    except OSError as err:
+        return f"{path}: {os_reason(err)}"  # permission denied: the kubelet's directory is root's
+    return None if stat.S_ISSOCK(mode) else f"{path}: not a unix socket"

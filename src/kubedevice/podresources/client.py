@@ -9,7 +9,6 @@ the API refused), so a caller can log it once and go on without the pods.
 from __future__ import annotations
 
 import asyncio
-import stat
 from pathlib import Path
 from types import TracebackType
 from typing import Any
@@ -21,7 +20,8 @@ from ..api import podresources_v1_pb2 as prpb
 from ..api import podresources_v1_pb2_grpc as prpb_grpc
 from ..api.channel import wait_ready
 from ..api.convert import allocatable_from_pb, pod_resources_from_pb
-from ..errors import KubedeviceError, os_reason
+from ..errors import KubedeviceError
+from ..paths import socket_problem
 from .model import Allocatable, Holder, PodResources, holders
 
 SOCKET_DIR = "pod-resources"
@@ -120,12 +120,9 @@ class PodResourcesClient:
 def _check_socket(path: Path) -> None:
     """A missing socket is the common case (no kubelet, or one without the API): say so plainly
     rather than wait out the connection timeout."""
-    try:
-        mode = path.stat().st_mode
-    except OSError as err:
-        raise PodResourcesUnavailable(f"{path}: {os_reason(err)}") from None
-    if not stat.S_ISSOCK(mode):
-        raise PodResourcesUnavailable(f"{path}: not a unix socket")
+    problem = socket_problem(path)
+    if problem is not None:
+        raise PodResourcesUnavailable(problem)
 
 
 def _rpc_reason(err: aio.AioRpcError) -> str:
