@@ -163,20 +163,24 @@ class DraProbe:
         if answer is not None:
             await self._quiet(self.client.unprepare([ref(claim, wrong)]))
 
+    async def _prepare_one(self, claim: Claim, what: str) -> tuple[tuple[Device, ...] | None, list[str]]:
+        """``claim`` prepared alone: its devices (None when refused or wrong) and the problems found."""
+        try:
+            response = await self.client.prepare([ref(claim)])
+        except grpc.RpcError as err:
+            return None, [f"{claim.namespace}/{claim.name}: {_call_error(err)}"]
+        found = answer_problems(response, [claim], what)
+        return (None if found else answer_devices(response.claims[claim.uid])), found
+
     async def _prepare_alone(self) -> dict[str, tuple[Device, ...]] | None:
         """Each claim alone; its devices by UID, or ``None`` when no claim could be prepared."""
         answers: dict[str, tuple[Device, ...]] = {}
         problems: list[str] = []
         for claim in self.claims:
-            try:
-                response = await self.client.prepare([ref(claim)])
-            except grpc.RpcError as err:
-                problems.append(f"{claim.namespace}/{claim.name}: {_call_error(err)}")
-                continue
-            found = answer_problems(response, [claim], "NodePrepareResources")
+            devices, found = await self._prepare_one(claim, "NodePrepareResources")
             problems += found
-            if not found:
-                answers[claim.uid] = answer_devices(response.claims[claim.uid])
+            if devices is not None:
+                answers[claim.uid] = devices
         self._add(verdict(ANSWERS, problems, None, f"{counted(len(answers), 'claim')} prepared one by one"))
         if not answers:
             return None
@@ -230,13 +234,8 @@ class DraProbe:
         for claim in self.claims:
             if claim.uid not in answers:
                 continue
-            try:
-                response = await self.client.prepare([ref(claim)])
-            except grpc.RpcError as err:
-                problems.append(f"{claim.namespace}/{claim.name}: {_call_error(err)}")
-                continue
-            found = answer_problems(response, [claim], "NodePrepareResources again")
-            if not found and answer_devices(response.claims[claim.uid]) != answers[claim.uid]:
+            devices, found = await self._prepare_one(claim, "NodePrepareResources again")
+            if devices is not None and devices != answers[claim.uid]:
                 found = [f"{claim.namespace}/{claim.name}: a different answer the second time"]
             problems += found
         self._add(verdict(IDEMPOTENT, problems, None, "same answers"))
