@@ -30,6 +30,7 @@ import pytest
 
 from kubedevice.commands import run
 from kubedevice.dra import models
+from kubedevice.dra.convert import convert
 from kubedevice.dra.live.cluster import decode
 from kubedevice.dra.live.kubectl import kubectl_args
 from kubedevice.dra.live.podexplain import compress
@@ -290,9 +291,31 @@ def test_the_newest_served_version_is_read(api: Api, capsys: pytest.CaptureFixtu
     code, out, _ = kubedevice(capsys, "dra", "explain", "--json")
     assert code == 1 and [c["class"] for c in json.loads(out)] == [GPU_CLASS, NIC_CLASS]
     assert any(r.startswith("/apis/resource.k8s.io/v1beta2/deviceclasses?") for r in api.stored.requests)
-    api.stored.served = ("v1alpha3",)
+    api.stored.served = ()
     code, _, err = kubedevice(capsys, "dra", "explain")
-    assert code == 1 and "serves no resource.k8s.io version kubedevice reads (v1, v1beta2, v1beta1)" in err
+    assert code == 1 and "serves no resource.k8s.io version kubedevice reads (v1, v1beta2, v1beta1, v1alpha3)" in err
+
+
+def test_a_1_31_cluster_is_read_in_v1alpha3(api: Api, capsys: pytest.CaptureFixture[str]) -> None:
+    """1.31 serves v1alpha3 only: read, converted as files are, and judged as 1.31 (no taints,
+    no counters: n-c's tainted gpu-0 is free there, and the pod fits on n-c alone as on 1.36)."""
+    api.stored.version, api.stored.served = "v1.31.14", ("v1alpha3",)
+    for kind, documents in api.stored.objects.items():
+        if kind != "Node":
+            api.stored.objects[kind] = [as_v1alpha3(d) for d in documents]
+    code, out, _ = kubedevice(capsys, "dra", "explain", "pod/train-2", "--json")
+    answer = json.loads(out)
+    assert code == 0 and answer["kubernetesVersion"] == "v1.31.14"
+    assert [n["node"] for n in answer["fits"]] == [LAYOUT.name("c")]
+    assert any(r.startswith("/apis/resource.k8s.io/v1alpha3/resourceslices?") for r in api.stored.requests)
+    code, out, _ = kubedevice(capsys, "dra", "validate")
+    assert (code, out) == (0, "11 objects valid (stored in resource.k8s.io/v1alpha3, judged as Kubernetes v1.31.14)\n")
+
+
+def as_v1alpha3(document: dict[str, Any]) -> dict[str, Any]:
+    """``document`` as a 1.31 API server stores it (its metadata as the server set it)."""
+    converted, _ = convert(models.from_document(document, "stored", "1.37"), "v1alpha3", "1.31")
+    return {**converted, "metadata": document["metadata"]}
 
 
 @pytest.mark.parametrize(

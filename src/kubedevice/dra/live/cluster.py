@@ -35,7 +35,7 @@ from ..models import DecodeError, DeviceClass, DRAObject, ResourceClaim, Resourc
 TIMEOUT = 30.0
 """Seconds for one request: a LIST of 10,000 slices from the watch cache takes about one."""
 WATCH_CACHE = {"resourceVersion": "0", "resourceVersionMatch": "NotOlderThan"}
-SERVED_ORDER = ("v1", "v1beta2", "v1beta1")
+SERVED_ORDER = ("v1", "v1beta2", "v1beta1", "v1alpha3")
 """The resource.k8s.io versions kubedevice reads, best first."""
 GROUP_RESOURCES = {
     "DeviceClass": ("deviceclasses", False),
