@@ -229,11 +229,11 @@ def serving_seed(target: Target, api: KubeApi, host_root: Path, log: Path) -> It
     """The converted seed class and ``kubedevice serve`` as the node's DRA driver until its three
     GPUs are published (yielded by name); the driver stopped, its slices and the class deleted after."""
     created = api.request("POST", f"{GROUP}/deviceclasses", seed_class())
-    seed = yaml.safe_load(SEED_CLASS.read_text())
-    assert created["spec"]["selectors"] == seed["spec"]["selectors"]  # the four, as the seed has them
     driver = Driver(target, log, dra_config(log.parent), "--host-root", str(host_root))
-    driver.start()
     try:
+        seed = yaml.safe_load(SEED_CLASS.read_text())
+        assert created["spec"]["selectors"] == seed["spec"]["selectors"]  # the four, as the seed has them
+        driver.start()
         yield wait_for(
             "the three GPUs published",
             lambda: (devices := published(api, target.node)) and len(devices) == len(GPUS) and devices,
@@ -267,6 +267,10 @@ def claim_specs(cluster: Cluster) -> list[str]:
     )
 
 
+METADATA = f"/var/run/kubernetes.io/dra-device-attributes/resourceclaimtemplates/gpu/gpu/{DRIVER}-metadata.json"
+"""Where the container finds the metadata of its claim from a template (pod claim ``gpu``, request ``gpu``)."""
+
+
 def claim_pod(name: str, template: str) -> dict[str, Any]:
     """A pod whose claim ``gpu`` comes from ``template``: container ``probe`` writes every GPU node,
     container ``meta`` prints the claim's metadata file; both use the claim."""
@@ -274,10 +278,6 @@ def claim_pod(name: str, template: str) -> dict[str, Any]:
     pod["spec"]["resourceClaims"] = [{"name": "gpu", "resourceClaimTemplateName": template}]
     pod["spec"]["containers"][0]["resources"] = {"claims": [{"name": "gpu"}]}
     return nonroot(pod, {"probe": ["--write", *EVERY_NODE], "meta": ["--cat", METADATA]}, [])
-
-
-METADATA = f"/var/run/kubernetes.io/dra-device-attributes/resourceclaimtemplates/gpu/gpu/{DRIVER}-metadata.json"
-"""Where the container finds the metadata of its claim from a template (pod claim ``gpu``, request ``gpu``)."""
 
 
 def metadata_document(log: str) -> dict[str, Any]:
@@ -331,7 +331,7 @@ def test_a_nonroot_pod_gets_the_gpu_the_seed_class_selects_through_dra(
                 assert runtime_devices(cluster, pod, container) == sorted([*MATCHING.nodes, KFD])
 
             metadata = metadata_document(container_output(cluster, pod, container="meta"))
-            assert metadata["kind"] == "DeviceMetadata", metadata
+            assert (metadata["kind"], metadata["apiVersion"]) == ("DeviceMetadata", "metadata.resource.k8s.io/v1beta1")
             assert metadata["metadata"]["name"] == claim["metadata"]["name"]
             assert metadata["metadata"]["uid"] == claim["metadata"]["uid"]
             assert metadata["podClaimName"] == "gpu"
