@@ -13,8 +13,6 @@
 from __future__ import annotations
 
 import contextlib
-import os
-import stat
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -26,17 +24,18 @@ from lightkube.types import PatchType
 
 from kubedevice.testing.cluster import Cluster
 from kubedevice.testing.fakehost import FakeHost
-from kubedevice.testing.scenarios import Daemon, container_output, delete_pods, device_pod, unique, wait_for
+from kubedevice.testing.scenarios import (
+    Daemon,
+    char_node,
+    container_output,
+    delete_pods,
+    device_pod,
+    node_on_this_machine,
+    unique,
+    wait_for,
+)
 
 pytestmark = pytest.mark.e2e
-
-
-def char_node(path: Path) -> Path:
-    """A character device (the null device's numbers) anyone may write, at ``path``."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    os.mknod(path, 0o666 | stat.S_IFCHR, os.makedev(1, 3))
-    os.chmod(path, 0o666)
-    return path
 
 
 def probing_pod(name: str, resource: str, count: int, paths: list[str]) -> dict[str, Any]:
@@ -137,20 +136,6 @@ def test_a_label_change_on_the_real_node_adds_and_removes_a_resource(cluster: Cl
 def stack() -> Iterator[contextlib.ExitStack]:
     with contextlib.ExitStack() as exits:
         yield exits
-
-
-@contextlib.contextmanager
-def node_on_this_machine(path: Path) -> Iterator[Path]:
-    """The node a fake host's device names, made on the machine (containerd opens the real path)
-    for the test's length; only the inode made here is removed, and an existing one is not ours."""
-    if path.exists():
-        pytest.fail(f"{path} exists on this machine: not ours to use")
-    made = char_node(path).stat().st_ino
-    try:
-        yield path
-    finally:
-        if path.exists() and path.stat().st_ino == made:
-            path.unlink()
 
 
 def test_a_usb_tty_found_by_vendor_and_product_reaches_the_container(

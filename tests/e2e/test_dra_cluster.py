@@ -104,10 +104,14 @@ def no_slices_left(target: Target) -> Iterator[None]:
 class Driver:
     """``kubedevice serve`` inside the kubelet's mount namespace; restartable."""
 
-    def __init__(self, cluster: Target, log: Path, config: Path = REPO / "examples" / "dra-null.yaml") -> None:
+    def __init__(
+        self, cluster: Target, log: Path, config: Path = REPO / "examples" / "dra-null.yaml", *extra: str
+    ) -> None:
+        """``extra``: more ``serve`` arguments (``--host-root``, ...)."""
         self.cluster = cluster
         self.log = log
         self.config = config
+        self.extra = extra
         self.process: subprocess.Popen[bytes] | None = None
 
     @property
@@ -121,7 +125,7 @@ class Driver:
             "nsenter", "-t", str(self.namespace_pid), "-m", "--",
             sys.executable, "-m", "kubedevice", "serve", "--config", str(self.config),
             "--node", self.cluster.node, "--kubelet-dir", "/var/lib/kubelet", "--cdi-dir", "/run/cdi",
-            "--kubeconfig", str(self.cluster.cluster.kubeconfig), "--log-level", "info",
+            "--kubeconfig", str(self.cluster.cluster.kubeconfig), "--log-level", "info", *self.extra,
         ]  # fmt: skip
         with self.log.open("ab") as out:
             self.process = subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT, env=os.environ.copy())

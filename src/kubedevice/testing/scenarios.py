@@ -11,6 +11,7 @@ import contextlib
 import itertools
 import os
 import signal
+import stat
 import subprocess
 import sys
 import time
@@ -53,6 +54,36 @@ def device_pod(name: str, resources: dict[str, int], node: str | None = None) ->
     if node is not None:
         spec["nodeName"] = node
     return {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name}, "spec": spec}
+
+
+def char_node(path: Path, mode: int = 0o666, gid: int = 0) -> Path:
+    """A character device with the null device's numbers (a write succeeds and goes nowhere) at
+    ``path``, owned by root and ``gid`` with ``mode`` whatever the umask; its directories made."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    os.mknod(path, mode | stat.S_IFCHR, os.makedev(1, 3))
+    os.chown(path, 0, gid)
+    os.chmod(path, mode)
+    return path
+
+
+@contextlib.contextmanager
+def node_on_this_machine(path: Path, mode: int = 0o666, gid: int = 0) -> Iterator[Path]:
+    """:func:`char_node` at ``path`` on the machine for the block's length: a node a fake host
+    names under ``/dev`` must exist where containerd opens it (the cluster shares the machine's
+    ``/dev``). Only what was made here is removed after (the inode made, the directories made for
+    it once empty); a path that exists is not ours to use and fails at once."""
+    if path.exists():
+        raise AssertionError(f"{path} exists on this machine: not ours to use")
+    made_dirs = [parent for parent in reversed(path.parents) if not parent.exists()]
+    made = char_node(path, mode, gid).stat().st_ino
+    try:
+        yield path
+    finally:
+        if path.exists() and path.stat().st_ino == made:
+            path.unlink()
+        for directory in reversed(made_dirs):
+            with contextlib.suppress(OSError):  # another test's node in it keeps it
+                directory.rmdir()
 
 
 def unique(prefix: str) -> str:
