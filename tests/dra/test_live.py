@@ -31,7 +31,7 @@ import pytest
 from kubedevice.commands import run
 from kubedevice.dra import models
 from kubedevice.dra.convert import convert
-from kubedevice.dra.live.cluster import decode
+from kubedevice.dra.live.cluster import ApiAccessError, Snapshot, decode
 from kubedevice.dra.live.kubectl import kubectl_args
 from kubedevice.dra.live.podexplain import compress
 from kubedevice.testing.dralive import GPU_CLASS, NIC_CLASS, Layout, class_document, memory_is, model, request
@@ -492,6 +492,60 @@ def test_server_objects_decode_as_files_do() -> None:
     fast = decode(documents, "1.36", "test")
     slow = [models.from_document(d, "x", "1.36") for d in documents]
     assert fast == slow
+
+
+def _slice(name: str, devices: list[dict[str, Any]]) -> dict[str, Any]:
+    return {"apiVersion": "resource.k8s.io/v1", "kind": "ResourceSlice", "metadata": {"name": name},
+            "spec": {"driver": "d.example.com", "nodeName": name, "pool": {"name": name, "resourceSliceCount": 1},
+                     "devices": devices}}  # fmt: skip
+
+
+def test_equal_parts_of_slices_decode_as_one_object() -> None:
+    """What the slices repeat (a device, an attribute, a capacity) is decoded once and shared,
+    and every slice is still the model the file path gives it, field by field."""
+    whole = {"name": "d0", "attributes": {"a": {"int": 1}, "b": {"string": "x"}}, "capacity": {"m": {"value": "1Gi"}}}
+    tainted = {"name": "d2", "attributes": {"a": {"ints": [1, 2]}, "b": {"string": "x"}},
+               "taints": [{"key": "k", "value": "v", "effect": "NoSchedule"}]}  # fmt: skip
+    documents = [
+        _slice("n1", [whole, {"name": "d1", "attributes": {"a": {"bool": True}}}]),
+        _slice(
+            "n2",
+            [
+                dict(whole),
+                {"name": "d1", "attributes": {"a": {"int": 1}}},
+                tainted,
+                {"name": "d3", "attributes": {}},
+                {"name": "d4"},
+            ],
+        ),
+    ]
+    fast = [s.spec.devices for s in decode(documents, "1.36", "test") if isinstance(s, models.ResourceSlice)]
+    slow = [s.spec.devices for s in (models.from_document(d, "x", "1.36") for d in documents)
+            if isinstance(s, models.ResourceSlice)]  # fmt: skip
+    assert fast == slow
+    assert [[d.model_fields_set for d in s] for s in fast] == [[d.model_fields_set for d in s] for s in slow]
+    assert fast[0][0] is fast[1][0]  # the same device on two nodes
+    assert fast[1][2].attributes["b"] is fast[0][0].attributes["b"]  # an attribute of a device not shared whole
+    assert fast[0][1].attributes["a"].as_value() == {"bool": True}  # true is not 1 to the API server
+    assert fast[1][1].attributes["a"].as_value() == {"int": 1}
+
+
+def test_a_part_the_model_refuses_is_worded_as_from_a_file() -> None:
+    document = _slice("n1", [{"name": "d0", "attributes": {"a": {"int": 2**63}}}])
+    with pytest.raises(models.DecodeError) as slow:
+        models.from_document(document, 'ResourceSlice "n1"', "1.36")
+    with pytest.raises(ApiAccessError) as fast:
+        decode([document], "1.36", "test")
+    assert str(fast.value) == f"API server test: {slow.value.first()}"
+
+
+def test_a_snapshot_shows_its_counts_not_its_objects() -> None:
+    """``asyncio.run`` words its result's repr when it puts the SIGINT handler back: a snapshot's
+    must not be its thousands of objects."""
+    documents = LAYOUT.slice_documents()
+    snap = Snapshot("v1.36.3", "1.36", "resource.k8s.io/v1", {"ResourceSlice": decode(documents, "1.36", "test")},
+                    {"ResourceSlice": documents, "Node": []}, {})  # fmt: skip
+    assert repr(snap) == "Snapshot(v1.36.3, resource.k8s.io/v1: ResourceSlice 6, Node 0)"
 
 
 @pytest.mark.parametrize(

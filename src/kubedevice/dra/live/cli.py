@@ -62,16 +62,21 @@ class Loaded:
 
 async def load_for_pod(access: Access, name: str, release: str | None) -> Loaded:
     """The pod (one GET) and a snapshot of what its scheduling reads, requested at once."""
-    began = time.perf_counter()
     api = ApiServer(access.config())
-    namespace = access.namespace or api.namespace
     try:
-        pod, snap = await asyncio.gather(
-            api.get(f"/api/v1/namespaces/{namespace}/pods/{name}", absent_ok=True),
-            snapshot(api, EXPLAIN_KINDS, release=release, namespaces={"ResourceClaimTemplate": namespace}),
-        )
+        return await load_pod_from(api, access.namespace or api.namespace, name, release)
     finally:
         await api.close()
+
+
+async def load_pod_from(api: ApiServer, namespace: str, name: str, release: str | None) -> Loaded:
+    """:func:`load_for_pod` from an open ``api`` (``benchmarks/explain_offline.py`` gives one
+    that answers from memory)."""
+    began = time.perf_counter()
+    pod, snap = await asyncio.gather(
+        api.get(f"/api/v1/namespaces/{namespace}/pods/{name}", absent_ok=True),
+        snapshot(api, EXPLAIN_KINDS, release=release, namespaces={"ResourceClaimTemplate": namespace}),
+    )
     if pod is None:
         raise ApiAccessError(f'pod "{namespace}/{name}" not found (API server {api.server})')
     return Loaded(pod, snap, api.requests, time.perf_counter() - began)

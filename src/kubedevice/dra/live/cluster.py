@@ -31,6 +31,8 @@ from pydantic import ValidationError
 from ...errors import DependencyError, UsageError
 from .. import features, models
 from ..models import DecodeError, DeviceClass, DRAObject, ResourceClaim, ResourceClaimTemplate, ResourceSlice
+from ..structured import collector_paused
+from .interning import Interner
 
 TIMEOUT = 30.0
 """Seconds for one request: a LIST of 10,000 slices from the watch cache takes about one."""
@@ -233,14 +235,16 @@ def decode(items: Sequence[dict[str, Any]], release: str, server: str) -> list[D
     sends is stored, so already valid and defaulted, and the file path's checks (nulls, fields of
     other releases, defaulting) cost three times the validation (``benchmarks/explain_fleet.py``).
     Anything the model refuses, and every other version, takes the file path, which converts
-    versions and words the error.
+    versions and words the error. The slices' identical parts are decoded once (:mod:`.interning`).
     """
     decoded = []
+    interner = Interner()
     for item in items:
         model = _CANONICAL.get(item["kind"]) if item["apiVersion"] == _CANONICAL_VERSION else None
         if model is not None:
+            document = interner.slice_document(item) if model is ResourceSlice else item
             try:
-                decoded.append(model.model_validate(item, strict=True))
+                decoded.append(model.model_validate(document, strict=True))
                 continue
             except ValidationError:
                 pass
@@ -282,6 +286,14 @@ class Snapshot:
     def of(self, kind: type[T]) -> list[T]:
         return models.of_kind(self.objects.get(kind.__name__, []), kind)
 
+    def __repr__(self) -> str:
+        """What it holds, counted: ``asyncio.run`` formats the repr of its coroutine's result when
+        it puts back the SIGINT handler (the handler it set names the task, and ``signal.signal``
+        words the old handler while looking it up), and the dataclass's repr of 1,000 slices
+        took seconds (``benchmarks/explain_offline.py``)."""
+        counts = ", ".join(f"{kind} {len(items)}" for kind, items in self.raw.items())
+        return f"Snapshot({self.git_version or self.release}, {self.api_version}: {counts})"
+
 
 T = TypeVar("T", DeviceClass, ResourceSlice, ResourceClaim, ResourceClaimTemplate)
 NODES = "Node"
@@ -291,18 +303,27 @@ async def snapshot(
     api: ApiServer, kinds: Sequence[str], *, release: str | None, namespaces: dict[str, str | None] | None = None
 ) -> Snapshot:
     """One LIST per kind (``Node`` for the core Nodes), all at once; ``namespaces`` limits a
-    namespaced kind to one namespace (absent: all). ``release`` None: the server's ``/version``."""
-    asked = await asyncio.gather(served_version(api), server_release(api) if release is None else _given(release))
-    version, (git_version, chosen) = asked
-    api_version = f"{features.API_GROUP}/{version}"
-    where = namespaces or {}
+    namespaced kind to one namespace (absent: all). ``release`` None: the server's ``/version``.
 
-    def path(kind: str) -> str:
-        return "/api/v1/nodes" if kind == NODES else resource_path(kind, version, where.get(kind))
+    The cyclic collector is paused meanwhile (:func:`~kubedevice.dra.structured.collector_paused`):
+    parsing and decoding 1,000 slices makes hundreds of thousands of objects and no cycles, and
+    the collections they set off walked all that was made before to free nothing, more than
+    half the time (``benchmarks/explain_offline.py``).
+    """
+    with collector_paused():
+        asked = await asyncio.gather(served_version(api), server_release(api) if release is None else _given(release))
+        version, (git_version, chosen) = asked
+        api_version = f"{features.API_GROUP}/{version}"
+        where = namespaces or {}
 
-    listed = await asyncio.gather(*(list_items(api, path(k), k, "v1" if k == NODES else api_version) for k in kinds))
-    raw = {kind: result.items for kind, result in zip(kinds, listed, strict=True)}
-    objects = {kind: decode(raw[kind], chosen, api.server) for kind in kinds if kind != NODES}
+        def path(kind: str) -> str:
+            return "/api/v1/nodes" if kind == NODES else resource_path(kind, version, where.get(kind))
+
+        listed = await asyncio.gather(
+            *(list_items(api, path(k), k, "v1" if k == NODES else api_version) for k in kinds)
+        )
+        raw = {kind: result.items for kind, result in zip(kinds, listed, strict=True)}
+        objects = {kind: decode(raw[kind], chosen, api.server) for kind in kinds if kind != NODES}
     versions = {kind: result.resource_version for kind, result in zip(kinds, listed, strict=True)}
     return Snapshot(git_version, chosen, api_version, objects, raw, versions)
 

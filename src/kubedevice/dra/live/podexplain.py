@@ -42,11 +42,13 @@ from ..structured import (
     AllocationError,
     ClaimAllocation,
     DeviceID,
+    Shared,
     SharedDevice,
     Unallocatable,
     allocate,
     allocated_devices,
     claim_ref,
+    collector_paused,
     node_selector_matches,
 )
 from .nodefilters import NOT_CHECKED, NodeInfo, PodPlacement, first_failure
@@ -228,6 +230,7 @@ class Judge:
         self.per_node_claims = any("/" in name for name in pod_requests(work.pod))
         self.pod_wide: str | None = None
         self.allocator_seconds = 0.0
+        self.views = Shared()  # each device's CEL view and selector verdicts, for every node's run
         self.shared: PodClaims | None = None
         if not self.per_node_claims:
             self.shared = self._claims(None)
@@ -318,6 +321,7 @@ class Judge:
                 self.index.used(node.name),
                 features=self.work.gates,
                 release=self.work.release,
+                shared=self.views,
             )
         except Unallocatable as error:
             return False, f"cannot allocate all claims: {error}", []
@@ -354,8 +358,9 @@ def _general(reason: str, node: str) -> str:
 
 def explain_pod(work: Workload) -> Explanation:
     """Every node judged, the failures grouped by reason (largest group first), details for each."""
-    judge = Judge(work)
-    verdicts = [judge.judge(node) for node in work.nodes]
+    with collector_paused():  # 1,000 allocator runs make no cycles: no collection walks the workload
+        judge = Judge(work)
+        verdicts = [judge.judge(node) for node in work.nodes]
     groups: dict[tuple[str, str], Group] = {}
     firsts: dict[tuple[str, str], NodeInfo] = {}
     by_name = {n.name: n for n in work.nodes}

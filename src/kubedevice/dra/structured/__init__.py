@@ -36,6 +36,7 @@ from .gates import Features
 from .pools import Pool, gather_pools, node_selector_matches
 from .reasons import reason
 from .results import allocation_results
+from .shared import Shared
 from .types import (
     MAX_RESULTS,
     AllocationError,
@@ -57,6 +58,7 @@ __all__ = [
     "DeviceResult",
     "Node",
     "Pool",
+    "Shared",
     "SharedDevice",
     "Unallocatable",
     "allocate",
@@ -96,6 +98,7 @@ def allocate(
     *,
     features: Mapping[str, bool] | None = None,
     release: str | None = None,
+    shared: Shared | None = None,
 ) -> list[ClaimAllocation]:
     """Allocate all ``claims`` together on ``node`` or raise :class:`Unallocatable` with a reason.
 
@@ -105,10 +108,12 @@ def allocate(
     feature gates by name (``DRAPartitionableDevices``, ``DRAConsumableCapacity``, ...) over
     :data:`~.gates.FEATURE_DEFAULTS`, the 1.37 defaults; ``release`` ("1.34".."1.37") where the
     allocator itself changed between releases (else guessed from the gates: :func:`~.gates.release_of`).
+    ``shared``: what calls over the same classes and slices work out once (:mod:`.shared`; one
+    per call without it).
     """
     enabled = Features.of(features, release)
     with collector_paused():
-        return _allocate(claims, classes, slices, node, in_use, enabled=enabled)
+        return _allocate(claims, classes, slices, node, in_use, enabled=enabled, shared=shared or Shared())
 
 
 def _allocate(
@@ -119,6 +124,7 @@ def _allocate(
     in_use: Iterable[DeviceID | SharedDevice],
     *,
     enabled: Features,
+    shared: Shared,
 ) -> list[ClaimAllocation]:
     """:func:`allocate` with the collector paused: a function of its own so the search's objects
     are freed when it returns, before the collector is back on. Alive then, they counted as
@@ -133,6 +139,7 @@ def _allocate(
         Ledger(in_use, shares=not enabled.stable, by_pool_name=enabled.before_137),
         node=node,
         features=enabled,
+        shared=shared,
     )
     try:
         done = alloc.allocate_one(0, 0, 0, None)

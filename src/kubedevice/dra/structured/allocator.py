@@ -19,14 +19,14 @@ from __future__ import annotations
 import uuid
 from collections.abc import Hashable, Iterator, Mapping, Sequence
 
-from .. import cel
-from ..models import DeviceClass, DeviceRequest, DeviceSelector, ExactDeviceRequest, ResourceClaim
+from ..models import DeviceClass, DeviceRequest, ExactDeviceRequest, ResourceClaim
 from . import consumable_capacity as cap
 from .allocatedstate import Ledger
 from .constraint import Constraint, DistinctAttribute, DistinctAttributeV036, MatchAttribute
 from .gates import Features
 from .pools import DeviceWithID, Pool, device_matches_node, pool_devices
 from .prune import REFUSED, SELECTABLE_WITH_CAPACITY, Pruner
+from .shared import Shared
 from .taints import taint_prevents_allocation
 from .types import (
     MAX_RESULTS,
@@ -55,8 +55,9 @@ class Allocator:
         *,
         node: Node,
         features: Features,
+        shared: Shared,
     ) -> None:
-        self.claims = claims
+        self.claims, self.shared = claims, shared
         self.classes = classes
         self.pools = pools
         self.node = node
@@ -64,10 +65,9 @@ class Allocator:
         self.ledger = ledger
         self.verdicts: dict[tuple[str, tuple[str, ...]], dict[DeviceID, bool]] = {}  # per selector_key
         self.static_fits: dict[tuple[tuple[str, cap.Exact], ...], dict[Hashable, bool]] = {}  # per capacity_key
-        self.compiled: dict[str, cel.Selector | cel.CompileError] = {}
         # Every device of the usable pools in the order the scheduler tries them, and per pool.
         self.devices_of = {
-            id(pool): pool_devices(pool, self.features.consumable_capacity)
+            id(pool): pool_devices(pool, self.features.consumable_capacity, shared)
             for pool in self.pools
             if not pool.incomplete and not pool.invalid
         }
@@ -233,8 +233,11 @@ class Allocator:
             return self._allocate_then_next((ci, ri, di, alt), request, request.all_devices[di], must=True, start=0)
         # The first device that could be taken is tried before anything is counted: where it leads
         # to a solution (most requests), counting ahead would be work for nothing. When it does not,
-        # the cuts decide whether the walk goes on (prune.py).
+        # the cuts decide whether the walk goes on (prune.py). Only a request's first device asks
+        # first whether more devices are needed than are free (as cheap as a comparison otherwise).
         prune, at = self.prune, (ci, ri, di, alt)
+        if di == 0 and not self.any_shared and prune.contended(self, ci, ri, alt, di):
+            return False
         prune.forget(request, request.count - di)
         known = prune.statics_of(request)
         first = next(
@@ -350,46 +353,10 @@ class Allocator:
     def _is_selectable(self, claim_index: int, request: RequestData, candidate: DeviceWithID) -> bool:
         if candidate.device.binding_conditions and not self.features.binding_conditions:
             return False
-        device_class = request.device_class
-        if device_class.spec.selectors and not self.selectors_match(
-            "class", device_class.metadata.name, device_class.spec.selectors, candidate
-        ):
-            return False
-        if request.spec.selectors and not self.selectors_match(
-            "claim", claim_ref(self.claims[claim_index]), request.spec.selectors, candidate
-        ):
+        if not self.shared.selectors_hold(request, self.claims[claim_index], candidate):
             return False
         # After the selectors, as in isSelectable: a CEL error on another node's device still counts.
         return not candidate.per_device_node or device_matches_node(candidate.device, self.node)
-
-    def selectors_match(
-        self, kind: str, owner: str, selectors: Sequence[DeviceSelector], candidate: DeviceWithID
-    ) -> bool:
-        """``selectorsMatch``: every selector of the class or the request holds for the device.
-        Errors name the ``kind`` ("class", "claim") and the ``owner``."""
-        for i, selector in enumerate(selectors):
-            compiled = self.compile(selector.cel.expression if selector.cel else "")
-            if isinstance(compiled, cel.CompileError):
-                raise AllocationError(f"{kind} {owner}: selector #{i}: CEL compile error: {compiled.message}")
-            try:
-                if not compiled.matches(candidate.view):
-                    return False
-            except cel.EvalError as error:
-                raise AllocationError(
-                    f"{kind} {owner}: selector #{i} on device {candidate.id}: CEL runtime error: {error.message}"
-                ) from None
-        return True
-
-    def compile(self, expression: str) -> cel.Selector | cel.CompileError:
-        """The expression compiled (or why not) in the scheduler's environment, kept per expression."""
-        compiled = self.compiled.get(expression)
-        if compiled is None:
-            try:
-                compiled = cel.compile_selector(expression, env="StoredExpressions")
-            except cel.CompileError as error:
-                compiled = error
-            self.compiled[expression] = compiled
-        return compiled
 
     def selectable_or_error(self, claim_index: int, request: RequestData, candidate: DeviceWithID) -> bool | None:
         """``is_selectable``, with None for a device whose selectors fail instead of raising.

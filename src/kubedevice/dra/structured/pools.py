@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from .. import cel
 from ..models import Device, NodeSelector, ResourceSlice
@@ -18,6 +18,9 @@ from . import consumable_capacity as cap
 from .consumable_capacity import Amount, CapacityError, Exact
 from .gates import Features
 from .types import AllocationError, DeviceID, Node
+
+if TYPE_CHECKING:
+    from .shared import Shared
 
 PoolID = tuple[str, str]  # (driver, pool name)
 CounterSets = dict[str, dict[str, Amount]]  # counter set -> counter -> value
@@ -343,13 +346,24 @@ class DeviceWithID:
         "position",
         "shared",
         "slice_",
+        "views",
     )
 
     def __init__(
-        self, id: DeviceID, device: Device, slice_: ResourceSlice, pool: Pool, index: int, *, consumable: bool
+        self,
+        id: DeviceID,
+        device: Device,
+        slice_: ResourceSlice,
+        pool: Pool,
+        index: int,
+        *,
+        consumable: bool,
+        views: Shared,
     ) -> None:
-        """``consumable``: whether DRAConsumableCapacity is on, without which no device is shared."""
+        """``consumable``: whether DRAConsumableCapacity is on, without which no device is shared;
+        ``views``: where its CEL view is kept (:mod:`.shared`)."""
         self.id = id
+        self.views = views
         self.device = device
         self.slice_ = slice_
         self.pool = pool
@@ -369,7 +383,7 @@ class DeviceWithID:
         """The device as CEL sees it, built once: every claim's selectors read the same view."""
         view = self._view
         if view is None:
-            view = self._view = device_input(self.id.driver, self.device)
+            view = self._view = self.views.view(self.id.driver, self.device)
         return view
 
     def attribute(self, name: str) -> Mapping[str, Any] | None:
@@ -424,10 +438,10 @@ class DeviceWithID:
         return self._capacities
 
 
-def pool_devices(pool: Pool, consumable: bool) -> list[DeviceWithID]:
+def pool_devices(pool: Pool, consumable: bool, views: Shared) -> list[DeviceWithID]:
     """The pool's devices on the node in search order: slice by slice, device by device."""
     return [
-        DeviceWithID(DeviceID(pool.driver, pool.name, d.name), d, s, pool, i, consumable=consumable)
+        DeviceWithID(DeviceID(pool.driver, pool.name, d.name), d, s, pool, i, consumable=consumable, views=views)
         for s in pool.slices
         for i, d in enumerate(s.spec.devices)
     ]

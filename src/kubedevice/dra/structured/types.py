@@ -6,13 +6,13 @@ own records, which ``allocator_incubating.go`` declares beside its code (``reque
 
 from __future__ import annotations
 
-from collections.abc import Hashable, Mapping
+from collections.abc import Hashable, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 from ...errors import KubedeviceError
-from ..models import DeviceClass, ExactDeviceRequest, ResourceClaim
+from ..models import DeviceClass, DeviceSelector, ExactDeviceRequest, ResourceClaim
 from .consumable_capacity import Amount, Exact
 from .taints import stored_tolerations
 
@@ -153,6 +153,11 @@ class RequestData:
         return self.device_class.metadata.name, tuple(s.cel.expression if s.cel else "" for s in self.spec.selectors)
 
     @cached_property
+    def expressions(self) -> tuple[tuple[str, ...], tuple[str, ...]]:
+        """What decides whether the selectors hold for a device: the class's expressions and the request's."""
+        return _expressions(self.device_class.spec.selectors), _expressions(self.spec.selectors)
+
+    @cached_property
     def capacity_key(self) -> tuple[tuple[str, Exact], ...]:
         """What decides whether the request's share fits a device of which nothing is held."""
         return tuple(sorted((name, amount.value) for name, amount in self.capacity.items()))
@@ -168,6 +173,10 @@ class RequestData:
         selectors, the amounts asked of each capacity and the tolerations."""
         tolerations = tuple(tuple(sorted(t.items())) for t in self.spec.tolerations or [])
         return self.selector_key, self.capacity_key, tolerations
+
+
+def _expressions(selectors: Sequence[DeviceSelector]) -> tuple[str, ...]:
+    return tuple(s.cel.expression if s.cel else "" for s in selectors)
 
 
 class Pick(NamedTuple):
