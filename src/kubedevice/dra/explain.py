@@ -18,8 +18,8 @@ from typing import Any
 from . import cel
 from .models import Device, DeviceClass, DeviceSelector, ExactDeviceRequest, ResourceClaim, ResourceSlice
 from .structured import consumable_capacity as cap
+from .structured.deviceview import device_input
 from .structured.gates import Features
-from .structured.pools import device_input
 from .structured.taints import describe, untolerated
 
 

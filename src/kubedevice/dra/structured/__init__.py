@@ -36,7 +36,7 @@ from .gates import Features
 from .pools import Pool, gather_pools, node_selector_matches
 from .reasons import reason
 from .results import allocation_results
-from .shared import Shared
+from .shared import OneCall, Shared
 from .types import (
     MAX_RESULTS,
     AllocationError,
@@ -113,7 +113,7 @@ def allocate(
     """
     enabled = Features.of(features, release)
     with collector_paused():
-        return _allocate(claims, classes, slices, node, in_use, enabled=enabled, shared=shared or Shared())
+        return _allocate(claims, classes, slices, node, in_use, enabled=enabled, shared=shared or OneCall())
 
 
 def _allocate(

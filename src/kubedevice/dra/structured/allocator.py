@@ -31,7 +31,6 @@ from .taints import taint_prevents_allocation
 from .types import (
     MAX_RESULTS,
     AllocationError,
-    DeviceID,
     DeviceRollbackState,
     Node,
     Pick,
@@ -63,7 +62,6 @@ class Allocator:
         self.node = node
         self.features = features
         self.ledger = ledger
-        self.verdicts: dict[tuple[str, tuple[str, ...]], dict[DeviceID, bool]] = {}  # per selector_key
         self.static_fits: dict[tuple[tuple[str, cap.Exact], ...], dict[Hashable, bool]] = {}  # per capacity_key
         # Every device of the usable pools in the order the scheduler tries them, and per pool.
         self.devices_of = {
@@ -154,7 +152,7 @@ class Allocator:
             )
         capacity = _capacity_requests(where, spec) if self.features.consumable_capacity else {}
         request = RequestData(base, sub, spec, device_class, capacity=capacity)
-        request.verdicts = self.verdicts.setdefault(request.selector_key, {})
+        request.verdicts = self.shared.verdicts(request.expressions)
         request.fits = self.static_fits.setdefault(request.capacity_key, {})
         if spec.allocation_mode == "ExactCount":
             request.count = spec.count
@@ -337,26 +335,22 @@ class Allocator:
     # --- isSelectable ------------------------------------------------------------------------
 
     def is_selectable(self, claim_index: int, request: RequestData, candidate: DeviceWithID) -> bool:
-        """``isSelectable``: the device's binding conditions and node, and the selectors.
+        """``isSelectable``: the device's binding conditions, the selectors, the device's own node.
 
-        All of it is pure, so the verdict is kept per device, class and request expressions
-        (``request.verdicts``): the many claims that repeat them get it worked out once (the
-        scheduler evaluates CEL per claim; with 100 claims it was the largest cost in
-        benchmarks/allocate_vs_go.py). Errors are not kept: each claim raises its own, naming
-        itself.
+        The selectors' verdict is pure, so it is kept per class and request expressions and
+        device (``request.verdicts``, of :mod:`.shared`): the many claims that repeat them, and
+        calls that share them, get it worked out once (the scheduler evaluates CEL per claim;
+        with 100 claims it was the largest cost in benchmarks/allocate_vs_go.py). Errors are not
+        kept: each claim raises its own, naming itself.
         """
-        verdict = request.verdicts.get(candidate.id)
-        if verdict is None:
-            verdict = request.verdicts[candidate.id] = self._is_selectable(claim_index, request, candidate)
-        return verdict
-
-    def _is_selectable(self, claim_index: int, request: RequestData, candidate: DeviceWithID) -> bool:
         if candidate.device.binding_conditions and not self.features.binding_conditions:
             return False
-        if not self.shared.selectors_hold(request, self.claims[claim_index], candidate):
-            return False
+        key = id(candidate.view)
+        held = request.verdicts.get(key)
+        if held is None:
+            held = request.verdicts[key] = self.shared.selectors_hold(request, self.claims[claim_index], candidate)
         # After the selectors, as in isSelectable: a CEL error on another node's device still counts.
-        return not candidate.per_device_node or device_matches_node(candidate.device, self.node)
+        return held and (not candidate.per_device_node or device_matches_node(candidate.device, self.node))
 
     def selectable_or_error(self, claim_index: int, request: RequestData, candidate: DeviceWithID) -> bool | None:
         """``is_selectable``, with None for a device whose selectors fail instead of raising.

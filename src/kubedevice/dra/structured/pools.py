@@ -301,17 +301,6 @@ def check_slices_in_pool(slices: Sequence[ResourceSlice], key: PoolID, generatio
 # --- the devices of a pool, as the search walks them ----------------------------------------
 
 
-def device_input(driver: str, device: Device) -> cel.DeviceInput:
-    """The CEL view of a ResourceSlice device (``device.driver/attributes/capacity``), as
-    ``selectorsMatch`` builds it."""
-    return cel.DeviceInput(
-        driver=driver,
-        attributes={name: attribute.as_value() for name, attribute in device.attributes.items()},
-        capacity={name: capacity.value for name, capacity in device.capacity.items()},
-        allow_multiple_allocations=device.allow_multiple_allocations,
-    )
-
-
 def lookup_attribute(attributes: Mapping[str, V], driver: str, name: str) -> V | None:
     """``lookupAttribute``: a fully qualified attribute; a bare key in the device counts for the
     driver's own domain."""
@@ -390,14 +379,14 @@ class DeviceWithID:
         """The attribute's one-key value (``{"int": 5}``), None when the device lacks it.
 
         Kept per name: constraints ask it of the same device at every step of the walk. Read
-        from the CEL view, which every device the search considers has. Callers must not
-        change the dict.
+        from the model, as the CEL view converts it. Callers must not change the dict.
         """
         values = self._attributes
         if values is None:
             values = self._attributes = {}
         if name not in values:
-            values[name] = lookup_attribute(self.view.attributes, self.id.driver, name)
+            found = lookup_attribute(self.device.attributes, self.id.driver, name)
+            values[name] = None if found is None else found.as_value()
         return values[name]
 
     @property

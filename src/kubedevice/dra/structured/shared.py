@@ -1,6 +1,6 @@
 """What several ``allocate`` calls over the same DeviceClasses and slices work out once: each
-device's CEL view and whether a class's and a request's selectors hold for it
-(``selectorsMatch``, which ``isSelectable`` calls).
+device's CEL view, the selectors compiled, and whether a class's and a request's selectors hold
+for a device (``selectorsMatch``, which ``isSelectable`` calls).
 
 ``dra explain pod/NAME`` runs the allocator once per node, 1,000 times for 1,000 nodes. A
 device of a pool that may serve any node (``allNodes``, a node selector) is met by every run,
@@ -12,22 +12,25 @@ What does depend on them (a ``perDeviceNodeSelection`` device's own node, the
 binding-conditions gate, capacity, counters, taints) is judged in each call as before.
 
 A CEL error is never kept: each call raises its own, naming its claim, as the scheduler would.
-Without a ``Shared`` from the caller, each call makes its own: a class's verdicts then serve
-that call's claims, as they did when the allocator kept them.
+Without a ``Shared`` from the caller, each call makes its own (:class:`OneCall`): a class's
+verdicts then serve that call's claims, as they did when the allocator kept them.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from .. import cel
-from ..models import Device, DeviceSelector, ResourceClaim
-from .pools import device_input
+from ..models import Device, ResourceClaim
+from .deviceview import device_input
 from .types import AllocationError, RequestData, claim_ref
 
 if TYPE_CHECKING:
     from .pools import DeviceWithID
+
+Expressions = tuple[tuple[str, ...], tuple[str, ...]]
+"""A class's selector expressions and a request's (:attr:`~.types.RequestData.expressions`)."""
+Program = cel.Selector | cel.CompileError
 
 
 class Shared:
@@ -35,8 +38,8 @@ class Shared:
 
     def __init__(self) -> None:
         self._views: dict[tuple[str, int], tuple[Device, cel.DeviceInput]] = {}
-        self._verdicts: dict[tuple[tuple[tuple[str, ...], tuple[str, ...]], int], bool] = {}
-        self._compiled: dict[str, cel.Selector | cel.CompileError] = {}
+        self._verdicts: dict[Expressions, dict[int, bool]] = {}
+        self._compiled: dict[Expressions, tuple[list[Program], list[Program]]] = {}
 
     def view(self, driver: str, device: Device) -> cel.DeviceInput:
         """The device as CEL sees it, made on first use (the device is kept, so its ``id`` stays its own)."""
@@ -46,24 +49,25 @@ class Shared:
             found = self._views[key] = (device, device_input(driver, device))
         return found[1]
 
-    def selectors_hold(self, request: RequestData, claim: ResourceClaim, candidate: DeviceWithID) -> bool:
-        """The class's selectors, then the request's, hold for the device; kept per expressions and view."""
-        device_class = request.device_class
-        if not device_class.spec.selectors and not request.spec.selectors:
-            return True
-        key = (request.expressions, id(candidate.view))
-        held = self._verdicts.get(key)
-        if held is None:
-            held = self._verdicts[key] = self._match(
-                "class", device_class.metadata.name, device_class.spec.selectors, candidate
-            ) and self._match("claim", claim_ref(claim), request.spec.selectors, candidate)
-        return held
+    def verdicts(self, expressions: Expressions) -> dict[int, bool]:
+        """Where whether ``expressions`` hold is kept, by the ``id`` of a device's :meth:`view`
+        (the view lives as long as the verdicts: kept here, or by the call's devices)."""
+        found = self._verdicts.get(expressions)
+        if found is None:
+            found = self._verdicts[expressions] = {}
+        return found
 
-    def _match(self, kind: str, owner: str, selectors: Sequence[DeviceSelector], candidate: DeviceWithID) -> bool:
-        """``selectorsMatch``: every selector of the class or the request holds for the device.
-        Errors name the ``kind`` ("class", "claim") and the ``owner``."""
-        for i, selector in enumerate(selectors):
-            compiled = self._compile(selector.cel.expression if selector.cel else "")
+    def selectors_hold(self, request: RequestData, claim: ResourceClaim, candidate: DeviceWithID) -> bool:
+        """The class's selectors, then the request's, hold for the device (``selectorsMatch`` twice)."""
+        device_class = request.device_class
+        if device_class.spec.selectors and not self._match("class", device_class.metadata.name, candidate, 0, request):
+            return False
+        return not request.spec.selectors or self._match("claim", claim_ref(claim), candidate, 1, request)
+
+    def _match(self, kind: str, owner: str, candidate: DeviceWithID, which: int, request: RequestData) -> bool:
+        """``selectorsMatch``: every selector of the class (``which`` 0) or the request (1) holds
+        for the device. Errors name the ``kind`` ("class", "claim") and the ``owner``."""
+        for i, compiled in enumerate(self._programs(request.expressions)[which]):
             if isinstance(compiled, cel.CompileError):
                 raise AllocationError(f"{kind} {owner}: selector #{i}: CEL compile error: {compiled.message}")
             try:
@@ -75,13 +79,28 @@ class Shared:
                 ) from None
         return True
 
-    def _compile(self, expression: str) -> cel.Selector | cel.CompileError:
-        """The expression compiled (or why not) in the scheduler's environment, kept per expression."""
-        compiled = self._compiled.get(expression)
-        if compiled is None:
-            try:
-                compiled = cel.compile_selector(expression, env="StoredExpressions")
-            except cel.CompileError as error:
-                compiled = error
-            self._compiled[expression] = compiled
-        return compiled
+    def _programs(self, expressions: Expressions) -> tuple[list[Program], list[Program]]:
+        """Each expression compiled (or why not) in the scheduler's environment, kept per expressions."""
+        found = self._compiled.get(expressions)
+        if found is None:
+            found = self._compiled[expressions] = (
+                [_compile(e) for e in expressions[0]],
+                [_compile(e) for e in expressions[1]],
+            )
+        return found
+
+
+class OneCall(Shared):
+    """What ``allocate`` uses when the caller shares nothing: each device's view is kept by the
+    search's own record of it (:class:`~.pools.DeviceWithID`), which lives as long as the call,
+    so it is not kept twice."""
+
+    def view(self, driver: str, device: Device) -> cel.DeviceInput:
+        return device_input(driver, device)
+
+
+def _compile(expression: str) -> Program:
+    try:
+        return cel.compile_selector(expression, env="StoredExpressions")
+    except cel.CompileError as error:
+        return error

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 from collections.abc import Hashable, Mapping, Sequence
 from dataclasses import dataclass, field
-from functools import cached_property
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 from ...errors import KubedeviceError
@@ -140,39 +139,32 @@ class RequestData:
     count: int = 0  # numDevices
     all_devices: list[DeviceWithID] | None = None
     capacity: dict[str, Amount] = field(default_factory=dict)
-    verdicts: dict[DeviceID, bool] = field(default_factory=dict)  # shared by requests of one selector_key
+    verdicts: dict[int, bool] = field(default_factory=dict)  # Shared.verdicts of its expressions
     fits: dict[Hashable, bool] = field(default_factory=dict)  # per DeviceWithID.capacity_key; as verdicts
+    # What the search reads of it again and again, made once: ``functools.cached_property``
+    # takes a lock at each first read in Python 3.11, 5% of benchmarks/allocate_vs_go.py's
+    # matchAttribute row (100 requests, each read its first time).
+    name: str = field(init=False, repr=False, compare=False)
+    expressions: tuple[tuple[str, ...], tuple[str, ...]] = field(init=False, repr=False, compare=False)
+    """What decides whether the selectors hold for a device: the class's expressions and the request's."""
+    selector_key: tuple[str, tuple[str, ...]] = field(init=False, repr=False, compare=False)
+    """What decides the selectors' verdict on a device: the class and the request's expressions."""
+    capacity_key: tuple[tuple[str, Exact], ...] = field(init=False, repr=False, compare=False)
+    """What decides whether the request's share fits a device of which nothing is held."""
+    tolerations: tuple[dict[str, Any], ...] = field(init=False, repr=False, compare=False)
+    """The request's tolerations as its results carry them."""
+    static_key: Hashable = field(init=False, repr=False, compare=False)
+    """What decides whether a device could serve the request whatever the search holds: the
+    selectors, the amounts asked of each capacity and the tolerations."""
 
-    @cached_property
-    def name(self) -> str:
-        return f"{self.base}/{self.sub}" if self.sub else self.base
-
-    @cached_property
-    def selector_key(self) -> tuple[str, tuple[str, ...]]:
-        """What decides the selectors' verdict on a device: the class and the request's expressions."""
-        return self.device_class.metadata.name, tuple(s.cel.expression if s.cel else "" for s in self.spec.selectors)
-
-    @cached_property
-    def expressions(self) -> tuple[tuple[str, ...], tuple[str, ...]]:
-        """What decides whether the selectors hold for a device: the class's expressions and the request's."""
-        return _expressions(self.device_class.spec.selectors), _expressions(self.spec.selectors)
-
-    @cached_property
-    def capacity_key(self) -> tuple[tuple[str, Exact], ...]:
-        """What decides whether the request's share fits a device of which nothing is held."""
-        return tuple(sorted((name, amount.value) for name, amount in self.capacity.items()))
-
-    @cached_property
-    def tolerations(self) -> tuple[dict[str, Any], ...]:
-        """The request's tolerations as its results carry them."""
-        return stored_tolerations(self.spec)
-
-    @cached_property
-    def static_key(self) -> Hashable:
-        """What decides whether a device could serve the request whatever the search holds: the
-        selectors, the amounts asked of each capacity and the tolerations."""
+    def __post_init__(self) -> None:
+        self.name = f"{self.base}/{self.sub}" if self.sub else self.base
+        self.expressions = _expressions(self.device_class.spec.selectors), _expressions(self.spec.selectors)
+        self.selector_key = self.device_class.metadata.name, self.expressions[1]
+        self.capacity_key = tuple(sorted((name, amount.value) for name, amount in self.capacity.items()))
+        self.tolerations = stored_tolerations(self.spec)
         tolerations = tuple(tuple(sorted(t.items())) for t in self.spec.tolerations or [])
-        return self.selector_key, self.capacity_key, tolerations
+        self.static_key = self.selector_key, self.capacity_key, tolerations
 
 
 def _expressions(selectors: Sequence[DeviceSelector]) -> tuple[str, ...]:
