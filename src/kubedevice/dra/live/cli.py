@@ -11,11 +11,13 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import os
+import signal
 import sys
 import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any, Literal, NoReturn
 
 import typer
 from pydantic import ValidationError
@@ -347,6 +349,7 @@ async def _watch(
     A watch the server ends is resumed from the last version seen; one that is too old (410
     Gone) is listed again. Every change redraws, after :data:`REDRAW_AFTER` of quiet.
     """
+    interrupted = _on_ctrl_c(asyncio.current_task())
     api = ApiServer(access.config())
     try:
         snap = await snapshot(api, filters.kinds(), release=release)
@@ -366,9 +369,11 @@ async def _watch(
         finally:
             for task in followers:
                 task.cancel()
-            await _ended_within(asyncio.wait(followers), CLOSE_WITHIN)
+            await _ended_within(asyncio.gather(*followers, return_exceptions=True), CLOSE_WITHIN)
     finally:
         await _ended_within(api.close(), CLOSE_WITHIN)
+        if interrupted.is_set():
+            _exit_now(130)
 
 
 CLOSE_WITHIN = 2.0
@@ -376,10 +381,33 @@ CLOSE_WITHIN = 2.0
 to the server, and a connection that does not close must not keep the user's terminal."""
 
 
+def _on_ctrl_c(main: asyncio.Task[Any] | None) -> asyncio.Event:
+    """SIGINT cancels ``main`` and is remembered, so that the command ends after its bounded
+    clean-up rather than in ``asyncio.run``'s, which waits without bound for every task and
+    async generator left behind (on the real cluster a Ctrl-C'd watch once stayed for minutes)."""
+    interrupted = asyncio.Event()
+
+    def stop() -> None:
+        interrupted.set()
+        if main is not None:
+            main.cancel()
+
+    asyncio.get_running_loop().add_signal_handler(signal.SIGINT, stop)
+    return interrupted
+
+
+def _exit_now(code: int) -> NoReturn:
+    """What was drawn flushed, then the process ends with ``code`` at once (see :func:`_on_ctrl_c`)."""
+    for stream in (sys.stdout, sys.stderr):
+        with contextlib.suppress(OSError, ValueError):  # a reader gone, a stream closed
+            stream.flush()
+    os._exit(code)
+
+
 async def _ended_within(step: Awaitable[Any], seconds: float) -> None:
-    """``step`` awaited at most ``seconds``; what is left is dropped with the process."""
-    with contextlib.suppress(TimeoutError):
-        await asyncio.wait_for(step, seconds)
+    """``step`` given at most ``seconds``; unlike ``wait_for`` it is then left as it is, never
+    waited for again (a cancelled close that does not end would keep ``wait_for`` waiting)."""
+    await asyncio.wait([asyncio.ensure_future(step)], timeout=seconds)
 
 
 async def _next_change(changed: asyncio.Event, followers: Sequence[asyncio.Task[None]]) -> None:
