@@ -29,7 +29,17 @@ from ..explain import explain
 from ..models import DeviceClass, Pod, ResourceClaim, ResourceClaimTemplate, ResourceSlice
 from ..structured import Node
 from ..validation import validate
-from .cluster import NODES, Access, ApiAccessError, ApiServer, Snapshot, list_items, resource_path, snapshot
+from .cluster import (
+    NODES,
+    Access,
+    ApiAccessError,
+    ApiServer,
+    Snapshot,
+    list_items,
+    resource_path,
+    snapshot,
+    stamped,
+)
 from .nodefilters import NodeInfo, PodPlacement
 from .options import pod_name
 from .podexplain import Workload, as_json, claim_label, explain_pod, render
@@ -353,7 +363,7 @@ async def _watch(
     api = ApiServer(access.config())
     try:
         snap = await snapshot(api, filters.kinds(), release=release)
-        stores = {kind: {_uid(i): i for i in items} for kind, items in snap.raw.items()}
+        stores = {kind: _keyed(items) for kind, items in snap.raw.items()}
         changed = asyncio.Event()
         version = snap.api_version.rpartition("/")[2]
         followers = [
@@ -437,7 +447,7 @@ async def _follow(
         if gone:
             listed = await list_items(api, path, kind, api_version)
             store.clear()
-            store.update({_uid(i): i for i in listed.items})
+            store.update(_keyed(listed.items))
             resource_version = listed.resource_version
             changed.set()
 
@@ -465,14 +475,18 @@ async def _follow_once(
                 return resource_version, True
             resource_version = str((item.get("metadata") or {}).get("resourceVersion", resource_version))
             if kind_of_event != "BOOKMARK":
-                item["kind"], item["apiVersion"] = kind
-                (item.get("metadata") or {}).pop("managedFields", None)
+                stamped(item, *kind)
                 if kind_of_event == "DELETED":
                     store.pop(_uid(item), None)
                 else:
                     store[_uid(item)] = item
                 changed.set()
     return resource_version, False
+
+
+def _keyed(items: Sequence[dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    """A kind's store: its items by :func:`_uid`, as the watch events find them."""
+    return {_uid(i): i for i in items}
 
 
 def _uid(item: Mapping[str, Any]) -> str:

@@ -216,11 +216,13 @@ async def list_items(api: ApiServer, path: str, kind: str, api_version: str) -> 
     answer = await api.get(path, WATCH_CACHE)
     if not isinstance(answer, dict) or not isinstance(answer.get("items"), list):
         raise ApiAccessError(f"API server {api.server}: GET {path}: not a list")
-    items = [_stamped(item, kind, api_version) for item in answer["items"] if isinstance(item, dict)]
+    items = [stamped(item, kind, api_version) for item in answer["items"] if isinstance(item, dict)]
     return Listed(items, str((answer.get("metadata") or {}).get("resourceVersion", "")))
 
 
-def _stamped(item: dict[str, Any], kind: str, api_version: str) -> dict[str, Any]:
+def stamped(item: dict[str, Any], kind: str, api_version: str) -> dict[str, Any]:
+    """A listed or watched item as a command reads it: ``apiVersion`` and ``kind`` set (a list and
+    a watch event leave them out), ``managedFields`` dropped."""
     meta = item.get("metadata")
     if isinstance(meta, dict):
         meta.pop("managedFields", None)  # who wrote which field: nothing a command reads
