@@ -151,7 +151,7 @@ async def make_fleet(kubeconfig: Path, nodes: int, claims: int) -> float:
         await writer.send(
             "POST", f"{RESOURCE}/deviceclasses", {"metadata": {"name": DRIVER}, "spec": {"selectors": selectors}}
         )
-        await asyncio.gather(*(writer.send("POST", "/api/v1/nodes", _label(n)) for n in names))
+        await asyncio.gather(*(writer.send("POST", "/api/v1/nodes", labelled_node(n)) for n in names))
         await asyncio.gather(*(writer.send("POST", f"{RESOURCE}/resourceslices", slice_document(n)) for n in names))
         claims_path = f"{RESOURCE}/namespaces/{NAMESPACE}/resourceclaims"
         await asyncio.gather(*(writer.send("POST", claims_path, claim_document(i)) for i in range(claims)))
@@ -171,7 +171,9 @@ async def make_fleet(kubeconfig: Path, nodes: int, claims: int) -> float:
     return time.monotonic() - began
 
 
-def _label(name: str) -> dict[str, Any]:
+def labelled_node(name: str) -> dict[str, Any]:
+    """The Node object of a simulated node, with the label the pods' node selector asks for
+    (explain_offline.py serves the same nodes)."""
     document = fleet.node_document(name, "yes")
     document["metadata"]["labels"] = {LABEL: "yes"}
     return document

@@ -71,7 +71,7 @@ def fleet(nodes: int, claims: int) -> dict[str, bytes]:
     names = fleet_docs.node_names(nodes)
     node_items = []
     for i, name in enumerate(names):
-        node = served(fleet_docs._label(name), i)
+        node = served(fleet_docs.labelled_node(name), i)
         node["spec"] = {"taints": TAINTS}
         node_items.append(node)
     slices = [served(fleet_docs.slice_document(name), i) for i, name in enumerate(names)]
