@@ -194,6 +194,11 @@ def kubelet_config(port: int, healthz_port: int, client_ca: Path, cgroup_root: s
         "resolvConf": "",
         "imageGCHighThresholdPercent": 100,
         "imageGCLowThresholdPercent": 99,
+        # The test node shares the machine's disk: the kubelet's default hard thresholds (free
+        # space under 10% of the node's filesystem, 15% of the images') evicted every pod of a
+        # CI run on a machine with 16% free. Disk pressure is not what the tests test; kind turns
+        # it off the same way.
+        "evictionHard": {"nodefs.available": "0%", "nodefs.inodesFree": "0%", "imagefs.available": "0%"},
         "serializeImagePulls": False,
     }
     return json.dumps(config, indent=1)
