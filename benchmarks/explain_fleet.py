@@ -194,28 +194,16 @@ async def remove_fleet(kubeconfig: Path, nodes: int) -> None:
 # --- the scheduler's side -----------------------------------------------------------------------
 
 
-SCRAPE = """
-import ssl, sys, urllib.request
-context = ssl.create_default_context()
-context.check_hostname = False
-context.verify_mode = ssl.CERT_NONE
-context.load_cert_chain(sys.argv[2], sys.argv[3])
-print(urllib.request.urlopen(f"https://127.0.0.1:{sys.argv[1]}/metrics", context=context, timeout=30).read().decode())
-"""
-
-
 class SchedulerMetrics:
     """The kube-scheduler's /metrics, read inside the cluster's network namespace as the admin."""
 
     def __init__(self, cluster: Cluster) -> None:
         state = cluster.state()
         assert state is not None
-        self.argv = ["nsenter", "-t", str(state.namespace_pid), "-n", "--", sys.executable, "-c", SCRAPE,
-                     str(state.ports.scheduler), str(cluster.dir / "pki" / "admin.crt"),
-                     str(cluster.dir / "pki" / "admin.key")]  # fmt: skip
+        self.cluster, self.port = cluster, state.ports.scheduler
 
     def snapshot(self) -> dict[str, float]:
-        text = subprocess.run(self.argv, capture_output=True, text=True, check=True, timeout=60).stdout
+        text = self.cluster.admin_get(self.port, "/metrics")
         found: dict[str, float] = {}
         for line in text.splitlines():
             match = re.match(r"^(\w+)\{([^}]*)\} (\S+)$", line)

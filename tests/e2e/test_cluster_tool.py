@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 import signal
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -55,16 +54,6 @@ def test_controllers_act_as_their_own_service_accounts(cluster: Cluster) -> None
         assert api.get(f"/api/v1/namespaces/kube-system/serviceaccounts/{controller}") is not None, controller
 
 
-CONFIGZ = """
-import ssl, sys, urllib.request
-context = ssl.create_default_context()
-context.check_hostname = False
-context.verify_mode = ssl.CERT_NONE
-context.load_cert_chain(sys.argv[2], sys.argv[3])
-print(urllib.request.urlopen(f"https://127.0.0.1:{sys.argv[1]}/configz", context=context, timeout=30).read().decode())
-"""
-
-
 def test_the_test_node_evicts_no_pod_for_its_disk(cluster: Cluster) -> None:
     """The kubelet of a test node runs with disk-pressure eviction off, as its own ``/configz``
     (read inside the cluster's network namespace, as the admin) says: the node shares the
@@ -72,11 +61,7 @@ def test_the_test_node_evicts_no_pod_for_its_disk(cluster: Cluster) -> None:
     pod of its e2e tests evicted for DiskPressure."""
     state = cluster.state()
     assert state is not None
-    pki = cluster.dir / "pki"
-    argv = ["nsenter", "-t", str(state.namespace_pid), "-n", "--", sys.executable, "-c", CONFIGZ,
-            str(state.ports.kubelet), str(pki / "admin.crt"), str(pki / "admin.key")]  # fmt: skip
-    answer = subprocess.run(argv, capture_output=True, text=True, check=True, timeout=60).stdout
-    config = json.loads(answer)["kubeletconfig"]
+    config = json.loads(cluster.admin_get(state.ports.kubelet, "/configz"))["kubeletconfig"]
     assert config["evictionHard"] == {"imagefs.available": "0%", "nodefs.available": "0%", "nodefs.inodesFree": "0%"}
     conditions = {c["type"]: c["status"] for c in cluster.api().node(cluster.node_name)["status"]["conditions"]}
     assert conditions["DiskPressure"] == "False"

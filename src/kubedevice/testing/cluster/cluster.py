@@ -25,6 +25,17 @@ from .node import RELAY, Node
 from .processes import accepts, alive, http_ok, listening, stop_namespace, wait_ready
 from .state import ClusterError, NodeState, Ports, State, relayed_ports
 
+_ADMIN_GET = """
+import ssl, sys, urllib.request
+context = ssl.create_default_context()
+context.check_hostname = False
+context.verify_mode = ssl.CERT_NONE
+context.load_cert_chain(sys.argv[2], sys.argv[3])
+print(urllib.request.urlopen(sys.argv[1], context=context, timeout=30).read().decode())
+"""
+"""What :meth:`Cluster.admin_get` runs in the cluster's network namespace (the components'
+certificates name the cluster, not 127.0.0.1, so the name is not checked)."""
+
 DEFAULT_DIR = Path("/tmp/kubedevice-cluster")
 DIR_ENV = "KUBEDEVICE_CLUSTER_DIR"
 NODE_NAME = "kubedevice-node"
@@ -154,6 +165,15 @@ class Cluster:
 
     def nodes(self) -> list[Node]:
         return [Node(self, number) for number in range(1, 2 + len(self._require_state().nodes))]
+
+    def admin_get(self, port: int, path: str) -> str:
+        """``GET https://127.0.0.1:{port}{path}`` of a component (the kubelet's ``/configz``, the
+        scheduler's ``/metrics``) as the admin, from inside the cluster's network namespace, where
+        the components listen: the host cannot reach them."""
+        pki = self.dir / "pki"
+        argv = ["nsenter", "-t", str(self.namespace_pid), "-n", "--", sys.executable, "-c", _ADMIN_GET,
+                f"https://127.0.0.1:{port}{path}", str(pki / "admin.crt"), str(pki / "admin.key")]  # fmt: skip
+        return subprocess.run(argv, capture_output=True, text=True, check=True, timeout=60).stdout
 
     def ctr_command(self, state: State | None = None) -> list[str]:
         """containerd's ``ctr`` as run inside the cluster's namespaces, where the socket is containerd's
