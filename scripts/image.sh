@@ -75,6 +75,8 @@ HOST_CA=${PIP_CERT:-${SSL_CERT_FILE:-/etc/ssl/certs/ca-certificates.crt}}
 
 WORK=$(mktemp -d "${TMPDIR:-/tmp}/kubedevice-image.XXXXXX")
 trap 'rm -rf "$WORK"' EXIT
+trap 'exit 130' INT  # so that Ctrl-C and a kill run the EXIT trap's clean-up too
+trap 'exit 143' TERM
 step() { printf '%(%H:%M:%S)T image.sh: %s\n' -1 "$*" >&2; }
 
 # Run a command chrooted in $1 with /proc, /dev and DNS, in a private mount namespace so
@@ -102,12 +104,18 @@ if [ ! -d "$ROOTFS_CACHE" ]; then
     mkdir -p "$CACHE"
     fresh=$CACHE/.image-rootfs-$KEY.$$
     rm -rf "$fresh"
+    # Interrupted or failed, the half-made rootfs goes. debootstrap mounts /proc and /sys in its
+    # target: it runs in a private mount namespace, so those mounts end with it and removing
+    # $fresh can never reach through them into the host's /proc, /sys or /dev.
+    trap 'rm -rf "$WORK" "$fresh"' EXIT
     # shellcheck disable=SC2086  # the mirror is optional
-    debootstrap --variant=minbase --include="$BASE_PACKAGES,$BUILD_PACKAGES" --arch="$ARCH" \
+    unshare --mount --propagation private -- \
+        debootstrap --variant=minbase --include="$BASE_PACKAGES,$BUILD_PACKAGES" --arch="$ARCH" \
         "$SUITE" "$fresh" ${KUBEDEVICE_DEBIAN_MIRROR:-} >"$WORK/debootstrap.log" 2>&1 \
-        || { tail -20 "$WORK/debootstrap.log" >&2; rm -rf "$fresh"; die "debootstrap failed"; }
+        || { tail -20 "$WORK/debootstrap.log" >&2; die "debootstrap failed"; }
     rm -rf "$fresh"/var/cache/apt/archives/*.deb "$fresh"/var/lib/apt/lists/*
     mv "$fresh" "$ROOTFS_CACHE"  # atomic: a half-made rootfs is never taken for a cached one
+    trap 'rm -rf "$WORK"' EXIT
 else
     step "cached rootfs $ROOTFS_CACHE"
 fi
