@@ -15,8 +15,9 @@ forbids runs first, as it does without libyaml.
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, BinaryIO
 
 import yaml
 from yaml.composer import Composer, ComposerError
@@ -41,7 +42,30 @@ class InputError(KubedeviceError, OSError):
 def read_text(path: Path | str) -> str:
     """The file's text, refusing more than :data:`MAX_BYTES` (also from a FIFO or a device)."""
     with open(path, "rb") as handle:
-        blob = handle.read(MAX_BYTES + 1)
+        return _bounded_text(handle)
+
+
+def read_input(path: Path | str) -> str:
+    """:func:`read_text`, with ``-`` for standard input as kubectl's ``-f -``: for the objects
+    the ``dra`` commands read (``kubectl get resourceslices -o yaml | kubedevice dra available -``)."""
+    if str(path) != "-":
+        return read_text(path)
+    stream = sys.stdin
+    if stream is None:  # started with standard input closed
+        raise InputError("standard input is closed")
+    # Read once and kept: a command reads its files twice (parsed before the cluster is asked,
+    # then decoded for its release), and `--class - --slices -` means the same input for both.
+    read = _STDIN.get("read")
+    if read is None or read[0] is not stream:
+        read = _STDIN["read"] = (stream, _bounded_text(stream.buffer))
+    return read[1]
+
+
+_STDIN: dict[str, tuple[object, str]] = {}
+
+
+def _bounded_text(handle: BinaryIO) -> str:
+    blob = handle.read(MAX_BYTES + 1)
     if len(blob) > MAX_BYTES:
         raise InputError(f"larger than {MAX_BYTES // (1024 * 1024)} MiB")
     try:

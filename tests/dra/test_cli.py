@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -387,3 +389,49 @@ def test_a_file_without_objects_is_a_usage_error(tmp_path: Path, text: str) -> N
             result.stderr
             == f"kubedevice: {path}: no objects in the file (it is empty, or holds only comments and empty documents)\n"
         )
+
+
+def test_a_file_of_dash_is_standard_input(tmp_path: Path) -> None:
+    """As kubectl's ``-f -``: objects piped from ``kubectl get ... -o yaml``, named ``-`` in messages."""
+    objects = "---\n".join([CLASS, SLICES, CLAIM])
+    assert runner.invoke(app, ["validate", "-"], input=objects).output.splitlines()[-1] == "3 objects valid"
+    slices = write(tmp_path, "s.yaml", SLICES)
+    allocated = runner.invoke(app, ["allocate", "-", slices, "--node", "node-1"], input=CLASS + "---\n" + CLAIM)
+    assert allocated.exit_code == 0, allocated.output
+    assert "gpu-1" in allocated.stdout and "gpu-2" in allocated.stdout
+    bad = runner.invoke(app, ["validate", "-"], input=CLASS.replace("name: a100", "name: A100"))
+    assert bad.exit_code == 1 and bad.output.startswith("-:3:"), bad.output
+    explained = runner.invoke(app, ["explain", "--class", "-", "--slices", "-"], input=CLASS + "---\n" + SLICES)
+    assert explained.exit_code == 0, explained.output  # one input, read once, for both
+    assert "gpu-1" in explained.stdout
+    empty = runner.invoke(app, ["available", "-"], input="")
+    assert (empty.exit_code, empty.stderr) == (
+        2,
+        "kubedevice: -: no objects in the file (it is empty, or holds only comments and empty documents)\n",
+    )
+
+
+NO_STDIN = {
+    "</dev/null": "kubedevice: -: no objects in the file (it is empty, or holds only comments and empty documents)",
+    "<&-": "kubedevice: -: cannot read: standard input is closed",
+}
+
+
+def test_standard_input_through_a_real_pipe_and_closed() -> None:
+    piped = subprocess.run(
+        [sys.executable, "-m", "kubedevice", "dra", "convert", "--output-version", "resource.k8s.io/v1beta1", "-"],
+        input=CLASS,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert piped.returncode == 0, piped.stderr
+    assert yaml.safe_load(piped.stdout)["apiVersion"] == "resource.k8s.io/v1beta1"
+    for stdin in ("</dev/null", "<&-"):  # empty, and closed (no file descriptor 0 at all)
+        done = subprocess.run(
+            ["sh", "-c", f'exec "$0" -m kubedevice dra validate - {stdin}', sys.executable],
+            capture_output=True,
+            text=True,
+            check=False,
+        )
+        assert (done.returncode, done.stderr.splitlines()) == (2, [NO_STDIN[stdin]]), stdin

@@ -116,8 +116,8 @@ def validate_command(
     DeviceTaintRules as the API server of --kubernetes-version would (fields of disabled
     features are dropped, not refused).
 
-    Each FILE is YAML or JSON; kinds may be mixed, and objects of other API groups (a Pod) are
-    listed as not checked. Prints one line per problem, placed at the field as
+    Each FILE is YAML or JSON (- for standard input); kinds may be mixed, and objects of other
+    API groups (a Pod) are listed as not checked. Prints one line per problem, placed at the field as
     file:line:column, and a summary, all on stdout. Exits 1 if any object is invalid,
     2 if a FILE cannot be read or parsed or holds no object. An object the API server would not
     serve is a problem too: a kind the release lacks in that version, or a version off in

@@ -23,7 +23,7 @@ from typing import Annotated, Any
 
 import typer
 
-from ..boundedyaml import read_text
+from ..boundedyaml import read_input
 from ..errors import KubedeviceError, cannot_read, fail, line
 from . import apifields, features, models
 from .models import DecodeError, DRAObject, ResourceSlice
@@ -69,7 +69,7 @@ def _target(output_version: str) -> str:
 def _objects(path: Path, release: str) -> list[tuple[str, DRAObject]]:
     """Each object of a file with its place (``file:line``), or exit 2 naming the first bad one."""
     try:
-        documents = models.load_documents(read_text(path), str(path))
+        documents = models.load_documents(read_input(path), str(path))
     except (OSError, UnicodeDecodeError) as error:
         fail(cannot_read(path, error))
     except DecodeError as error:
@@ -103,9 +103,9 @@ def convert_command(
     output: Annotated[str, typer.Option("--output", "-o", metavar="yaml|json", help="Output format.")] = "yaml",
 ) -> None:
     """Convert DRA objects to another resource.k8s.io API version, as the API server of
-    --kubernetes-version converts them (defaults applied). Each FILE is YAML or JSON; kinds may be
-    mixed. The objects go to stdout; each field the target version lacks goes to stderr as a
-    "kubedevice: warning:" line naming it, and is left out. Exits 2 on bad input, 0 otherwise.
+    --kubernetes-version converts them (defaults applied). Each FILE is YAML or JSON (- for
+    standard input); kinds may be mixed. The objects go to stdout; each field the target version
+    lacks goes to stderr as a "kubedevice: warning:" line naming it, and is left out. Exits 2 on bad input, 0 otherwise.
     """
     if kubernetes_version not in features.RELEASES:
         fail(f"--kubernetes-version {kubernetes_version!r}: expected one of {', '.join(features.RELEASES)}")

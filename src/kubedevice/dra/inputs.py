@@ -28,7 +28,7 @@ from typing import Any
 
 import yaml
 
-from ..boundedyaml import read_text
+from ..boundedyaml import read_input
 from ..errors import at, cannot_read, fail
 from . import features, models
 from .models import DecodeError, DRAObject, Loc, NodeObject, Pod
@@ -60,7 +60,7 @@ class Document:
 def documents(path: Path | str) -> list[Document]:
     """Every document of a file; exit 2 when it cannot be read or parsed, or holds none."""
     try:
-        text = read_text(path)
+        text = read_input(path)
     except (OSError, UnicodeDecodeError) as error:
         fail(cannot_read(path, error))
     try:

@@ -25,7 +25,7 @@ from pydantic_core import PydanticCustomError
 from typing_extensions import TypedDict
 
 from ..apimachinery.meta import OBJECT_META_FIELDS
-from ..boundedyaml import BoundedLoader, read_text
+from ..boundedyaml import BoundedLoader, read_input
 from ..errors import KubedeviceError, at, cannot_read
 from . import apifields, features, godecode
 
@@ -1029,7 +1029,7 @@ def load_text(text: str, source: str = "<input>") -> list[DRAObject]:
 
 def load_file(path: str) -> list[DRAObject]:
     try:
-        text = read_text(path)
+        text = read_input(path)
     except (OSError, UnicodeDecodeError) as error:
         raise DecodeError([cannot_read(path, error)]) from None
     return load_text(text, path)
