@@ -5,13 +5,24 @@ from __future__ import annotations
 import os
 import socket
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
+import grpc
 import pytest
 
 from kubedevice.errors import DependencyError
 from kubedevice.paths import socket_problem
-from kubedevice.unixsocket import MAX_PATH_BYTES, SocketInUse, check_path, clear_stale, is_live, is_socket
+from kubedevice.unixsocket import (
+    MAX_PATH_BYTES,
+    CannotBind,
+    SocketInUse,
+    check_path,
+    clear_stale,
+    is_live,
+    is_socket,
+    listen,
+)
 
 
 @pytest.fixture
@@ -122,3 +133,35 @@ def test_a_socket_to_read_is_said_wrong_at_once_in_each_way(listening: Path, tmp
         return  # root may look anywhere
     (tmp_path / "closed").mkdir(mode=0o000)
     assert socket_problem(tmp_path / "closed" / "s.sock") == f"{tmp_path}/closed/s.sock: permission denied"
+
+
+def test_listen_says_why_grpc_cannot_bind_and_leaves_nothing_behind(tmp_path: Path) -> None:
+    """gRPC's own failure is "Failed to bind" with the reason only in its C log: the kernel's
+    reason is found by a probe beside the path, a dot file the kubelet's plugin watcher ignores."""
+    server = grpc.server(ThreadPoolExecutor(max_workers=1))
+    for where, reason in ((tmp_path / "gone" / "x.sock", "no such file or directory"), (Path("/proc/x.sock"), "")):
+        with pytest.raises(CannotBind, match=f"^{where}: cannot serve a unix socket there: {reason}"):
+            listen(server, where)
+    assert issubclass(CannotBind, DependencyError)  # exit 1, one line
+    served = tmp_path / "ours.sock"
+    listen(server, served)
+    server.start()
+    try:
+        assert sorted(p.name for p in tmp_path.iterdir()) == ["ours.sock"]  # the probe is gone
+        assert is_live(served)
+    finally:
+        server.stop(None)
+
+
+def test_listen_replaces_a_stale_socket_and_never_touches_a_file_at_the_probe(tmp_path: Path) -> None:
+    path = stale(tmp_path / "dra.sock")
+    probe_name = tmp_path / ".ra.sock"
+    probe_name.write_text("someone's")
+    server = grpc.server(ThreadPoolExecutor(max_workers=1))
+    listen(server, path)  # the caller judged it stale (clear_stale): gRPC unlinks it and binds
+    server.start()
+    try:
+        assert is_live(path)
+        assert probe_name.read_text() == "someone's"
+    finally:
+        server.stop(None)

@@ -17,18 +17,24 @@ is, so they ask here, and every one of them gets the same answer:
 from __future__ import annotations
 
 import contextlib
+import errno
 import os
 import socket
 import stat
 from pathlib import Path
+from typing import Any
 
-from .errors import DependencyError
+from .errors import DependencyError, os_reason
 
 MAX_PATH_BYTES = 107
 """A unix socket's path: ``sun_path`` holds 108 bytes, the terminating NUL included."""
 PROBE_TIMEOUT_S = 1.0
 """A bound on the connect: a local listener answers within microseconds (a full backlog at once,
 with ``EAGAIN``), so only a stalled kernel meets it; that counts as live too."""
+
+
+class CannotBind(DependencyError, OSError):
+    """gRPC cannot listen on a unix socket path (exit 1); ``str()`` gives the kernel's reason."""
 
 
 class SocketInUse(DependencyError):
@@ -83,3 +89,27 @@ def clear_stale(path: Path) -> None:
         )
     with contextlib.suppress(FileNotFoundError):
         os.unlink(path)
+
+
+def listen(server: Any, path: Path) -> None:
+    """``add_insecure_port`` for the unix socket ``path`` of a gRPC server, sync or asyncio.
+
+    gRPC says only "Failed to bind" and logs the reason in its C core's format, so a socket is
+    bound first beside ``path`` to learn the kernel's reason: :class:`CannotBind` naming the path
+    and it (a directory gone or read-only, ``/proc``, no permission), before gRPC tries. The
+    probe's name starts with a dot and is as long as ours: the kubelet's plugin watcher ignores
+    dot files (``pluginwatcher``), so no registration is tried on it, and it fits where ours does.
+    """
+    probe_path = path.with_name("." + path.name[1:])
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as probe:
+        try:
+            probe.bind(os.fsencode(probe_path))
+        except OSError as err:
+            if err.errno != errno.EADDRINUSE:  # else a file is there already: not ours, left alone
+                raise CannotBind(f"{path}: cannot serve a unix socket there: {os_reason(err)}") from None
+        else:
+            os.unlink(probe_path)  # bound just now: ours
+    try:
+        server.add_insecure_port(f"unix:{path}")  # not unix://: grpc then binds only <= 105 bytes
+    except RuntimeError:
+        raise CannotBind(f"{path}: cannot serve a unix socket there (gRPC could not bind it)") from None

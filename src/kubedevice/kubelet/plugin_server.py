@@ -19,7 +19,7 @@ import grpc
 from .. import names
 from ..api import VERSION, pb, pb_grpc
 from ..errors import KubedeviceError
-from ..unixsocket import MAX_PATH_BYTES, is_live
+from ..unixsocket import MAX_PATH_BYTES, CannotBind, is_live, listen
 from .endpoint import DialError, Endpoint, endpoint_path, go_error
 from .model import PluginOptions
 
@@ -87,9 +87,9 @@ async def serve_registration(kubelet_sock: Path, register: Register) -> grpc.aio
     server = grpc.aio.server()
     pb_grpc.add_RegistrationServicer_to_server(_RegistrationService(register), server)
     try:
-        server.add_insecure_port(f"unix:{kubelet_sock}")  # not unix://: grpc then binds only <= 105 bytes
-    except RuntimeError:  # grpc's only word on a socket it cannot bind
-        raise CannotServe(f"{kubelet_sock}: cannot serve a unix socket there") from None
+        listen(server, kubelet_sock)
+    except CannotBind as err:
+        raise CannotServe(str(err)) from None
     await server.start()
     return server
 

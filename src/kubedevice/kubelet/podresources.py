@@ -41,7 +41,7 @@ from ..podresources.model import (
     DeviceIds,
     PodResources,
 )
-from ..unixsocket import is_live
+from ..unixsocket import CannotBind, is_live, listen
 from .checkpoint import NO_TOPOLOGY
 from .model import Container, Pod, Resource
 
@@ -282,9 +282,9 @@ class PodResourcesServer:
         server = grpc.aio.server()
         prpb_grpc.add_PodResourcesListerServicer_to_server(self._service, server)
         try:
-            server.add_insecure_port(f"unix:{self.socket}")
-        except RuntimeError:
-            self._event(f"not serving PodResources: cannot serve a unix socket at {self.socket}")
+            listen(server, self.socket)
+        except CannotBind as err:
+            self._event(f"not serving PodResources: {err}")
             return
         await server.start()
         self._server = server

@@ -25,7 +25,7 @@ from ..api import PRE_START_TIMEOUT_SECONDS, pb, pb_grpc
 from ..api.convert import allocation_to_pb, ids, list_response, options_to_pb
 from ..api.malformed import add_refusing_malformed
 from ..device import MAX_MESSAGE_BYTES, ContainerAllocation, Device, Health
-from ..unixsocket import clear_stale
+from ..unixsocket import clear_stale, listen
 from .base import Plugin, PreferredAllocator, PreStarter, options_of
 
 log = logging.getLogger(__name__)
@@ -99,7 +99,7 @@ class PluginServer(pb_grpc.DevicePluginServicer):  # type: ignore[misc]
         self._generation += 1
         server = aio.server(options=[("grpc.so_reuseport", 0)])
         add_refusing_malformed(pb_grpc.add_DevicePluginServicer_to_server, self, server)
-        server.add_insecure_port(f"unix:{self.socket_path}")  # not unix://: grpc then binds only <= 105 bytes
+        listen(server, self.socket_path)
         await server.start()
         self._server = server
         try:

@@ -25,7 +25,7 @@ from grpc import aio
 from ...api import pluginregistration_v1_pb2_grpc as regpb_grpc
 from ...api.malformed import add_refusing_malformed
 from ...plugin.watcher import wait_for_directory
-from ...unixsocket import check_path, clear_stale
+from ...unixsocket import check_path, clear_stale, listen
 from .cdi import ClaimSpecs
 from .checkpoint import BOOT_ID_PATH, FILE_NAME, read_boot_id
 from .devicestatus import ApiStatus, DeviceStatusReporter, StatusSink
@@ -178,7 +178,7 @@ class DriverService:
         # refuse undecodable requests themselves, wrapped once at registration.
         server = aio.server(options=[("grpc.so_reuseport", 0)])
         add(server)
-        server.add_insecure_port(f"unix:{path}")  # not unix://: grpc then binds only <= 105 bytes
+        listen(server, path)
         await server.start()
         return server
 
