@@ -191,6 +191,7 @@ def test_at_a_terminal_the_report_is_a_table(tmp_path: Path) -> None:
         [],
         ["--plugin-dir", "/tmp", "--socket", "/tmp/x.sock"],
         ["--socket", "/nonexistent/plugin.sock"],
+        ["--socket", "/etc/hostname"],  # a file, not a socket: said at once, not "no connection" after the timeout
         ["--plugin-dir", "/tmp", "--timeout", "0"],
     ],
 )

@@ -14,7 +14,7 @@ from typing import Annotated, NoReturn
 import typer
 from rich.console import Console
 
-from ..cliparams import directory, positive_seconds
+from ..cliparams import directory, existing_socket, positive_seconds
 from ..errors import fail, os_reason
 from ..kubelet import CannotServe
 from .model import Report
@@ -35,7 +35,9 @@ def check(
     socket: Annotated[
         Path | None,
         typer.Option(
-            metavar="PATH", help="Probe a plugin socket that is already served (no registration, no restart)."
+            metavar="PATH",
+            callback=existing_socket,
+            help="Probe a plugin socket that is already served (no registration, no restart).",
         ),
     ] = None,
     json_output: Annotated[bool, typer.Option("--json", metavar="", help="Print the results as JSON.")] = False,
