@@ -68,6 +68,14 @@ def stand_in(tmp_path: Path) -> Iterator[dict[str, str]]:
         subprocess.run(["umount", "--lazy", mount], check=False)
 
 
+def _default_signals() -> None:
+    """In the child, before exec: SIGINT and SIGTERM as a terminal's shell leaves them. A
+    background job of a non-interactive shell (the test lanes of scripts/test.sh) starts with
+    SIGINT ignored, and a signal ignored at entry cannot be trapped: Ctrl-C would never reach it."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+
+
 def _start(env: dict[str, str]) -> subprocess.Popen[str]:
     return subprocess.Popen(
         ["bash", str(REPO / "scripts/image.sh"), "--arch", env["ARCH"]],
@@ -75,7 +83,8 @@ def _start(env: dict[str, str]) -> subprocess.Popen[str]:
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
         text=True,
-        start_new_session=True,  # its own process group, to send Ctrl-C to as a terminal does
+        start_new_session=True,  # its own process group, to signal as a terminal (Ctrl-C) or kill does
+        preexec_fn=_default_signals,  # noqa: PLW1509 - a signal disposition, no lock taken
     )
 
 
@@ -86,7 +95,10 @@ def _assert_nothing_left(tmp_path: Path) -> None:
     assert list((tmp_path / "tmp").iterdir()) == []  # the work directory went too
 
 
-def test_ctrl_c_during_debootstrap_leaves_no_mount_and_no_rootfs(stand_in: dict[str, str], tmp_path: Path) -> None:
+@pytest.mark.parametrize(("sent", "code"), [(signal.SIGINT, 130), (signal.SIGTERM, 143)], ids=["ctrl-c", "kill"])
+def test_stopped_during_debootstrap_it_leaves_no_mount_and_no_rootfs(
+    stand_in: dict[str, str], tmp_path: Path, sent: signal.Signals, code: int
+) -> None:
     proc = _start(stand_in)
     try:
         deadline = time.monotonic() + 30
@@ -97,13 +109,13 @@ def test_ctrl_c_during_debootstrap_leaves_no_mount_and_no_rootfs(stand_in: dict[
         half_made = [p for p in (tmp_path / "cache").iterdir() if p.name.startswith(".image-rootfs-")]
         assert half_made and (half_made[0] / "usr/bin/python3").exists()
         assert _host_mounts_under(tmp_path) == []  # the stand-in's mount is in its own namespace
-        os.killpg(proc.pid, signal.SIGINT)
+        os.killpg(proc.pid, sent)
         out, _ = proc.communicate(timeout=30)
     finally:
         if proc.poll() is None:
             os.killpg(proc.pid, signal.SIGKILL)
             proc.wait()
-    assert proc.returncode == 130, out
+    assert proc.returncode == code, out
     _assert_nothing_left(tmp_path)
 
 
