@@ -20,6 +20,8 @@ from typing import Any
 
 import pytest
 
+from kubedevice.testing.waiting import budget
+
 from . import clusterkit, imagekit
 from .clusterkit import delete_pods, device_pod, unique, wait_for
 from .helmkit import CHART, Helm
@@ -366,10 +368,17 @@ def test_node_reboot_with_the_host_service_loses_no_pod(chart: Chart, tmp_path: 
         with socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM) as listener:
             notify.unlink(missing_ok=True)
             listener.bind(str(notify))
-            listener.settimeout(60)
+            listener.settimeout(budget(60))
             cluster.spawn("kubedevice-host", argv, env={"PYTHONPATH": src, "NOTIFY_SOCKET": str(notify)})
-            assert listener.recv(64) == b"READY=1"
+            try:
+                assert listener.recv(64) == b"READY=1"
+            except TimeoutError:
+                log = cluster.node(1).log("kubedevice-host").read_text(errors="replace")
+                raise AssertionError(f"no READY=1 from the host service; its log ends:\n{log[-3000:]}") from None
 
+    # The last test's `helm uninstall` returns once the DaemonSet is deleted; its pod may still be
+    # stopping, its socket still live at the endpoint this service serves (which it then refuses).
+    wait_for("the DaemonSet's pod gone", lambda: not chart.daemon_pods(terminating=True), 120)
     start_service()
     try:
         wait_for("capacity", lambda: chart.capacity() == (DEVICES, DEVICES), 30)
