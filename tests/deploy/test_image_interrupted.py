@@ -20,6 +20,8 @@ from pathlib import Path
 
 import pytest
 
+from kubedevice.testing.cluster.files import mounts_below
+
 pytestmark = pytest.mark.image
 
 REPO = Path(__file__).resolve().parents[2]
@@ -34,11 +36,6 @@ touch "$target/usr/bin/python3" "$STAND_IN_MARK"
 [ "$STAND_IN_MODE" = fail ] && { echo "E: stand-in failure" >&2; exit 1; }
 exec sleep 60
 """
-
-
-def _host_mounts_under(path: Path) -> list[str]:
-    with open("/proc/self/mountinfo") as f:
-        return [line.split()[4] for line in f if line.split()[4].startswith(str(path))]
 
 
 @pytest.fixture
@@ -64,7 +61,7 @@ def stand_in(tmp_path: Path) -> Iterator[dict[str, str]]:
         "STAND_IN_MARK": str(tmp_path / "started"),
         "ARCH": arch.strip(),
     }
-    for mount in reversed(_host_mounts_under(tmp_path)):  # what a failing image.sh left: not on the host
+    for mount in reversed(mounts_below(tmp_path)):  # what a failing image.sh left: not on the host
         subprocess.run(["umount", "--lazy", mount], check=False)
 
 
@@ -90,7 +87,7 @@ def _start(env: dict[str, str]) -> subprocess.Popen[str]:
 
 def _assert_nothing_left(tmp_path: Path) -> None:
     cache = tmp_path / "cache"
-    assert _host_mounts_under(tmp_path) == []
+    assert mounts_below(tmp_path) == []
     assert sorted(p.name for p in cache.iterdir()) == []  # no half-made rootfs, no cached one
     assert list((tmp_path / "tmp").iterdir()) == []  # the work directory went too
 
@@ -108,7 +105,7 @@ def test_stopped_during_debootstrap_it_leaves_no_mount_and_no_rootfs(
             time.sleep(0.05)
         half_made = [p for p in (tmp_path / "cache").iterdir() if p.name.startswith(".image-rootfs-")]
         assert half_made and (half_made[0] / "usr/bin/python3").exists()
-        assert _host_mounts_under(tmp_path) == []  # the stand-in's mount is in its own namespace
+        assert mounts_below(tmp_path) == []  # the stand-in's mount is in its own namespace
         os.killpg(proc.pid, sent)
         out, _ = proc.communicate(timeout=30)
     finally:
