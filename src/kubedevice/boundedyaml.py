@@ -15,9 +15,10 @@ forbids runs first, as it does without libyaml.
 
 from __future__ import annotations
 
+import functools
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, BinaryIO
+from typing import TYPE_CHECKING, Any, BinaryIO, TextIO
 
 import yaml
 from yaml.composer import Composer, ComposerError
@@ -50,18 +51,17 @@ def read_input(path: Path | str) -> str:
     the ``dra`` commands read (``kubectl get resourceslices -o yaml | kubedevice dra available -``)."""
     if str(path) != "-":
         return read_text(path)
-    stream = sys.stdin
-    if stream is None:  # started with standard input closed
+    if sys.stdin is None:  # started with standard input closed
         raise InputError("standard input is closed")
-    # Read once and kept: a command reads its files twice (parsed before the cluster is asked,
-    # then decoded for its release), and `--class - --slices -` means the same input for both.
-    read = _STDIN.get("read")
-    if read is None or read[0] is not stream:
-        read = _STDIN["read"] = (stream, _bounded_text(stream.buffer))
-    return read[1]
+    return _whole_input(sys.stdin)
 
 
-_STDIN: dict[str, tuple[object, str]] = {}
+@functools.lru_cache(maxsize=1)
+def _whole_input(stream: TextIO) -> str:
+    """A standard input's text, read once and kept: a command reads its files twice (parsed
+    before the cluster is asked, then decoded for its release), and ``--class - --slices -``
+    means the same input for both. Keyed by the stream, so a new ``sys.stdin`` is read anew."""
+    return _bounded_text(stream.buffer)
 
 
 def _bounded_text(handle: BinaryIO) -> str:
