@@ -3,6 +3,7 @@
 
     python benchmarks/allocate_vs_go.py                 # a few minutes
     python benchmarks/allocate_vs_go.py --runs 5 --go-runs 20
+    python benchmarks/allocate_vs_go.py --instructions --only matchAttribute   # ours, under callgrind
 
 The Go peer is tests/interop/allocator (``k8s.io/dynamic-resource-allocation/structured``
 v0.37.2, the scheduler's ``NewAllocator``/``Allocate`` with the allocated state it gathers, one
@@ -11,7 +12,9 @@ and run with ``-repeat``, so it times itself. Both sides time the same span: fro
 objects to the results (the allocated state, pools, search); process start, JSON and model
 decoding are left out of both. Each workload runs on both in the same run, in interleaved rounds
 (Go's share of the runs, then ours; ``--rounds``), so both see the same load; the verdicts must
-agree or the benchmark stops. 1,000 devices, eight to a pool and slice, on
+agree or the benchmark stops. ``--instructions`` counts instead the instructions one allocation
+of ours executes (valgrind's callgrind, switched on only around the runs, after a first run), a
+figure the machine's load does not move. 1,000 devices, eight to a pool and slice, on
 pools of every node kind (``nodeName``, ``allNodes``, ``nodeSelector``), with attributes and
 capacity; the partitionable workload puts each pool's eight devices on two GPUs' shared
 counters (a whole GPU, two halves, one quarter each). Claims (100 per workload): one device each
@@ -23,9 +26,12 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
+import re
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -232,6 +238,35 @@ def our_runs(case: dict[str, Any], objects: tuple[Any, ...], runs: int) -> tuple
     return verdict, seconds
 
 
+def instructions(name: str, runs: int) -> float:
+    """Instructions per allocation of ours on workload ``name``, by callgrind: a child process
+    decodes the objects and allocates once, then counts ``runs`` allocations."""
+    with tempfile.TemporaryDirectory() as tmp:
+        valgrind = ["valgrind", "--tool=callgrind", "--instr-atstart=no", f"--callgrind-out-file={tmp}/callgrind.out"]
+        done = subprocess.run(
+            [*valgrind, sys.executable, __file__, "--count-child", name, "--runs", str(runs)],
+            capture_output=True,
+            text=True,
+            check=True,
+            timeout=3600,
+        )
+    found = re.search(r"Collected : (\d+)", done.stderr)
+    if found is None:
+        sys.exit(f"{name}: callgrind counted nothing:\n{done.stderr[-2000:]}")
+    return int(found.group(1)) / runs
+
+
+def count_child(name: str, runs: int) -> None:
+    """The child of :func:`instructions`: callgrind counts only between the two switches."""
+    case = WORKLOADS[name]()
+    objects = decoded(case)
+    our_runs(case, objects, 1)  # imports done, selectors compiled
+    switch = ["callgrind_control", "--instr"]
+    subprocess.run([*switch, "on", str(os.getpid())], check=True, capture_output=True)
+    our_runs(case, objects, runs)
+    subprocess.run([*switch, "off", str(os.getpid())], check=True, capture_output=True)
+
+
 def _ms(values: list[float]) -> str:
     return f"{statistics.median(values) * 1e3:9.2f} {percentile(values, 0.99) * 1e3:9.2f}"
 
@@ -242,7 +277,18 @@ def main() -> None:
     parser.add_argument("--go-runs", type=int, default=50, help="Go's runs per workload")
     parser.add_argument("--only", help="run only the workloads whose name contains this")
     parser.add_argument("--rounds", type=int, default=5, help="rounds per workload, each Go's share of runs then ours")
+    parser.add_argument("--instructions", action="store_true", help="count ours' instructions per run instead")
+    parser.add_argument("--count-child", help=argparse.SUPPRESS)
     args = parser.parse_args()
+    if args.count_child:
+        count_child(args.count_child, args.runs)
+        return
+    if args.instructions:
+        print(f"allocate, {POOLS * PER_POOL} devices × {CLAIMS} claims; instructions per allocation of all claims")
+        for name in WORKLOADS:
+            if not args.only or args.only in name:
+                print(f"{name:32} {instructions(name, max(1, args.runs // 5)) / 1e6:8.1f} M", flush=True)
+        return
     binary = gobuild.build(PEER, ".", "allocdiff-v0.37.2")
     if binary is None:
         sys.exit("Go toolchain not installed: cannot build the scheduler's allocator")

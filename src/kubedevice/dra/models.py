@@ -12,7 +12,7 @@ from __future__ import annotations
 import copy
 import json
 import re
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator
 from typing import TYPE_CHECKING, Annotated, Any, Literal, TypeVar
 
 import yaml
@@ -191,32 +191,12 @@ class DeviceAttribute(_Model):
         if len(given) == 1:
             (name,) = given
             value = values[name]
-            return {} if value is None else {_VALUE_KEYS[name]: value}
-        return {key: values[name] for name, key in _VALUE_KEYS.items() if values[name] is not None}
+            return {} if value is None else {VALUE_KEYS[name]: value}
+        return {key: values[name] for name, key in VALUE_KEYS.items() if values[name] is not None}
 
 
-def single_values(attributes: Mapping[str, DeviceAttribute]) -> list[tuple[str, Any]] | None:
-    """Each attribute's one-key form (:meth:`DeviceAttribute.as_value`) as its (key, value), without
-    making the dicts; None when an attribute has no value or several. For a device's CEL view,
-    whose check that every attribute converts runs for every device the allocator meets."""
-    found = []
-    for attribute in attributes.values():
-        given = attribute.__pydantic_fields_set__
-        if len(given) == 1:
-            (name,) = given
-            value = attribute.__dict__[name]
-            if value is None:
-                return None
-            found.append((_VALUE_KEYS[name], value))
-            continue
-        several = attribute.as_value()
-        if len(several) != 1:
-            return None
-        found += several.items()
-    return found
-
-
-_VALUE_KEYS = {name: field.alias or name for name, field in DeviceAttribute.model_fields.items()}
+VALUE_KEYS = {name: field.alias or name for name, field in DeviceAttribute.model_fields.items()}
+"""Each field of :class:`DeviceAttribute` by its key in the API (``int_`` is ``int``)."""
 
 
 def _quantity_text(value: Any) -> Any:

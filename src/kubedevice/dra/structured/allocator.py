@@ -238,14 +238,7 @@ class Allocator:
             return False
         prune.forget(request, request.count - di)
         known = prune.statics_of(request)
-        first = next(
-            (
-                p
-                for p in self.positions(ci, request, start)
-                if known[p] != REFUSED and self.walkable(ci, request, p, known)
-            ),
-            -1,
-        )
+        first = self.first_walkable(ci, request, start, known)
         if first < 0:
             return False
         if self._allocate_then_next(at, request, self.order[first], must=False, start=first + 1):
@@ -263,6 +256,13 @@ class Allocator:
             ):
                 return True
         return False
+
+    def first_walkable(self, ci: int, request: RequestData, start: int, known: bytearray) -> int:
+        """The position of the first device from ``start`` on that the walk would try, or -1."""
+        for position in self.positions(ci, request, start):
+            if known[position] != REFUSED and self.walkable(ci, request, position, known):
+                return position
+        return -1
 
     def walkable(self, ci: int, request: RequestData, position: int, known: bytearray) -> bool:
         """The device at ``position`` passes the walk's checks before ``allocateDevice``: the
