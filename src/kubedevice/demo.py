@@ -7,7 +7,6 @@ and Allocate, and a kubelet restart wipes the sockets to show re-registration.
 
 from __future__ import annotations
 
-import asyncio
 import tempfile
 import time
 from importlib import resources
@@ -16,6 +15,7 @@ from pathlib import Path
 from rich.console import Console
 from rich.table import Table
 
+from . import eventloop
 from .config import Config, ConfigError, load_config
 from .device import ContainerAllocation
 from .errors import UsageError
@@ -39,7 +39,7 @@ def run_demo(config_path: Path | None = None) -> int:
         config = load_config(path)
     except ConfigError as err:
         raise UsageError(str(err)) from None
-    return asyncio.run(_demo(path, config, table_console()))
+    return eventloop.run(_demo(path, config, table_console()))
 
 
 def _check_devices(config_path: Path, config: Config, plugins: list[Plugin]) -> None:

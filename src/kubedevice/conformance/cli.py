@@ -7,13 +7,13 @@ format of :mod:`kubedevice.errors`.
 
 from __future__ import annotations
 
-import asyncio
 from pathlib import Path
 from typing import Annotated, NoReturn
 
 import typer
 from rich.console import Console
 
+from .. import eventloop
 from ..cliparams import directory, existing_socket, positive_seconds
 from ..errors import fail, os_reason
 from ..kubelet import CannotServe
@@ -88,7 +88,7 @@ def check(
     if problem:
         fail(problem)
     try:
-        report = asyncio.run(run_checks(options))
+        report = eventloop.run(run_checks(options))
     except CannotServe as err:
         fail(str(err))
     _show(report, json_output)
@@ -110,7 +110,7 @@ def _check_dra(
     if not claims.is_dir():
         fail(f"--claims {claims} is not a directory")
     try:
-        report = asyncio.run(run_dra_checks(DraCheckOptions(kubelet_dir, driver, claims, cdi_dir, timeout)))
+        report = eventloop.run(run_dra_checks(DraCheckOptions(kubelet_dir, driver, claims, cdi_dir, timeout)))
     except (CannotServe, ValueError) as err:
         fail(str(err))
     except OSError as err:

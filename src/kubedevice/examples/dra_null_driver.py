@@ -6,10 +6,9 @@ API access from the in-cluster config or $KUBECONFIG); allocate with examples/dr
 
 from __future__ import annotations
 
-import asyncio
 import os
 
-from kubedevice import ContainerAllocation, Device, DeviceSpec, Plugin
+from kubedevice import ContainerAllocation, Device, DeviceSpec, Plugin, eventloop
 from kubedevice.dra.driver import DraDriver, ServiceOptions, serve
 
 
@@ -32,4 +31,5 @@ def driver() -> DraDriver:
 
 
 if __name__ == "__main__":
-    asyncio.run(serve(driver(), ServiceOptions(node=os.environ["NODE_NAME"])))
+    # asyncio.run, then a moment for grpc's own tasks, so stopping prints no grpc traceback
+    eventloop.run(serve(driver(), ServiceOptions(node=os.environ["NODE_NAME"])))

@@ -25,6 +25,7 @@ from rich.console import Console
 from rich.live import Live
 from rich.markup import escape
 
+from .. import eventloop
 from ..api import DEFAULT_PLUGIN_DIR
 from ..cliparams import directory, seconds
 from ..errors import UsageError, fail
@@ -276,7 +277,7 @@ def _dra_kubelet(
     directory = _kubelet_dir(kubelet_dir)
     console = Console(highlight=False)
     try:
-        asyncio.run(run_dra(directory, claims, console, console.is_terminal and not plain, exit_after))
+        eventloop.run(run_dra(directory, claims, console, console.is_terminal and not plain, exit_after))
     except UsageError as err:
         fail(str(err))
 
@@ -365,6 +366,6 @@ def kubelet(
     live = console.is_terminal and not plain
     opts = _Options(directory, grace_period, admits, admit_timeout, restart_after, exit_after, live)
     try:
-        asyncio.run(_run(opts, console))
+        eventloop.run(_run(opts, console))
     except UsageError as err:
         fail(str(err))

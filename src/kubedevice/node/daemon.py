@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
+from .. import eventloop
 from ..config import Config, resource_problem
 from ..logs import setup_logging
 from ..metrics import Metrics, Readiness, start_http_server
@@ -148,7 +149,7 @@ def run_daemon(config: Config, options: DaemonOptions, early_signal: Callable[[]
         plugins = build_plugins(selection(labels)(config), options.host_root, options.cdi_dir)
     except LimitError as problem:  # found by discovery, reported as the config's own errors are
         raise ValueError(resource_problem(options.config_path, config, problem, problem.resource)) from None
-    return asyncio.run(_serve(config, options, plugins, early_signal, features, labels=labels))
+    return eventloop.run(_serve(config, options, plugins, early_signal, features, labels=labels))
 
 
 async def _serve(

@@ -16,6 +16,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from .. import eventloop
 from ..api import DEFAULT_PLUGIN_DIR, KUBELET_SOCKET
 from ..logs import fallback_logging
 from ..names import endpoint_for, extended_resource_name_error
@@ -386,7 +387,7 @@ def serve(*plugins: Plugin, plugin_dir: Path | str | None = None, hooks: Manager
         return await run(Manager(plugins, directory, hooks, plugin_dir_source=source))
 
     with fallback_logging():
-        return asyncio.run(main())
+        return eventloop.run(main())
 
 
 def library_plugin_dir(plugin_dir: Path | str | None) -> tuple[Path, str]:

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import NoReturn
 
+from ... import eventloop
 from ...allocation.cdi import CdiError
 from ...config import Config
 from ...errors import DependencyError, UsageError, fail, os_reason
@@ -90,7 +91,7 @@ def run_dra_daemon(config: Config, options: DraOptions, early_signal: Callable[[
         raise UsageError(f"dra.rolling_update needs ${POD_UID_ENV} (the downward API's metadata.uid)")
     try:
         driver = build_driver(config, options.host_root)
-        return asyncio.run(_serve(config, driver, options, early_signal))
+        return eventloop.run(_serve(config, driver, options, early_signal))
     except (CheckpointError, CdiError, ValueError) as err:  # what the node's files or the config hold
         raise UsageError(str(err)) from None
     except OSError as err:  # the node refused something at run time: a permission, a full disk
