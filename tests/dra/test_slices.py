@@ -70,9 +70,22 @@ def test_same_ids_in_two_resources_do_not_collide() -> None:
     assert [d.name for d in slice_.spec.devices] == ["a-0", "b-0"]
 
 
-def test_bad_extra_attributes_are_refused() -> None:
+@pytest.mark.parametrize(
+    "value", [{"string": "a", "int": 1}, {}, {"float": 1.5}, {"int": 1, "string": "a", "quantity": "1"}]
+)
+def test_bad_extra_attributes_are_refused(value: dict[str, object]) -> None:
     with pytest.raises(SliceError, match="must have one key"):
-        slices_for("x.example.com", "n", [("example.com/a", [Device("0")], {"0": {"v": {"string": "a", "int": 1}}})])
+        slices_for("x.example.com", "n", [("example.com/a", [Device("0")], {"0": {"v": value}})])
+
+
+def test_an_attribute_and_a_capacity_of_one_name_are_both_published() -> None:
+    """The API keeps the two maps apart, so a name may be in both (one of each key here)."""
+    extra = {"0": {"memory": {"int": 64, "quantity": "64Gi"}}}
+    [slice_] = slices_for("x.example.com", "n", [("example.com/a", [Device("0")], extra)])
+    [device] = slice_.spec.devices
+    assert device.attributes["memory"].as_value() == {"int": 64}
+    assert device.capacity["memory"].value == "64Gi"
+    assert validate(slice_) == []
 
 
 def test_long_discovered_strings_are_cut_to_the_api_limit() -> None:

@@ -213,19 +213,6 @@ class ResourceAttributes(_Model):
                     raise FieldProblem((name, "template"), str(err)) from None
         return values
 
-    @model_validator(mode="after")
-    def _apart(self) -> ResourceAttributes:
-        """Kubernetes lets an attribute and a capacity share a name, but a device's values are kept
-        in one map by name here, where the capacity would silently replace the attribute."""
-        for name in self.capacity:
-            if name in self.attributes:
-                raise FieldProblem(
-                    ("capacity", name, "[key]"),
-                    f"{name!r} is also an attribute, and the two would be published as one: name the "
-                    f"attribute with the driver's domain ('<driver>/{name}': the same attribute in CEL)",
-                )
-        return self
-
     def source_problem(self, source_kind: str) -> FieldProblem | None:
         """What this resource's source cannot give: a file without a sysfs directory, a PCI fact elsewhere."""
         for section in ("attributes", "capacity"):
@@ -279,7 +266,11 @@ class ConfiguredAttributes:
         for device in devices:
             read = reads.get(physical(device))
             if read is not None:
-                attributes[device.id] = {**attributes.get(device.id, {}), **read.values}
+                found_values = attributes.get(device.id, {})
+                attributes[device.id] = {
+                    **found_values,
+                    **{name: _over(found_values.get(name), value) for name, value in read.values.items()},
+                }
         return self._marked(devices, reads), attributes
 
     def devices(self, devices: Sequence[Device], found: Sequence[Found]) -> list[Device]:
@@ -317,8 +308,8 @@ class ConfiguredAttributes:
         facts = DeviceFacts(self.host, found, self.resource.source_kind)
         values: dict[str, dict[str, Any]] = {}
         for name, spec in self._specs:
-            try:
-                values[name] = typed(self._text(spec, facts, found), spec.type)
+            try:  # an attribute and a capacity of one name share the entry (their keys differ)
+                values[name] = {**values.get(name, {}), **typed(self._text(spec, facts, found), spec.type)}
             except FactUnavailable as err:
                 return _Read(found, {}, f"{name}: cannot read {err}")
             except NotOfType as err:
@@ -336,3 +327,12 @@ class ConfiguredAttributes:
         except UnicodeDecodeError:
             raise FactUnavailable(path, "is not UTF-8 text") from None
         return text
+
+
+def _over(discovered: Mapping[str, Any] | None, configured: Mapping[str, Any]) -> Mapping[str, Any]:
+    """A configured value replaces the discovered one of its kind (attribute or capacity) and
+    keeps the other: a configured capacity ``vendor`` leaves the discovered attribute."""
+    if not discovered:
+        return configured
+    kinds = {key == "quantity" for key in configured}
+    return {**{k: v for k, v in discovered.items() if (k == "quantity") not in kinds}, **configured}

@@ -109,16 +109,16 @@ def _extra(
     capacity: dict[str, DeviceCapacity] = {}
     for raw_name, value in extra.items():
         name = attribute_name(raw_name)
-        keys = set(value)
-        if keys == {_CAPACITY_KEY}:
-            capacity[name] = DeviceCapacity(value=str(value[_CAPACITY_KEY]))
-        elif len(keys) == 1 and keys <= _ATTRIBUTE_KEYS:
-            attributes[name] = DeviceAttribute.model_validate(_shortened(value))
-        else:
+        kinds = set(value) - {_CAPACITY_KEY}
+        if not value or len(kinds) > 1 or not kinds <= _ATTRIBUTE_KEYS:
             raise SliceError(
                 f"device {device.id}: attribute {raw_name!r} must have one key of "
-                f"{sorted(_ATTRIBUTE_KEYS)} or 'quantity'"
+                f"{sorted(_ATTRIBUTE_KEYS)}, or 'quantity', or one of each"
             )
+        if _CAPACITY_KEY in value:
+            capacity[name] = DeviceCapacity(value=str(value[_CAPACITY_KEY]))
+        for kind in kinds:  # an attribute and a capacity may share a name, as in the API
+            attributes[name] = DeviceAttribute.model_validate(_shortened({kind: value[kind]}))
     return attributes, capacity
 
 
@@ -243,7 +243,8 @@ def slices_for(
 
     ``resources`` holds, per resource, its name, its devices and per-device extra attributes
     keyed by device ID then attribute name, each value a one-key dict as in the API
-    (``{"string": "10de"}``) or ``{"quantity": "16Gi"}`` for a capacity. An unhealthy device
+    (``{"string": "10de"}``) or ``{"quantity": "16Gi"}`` for a capacity, or one of each for an
+    attribute and a capacity of one name (``{"int": 64, "quantity": "64Gi"}``). An unhealthy device
     carries :func:`unhealthy_taint` with ``taint_effect``, or is left out if that is None.
     Devices are split over as many slices as the API's limit requires: 128 per slice, or 64
     when any device of the pool has a taint or a list attribute. ``sharing``: how replicas are

@@ -129,6 +129,38 @@ def test_the_running_driver_publishes_the_same(tmp_path: Path, host: FakeHost) -
     assert published.spec.model_dump() == load_text(output)[0].spec.model_dump()
 
 
+def test_an_attribute_and_a_capacity_may_share_a_name_as_in_the_api(tmp_path: Path, host: FakeHost) -> None:
+    """``memory`` under both, as the seed's class reads ``device.attributes[...].memory`` and
+    ``device.capacity[...].memory``: both published, valid for 1.37, and a class that reads both
+    selects by them; a configured capacity ``vendor`` leaves the discovered attribute."""
+    config = CONFIG.replace(
+        "      capacity:\n", "        memory: {template: '192', type: int}\n      capacity:\n        vendor: 1\n"
+    )
+    code, output = slices(tmp_path, host, config)
+    assert code == 0, output
+    first = next(iter(by_name(output).values()))
+    assert (first["memory"], first["capacity:memory"]) == (192, str(VRAM))
+    assert (first["vendor"], first["capacity:vendor"]) == ("1002", "1")
+    stored = tmp_path / "slices.yaml"
+    stored.write_text(output)
+    assert CliRunner().invoke(app, ["validate", "--kubernetes-version", "1.37", str(stored)]).exit_code == 0
+    selector = (
+        f'device.attributes["{DRIVER}"].memory >= 192 && '
+        f'device.capacity["{DRIVER}"].memory.compareTo(quantity("192Gi")) >= 0'
+    )
+    objects = tmp_path / "class.yaml"
+    objects.write_text(
+        "apiVersion: resource.k8s.io/v1\nkind: DeviceClass\nmetadata: {name: gpu}\n"
+        f"spec: {{selectors: [{{cel: {{expression: '{selector}'}}}}]}}\n---\n"
+        "apiVersion: resource.k8s.io/v1\nkind: ResourceClaim\nmetadata: {name: c, namespace: default}\n"
+        "spec: {devices: {requests: [{name: r, exactly: {deviceClassName: gpu, count: 2}}]}}\n"
+    )
+    result = CliRunner().invoke(app, ["allocate", "--node", "node-1", str(objects), str(stored)])
+    assert result.exit_code == 0 and result.output.count(f"driver: {DRIVER}") == 2, result.output
+    objects.write_text(objects.read_text().replace(">= 192 &&", ">= 193 &&"))
+    assert CliRunner().invoke(app, ["allocate", "--node", "node-1", str(objects), str(stored)]).exit_code != 0
+
+
 def test_an_unreadable_file_makes_the_device_unhealthy_with_one_log_line(
     tmp_path: Path, host: FakeHost, caplog: pytest.LogCaptureFixture
 ) -> None:
@@ -225,8 +257,6 @@ def test_the_list_form_of_numa_node_follows_upstream(tmp_path: Path, host: FakeH
          "6:73: dra.resources.amd.com/gpu.attributes.n.type: Input should be"),
         ("resources: {amd.com/gpu: {attributes: {n: '{numa_node:d}'}}}",
          "6:45: dra.resources.amd.com/gpu.attributes.n.template: template '{numa_node:d}': Unknown format code 'd'"),
-        ("resources: {amd.com/gpu: {attributes: {memory: 64}, capacity: {memory: 64Gi}}}",
-         "6:66: dra.resources.amd.com/gpu.capacity.memory: 'memory' is also an attribute.*'<driver>/memory'"),
         ("numa_node_attribute: lists", "6:24: dra.numa_node_attribute: Input should be 'scalar' or 'list'"),
     ],
 )  # fmt: skip

@@ -32,7 +32,8 @@ class AttributeProvider(Protocol):
     """A plugin that describes its devices for DeviceClass selectors.
 
     Per device ID, attribute name → one-key value as in the API (``{"string": "10de"}``,
-    ``{"int": 3}``) or ``{"quantity": "16Gi"}`` for a capacity.
+    ``{"int": 3}``) or ``{"quantity": "16Gi"}`` for a capacity; an attribute and a capacity of
+    one name (the API allows it) as one of each (``{"int": 64, "quantity": "64Gi"}``).
     """
 
     def dra_attributes(self) -> Attributes: ...
