@@ -1,7 +1,8 @@
 # syntax=docker/dockerfile:1
 # kubedevice node daemon. scripts/image.sh builds the same image without a Docker engine
 # (debootstrap + umoci); keep the two in step.
-#   base     Debian slim + Debian's python3: what both later stages share
+#   base     Debian slim + Debian's python3 and pci.ids (the PCI ID database for hosts without
+#            one: $KUBEDEVICE_PCI_IDS): what both later stages share
 #   build    base + python3-venv: a virtualenv with requirements/run.txt and the kubedevice wheel,
 #            pip and setuptools removed
 #   runtime  base + that virtualenv only, so no pip, wheel cache or build tool ships
@@ -10,7 +11,7 @@ ARG BASE_IMAGE=debian:bookworm-slim
 
 FROM ${BASE_IMAGE} AS base
 RUN apt-get update \
- && apt-get install --yes --no-install-recommends python3 \
+ && apt-get install --yes --no-install-recommends python3 pci.ids \
  && rm -rf /var/lib/apt/lists/* /var/cache/apt/*
 
 FROM base AS build
@@ -41,7 +42,8 @@ COPY --from=build /opt/kubedevice /opt/kubedevice
 # Byte code is compiled at build time; the root filesystem is read-only in the DaemonSet.
 ENV PATH=/opt/kubedevice/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin \
     PYTHONDONTWRITEBYTECODE=1 \
-    PYTHONUNBUFFERED=1
+    PYTHONUNBUFFERED=1 \
+    KUBEDEVICE_PCI_IDS=/usr/share/misc/pci.ids
 # Non-root by default (kubedevice check, the simulator, demos). The DaemonSet runs it as
 # uid 0 with every capability dropped, because the kubelet's device-plugin directory and
 # kubelet.sock belong to root.

@@ -10,7 +10,8 @@
 # nothing is cross-assembled by hand. Without that registration the build stops before starting.
 #
 # The same steps as the Dockerfile, with Debian's own tools (apt-get install debootstrap umoci):
-#   base    debootstrap --variant=minbase (what debian:bookworm-slim is made from) + python3
+#   base    debootstrap --variant=minbase (what debian:bookworm-slim is made from) + python3 and
+#           pci.ids (the PCI ID database for hosts without one: $KUBEDEVICE_PCI_IDS)
 #   build   base + python3-venv; a virtualenv in /opt/kubedevice with requirements/run.txt
 #           (hash-checked) and the kubedevice wheel built from this checkout, pip and
 #           setuptools removed, byte code compiled
@@ -29,7 +30,7 @@ set -euo pipefail
 REPO=$(cd "$(dirname "$0")/.." && pwd)
 SUITE=bookworm
 RECIPE=1  # bump when the base steps below change, so caches built by older steps are not reused
-BASE_PACKAGES=python3
+BASE_PACKAGES='python3 pci.ids'
 BUILD_PACKAGES=python3-venv
 NAME=kubedevice/kubedevice
 UID_GID=65532:65532
@@ -110,7 +111,7 @@ if [ ! -d "$ROOTFS_CACHE" ]; then
     trap 'rm -rf "$WORK" "$fresh"' EXIT
     # shellcheck disable=SC2086  # the mirror is optional
     unshare --mount --propagation private -- \
-        debootstrap --variant=minbase --include="$BASE_PACKAGES,$BUILD_PACKAGES" --arch="$ARCH" \
+        debootstrap --variant=minbase --include="${BASE_PACKAGES// /,},${BUILD_PACKAGES// /,}" --arch="$ARCH" \
         "$SUITE" "$fresh" ${KUBEDEVICE_DEBIAN_MIRROR:-} >"$WORK/debootstrap.log" 2>&1 \
         || { tail -20 "$WORK/debootstrap.log" >&2; die "debootstrap failed"; }
     rm -rf "$fresh"/var/cache/apt/archives/*.deb "$fresh"/var/lib/apt/lists/*
@@ -181,6 +182,7 @@ umoci config --image "$OCI:$VERSION" --architecture "$ARCH" --os linux --created
     --config.user "$UID_GID" \
     --config.env PATH=/opt/kubedevice/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin \
     --config.env PYTHONDONTWRITEBYTECODE=1 --config.env PYTHONUNBUFFERED=1 \
+    --config.env KUBEDEVICE_PCI_IDS=/usr/share/misc/pci.ids \
     --config.entrypoint kubedevice \
     --config.cmd serve --config.cmd --config --config.cmd /etc/kubedevice/config.yaml \
     --config.cmd --host-root --config.cmd /host --config.cmd --metrics-address --config.cmd :9500 \

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import re
 import shutil
 import socket
 import subprocess
@@ -167,6 +168,11 @@ def test_install_writes_exactly_the_unit_config_links_and_runtime(
     assert unit["Install"]["WantedBy"] == ["multi-user.target kubelet.service"]
     (start,) = unit["Service"]["ExecStart"]
     assert (node / rootfs / start.split()[0].lstrip("/")).is_file(), "ExecStart exists inside RootDirectory"
+    # The image's environment where it matters outside a container: only /dev, /sys and udev are
+    # bound under the host root, so the host's pci.ids is not there and the image's copy is used.
+    env = dict(item.split("=", 1) for line in unit["Service"]["Environment"] for item in line.split())
+    dockerfile = (Path(__file__).resolve().parents[2] / "Dockerfile").read_text()
+    assert env["KUBEDEVICE_PCI_IDS"] == re.findall(r"KUBEDEVICE_PCI_IDS=(\S+)", dockerfile)[-1]
     for link in OURS[2:4]:
         assert (node / link).readlink() == Path("/etc/systemd/system/kubedevice.service")
     assert config_body(node / "etc/kubedevice/config.yaml") == config.read_bytes()

@@ -68,8 +68,8 @@ def test_the_same_debian_packages_as_the_dockerfile() -> None:
         stage.name: re.findall(r"--no-install-recommends ([\w.+-]+(?: [\w.+-]+)*)", " ".join(stage.all("RUN")))
         for stage in found
     }
-    assert installs["base"] == re.findall(r"^BASE_PACKAGES=(.*)$", script, re.M)
-    assert installs["build"] == re.findall(r"^BUILD_PACKAGES=(.*)$", script, re.M)
+    assert installs["base"] == [v.strip("'") for v in re.findall(r"^BASE_PACKAGES=(.*)$", script, re.M)]
+    assert installs["build"] == [v.strip("'") for v in re.findall(r"^BUILD_PACKAGES=(.*)$", script, re.M)]
     (suite,) = re.findall(r"^SUITE=(\w+)$", script, re.M)
     assert stages()[0]["BASE_IMAGE"] == f"debian:{suite}-slim"
 
@@ -101,6 +101,20 @@ def test_package_data_ships(image: Image) -> None:
     assert (examples / "null.yaml").is_file()
     assert (examples / "dra" / "class.yaml").is_file()
     assert (image.rootfs / SITE / "kubedevice" / "api" / "api.proto").is_file()
+
+
+def test_a_host_without_a_pci_ids_gets_names_from_the_image_copy(image: Image) -> None:
+    """Minimal host OSes have no PCI ID database: the image's own (Debian's pci.ids package),
+    named by ``$KUBEDEVICE_PCI_IDS``, gives ``{model}`` then."""
+    env = image.runtime_spec()["process"]["env"]
+    assert "KUBEDEVICE_PCI_IDS=/usr/share/misc/pci.ids" in env
+    script = (
+        "import os; os.mkdir('/tmp/host'); from kubedevice.sources.hostroot import HostRoot; "
+        "from kubedevice.sources.facts import pci_names; print(pci_names(HostRoot('/tmp/host'), '10de', '20b0'))"
+    )
+    result = imagekit.sandboxed(image, "env", "-i", *env, f"/{VENV}/bin/python", "-c", script)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == "('NVIDIA Corporation', 'GA100 [A100 SXM4 40GB]')"
 
 
 def test_the_sandbox_is_non_root_and_read_only(image: Image) -> None:

@@ -11,7 +11,8 @@ from pathlib import Path
 import pytest
 
 from kubedevice.sources.configured import ConfiguredPlugin
-from kubedevice.sources.facts import ENV_FACTS
+from kubedevice.sources.facts import ENV_FACTS, FALLBACK_ENV, FactUnavailable, pci_names
+from kubedevice.sources.hostroot import HostRoot
 from kubedevice.sources.schema import ENV_FIELDS
 from kubedevice.testing import FakeHost
 
@@ -59,3 +60,25 @@ def test_without_a_pci_ids_on_the_host_the_names_are_empty(host: FakeHost, tmp_p
     plugin = ConfiguredPlugin(resource('name: amd.com/gpu\npci: {vendor: "1002"}', env=ENV), host.root)
     response = asyncio.run(allocate(plugin, tmp_path, "0000:03:00.0"))
     assert dict(response.envs) == {"MODELS": "", "VENDORS": "", "DRIVERS": "amdgpu", "VERSIONS": "6.8.5"}
+
+
+def test_a_host_without_one_reads_the_copy_kubedevice_pci_ids_names(
+    host: FakeHost, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The image sets ``$KUBEDEVICE_PCI_IDS`` to its own copy for minimal host OSes; the host's
+    file, where there is one, comes first."""
+    host.remove("/usr/share/misc/pci.ids")
+    copy = tmp_path / "image-pci.ids"
+    copy.write_text(PCI_IDS.replace("Aqua Vanjaram", "Image Copy"))
+    monkeypatch.setenv(FALLBACK_ENV, str(copy))
+    root = HostRoot(host.root)
+    assert pci_names(root, "1002", "74a1") == ("Advanced Micro Devices, Inc. [AMD/ATI]", "Image Copy [Instinct MI300X]")
+    plugin = ConfiguredPlugin(resource('name: amd.com/gpu\npci: {vendor: "1002"}', env=ENV), host.root)
+    response = asyncio.run(allocate(plugin, tmp_path, "0000:03:00.0"))
+    assert response.envs["MODELS"] == "Image Copy [Instinct MI300X]"
+    host.write("/usr/share/misc/pci.ids", PCI_IDS)
+    assert pci_names(root, "1002", "74a1")[1] == "Aqua Vanjaram [Instinct MI300X]"
+    host.remove("/usr/share/misc/pci.ids")
+    copy.unlink()
+    with pytest.raises(FactUnavailable, match=rf"looked in .*/usr/share/pci.ids; nor \$KUBEDEVICE_PCI_IDS's {copy}"):
+        pci_names(root, "1002", "74a1")

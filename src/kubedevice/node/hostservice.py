@@ -156,6 +156,7 @@ ExecReload=/bin/sh -c 'kill -HUP "$$MAINPID"'
 Restart=always
 RestartSec=1s
 Environment=PATH=/opt/kubedevice/bin:/usr/sbin:/usr/bin:/sbin:/bin PYTHONUNBUFFERED=1 PYTHONDONTWRITEBYTECODE=1
+Environment=KUBEDEVICE_PCI_IDS=/usr/share/misc/pci.ids
 CapabilityBoundingSet=
 AmbientCapabilities=
 NoNewPrivileges=yes

@@ -5,9 +5,11 @@ name the same facts, so both read them here: the bound ``driver`` (the ``driver`
 device's sysfs directory), its ``driver_version`` (``/sys/module/<module>/version``, the module
 found through ``driver/module``), and a PCI device's ``vendor_name`` and ``model`` from the
 host's PCI ID database. The database is the host's own ``pci.ids`` (pciutils or hwdata install
-it), read through the host root: kubedevice ships no copy, so names follow the node's
-package updates and no 1.3 MB file is carried in the image. Without one the facts are
-unavailable (:class:`FactUnavailable` names the paths looked at).
+it), read through the host root, so names follow the node's package updates; a host without
+one (a minimal OS: Talos, Bottlerocket, Container-Optimized OS) falls back to the file
+``$KUBEDEVICE_PCI_IDS`` names, which the image sets to its own copy (Debian's ``pci.ids``
+package). Without either the facts are unavailable (:class:`FactUnavailable` names the paths
+looked at).
 
 A fact is read when a template asks for it, at most once per :class:`DeviceFacts`; the
 database is scanned once per vendor asked for and kept while the file is unchanged.
@@ -26,6 +28,8 @@ from .registry import SOURCES
 
 #: Where distributions put the PCI ID database (pciutils, hwdata), looked up in this order.
 PCI_IDS_PATHS = ("/usr/share/misc/pci.ids", "/usr/share/hwdata/pci.ids", "/usr/share/pci.ids")
+#: The environment variable naming a PCI ID database for hosts without one (the image's copy).
+FALLBACK_ENV = "KUBEDEVICE_PCI_IDS"
 #: The facts read on demand, by the name a per-device template uses.
 READ_FACTS = ("driver", "driver_version", "vendor_name", "model")
 #: Their names in env templates (over the allocated set: one comma-separated entry per device ID).
@@ -95,7 +99,7 @@ class DeviceFacts(Mapping[str, str]):
             if name == "vendor_name":
                 return vendor_name
             if model is None:
-                raise FactUnavailable(pci_ids_file(self._host), f"has no device {vendor}:{device}")
+                raise FactUnavailable(pci_ids_file(self._host)[0], f"has no device {vendor}:{device}")
             return model
         renamed = {"product": SOURCES[self._kind].product_attribute, "pci_address": "pciAddress"}
         attribute = renamed.get(name, name)
@@ -138,22 +142,26 @@ def env_facts(host: HostRoot, source_kind: str, devices: Sequence[Found]) -> dic
     return {plural: ",".join(facts.get_or_empty(name) for facts in each) for plural, name in ENV_FACTS.items()}
 
 
-def pci_ids_file(host: HostRoot) -> str:
-    """The first PCI ID database present under the host root."""
+def pci_ids_file(host: HostRoot) -> tuple[str, str]:
+    """The PCI ID database to read, as named in messages and as opened: the first present under
+    the host root, else the file ``$KUBEDEVICE_PCI_IDS`` names (the image's copy)."""
     for path in PCI_IDS_PATHS:
         if host.exists(path):
-            return path
-    raise FactUnavailable(PCI_IDS_PATHS[0], f"no PCI ID database on the host (looked in {', '.join(PCI_IDS_PATHS)})")
+            return path, str(host.local(host.resolve(path)))
+    fallback = os.environ.get(FALLBACK_ENV)
+    if fallback and os.path.isfile(fallback):
+        return f"{fallback} (${FALLBACK_ENV}: the host has none)", fallback
+    looked = ", ".join(PCI_IDS_PATHS) + (f"; nor ${FALLBACK_ENV}'s {fallback}" if fallback else "")
+    raise FactUnavailable(PCI_IDS_PATHS[0], f"no PCI ID database on the host (looked in {looked})")
 
 
 def pci_names(host: HostRoot, vendor: str, device: str) -> tuple[str, str | None]:
     """The vendor's and the device's names in the host's ``pci.ids`` (a vendor's newest devices
     may be missing from an older file: None)."""
-    path = pci_ids_file(host)
-    local = host.local(host.resolve(path))
+    path, local = pci_ids_file(host)
     try:
         stat = os.stat(local)
-        block = _vendor_block(str(local), stat.st_mtime_ns, stat.st_size, vendor.lower())
+        block = _vendor_block(local, stat.st_mtime_ns, stat.st_size, vendor.lower())
     except (OSError, UnicodeDecodeError) as err:
         reason = err.strerror if isinstance(err, OSError) else "is not UTF-8 text"
         raise FactUnavailable(path, reason or "cannot be read") from None
