@@ -25,6 +25,7 @@ from kubedevice.sources.cli import discover
 from kubedevice.sources.configured import ConfiguredPlugin
 from kubedevice.sources.discovery import find
 from kubedevice.sources.hostroot import HostRoot
+from kubedevice.sources.registry import SOURCES
 from kubedevice.sources.schema import ResourceConfig
 from kubedevice.testing import FakeHost, hosts
 
@@ -310,15 +311,27 @@ def test_discover_lists_a_function_without_its_nodes_as_refused(host: FakeHost, 
     ]
 
 
-def test_an_nvidia_gpu_unbound_is_seen_unhealthy_at_the_next_rescan(host: FakeHost) -> None:
-    """/dev/nvidiaN is nvidia-modprobe's, not devtmpfs's: unbinding leaves /dev as it was."""
-    built, config = build(host, "nvidia")
-    plugin = ConfiguredPlugin(config, host.root)
+def test_an_nvidia_gpu_unbound_is_seen_unhealthy_at_the_next_health_round(host: FakeHost) -> None:
+    """/dev/nvidiaN is nvidia-modprobe's, not devtmpfs's: unbinding leaves /dev as it was and
+    procfs sends no event, so the source is rescanned every health round (here 0.2 s; the AMD
+    test above, whose minors go with the unbind, runs with hourly rounds)."""
+    built = hosts.nvidia_node(host)
     first = built.functions[0].address
-    host.bind_pci(first, None)
-    assert host.path("/dev/nvidia0").exists()
-    plugin.rescan()
-    assert {d.id: d.healthy for d in plugin.devices()} == {f.address: f.address != first for f in built.functions}
+    plugin = ConfiguredPlugin(resource(NVIDIA, health={"interval_seconds": 0.2}), host.root)
+    assert SOURCES["pci"].polled(plugin.config.source[1])
+    assert not SOURCES["pci"].polled(resource(AMD).source[1])  # its minors' removal is the event
+
+    async def main() -> None:
+        async with node(plugin) as sim:
+            host.bind_pci(first, None)
+            assert host.path("/dev/nvidia0").exists()
+            await sim.wait_until(lambda: sim.allocatable()["nvidia.com/gpu"] == 3, TIMEOUT)
+            health = {i: d.healthy for i, d in sim.resources["nvidia.com/gpu"].devices.items()}
+            assert health == {f.address: f.address != first for f in built.functions}
+            host.bind_pci(first, "nvidia")
+            await sim.wait_until(lambda: sim.allocatable()["nvidia.com/gpu"] == 4, TIMEOUT)
+
+    asyncio.run(main())
 
 
 DOCS_MACHINES = {

@@ -151,9 +151,13 @@ class ConfiguredPlugin(Plugin):
             await self.rescan_async()
 
     async def _check_periodically(self) -> None:
+        """Health rounds; a source whose changes no event reports is rescanned before each."""
+        source, config = self.config.source
         while True:
             await self.check_health()
             await asyncio.sleep(self.config.health.interval_seconds)
+            if source.polled(config):
+                await self.rescan_async()
 
     async def check_health(self) -> None:
         """One round of checks over the current devices; changes are streamed at once."""

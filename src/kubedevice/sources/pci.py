@@ -351,6 +351,11 @@ def _has_paths(config: PciConfig) -> bool:
     return config.nodes is not None
 
 
+def _nvidia_possible(config: PciConfig) -> bool:
+    """NVIDIA's minor comes from procfs, where an unbind sends no event (``nvidia`` or ``all``)."""
+    return config.nodes is not None and bool({"nvidia", "all"} & set(config.nodes))
+
+
 def refused(config: PciConfig, host: HostRoot) -> list[Refusal]:
     """The selected functions that cannot be advertised (a VFIO group a host driver holds, a
     function without the nodes asked for), and why."""
@@ -367,6 +372,7 @@ SOURCE = Source(
     refused=refused,
     matched_paths=_has_paths,
     unusable_stays=_has_paths,
+    polled=_nvidia_possible,
     sysfs=True,
     product_attribute="device",
 )

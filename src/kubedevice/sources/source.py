@@ -78,3 +78,6 @@ class Source(Generic[C]):
     #: it: a PCI function unbound from its driver, a node removed) stays listed, Unhealthy, so that a
     #: pod holding it is told rather than the device silently leaving; one gone from the host leaves.
     unusable_stays: Callable[[C], bool] = _never
+    #: Its devices can change in a way no inotify event reports (an NVIDIA GPU unbound: nvidia's
+    #: ``/dev/nvidiaN`` stays, and procfs sends no event), so it is rescanned every health round.
+    polled: Callable[[C], bool] = _never
