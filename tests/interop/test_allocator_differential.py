@@ -25,13 +25,17 @@ from typing import Any, TypeVar
 
 import pytest
 import yaml
+from typer.testing import CliRunner
 
 from kubedevice.dra import models
+from kubedevice.dra.cli import app as dra_app
+from kubedevice.dra.deviceattribute import NUMA_NODE, PCI_BUS_ID, PCIE_ROOT
 from kubedevice.dra.models import DeviceClass, ResourceClaim, ResourceSlice
 from kubedevice.dra.structured import AllocationError, ClaimAllocation, Node, Unallocatable, allocate, allocated_devices
-from kubedevice.testing import gobuild
+from kubedevice.testing import FakeHost, gobuild, hosts
 from tests.dra import allocgen
 from tests.dra.test_seed_walkthrough import walk
+from tests.sources.test_pci_nodes import MACHINES as PCI_MACHINES
 
 pytestmark = pytest.mark.interop
 
@@ -271,6 +275,99 @@ def test_the_seed_walkthrough_agrees(version: str, tmp_path: Path) -> None:
     (results,) = [r["devices"]["results"] for r in answers[0]["results"]]
     assert sorted(r["device"] for r in results) == ["gpu-h64-0000-03-00-0-9c4bcece", "gpu-h64-0000-43-00-0-57af3c81"]
     assert not compare(version, [every, three])
+
+
+DRIVER = "accel.example.com"
+
+
+def machine_slices(tmp_path: Path, machine: str) -> tuple[hosts.Machine, list[dict[str, Any]], dict[str, str]]:
+    """``dra slices`` on one of :mod:`kubedevice.testing.hosts`' machines, served by config only:
+    its ``pci.nodes`` resource (as tests/sources/test_pci_nodes.py selects it) with the model from
+    a ``pci.ids`` naming every function; the slices and each function's model by address."""
+    host = FakeHost(tmp_path / "root")
+    builder, text = PCI_MACHINES[machine]
+    built = builder(host)
+    config = yaml.safe_load(text)
+    ids = {
+        f.address: (
+            host.path(f"/sys/bus/pci/devices/{f.address}/vendor"),
+            host.path(f"/sys/bus/pci/devices/{f.address}/device"),
+        )
+        for f in built.functions
+    }
+    models_by = {a: f"Model {d.read_text().strip()[2:]}" for a, (_, d) in ids.items()}
+    vendors: dict[str, dict[str, str]] = {}
+    for address, (vendor, device) in ids.items():
+        vendors.setdefault(vendor.read_text().strip()[2:], {})[device.read_text().strip()[2:]] = models_by[address]
+    host.write("/usr/share/misc/pci.ids", "".join(
+        f"{v}  Vendor {v}\n" + "".join(f"\t{d}  {name}\n" for d, name in sorted(devs.items()))
+        for v, devs in sorted(vendors.items())
+    ))  # fmt: skip
+    document = {
+        "resources": [config],
+        "dra": {"driver": DRIVER, "resources": {config["name"]: {"attributes": {"model": "{model}"}}}},
+    }
+    path = tmp_path / "config.yaml"
+    path.write_text(yaml.safe_dump(document))
+    args = ["slices", "--config", str(path), "--host-root", str(host.root), "--node", "node-1"]
+    result = CliRunner().invoke(dra_app, args)
+    assert result.exit_code == 0, result.output
+    return built, [d for d in yaml.safe_load_all(result.output) if d], models_by
+
+
+@pytest.mark.parametrize("machine", sorted(PCI_MACHINES))
+def test_every_fake_machine_publishes_its_functions_with_the_standard_attributes(tmp_path: Path, machine: str) -> None:
+    """Each function is one device with its model and Kubernetes' ``pciBusID``, ``pcieRoot`` and
+    ``numaNode`` (none where the kernel says -1), and the slices are valid for 1.37."""
+    built, slices, models_by = machine_slices(tmp_path, machine)
+    devices = [d for s in slices for d in s["spec"]["devices"]]
+    by_address = {d["attributes"][PCI_BUS_ID]["string"]: d["attributes"] for d in devices}
+    assert sorted(by_address) == sorted(f.address for f in built.functions)
+    for function in built.functions:
+        attributes = by_address[function.address]
+        assert attributes["model"]["string"] == models_by[function.address]
+        assert attributes[PCIE_ROOT]["string"].startswith("pci0000:")
+        numa = attributes.get(NUMA_NODE, {}).get("int")
+        assert numa == (function.numa_node if function.numa_node >= 0 else None)
+    stored = tmp_path / "slices.yaml"
+    stored.write_text(yaml.safe_dump_all(slices))
+    result = CliRunner().invoke(dra_app, ["validate", "--kubernetes-version", "1.37", str(stored)])
+    assert result.exit_code == 0, result.output
+
+
+@pytest.mark.parametrize("version", VERSIONS)
+@pytest.mark.parametrize("machine", sorted(PCI_MACHINES))
+def test_the_scheduler_allocates_every_fake_machine_as_we_do(tmp_path: Path, machine: str, version: str) -> None:
+    """On those slices, a class selecting by the configured model (one function's, the seed's
+    ``startsWith`` form) and a claim for all its devices, then one for more than there are."""
+    built, slices, models_by = machine_slices(tmp_path, machine)
+    model = models_by[built.functions[-1].address]
+    expression = f'device.attributes["{DRIVER}"].model.startsWith("{model}")'
+    device_class = {
+        "apiVersion": "resource.k8s.io/v1",
+        "kind": "DeviceClass",
+        "metadata": {"name": "accel"},
+        "spec": {"selectors": [{"cel": {"expression": expression}}]},
+    }
+
+    def claim(exactly: dict[str, Any]) -> dict[str, Any]:
+        request = {"name": "r", "exactly": {"deviceClassName": "accel", **exactly}}
+        return {
+            "apiVersion": "resource.k8s.io/v1",
+            "kind": "ResourceClaim",
+            "metadata": {"name": "c", "namespace": "default", "uid": "u-1"},
+            "spec": {"devices": {"requests": [request]}},
+        }
+
+    same = sum(1 for m in models_by.values() if m == model)
+    base = {"node": {"name": "node-1", "labels": {}}, "classes": [device_class], "slices": slices,
+            "allocated": [], "features": dict(VERSIONS[version][1])}  # fmt: skip
+    cases = [
+        {**base, "claims": [claim({"allocationMode": "All"})]},
+        {**base, "claims": [claim({"allocationMode": "ExactCount", "count": same + 1})]},
+    ]
+    assert [go_verdict(answer) for answer in run_go(version, cases)] == ["allocated", "unschedulable"]
+    assert not compare(version, cases)
 
 
 KEPT = sorted(CASES_DIR.glob("*.json"))
