@@ -9,7 +9,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 PACKAGE = ROOT / "src" / "kubedevice"
-GENERATED = re.compile(r"_pb2(_grpc)?\.py$|_pb2\.pyi$")
+GENERATED = re.compile(r"_pb2(_grpc)?\.py$")
 
 
 def rows() -> dict[str, str]:

@@ -278,6 +278,7 @@ def test_the_seed_walkthrough_agrees(version: str, tmp_path: Path) -> None:
 
 
 DRIVER = "accel.example.com"
+IDS = ("vendor", "device")
 
 
 def machine_slices(tmp_path: Path, machine: str) -> tuple[hosts.Machine, list[dict[str, Any]], dict[str, str]]:
@@ -288,17 +289,14 @@ def machine_slices(tmp_path: Path, machine: str) -> tuple[hosts.Machine, list[di
     builder, text = PCI_MACHINES[machine]
     built = builder(host)
     config = yaml.safe_load(text)
-    ids = {
-        f.address: (
-            host.path(f"/sys/bus/pci/devices/{f.address}/vendor"),
-            host.path(f"/sys/bus/pci/devices/{f.address}/device"),
-        )
+    ids = {  # address -> (vendor, device), as sysfs writes them without the "0x"
+        f.address: tuple(host.path(f"/sys/bus/pci/devices/{f.address}/{n}").read_text().strip()[2:] for n in IDS)
         for f in built.functions
     }
-    models_by = {a: f"Model {d.read_text().strip()[2:]}" for a, (_, d) in ids.items()}
+    models_by = {address: f"Model {device}" for address, (_, device) in ids.items()}
     vendors: dict[str, dict[str, str]] = {}
-    for address, (vendor, device) in ids.items():
-        vendors.setdefault(vendor.read_text().strip()[2:], {})[device.read_text().strip()[2:]] = models_by[address]
+    for vendor, device in ids.values():
+        vendors.setdefault(vendor, {})[device] = f"Model {device}"
     host.write("/usr/share/misc/pci.ids", "".join(
         f"{v}  Vendor {v}\n" + "".join(f"\t{d}  {name}\n" for d, name in sorted(devs.items()))
         for v, devs in sorted(vendors.items())
